@@ -1,0 +1,203 @@
+// Package restart is the pure domain of nomad-restart: what a restart is asked to do (Spec),
+// what is known of it (Record), the facts observed in the cluster (Job, Alloc), and the rules
+// that connect them (selection, batch math, status transitions). It does no I/O and knows
+// nothing of Nomad's client or of where records are stored.
+package restart
+
+import "time"
+
+// Status is the lifecycle state of a restart.
+type Status string
+
+const (
+	StatusPending   Status = "pending"   // recorded, no driver has started it yet
+	StatusRunning   Status = "running"   // a driver is restarting allocations
+	StatusPaused    Status = "paused"    // held after the batch in flight finished
+	StatusWaiting   Status = "waiting"   // waiting for an operator's answer to Question
+	StatusSucceeded Status = "succeeded" // every planned allocation was restarted
+	StatusFailed    Status = "failed"    // stopped by an error
+	StatusCanceled  Status = "canceled"  // stopped by an operator
+)
+
+// Terminal reports whether no further work will happen for a restart in this status.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCanceled
+}
+
+// AllocState is the progress of one planned allocation.
+type AllocState string
+
+const (
+	AllocPending    AllocState = "pending"    // not yet touched
+	AllocRestarting AllocState = "restarting" // intent persisted; the restart or stop request may or may not have reached Nomad
+	AllocWaiting    AllocState = "waiting"    // Nomad accepted the request; waiting for the tasks (or the replacement) to run again
+	AllocDone       AllocState = "done"       // restarted and running again
+	AllocFailed     AllocState = "failed"     // the restart or the wait failed; Error says why
+	AllocSkipped    AllocState = "skipped"    // no longer eligible when its batch came (gone, replaced, stopped)
+)
+
+// Terminal reports whether the allocation needs no more work.
+func (s AllocState) Terminal() bool {
+	return s == AllocDone || s == AllocFailed || s == AllocSkipped
+}
+
+// Intent is the operator's latest wish for a restart. The driver watches it and obeys.
+type Intent string
+
+const (
+	IntentRun    Intent = "run"
+	IntentPause  Intent = "pause"
+	IntentCancel Intent = "cancel"
+)
+
+// Record is the durable state of one restart. The driver owns every field but Control;
+// operators (pause, resume, cancel, answer) write only Control. Stores keep that split when
+// they merge concurrent writes (see MergeControl).
+type Record struct {
+	ID         string
+	Namespace  string
+	Region     string
+	JobID      string
+	JobType    string
+	JobVersion uint64
+	Spec       Spec
+
+	Status Status
+	// Reason says why the restart is in its Status: the error that failed it, who
+	// canceled it, what it waits for.
+	Reason string
+
+	// Allocs is the plan: every eligible allocation, in batch order, with its progress.
+	Allocs []AllocProgress
+	// Batches is the number of batches in the plan; CurrentBatch the 1-based batch in
+	// flight or last finished (0 before the first).
+	Batches      int
+	CurrentBatch int
+	// BatchWait is the wait in force between batches; an answer of a duration changes it.
+	BatchWait time.Duration
+	// NextBatchAt is when the next batch may start (after a batch wait); zero when none.
+	NextBatchAt time.Time `json:",omitempty"`
+
+	// Question is set while Status is waiting.
+	Question *Question `json:",omitempty"`
+
+	Control Control
+
+	// Driver names the process driving the restart (host and pid), for humans.
+	Driver string `json:",omitempty"`
+
+	CreateIndex uint64
+	ModifyIndex uint64
+	CreateTime  time.Time
+	ModifyTime  time.Time
+	StartTime   time.Time `json:",omitempty"`
+	EndTime     time.Time `json:",omitempty"`
+
+	// Events is a bounded log of what happened, oldest first (see MaxEvents).
+	Events []Event
+}
+
+// Control is the part of a Record that operators write.
+type Control struct {
+	Intent Intent
+	// Answer answers the Question whose ID is AnswerTo.
+	Answer   string `json:",omitempty"`
+	AnswerTo string `json:",omitempty"`
+	// By names who set the intent or answer, for the event log.
+	By string `json:",omitempty"`
+}
+
+// Question is something a restart needs an operator to decide before it continues.
+type Question struct {
+	ID   string
+	Kind QuestionKind
+	Text string
+	// Options lists the accepted answers, as shown in the prompt ("y/N", "Y/n/<wait duration>").
+	Options string
+	// Default is the answer an empty reply means.
+	Default string
+	Asked   time.Time
+}
+
+// QuestionKind tells why a restart is asking.
+type QuestionKind string
+
+const (
+	QuestionProceed     QuestionKind = "proceed"      // -batch-wait ask: proceed with the next batch?
+	QuestionIgnoreError QuestionKind = "ignore-error" // -on-error ask: ignore the errors above?
+)
+
+// AllocProgress is the plan and progress of one allocation.
+type AllocProgress struct {
+	ID     string
+	Name   string
+	Group  string
+	NodeID string
+	Batch  int // 1-based
+	State  AllocState
+	// Tasks are the tasks to restart in place (empty with AllTasks, or with -reschedule).
+	Tasks []string `json:",omitempty"`
+	// Before holds what was observed just before the request, so that a later driver can
+	// tell from Nomad's own facts whether the request took effect.
+	Before *Observation `json:",omitempty"`
+	// Replacement is the allocation that replaced this one (with -reschedule), the last
+	// of the NextAllocation chain followed so far.
+	Replacement string     `json:",omitempty"`
+	StartTime   time.Time  `json:",omitempty"`
+	EndTime     time.Time  `json:",omitempty"`
+	Error       string     `json:",omitempty"`
+	Waiting     string     `json:",omitempty"` // what the driver waits for now, for humans
+	Unrecovered bool       `json:",omitempty"` // Error is one likely to happen again
+	Attempts    int        `json:",omitempty"` // restart or stop requests sent
+	LastSeen    *time.Time `json:",omitempty"`
+}
+
+// Observation is the state of an allocation's targeted tasks in Nomad just before a restart
+// request, in Nomad's own terms (counters and Nomad's timestamps, never the local clock).
+type Observation struct {
+	// Restarts is each task's restart counter.
+	Restarts map[string]uint64 `json:",omitempty"`
+	// LastEventTime is the time (Nomad's clock) of the newest task event of the allocation.
+	LastEventTime time.Time `json:",omitempty"`
+	// AllocModifyIndex is the allocation's ModifyIndex.
+	AllocModifyIndex uint64
+}
+
+// Event is one line of a restart's log. It is also what `run -json` prints, one per line.
+type Event struct {
+	Time    time.Time
+	Type    EventType
+	Message string
+	AllocID string `json:",omitempty"`
+	Batch   int    `json:",omitempty"`
+}
+
+// EventType classifies events for machines reading `-json` output.
+type EventType string
+
+const (
+	EventCreated       EventType = "created"
+	EventStarted       EventType = "started"
+	EventBatchStarted  EventType = "batch-started"
+	EventBatchFinished EventType = "batch-finished"
+	EventAllocRestart  EventType = "alloc-restart"
+	EventAllocWaiting  EventType = "alloc-waiting"
+	EventAllocDone     EventType = "alloc-done"
+	EventAllocFailed   EventType = "alloc-failed"
+	EventAllocSkipped  EventType = "alloc-skipped"
+	EventAllocReplaced EventType = "alloc-replaced"
+	EventBatchWait     EventType = "batch-wait"
+	EventQuestion      EventType = "question"
+	EventAnswer        EventType = "answer"
+	EventPaused        EventType = "paused"
+	EventResumed       EventType = "resumed"
+	EventCanceled      EventType = "canceled"
+	EventSucceeded     EventType = "succeeded"
+	EventFailed        EventType = "failed"
+	EventDriver        EventType = "driver" // a driver took over or let go
+	EventWarning       EventType = "warning"
+)
+
+// MaxEvents bounds Record.Events; older events are dropped first, and one marker event says
+// how many were dropped.
+const MaxEvents = 200

@@ -1,0 +1,119 @@
+// Package store keeps restart records durable. Store is the interface; the Nomad Variables
+// implementation keeps records in the cluster (any machine can attach, steer or resume), the
+// local one in a file under the user's state directory. One shared suite tests both.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// Store keeps restart records. Every write is a check-and-set on the record's ModifyIndex,
+// and a written record is never seen half-written.
+type Store interface {
+	// Create stores a new record and sets its CreateIndex and ModifyIndex. It fails with
+	// *JobBusyError when a restart of the same job (namespace and job ID) is not terminal,
+	// atomically: of two concurrent Creates for one job, one fails.
+	Create(ctx context.Context, rec *restart.Record) error
+	// Get reads a record by its full ID; ErrNotFound if none.
+	Get(ctx context.Context, namespace, id string) (*restart.Record, error)
+	// Find resolves an ID or unique prefix across the namespaces the store can see
+	// (namespace "" or "*" for all); ErrNotFound, or *AmbiguousIDError.
+	Find(ctx context.Context, namespace, prefix string) (*restart.Record, error)
+	// List returns the records, newest CreateTime first, filtered.
+	List(ctx context.Context, f Filter) ([]*restart.Record, error)
+	// Update writes rec if its ModifyIndex still matches the stored one, and then sets rec's
+	// ModifyIndex (and ModifyTime) to the new values. On a mismatch it returns ErrConflict
+	// and changes nothing. When rec's status becomes terminal the job is freed for a new
+	// restart.
+	Update(ctx context.Context, rec *restart.Record) error
+	// Watch blocks until the stored record's ModifyIndex is greater than afterIndex, then
+	// returns it. It returns ctx's error when ctx ends first.
+	Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error)
+	// AcquireLease takes the driver's lease on a restart, or fails with ErrLeaseHeld. The
+	// lease renews itself until released or lost.
+	AcquireLease(ctx context.Context, namespace, id, holder string) (Lease, error)
+	// Kind names the store for humans: "nomad" or "local".
+	Kind() string
+}
+
+// Lease is the right to drive one restart. A process that dies loses it: on the Nomad store
+// when its TTL passes (plus Nomad's lock delay), on the local store at once.
+type Lease interface {
+	// Lost is closed when the lease could not be renewed and may now be held by another.
+	Lost() <-chan struct{}
+	// Release gives the lease up so another driver may take it at once.
+	Release(ctx context.Context) error
+}
+
+// Filter selects records in List.
+type Filter struct {
+	Namespace string // "" or "*" for all
+	JobID     string // "" for all
+	// Active keeps only records whose status is not terminal.
+	Active bool
+}
+
+// Errors of stores, to be matched with errors.Is / errors.As.
+var (
+	ErrNotFound  = errors.New("restart not found")
+	ErrConflict  = errors.New("restart record changed since it was read")
+	ErrLeaseHeld = errors.New("restart is driven by another process")
+)
+
+// JobBusyError says a job already has a restart in progress.
+type JobBusyError struct {
+	Namespace, JobID, RestartID string
+}
+
+func (e *JobBusyError) Error() string {
+	return fmt.Sprintf("job %q already has restart %s in progress; attach to it with `nomad-restart attach %s`, or cancel it with `nomad-restart cancel %s`",
+		e.JobID, shortID(e.RestartID), shortID(e.RestartID), shortID(e.RestartID))
+}
+
+// AmbiguousIDError says a prefix matched several restarts.
+type AmbiguousIDError struct {
+	Prefix  string
+	Matches []string
+}
+
+func (e *AmbiguousIDError) Error() string {
+	return fmt.Sprintf("restart ID prefix %q matched %d restarts; give more characters of the ID", e.Prefix, len(e.Matches))
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// Mutate reads a record, applies change and writes it back, retrying on conflicts. It is how
+// operators change Control and how anyone makes a small change without holding the lease.
+func Mutate(ctx context.Context, s Store, namespace, id string, change func(*restart.Record) error) (*restart.Record, error) {
+	for attempt := 0; ; attempt++ {
+		rec, err := s.Get(ctx, namespace, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := change(rec); err != nil {
+			return nil, err
+		}
+		err = s.Update(ctx, rec)
+		if err == nil {
+			return rec, nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt >= 50 {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+}
