@@ -165,6 +165,9 @@ type Observation struct {
 
 // Event is one line of a restart's log. It is also what `run -json` prints, one per line.
 type Event struct {
+	// Seq numbers the events of one restart from 1, so that a reader of a bounded log
+	// (attach, status) can tell which events it has already shown.
+	Seq     uint64
 	Time    time.Time
 	Type    EventType
 	Message string

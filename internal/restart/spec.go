@@ -9,7 +9,7 @@ type Spec struct {
 	BatchSizes []BatchSize
 	// BatchWait is -batch-wait as a duration; BatchWaitAsk is -batch-wait=ask.
 	BatchWait    time.Duration
-	BatchWaitAsk bool `json:",omitempty"`
+	BatchWaitAsk bool     `json:",omitempty"`
 	Groups       []string `json:",omitempty"`
 	Tasks        []string `json:",omitempty"`
 	AllTasks     bool     `json:",omitempty"`
