@@ -68,8 +68,9 @@ type PlacementFailure struct {
 
 // Errors the cluster reports, to be matched with errors.Is / errors.As.
 var (
-	ErrJobNotFound      = errors.New("job not found")
-	ErrAllocNotFound    = errors.New("alloc not found")
+	ErrJobNotFound   = errors.New("job not found")
+	ErrAllocNotFound = errors.New("alloc not found")
+	//lint:ignore ST1005 Nomad's own text, which users search for
 	ErrPermissionDenied = errors.New("Permission denied")
 )
 

@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// ClientConfig holds Nomad's client options as the CLI flags give them. Empty fields (and
+// a false Insecure) leave the value from the environment (NOMAD_ADDR, NOMAD_REGION,
+// NOMAD_NAMESPACE, NOMAD_TOKEN, NOMAD_CACERT, NOMAD_CAPATH, NOMAD_CLIENT_CERT,
+// NOMAD_CLIENT_KEY, NOMAD_TLS_SERVER_NAME, NOMAD_SKIP_VERIFY) or the default.
+type ClientConfig struct {
+	Address       string
+	Region        string
+	Namespace     string
+	Token         string
+	CACert        string
+	CAPath        string
+	ClientCert    string
+	ClientKey     string
+	TLSServerName string
+	Insecure      bool
+}
+
+// APIConfig layers cfg over api.DefaultConfig() exactly as Nomad's Meta.clientConfig does:
+// flags override the environment, which overrides the defaults.
+func (cfg ClientConfig) APIConfig() *api.Config {
+	c := api.DefaultConfig()
+	if cfg.Address != "" {
+		c.Address = cfg.Address
+	}
+	if cfg.Region != "" {
+		c.Region = cfg.Region
+	}
+	if cfg.Namespace != "" {
+		c.Namespace = cfg.Namespace
+	}
+	if cfg.Token != "" {
+		c.SecretID = cfg.Token
+	}
+	if cfg.CACert != "" {
+		c.TLSConfig.CACert = cfg.CACert
+	}
+	if cfg.CAPath != "" {
+		c.TLSConfig.CAPath = cfg.CAPath
+	}
+	if cfg.ClientCert != "" {
+		c.TLSConfig.ClientCert = cfg.ClientCert
+	}
+	if cfg.ClientKey != "" {
+		c.TLSConfig.ClientKey = cfg.ClientKey
+	}
+	if cfg.TLSServerName != "" {
+		c.TLSConfig.TLSServerName = cfg.TLSServerName
+	}
+	if cfg.Insecure {
+		c.TLSConfig.Insecure = true
+	}
+	return c
+}
+
+// NewClient builds an official api client from Nomad's client options and environment.
+func NewClient(cfg ClientConfig) (*api.Client, error) {
+	conf := cfg.APIConfig()
+	c, err := api.NewClient(conf)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
+	}
+	return c, nil
+}
+
+// ErrUnreachable is matched (errors.Is) by Reachable's error when no agent answered.
+var ErrUnreachable = errors.New("cannot reach Nomad")
+
+// Reachable checks that a Nomad agent answers at the client's address, with one request to
+// /v1/status/leader (which needs no ACL permission). A transport failure gives one line:
+// `cannot reach Nomad at <addr>: <cause>; set -address or NOMAD_ADDR`. An agent that
+// answers with an error (no cluster leader, a proxy's refusal) is reported as such.
+func Reachable(ctx context.Context, client *api.Client) error {
+	var leader string
+	_, err := client.Raw().Query("/v1/status/leader", &leader, (&api.QueryOptions{}).WithContext(ctx))
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("checking Nomad at %s: %w", client.Address(), ctx.Err())
+	}
+	if code := statusCode(err); code != 0 {
+		return fmt.Errorf("Nomad at %s answered %d: %s", client.Address(), code, firstNonEmpty(responseBody(err), err.Error()))
+	}
+	return fmt.Errorf("%w at %s: %v; set -address or NOMAD_ADDR", ErrUnreachable, client.Address(), err)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// DefaultWatchWait is the wait of each blocking query. Nomad caps waits at 10 minutes and
+// adds up to 1/16 of jitter; 5 minutes (Nomad's own default) keeps idle watches cheap while
+// staying under proxies' usual idle timeouts.
+const DefaultWatchWait = 5 * time.Minute
+
+// Options tune a Nomad cluster client. The zero value is usable.
+type Options struct {
+	// Region is the region the client talks to, as given by -region or NOMAD_REGION.
+	// Empty: learned from the first job read, else from the agent.
+	Region string
+	// Retry bounds retries of reads on transient errors; zero: DefaultRetryPolicy().
+	Retry RetryPolicy
+	// WatchWait is the wait of each blocking query; zero: DefaultWatchWait.
+	WatchWait time.Duration
+	// Logger receives debug lines about retries; nil discards them.
+	Logger *slog.Logger
+}
+
+// Nomad implements Cluster with the official github.com/hashicorp/nomad/api client.
+// It is safe for concurrent use.
+type Nomad struct {
+	client *api.Client
+	retry  RetryPolicy
+	wait   time.Duration
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	region string
+}
+
+var _ Cluster = (*Nomad)(nil)
+
+// NewNomad returns a Cluster backed by client, with default options.
+func NewNomad(client *api.Client) *Nomad {
+	return NewNomadWithOptions(client, Options{})
+}
+
+// NewNomadWithOptions returns a Cluster backed by client.
+func NewNomadWithOptions(client *api.Client, opts Options) *Nomad {
+	n := &Nomad{client: client, retry: opts.Retry, wait: opts.WatchWait, log: opts.Logger, region: opts.Region}
+	if n.retry == (RetryPolicy{}) {
+		n.retry = DefaultRetryPolicy()
+	}
+	if n.wait <= 0 {
+		n.wait = DefaultWatchWait
+	}
+	if n.log == nil {
+		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return n
+}
+
+// Client returns the api client, for callers that need an endpoint Cluster does not cover.
+func (n *Nomad) Client() *api.Client { return n.client }
+
+// Region is the region the client talks to: Options.Region, else the region of the jobs
+// read so far, else the agent's region (asked once), else "".
+func (n *Nomad) Region() string {
+	n.mu.Lock()
+	r := n.region
+	n.mu.Unlock()
+	if r != "" {
+		return r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var self api.AgentSelf
+	if _, err := n.client.Raw().Query("/v1/agent/self", &self, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+		n.log.Debug("cannot learn the agent's region", "err", err)
+		return ""
+	}
+	if v, ok := self.Config["Region"].(string); ok && v != "" {
+		n.learnRegion(v)
+		return v
+	}
+	return ""
+}
+
+// learnRegion records the region Nomad reported, unless one is already known.
+func (n *Nomad) learnRegion(region string) {
+	if region == "" {
+		return
+	}
+	n.mu.Lock()
+	if n.region == "" {
+		n.region = region
+	}
+	n.mu.Unlock()
+}
+
+// queryOpts returns query options bound to ctx in namespace ("" keeps the client's).
+func queryOpts(ctx context.Context, namespace string) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: namespace}).WithContext(ctx)
+}
+
+// read runs an idempotent read with the retry policy.
+func read[T any](ctx context.Context, n *Nomad, what string, op func(context.Context) (T, error)) (T, error) {
+	return retry(ctx, n.retry, n.log, what, IsTransient, op)
+}
+
+// write runs a write, sending it again only when it provably never reached Nomad.
+func write[T any](ctx context.Context, n *Nomad, what string, op func(context.Context) (T, error)) (T, error) {
+	return retry(ctx, n.retry, n.log, what, notSent, op)
+}

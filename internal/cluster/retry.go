@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy bounds the retries of one idempotent read on transient errors (see
+// IsTransient): capped exponential backoff with jitter, for at most MaxElapsed.
+type RetryPolicy struct {
+	// Initial is the first backoff; each retry doubles it up to Max.
+	Initial time.Duration
+	Max     time.Duration
+	// MaxElapsed bounds the time spent retrying one read; past it the last error is
+	// returned. Zero means until ctx ends.
+	MaxElapsed time.Duration
+}
+
+// DefaultRetryPolicy rides out a leader election (Nomad's take a few seconds) and brief
+// network trouble, and gives up after a minute so that the caller can say what is wrong.
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, MaxElapsed: time.Minute}
+}
+
+// backoff returns the wait before retry number attempt (0-based): Initial·2^attempt capped
+// at Max, with "equal jitter" (half fixed, half random) so that many watchers failing
+// together do not retry in lockstep.
+func (p RetryPolicy) backoff(attempt int) time.Duration {
+	d := p.Initial
+	if d <= 0 {
+		d = DefaultRetryPolicy().Initial
+	}
+	limit := p.Max
+	if limit <= 0 {
+		limit = DefaultRetryPolicy().Max
+	}
+	for i := 0; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// retry runs op until it succeeds, fails with an error retryable does not accept, ctx ends,
+// or the policy's time is spent. what names the operation for logs.
+func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what string, retryable func(error) bool, op func(context.Context) (T, error)) (T, error) {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		v, err := op(ctx)
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			var zero T
+			return zero, ctxErr(ctx, err)
+		}
+		if !retryable(err) {
+			return v, err
+		}
+		wait := p.backoff(attempt)
+		if p.MaxElapsed > 0 && time.Since(start)+wait > p.MaxElapsed {
+			return v, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1, time.Since(start).Round(time.Millisecond))
+		}
+		log.Debug("retrying Nomad request", "op", what, "attempt", attempt+1, "wait", wait, "err", err)
+		if !sleepCtx(ctx, wait) {
+			var zero T
+			return zero, ctxErr(ctx, err)
+		}
+	}
+}
+
+// ctxErr is the error for a context that ended while err was the last failure: the
+// context's error, with err's text where it says more (the error Nomad gave before).
+func ctxErr(ctx context.Context, err error) error {
+	if errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+}
+
+// sleepCtx waits for d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// pacer slows a watch loop whose blocking reads come back without a newer index. Nomad
+// answers such a read only when its wait ends, but an agent behind a proxy that drops the
+// query string, or a broken blocking query, answers at once: without pacing the loop would
+// hammer Nomad. A read that made progress resets it.
+type pacer struct {
+	policy RetryPolicy
+	idle   int
+}
+
+// next waits, if the last read made no progress, and reports whether ctx is still live.
+func (p *pacer) next(ctx context.Context, progressed bool) bool {
+	if progressed {
+		p.idle = 0
+		return ctx.Err() == nil
+	}
+	p.idle++
+	return sleepCtx(ctx, p.policy.backoff(p.idle-1))
+}

@@ -1,0 +1,401 @@
+package acl
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// tokenJSON is the token as Nomad's servers encode it (the api module's ACLToken reads it).
+type tokenJSON struct {
+	AccessorID     string
+	SecretID       string
+	Name           string
+	Type           string
+	Policies       []string
+	Roles          []any
+	Global         bool
+	Hash           []byte
+	CreateTime     time.Time
+	ExpirationTime *time.Time
+	ExpirationTTL  string
+	CreateIndex    uint64
+	ModifyIndex    uint64
+}
+
+// tokenStubJSON is an entry of /v1/acl/tokens.
+type tokenStubJSON struct {
+	AccessorID     string
+	Name           string
+	Type           string
+	Policies       []string
+	Roles          []any
+	Global         bool
+	Hash           []byte
+	CreateTime     time.Time
+	ExpirationTime *time.Time
+	CreateIndex    uint64
+	ModifyIndex    uint64
+}
+
+type policyJSON struct {
+	Name        string
+	Description string
+	Rules       string
+	JobACL      any
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+type policyStubJSON struct {
+	Name        string
+	Description string
+	JobACL      any
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+func (t *tokenRecord) json() tokenJSON {
+	return tokenJSON{
+		AccessorID: t.AccessorID, SecretID: t.SecretID, Name: t.Name, Type: t.Type,
+		Policies: slices.Clone(t.Policies), Global: t.Global, Hash: t.hash(),
+		CreateTime: t.CreateTime, CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
+	}
+}
+
+func errACLDisabled() error { return simhttp.Errorf(http.StatusBadRequest, "ACL support disabled") }
+
+// Handler serves Nomad's /v1/acl API: bootstrap, token/self, tokens, token/:accessor,
+// policies and policy/:name.
+func (a *ACL) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		switch {
+		case path == "/v1/acl/token/self":
+			a.serveSelf(w, r)
+			return
+		case !a.enabled:
+			simhttp.WriteError(w, errACLDisabled())
+			return
+		}
+		var err error
+		switch {
+		case path == "/v1/acl/bootstrap":
+			err = a.serveBootstrap(w, r)
+		case path == "/v1/acl/tokens":
+			err = a.serveTokens(w, r)
+		case path == "/v1/acl/token":
+			if r.Method != http.MethodPut && r.Method != http.MethodPost {
+				err = simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
+				break
+			}
+			err = a.serveTokenUpsert(w, r, "")
+		case strings.HasPrefix(path, "/v1/acl/token/"):
+			err = a.serveToken(w, r, strings.TrimPrefix(path, "/v1/acl/token/"))
+		case path == "/v1/acl/policies":
+			err = a.servePolicies(w, r)
+		case strings.HasPrefix(path, "/v1/acl/policy/"):
+			err = a.servePolicy(w, r, strings.TrimPrefix(path, "/v1/acl/policy/"))
+		default:
+			err = simhttp.Errorf(http.StatusNotFound, "Invalid URL")
+		}
+		if err != nil {
+			simhttp.WriteError(w, err)
+		}
+	})
+}
+
+// writeMeta sets the read headers without simhttp's "0 means 1" rule: Nomad answers
+// token/self with the token's own ModifyIndex, 0 for the built-in tokens.
+func writeMeta(w http.ResponseWriter, idx uint64) {
+	w.Header().Set("X-Nomad-Index", strconv.FormatUint(idx, 10))
+	w.Header().Set("X-Nomad-KnownLeader", "true")
+	w.Header().Set("X-Nomad-LastContact", "0")
+}
+
+func (a *ACL) serveSelf(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method"))
+		return
+	}
+	t, err := a.ResolveRequest(r)
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	out := tokenJSON{
+		AccessorID: t.AccessorID, SecretID: t.SecretID, Name: t.Name, Type: t.Type,
+		Global: t.Global, CreateTime: t.CreateTime, CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
+	}
+	if t.AccessorID == "anonymous" {
+		out.Policies = t.Policies
+	} else if t.AccessorID != "acls-disabled" {
+		a.mu.RLock()
+		if rec, ok := a.byAccessor[t.AccessorID]; ok {
+			out = rec.json()
+		}
+		a.mu.RUnlock()
+	}
+	writeMeta(w, t.ModifyIndex)
+	simhttp.WriteJSON(w, out)
+}
+
+func (a *ACL) serveBootstrap(_ http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPut && r.Method != http.MethodPost {
+		return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
+	}
+	// The bootstrap token exists from New on: Nomad's answer to a second bootstrap.
+	return simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("ACL bootstrap already done (reset index: %d)", a.bootstrapIndex))
+}
+
+// requireManagement resolves the request's token and refuses it unless it is management.
+func (a *ACL) requireManagement(r *http.Request) (*Token, error) {
+	t, err := a.ResolveRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Management() {
+		return nil, ErrPermissionDenied()
+	}
+	return t, nil
+}
+
+func (a *ACL) serveTokens(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
+	}
+	if _, err := a.requireManagement(r); err != nil {
+		return err
+	}
+	q, err := simhttp.ParseQuery(r)
+	if err != nil {
+		return err
+	}
+	got, v, err := simhttp.Block(r.Context(), a.idx, q, nil, func() (uint64, any, error) {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		var max uint64
+		out := make([]tokenStubJSON, 0, len(a.byAccessor))
+		for _, t := range a.byAccessor {
+			if q.Prefix != "" && !strings.HasPrefix(t.AccessorID, q.Prefix) {
+				continue
+			}
+			max = maxIndex(max, t.ModifyIndex)
+			out = append(out, tokenStubJSON{
+				AccessorID: t.AccessorID, Name: t.Name, Type: t.Type, Policies: slices.Clone(t.Policies),
+				Global: t.Global, Hash: t.hash(), CreateTime: t.CreateTime,
+				CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
+			})
+		}
+		slices.SortFunc(out, func(x, y tokenStubJSON) int { return strings.Compare(x.AccessorID, y.AccessorID) })
+		return max, out, nil
+	})
+	if err != nil {
+		return err
+	}
+	simhttp.SetMeta(w, got, true, 0)
+	simhttp.WriteJSON(w, v)
+	return nil
+}
+
+func maxIndex(a, b uint64) uint64 {
+	if b > a {
+		return b
+	}
+	return a
+}
+
+func (a *ACL) serveToken(w http.ResponseWriter, r *http.Request, accessor string) error {
+	if accessor == "" {
+		return simhttp.Errorf(http.StatusBadRequest, "Missing Token Accessor")
+	}
+	switch r.Method {
+	case http.MethodGet:
+		t, err := a.ResolveRequest(r)
+		if err != nil {
+			return err
+		}
+		// Nomad lets a token read itself by accessor; anything else needs management.
+		if !t.Management() && t.AccessorID != accessor {
+			return ErrPermissionDenied()
+		}
+		a.mu.RLock()
+		rec, ok := a.byAccessor[accessor]
+		var out tokenJSON
+		if ok {
+			out = rec.json()
+		}
+		a.mu.RUnlock()
+		if !ok {
+			return simhttp.Errorf(http.StatusNotFound, TokenNotFound)
+		}
+		simhttp.SetMeta(w, out.ModifyIndex, true, 0)
+		simhttp.WriteJSON(w, out)
+		return nil
+	case http.MethodPut, http.MethodPost:
+		return a.serveTokenUpsert(w, r, accessor)
+	case http.MethodDelete:
+		if _, err := a.requireManagement(r); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		rec, ok := a.byAccessor[accessor]
+		if !ok {
+			a.mu.Unlock()
+			return simhttp.Errorf(http.StatusBadRequest, "Cannot delete nonexistent tokens: "+accessor)
+		}
+		delete(a.byAccessor, accessor)
+		delete(a.bySecret, rec.SecretID)
+		i := a.idx.Next()
+		a.mu.Unlock()
+		w.Header().Set("X-Nomad-Index", strconv.FormatUint(i, 10))
+		w.WriteHeader(http.StatusOK) // Nomad answers these writes without a body
+		return nil
+	}
+	return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
+}
+
+func (a *ACL) serveTokenUpsert(w http.ResponseWriter, r *http.Request, accessor string) error {
+	if _, err := a.requireManagement(r); err != nil {
+		return err
+	}
+	var in tokenJSON
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		return simhttp.Errorf(http.StatusBadRequest, err.Error())
+	}
+	if accessor != "" && in.AccessorID != accessor {
+		return simhttp.Errorf(http.StatusBadRequest, "ACL token accessor does not match request path")
+	}
+	var rec *tokenRecord
+	if in.AccessorID == "" {
+		var err error
+		rec, err = a.createToken(tokenRecord{Name: in.Name, Type: in.Type, Policies: in.Policies, Global: in.Global})
+		if err != nil {
+			return err
+		}
+	} else {
+		a.mu.Lock()
+		old, ok := a.byAccessor[in.AccessorID]
+		if !ok {
+			a.mu.Unlock()
+			return simhttp.Errorf(http.StatusBadRequest, "cannot find token "+in.AccessorID)
+		}
+		// A token's type and secret are fixed at creation; name and policies may change.
+		old.Name, old.Policies = in.Name, slices.Clone(in.Policies)
+		old.ModifyIndex = a.idx.Next()
+		cp := *old
+		rec = &cp
+		a.mu.Unlock()
+	}
+	w.Header().Set("X-Nomad-Index", strconv.FormatUint(rec.ModifyIndex, 10))
+	simhttp.WriteJSON(w, rec.json())
+	return nil
+}
+
+func (a *ACL) servePolicies(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
+	}
+	t, err := a.ResolveRequest(r)
+	if err != nil {
+		return err
+	}
+	q, err := simhttp.ParseQuery(r)
+	if err != nil {
+		return err
+	}
+	got, v, err := simhttp.Block(r.Context(), a.idx, q, nil, func() (uint64, any, error) {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		var max uint64
+		out := make([]policyStubJSON, 0, len(a.policies))
+		for _, p := range a.policies {
+			// A client token sees only the policies it holds, as in Nomad.
+			if !t.Management() && !slices.Contains(t.Policies, p.Name) {
+				continue
+			}
+			if q.Prefix != "" && !strings.HasPrefix(p.Name, q.Prefix) {
+				continue
+			}
+			max = maxIndex(max, p.ModifyIndex)
+			out = append(out, policyStubJSON{Name: p.Name, Description: p.Description, CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex})
+		}
+		slices.SortFunc(out, func(x, y policyStubJSON) int { return strings.Compare(x.Name, y.Name) })
+		return max, out, nil
+	})
+	if err != nil {
+		return err
+	}
+	simhttp.SetMeta(w, got, true, 0)
+	simhttp.WriteJSON(w, v)
+	return nil
+}
+
+func (a *ACL) servePolicy(w http.ResponseWriter, r *http.Request, name string) error {
+	if name == "" {
+		return simhttp.Errorf(http.StatusBadRequest, "Missing Policy Name")
+	}
+	switch r.Method {
+	case http.MethodGet:
+		t, err := a.ResolveRequest(r)
+		if err != nil {
+			return err
+		}
+		if !t.Management() && !slices.Contains(t.Policies, name) {
+			return ErrPermissionDenied()
+		}
+		a.mu.RLock()
+		p, ok := a.policies[name]
+		var out policyJSON
+		if ok {
+			out = policyJSON{Name: p.Name, Description: p.Description, Rules: p.Rules, CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex}
+		}
+		a.mu.RUnlock()
+		if !ok {
+			return simhttp.Errorf(http.StatusNotFound, "ACL policy not found")
+		}
+		simhttp.SetMeta(w, out.ModifyIndex, true, 0)
+		simhttp.WriteJSON(w, out)
+		return nil
+	case http.MethodPut, http.MethodPost:
+		if _, err := a.requireManagement(r); err != nil {
+			return err
+		}
+		var in policyJSON
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			return simhttp.Errorf(http.StatusBadRequest, err.Error())
+		}
+		if in.Name != name {
+			return simhttp.Errorf(http.StatusBadRequest, "ACL policy name does not match request path")
+		}
+		i, err := a.upsertPolicy(in.Name, in.Description, in.Rules)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("X-Nomad-Index", strconv.FormatUint(i, 10))
+		w.WriteHeader(http.StatusOK) // Nomad answers these writes without a body
+		return nil
+	case http.MethodDelete:
+		if _, err := a.requireManagement(r); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		if _, ok := a.policies[name]; !ok {
+			a.mu.Unlock()
+			return simhttp.Errorf(http.StatusBadRequest, "policy "+name+" does not exist")
+		}
+		delete(a.policies, name)
+		i := a.idx.Next()
+		a.mu.Unlock()
+		w.Header().Set("X-Nomad-Index", strconv.FormatUint(i, 10))
+		w.WriteHeader(http.StatusOK) // Nomad answers these writes without a body
+		return nil
+	}
+	return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
+}

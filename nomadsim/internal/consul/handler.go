@@ -1,0 +1,363 @@
+package consul
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-bexpr"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// Handler serves Consul's GET /v1/health/checks/:service, /v1/health/service/:service
+// (?passing, ?tag, ?filter), /v1/health/state/:state, /v1/status/leader and /v1/agent/self.
+// Reads of the health endpoints block on ?index= and ?wait= as Consul's do.
+func (c *Catalog) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			fmt.Fprintf(w, "method %s not allowed", r.Method)
+			return
+		}
+		p := r.URL.Path
+		switch {
+		case strings.HasPrefix(p, "/v1/health/checks/"):
+			c.serveHealth(w, r, strings.TrimPrefix(p, "/v1/health/checks/"), c.serviceChecks)
+		case strings.HasPrefix(p, "/v1/health/service/"):
+			c.serveServiceNodes(w, r, strings.TrimPrefix(p, "/v1/health/service/"))
+		case strings.HasPrefix(p, "/v1/health/state/"):
+			c.serveState(w, r, strings.TrimPrefix(p, "/v1/health/state/"))
+		case p == "/v1/status/leader":
+			writeJSON(w, "127.0.0.1:8300")
+		case p == "/v1/agent/self":
+			c.serveAgentSelf(w)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	w.WriteHeader(http.StatusBadRequest)
+	fmt.Fprint(w, msg)
+}
+
+// setMeta writes the headers Consul puts on every read.
+func setMeta(w http.ResponseWriter, idx uint64) {
+	if idx == 0 {
+		idx = 1
+	}
+	w.Header().Set("X-Consul-Index", strconv.FormatUint(idx, 10))
+	w.Header().Set("X-Consul-KnownLeader", "true")
+	w.Header().Set("X-Consul-LastContact", "0")
+	w.Header().Set("X-Consul-Effective-Consistency", "leader")
+}
+
+// parseQuery reads ?index and ?wait with Consul's wording for bad values.
+func parseQuery(w http.ResponseWriter, r *http.Request) (simhttp.Query, bool) {
+	var q simhttp.Query
+	v := r.URL.Query()
+	if s := v.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			badRequest(w, "Invalid wait time")
+			return q, false
+		}
+		q.Wait = d
+	}
+	if s := v.Get("index"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			badRequest(w, "Invalid index")
+			return q, false
+		}
+		q.MinIndex = n
+	}
+	q.Filter = v.Get("filter")
+	return q, true
+}
+
+// block runs a read as a Consul blocking query over the catalog's index.
+func (c *Catalog) block(r *http.Request, q simhttp.Query, run func() (uint64, any)) (uint64, any, error) {
+	return simhttp.Block(r.Context(), c.idx, q, nil, func() (uint64, any, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		i, v := run()
+		return i, v, nil
+	})
+}
+
+// healthCheck renders a check as consul/api's HealthCheck.
+func (st *instanceState) healthCheck(ch *checkState) *api.HealthCheck {
+	tags := st.inst.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return &api.HealthCheck{
+		Node: st.inst.Node, CheckID: ch.check.ID, Name: ch.check.Name, Status: ch.check.Status,
+		Output: ch.check.Output, ServiceID: ch.check.ServiceID, ServiceName: st.inst.Service,
+		ServiceTags: tags, Type: "http", CreateIndex: ch.createIndex, ModifyIndex: ch.modifyIndex,
+	}
+}
+
+// serfCheck is the node health check every Consul agent has, passing while it runs.
+func (c *Catalog) serfCheck(node string) *api.HealthCheck {
+	i := c.nodeIndex[node]
+	return &api.HealthCheck{
+		Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: StatusPassing,
+		Output: "Agent alive and reachable", ServiceTags: []string{}, CreateIndex: i, ModifyIndex: i,
+	}
+}
+
+// sortedInstances lists a service's instances by node, then ID, for stable answers.
+func (c *Catalog) sortedInstances(service string) []*instanceState {
+	var out []*instanceState
+	for _, st := range c.instances {
+		if st.inst.Service == service {
+			out = append(out, st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].inst.Node != out[j].inst.Node {
+			return out[i].inst.Node < out[j].inst.Node
+		}
+		return out[i].inst.ID < out[j].inst.ID
+	})
+	return out
+}
+
+func (c *Catalog) serviceChecks(service string) (uint64, any) {
+	out := make([]*api.HealthCheck, 0)
+	for _, st := range c.sortedInstances(service) {
+		for _, ch := range st.checks {
+			out = append(out, st.healthCheck(ch))
+		}
+	}
+	return c.serviceIndex[service], out
+}
+
+func (c *Catalog) serveHealth(w http.ResponseWriter, r *http.Request, service string, run func(string) (uint64, any)) {
+	if service == "" {
+		badRequest(w, "Missing service name")
+		return
+	}
+	q, ok := parseQuery(w, r)
+	if !ok {
+		return
+	}
+	got, v, err := c.block(r, q, func() (uint64, any) { return run(service) })
+	if err != nil {
+		return // the client went away
+	}
+	v, err = applyFilter(q.Filter, v)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	setMeta(w, got)
+	writeJSON(w, v)
+}
+
+func (c *Catalog) serveServiceNodes(w http.ResponseWriter, r *http.Request, service string) {
+	params := r.URL.Query()
+	passing := false
+	if _, ok := params["passing"]; ok {
+		if s := params.Get("passing"); s == "" {
+			passing = true
+		} else {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				badRequest(w, "Invalid value for ?passing")
+				return
+			}
+			passing = b
+		}
+	}
+	tags := params["tag"]
+	c.serveHealth(w, r, service, func(service string) (uint64, any) {
+		return c.serviceNodes(service, tags, passing)
+	})
+}
+
+func (c *Catalog) serviceNodes(service string, tags []string, passing bool) (uint64, any) {
+	out := make([]*api.ServiceEntry, 0)
+NEXT:
+	for _, st := range c.sortedInstances(service) {
+		for _, t := range tags {
+			if !containsFold(st.inst.Tags, t) {
+				continue NEXT
+			}
+		}
+		checks := api.HealthChecks{c.serfCheck(st.inst.Node)}
+		for _, ch := range st.checks {
+			checks = append(checks, st.healthCheck(ch))
+		}
+		if passing {
+			for _, ch := range checks {
+				if ch.Status != StatusPassing {
+					continue NEXT
+				}
+			}
+		}
+		svcTags := st.inst.Tags
+		if svcTags == nil {
+			svcTags = []string{}
+		}
+		ni := c.nodeIndex[st.inst.Node]
+		out = append(out, &api.ServiceEntry{
+			Node: &api.Node{
+				ID: nodeID(st.inst.Node), Node: st.inst.Node, Address: "127.0.0.1", Datacenter: Datacenter,
+				TaggedAddresses: map[string]string{"lan": "127.0.0.1", "wan": "127.0.0.1"},
+				Meta:            map[string]string{"consul-network-segment": ""},
+				CreateIndex:     ni, ModifyIndex: ni,
+			},
+			Service: &api.AgentService{
+				ID: st.inst.ID, Service: st.inst.Service, Tags: svcTags, Address: st.inst.Address,
+				Port: st.inst.Port, Datacenter: Datacenter,
+				Weights:     api.AgentWeights{Passing: 1, Warning: 1},
+				CreateIndex: st.createIndex, ModifyIndex: st.modifyIndex,
+			},
+			Checks: checks,
+		})
+	}
+	return c.serviceIndex[service], out
+}
+
+// containsFold reports whether tags holds t; Consul's tag filter ignores case.
+func containsFold(tags []string, t string) bool {
+	for _, x := range tags {
+		if strings.EqualFold(x, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Catalog) serveState(w http.ResponseWriter, r *http.Request, state string) {
+	switch state {
+	case "":
+		badRequest(w, "Missing check state")
+		return
+	case "any", StatusPassing, StatusWarning, StatusCritical:
+	default:
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, "Invalid check state")
+		return
+	}
+	q, ok := parseQuery(w, r)
+	if !ok {
+		return
+	}
+	got, v, err := c.block(r, q, func() (uint64, any) {
+		out := make([]*api.HealthCheck, 0)
+		nodes := make([]string, 0, len(c.nodeIndex))
+		for n := range c.nodeIndex {
+			nodes = append(nodes, n)
+		}
+		sort.Strings(nodes)
+		for _, n := range nodes {
+			if state == "any" || state == StatusPassing {
+				out = append(out, c.serfCheck(n))
+			}
+		}
+		ids := make([]string, 0, len(c.instances))
+		for id := range c.instances {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			st := c.instances[id]
+			for _, ch := range st.checks {
+				if state == "any" || ch.check.Status == state {
+					out = append(out, st.healthCheck(ch))
+				}
+			}
+		}
+		return c.idx.Current(), out
+	})
+	if err != nil {
+		return
+	}
+	v, err = applyFilter(q.Filter, v)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	setMeta(w, got)
+	writeJSON(w, v)
+}
+
+// applyFilter keeps the elements of a list that a ?filter= expression (go-bexpr, as Consul
+// uses) selects.
+func applyFilter(expr string, v any) (any, error) {
+	if expr == "" {
+		return v, nil
+	}
+	eval, err := bexpr.CreateEvaluator(expr)
+	if err != nil {
+		return nil, errors.New("Failed to create filter: " + err.Error())
+	}
+	switch list := v.(type) {
+	case []*api.HealthCheck:
+		out := make([]*api.HealthCheck, 0, len(list))
+		for _, x := range list {
+			ok, err := eval.Evaluate(x)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, x)
+			}
+		}
+		return out, nil
+	case []*api.ServiceEntry:
+		out := make([]*api.ServiceEntry, 0, len(list))
+		for _, x := range list {
+			ok, err := eval.Evaluate(x)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, x)
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func (c *Catalog) serveAgentSelf(w http.ResponseWriter) {
+	writeJSON(w, map[string]any{
+		"Config": map[string]any{
+			"Datacenter": Datacenter, "NodeName": c.nodeName, "NodeID": nodeID(c.nodeName),
+			"Server": true, "Version": "1.20.0", "Revision": "nomadsim",
+		},
+		"Member": map[string]any{
+			"Name": c.nodeName, "Addr": "127.0.0.1", "Port": 8301, "Status": 1,
+			"Tags": map[string]string{"dc": Datacenter, "role": "consul", "build": "1.20.0"},
+		},
+		"Meta": map[string]string{"consul-network-segment": ""},
+	})
+}
+
+// nodeID derives a stable UUID-shaped node ID from a node name.
+func nodeID(name string) string {
+	h := make([]byte, 16)
+	for i := 0; i < len(name); i++ {
+		h[i%16] = h[i%16]*31 + name[i]
+	}
+	s := fmt.Sprintf("%x", h)
+	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:32]
+}
