@@ -1,0 +1,207 @@
+// Package cli is nomad-restart's command-line interface: commands, Nomad-style flags,
+// prompts, and human and JSON output. It is a library (Run) so that tests run commands
+// in-process; cmd/nomad-restart only wires os.Args and signals to it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// app is one invocation of the command line.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	env            func(string) string
+	// interactive is true when both stdin and stdout are terminals: only then are questions
+	// asked and the progress line drawn.
+	interactive bool
+	width       int
+	backend     backend
+	now         func() time.Time
+	// lines delivers stdin lines once a prompt needs them (see app.inputLines).
+	lines <-chan string
+}
+
+// Run runs the command line args (without the program name) and returns the exit code:
+// 0 on success (and where Nomad's command exits 0 by design), 1 otherwise. Cancelling ctx
+// (Ctrl-C, SIGTERM) detaches from a restart in progress; the restart itself is left intact.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string) int {
+	a := newApp(stdin, stdout, stderr, env)
+	return a.run(ctx, args)
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer, env func(string) string) *app {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, env: env, backend: nomadBackend{}, now: time.Now}
+	inFd, inOK := fd(stdin)
+	outFd, outOK := fd(stdout)
+	if inOK && outOK && term.IsTerminal(inFd) && term.IsTerminal(outFd) {
+		a.interactive = true
+		if w, _, err := term.GetSize(outFd); err == nil {
+			a.width = w
+		}
+	}
+	return a
+}
+
+// fd returns the file descriptor behind r or w when it is an *os.File.
+func fd(v any) (int, bool) {
+	f, ok := v.(*os.File)
+	if !ok || f == nil {
+		return 0, false
+	}
+	return int(f.Fd()), true
+}
+
+// command is one subcommand.
+type command struct {
+	name, synopsis, help string
+	run                  func(a *app, ctx context.Context, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "Restart every allocation of a job, in batches", helpRun, (*app).cmdRun},
+		{"status", "List restarts, or show one in detail", helpStatus, (*app).cmdStatus},
+		{"attach", "Follow a restart's progress live", helpAttach, (*app).cmdAttach},
+		{"pause", "Hold a restart after the batch in flight", helpPause, (*app).cmdPause},
+		{"resume", "Continue a paused or detached restart", helpResume, (*app).cmdResume},
+		{"cancel", "Stop a restart: no more allocations are restarted", helpCancel, (*app).cmdCancel},
+		{"answer", "Answer the question a restart waits on", helpAnswer, (*app).cmdAnswer},
+		{"demo", "Restart a sample job on a simulated Nomad cluster", helpDemo, (*app).cmdDemo},
+		{"version", "Print the version", "Usage: nomad-restart version", (*app).cmdVersion},
+	}
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, a.usage())
+		return 1
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(a.stdout, a.usage())
+		return 0
+	case "-v", "-version", "--version":
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(a, ctx, args[1:])
+		return a.exit(c, err)
+	}
+	fmt.Fprintf(a.stderr, "unknown command %q; the commands are: %s (see `nomad-restart -help`)\n", name, commandNames())
+	return 1
+}
+
+// exitError carries an exit code with no message: the command has printed what it had to.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// exit turns a command's error into output and an exit code: one line on stderr.
+func (a *app) exit(c command, err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(a.stdout, strings.TrimSpace(c.help))
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	fmt.Fprintln(a.stderr, oneLine(err.Error()))
+	return 1
+}
+
+// oneLine joins a multi-line error into one line, so that every failure is one line.
+func oneLine(s string) string {
+	fields := strings.Split(strings.TrimSpace(s), "\n")
+	for i := range fields {
+		fields[i] = strings.TrimSpace(fields[i])
+	}
+	return strings.Join(fields, " ")
+}
+
+func commandNames() string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (a *app) usage() string {
+	var b strings.Builder
+	b.WriteString("Usage: nomad-restart <command> [options] [args]\n\n")
+	b.WriteString("Durable, graceful rolling restarts of Nomad jobs.\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "    %-9s %s\n", c.name, c.synopsis)
+	}
+	b.WriteString("\nRun `nomad-restart <command> -help` for a command's options.\n")
+	return b.String()
+}
+
+// logger returns the debug logger of -log-level: off unless asked for, so that stderr keeps
+// its one-line errors.
+func (a *app) logger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "", "off":
+		return slog.New(slog.DiscardHandler), nil
+	case "debug", "trace":
+		l = slog.LevelDebug
+	case "info":
+		l = slog.LevelInfo
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		return nil, usageErrorf("Invalid -log-level value %q: valid options are debug, info, warn, error and off", level)
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// holder names this process for the record's Driver field and the event log.
+func (a *app) holder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+// by names the operator for pause, resume, cancel and answer.
+func (a *app) by() string {
+	user := a.env("USER")
+	if user == "" {
+		user = a.env("USERNAME")
+	}
+	host, _ := os.Hostname()
+	switch {
+	case user != "" && host != "":
+		return user + "@" + host
+	case user != "":
+		return user
+	case host != "":
+		return host
+	}
+	return "nomad-restart"
+}

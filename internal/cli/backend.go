@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// restarter is what the commands need of the engine (internal/engine's *Engine, through
+// a thin adapter in wire.go). Keeping it an interface lets the commands be read, and tested,
+// without a cluster.
+type restarter interface {
+	Plan(ctx context.Context, namespace, job string, spec restart.Spec) (*planned, error)
+	Create(ctx context.Context, rec *restart.Record) error
+	Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error)
+	Pause(ctx context.Context, namespace, id, by string) (*restart.Record, error)
+	Resume(ctx context.Context, namespace, id, by string) (*restart.Record, error)
+	Cancel(ctx context.Context, namespace, id, by string) (*restart.Record, error)
+	Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error)
+}
+
+// planned is the engine's plan: the pending record, the job, and the allocations left out.
+type planned struct {
+	Record  *restart.Record
+	Job     *restart.Job
+	Skipped []skippedAlloc
+}
+
+type skippedAlloc struct {
+	Alloc  *restart.Alloc
+	Reason string
+}
+
+// backend builds sessions from Nomad's client options.
+type backend interface {
+	open(cf clientFlags, logger *slog.Logger, holder string) (session, error)
+}
+
+// session is one connection to a Nomad cluster and the stores next to it.
+type session interface {
+	// address is the Nomad address in use, for messages.
+	address() string
+	// reachable checks that Nomad answers.
+	reachable(ctx context.Context) error
+	// probeNomad tells whether restart records of job may be written to Nomad Variables in
+	// namespace, without writing anything.
+	probeNomad(ctx context.Context, namespace, job string) error
+	nomadStore() store.Store
+	localStore() (store.Store, error)
+	engine(st store.Store) restarter
+}

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// TestBadInput runs every kind of wrong command line against a simulated cluster and checks
+// that each gives exit 1, exactly one line on stderr naming the problem (and the fix), and
+// no mutating request to Nomad.
+func TestBadInput(t *testing.T) {
+	c := startSim(t, nomadsim.Options{})
+	register(t, c, testJob("web", api.JobTypeService))
+	register(t, c, simpleJob("api-a", api.JobTypeService, 1))
+	register(t, c, simpleJob("api-b", api.JobTypeService, 1))
+	register(t, c, simpleJob("sb", api.JobTypeSysbatch, 1))
+	e := newCLIEnv(t, c)
+	ctx := testCtx(t)
+
+	// Restarts in the local store for the ID cases: one detached (pending) restart of
+	// api-a, one ended, and two whose IDs share a prefix.
+	code, out, errOut := e.run(ctx, "run", "-detach", "-state=local", "api-a")
+	if code != 0 {
+		t.Fatalf("setup run -detach: %d\n%s\n%s", code, out, errOut)
+	}
+	local, err := store.NewLocal(e.localDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := local.List(ctx, store.Filter{JobID: "api-a"})
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("setup: %v %d", err, len(pending))
+	}
+	pendingID := pending[0].ID
+	for _, id := range []string{"abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002", "ee000000-0000-4000-8000-000000000003"} {
+		rec := &restart.Record{ID: id, Namespace: "default", JobID: "job-" + id[:4] + id[4:8], Status: restart.StatusPending, CreateTime: time.Now()}
+		if err := local.Create(ctx, rec); err != nil {
+			t.Fatalf("setup record %s: %v", id, err)
+		}
+		if id[:2] == "ee" {
+			rec.Status = restart.StatusSucceeded
+			if err := local.Update(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	acl := startSim(t, nomadsim.Options{ACLs: true})
+	register(t, acl, simpleJob("secure", api.JobTypeService, 1))
+	readOnly, err := acl.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := acl.CreateToken("operator", map[string]string{"operator": `namespace "default" { capabilities = ["read-job", "alloc-lifecycle"] }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aclEnv := newCLIEnv(t, acl)
+	roEnv := aclEnv
+	roEnv.token = readOnly
+	opEnv := aclEnv
+	opEnv.token = operator
+
+	local1 := []string{"-state=local"}
+	cases := []struct {
+		name string
+		env  *cliEnv
+		args []string
+		want string // a part of the one stderr line
+	}{
+		{"no command", nil, []string{}, "Usage"},
+		{"unknown command", nil, []string{"restart-all"}, `unknown command "restart-all"`},
+		{"run without job", nil, []string{"run", "-on-error=fail"}, "missing job"},
+		{"run with two jobs", nil, []string{"run", "-on-error=fail", "web", "api-a"}, "too many arguments"},
+		{"unknown flag", nil, []string{"run", "-bogus", "web"}, "unknown option -bogus"},
+		{"flag without value", nil, []string{"run", "-on-error=fail", "web", "-batch-size"}, "too many arguments"},
+		{"trailing flag without value", nil, []string{"run", "-batch-size"}, "needs a value"},
+		{"invalid boolean", nil, []string{"run", "-yes=maybe", "web"}, "invalid boolean value"},
+		{"batch-size 0", nil, []string{"run", "-on-error=fail", "-batch-size=0", "web"}, "greater than zero"},
+		{"batch-size 0%", nil, []string{"run", "-on-error=fail", "-batch-size=0%", "web"}, "greater than zero"},
+		{"batch-size 1.5", nil, []string{"run", "-on-error=fail", "-batch-size=1.5", "web"}, `Invalid -batch-size value "1.5"`},
+		{"batch-size 1.5%", nil, []string{"run", "-on-error=fail", "-batch-size=1.5%", "web"}, `Invalid -batch-size value "1.5%"`},
+		{"batch-size 15%10%", nil, []string{"run", "-on-error=fail", "-batch-size=15%10%", "web"}, `Invalid -batch-size value "15%10%"`},
+		{"batch-size not-valid", nil, []string{"run", "-on-error=fail", "-batch-size=not-valid", "web"}, "Invalid -batch-size"},
+		{"batch-size empty", nil, []string{"run", "-on-error=fail", "-batch-size=", "web"}, "Invalid -batch-size"},
+		{"batch-wait without unit", nil, []string{"run", "-on-error=fail", "-batch-wait=10", "web"}, `Invalid -batch-wait value "10"`},
+		{"batch-wait negative", nil, []string{"run", "-on-error=fail", "-batch-wait=-5s", "web"}, "must not be negative"},
+		{"batch-wait ask without terminal", nil, []string{"run", "-on-error=fail", "-batch-wait=ask", "web"}, `"ask" needs an interactive terminal`},
+		{"on-error ask without terminal", nil, []string{"run", "web"}, `Invalid -on-error value "ask"`},
+		{"on-error invalid", nil, []string{"run", "-on-error=invalid", "web"}, `valid options are "ask" and "fail"`},
+		{"on-error is case-sensitive", nil, []string{"run", "-on-error=FAIL", "web"}, `Invalid -on-error value "FAIL"`},
+		{"task with all-tasks", nil, []string{"run", "-on-error=fail", "-task=main", "-all-tasks", "web"}, "-all-tasks option cannot be used with -task"},
+		{"task with reschedule", nil, []string{"run", "-on-error=fail", "-task=main", "-reschedule", "web"}, "-reschedule option cannot be used with -task"},
+		{"empty group", nil, []string{"run", "-on-error=fail", "-group=", "web"}, "must not be empty"},
+		{"bad state", nil, []string{"run", "-on-error=fail", "-state=disk", "web"}, `Invalid -state value "disk"`},
+		{"bad health", nil, []string{"run", "-on-error=fail", "-health=healthy", "web"}, `Invalid -health value "healthy"`},
+		{"zero healthy-deadline", nil, []string{"run", "-on-error=fail", "-healthy-deadline=0s", "web"}, "Invalid -healthy-deadline"},
+		{"bad healthy-deadline", nil, []string{"run", "-on-error=fail", "-healthy-deadline=soon", "web"}, "Invalid -healthy-deadline"},
+		{"negative min-healthy-time", nil, []string{"run", "-on-error=fail", "-min-healthy-time=-1s", "web"}, "Invalid -min-healthy-time"},
+		{"min-healthy-time past deadline", nil, []string{"run", "-on-error=fail", "-min-healthy-time=10m", "web"}, "shorter than -healthy-deadline"},
+		{"bad log level", nil, []string{"run", "-on-error=fail", "-log-level=loud", "web"}, "Invalid -log-level"},
+		{"unknown job", nil, []string{"run", "-on-error=fail", "nosuch"}, `No job(s) with prefix or ID "nosuch"`},
+		{"ambiguous job", nil, []string{"run", "-on-error=fail", "api-"}, "matched multiple jobs"},
+		{"unknown namespace", nil, []string{"run", "-on-error=fail", "-namespace=nowhere", "web"}, "web"},
+		{"unknown group", nil, []string{"run", "-on-error=fail", "-group=nosuch", "web"}, `group "nosuch" not found`},
+		{"unknown task", nil, []string{"run", "-on-error=fail", "-task=nosuch", "web"}, `task "nosuch" not found`},
+		{"task outside the group", nil, []string{"run", "-on-error=fail", "-group=single_task", "-task=sidecar", "web"}, `task "sidecar" not found`},
+		{"sysbatch with reschedule", nil, []string{"run", "-on-error=fail", "-reschedule", "sb"}, "not allowed to be rescheduled"},
+		{"unreachable address", nil, []string{"run", "-on-error=fail", "-address=http://127.0.0.1:1", "web"}, "cannot reach Nomad at http://127.0.0.1:1"},
+		{"job already has a restart", nil, []string{"run", "-on-error=fail", "-state=local", "-detach", "api-a"}, "already has restart " + pendingID[:8]},
+		{"no token with ACLs", &aclEnv, []string{"run", "-on-error=fail", "secure"}, "Permission denied"},
+		{"-state nomad without variable permission", &opEnv, []string{"run", "-on-error=fail", "-state=nomad", "secure"}, "cannot keep the restart in Nomad Variables"},
+		{"prefix without list-jobs", &roEnv, []string{"run", "-on-error=fail", "secu"}, `No job(s) with prefix or ID "secu"`},
+		{"status: two IDs", nil, append([]string{"status"}, append(local1, "abcd", "ee")...), "too many arguments"},
+		{"status: -job with an ID", nil, append([]string{"status", "-job=web"}, append(local1, "abcd1111")...), "cannot be used together"},
+		{"status: ID matching nothing", nil, append([]string{"status"}, append(local1, "ffff")...), `no restart matches ID "ffff"`},
+		{"status: ID matching several", nil, append([]string{"status"}, append(local1, "abcd")...), `matched 2 restarts`},
+		{"status: bad state", nil, []string{"status", "-state=cloud"}, `Invalid -state value "cloud"`},
+		{"attach without ID", nil, append([]string{"attach"}, local1...), "missing restart ID"},
+		{"attach: unknown ID", nil, append([]string{"attach"}, append(local1, "ffff")...), "no restart matches"},
+		{"pause: ID matching several", nil, append([]string{"pause"}, append(local1, "abcd")...), "matched 2 restarts"},
+		{"pause: ended restart", nil, append([]string{"pause"}, append(local1, "ee00")...), "already ended"},
+		{"cancel: two IDs", nil, append([]string{"cancel"}, append(local1, "abcd1111", "abcd2222")...), "too many arguments"},
+		{"resume: ended restart", nil, append([]string{"resume"}, append(local1, "ee00")...), "already ended"},
+		{"answer without answer", nil, append([]string{"answer"}, append(local1, pendingID[:8])...), "takes a restart ID and an answer"},
+		{"answer with nothing to answer", nil, append([]string{"answer"}, append(local1, pendingID[:8], "yes")...), "not waiting for an answer"},
+		{"answer: unknown ID", nil, append([]string{"answer"}, append(local1, "ffff", "yes")...), "no restart matches"},
+		{"version with arguments", nil, []string{"version", "now"}, "takes no arguments"},
+		{"demo with arguments", nil, []string{"demo", "web"}, "takes no arguments"},
+		{"demo with detach", nil, []string{"demo", "-detach"}, "cannot be detached"},
+	}
+	if len(cases) < 40 {
+		t.Fatalf("only %d cases", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env, sim := e, c
+			if tc.env != nil {
+				env, sim = *tc.env, acl
+			}
+			before := sim.Stats().Mutations
+			code, out, errOut := env.run(ctx, tc.args...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			if tc.name != "no command" {
+				lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+				if len(lines) != 1 || strings.TrimSpace(lines[0]) == "" {
+					t.Fatalf("want exactly one line on stderr, got %d:\n%s", len(lines), errOut)
+				}
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Fatalf("stderr %q does not contain %q", errOut, tc.want)
+			}
+			t.Logf("stderr: %s", strings.TrimSpace(errOut))
+			if after := sim.Stats().Mutations; after != before {
+				t.Fatalf("%d mutating requests reached Nomad", after-before)
+			}
+		})
+	}
+}

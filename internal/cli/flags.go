@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// stringsFlag is a repeatable flag (-group a -group b), kept in the order given and without
+// duplicates, as Nomad collects -group and -task into sets.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
+
+func (s *stringsFlag) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return errors.New("the value must not be empty")
+	}
+	for _, have := range *s {
+		if have == v {
+			return nil
+		}
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+// clientFlags are Nomad's general client options (command/meta.go FlagSetClient). Empty
+// values fall back to the NOMAD_* environment, as Nomad's CLI does.
+type clientFlags struct {
+	address, region, namespace, token                    string
+	caCert, caPath, clientCert, clientKey, tlsServerName string
+	insecure                                             bool
+	logLevel                                             string
+}
+
+// newFlagSet returns a flag set that reports errors to the caller instead of printing them,
+// so that every bad input gives exactly one line on stderr.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// addClientFlags registers Nomad's client options on fs.
+func (c *clientFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&c.address, "address", "", "")
+	fs.StringVar(&c.region, "region", "", "")
+	fs.StringVar(&c.namespace, "namespace", "", "")
+	fs.StringVar(&c.token, "token", "", "")
+	fs.StringVar(&c.caCert, "ca-cert", "", "")
+	fs.StringVar(&c.caPath, "ca-path", "", "")
+	fs.StringVar(&c.clientCert, "client-cert", "", "")
+	fs.StringVar(&c.clientKey, "client-key", "", "")
+	fs.StringVar(&c.tlsServerName, "tls-server-name", "", "")
+	fs.BoolVar(&c.insecure, "tls-skip-verify", false, "")
+	fs.BoolVar(&c.insecure, "insecure", false, "")
+	fs.StringVar(&c.logLevel, "log-level", "", "")
+}
+
+// withEnv fills the options not given as flags from the NOMAD_* environment (flags win, as
+// in Nomad's Meta.clientConfig).
+func (c clientFlags) withEnv(env func(string) string) clientFlags {
+	fill := func(v *string, name string) {
+		if *v == "" {
+			*v = strings.TrimSpace(env(name))
+		}
+	}
+	fill(&c.address, "NOMAD_ADDR")
+	fill(&c.region, "NOMAD_REGION")
+	fill(&c.namespace, "NOMAD_NAMESPACE")
+	fill(&c.token, "NOMAD_TOKEN")
+	fill(&c.caCert, "NOMAD_CACERT")
+	fill(&c.caPath, "NOMAD_CAPATH")
+	fill(&c.clientCert, "NOMAD_CLIENT_CERT")
+	fill(&c.clientKey, "NOMAD_CLIENT_KEY")
+	fill(&c.tlsServerName, "NOMAD_TLS_SERVER_NAME")
+	if !c.insecure {
+		switch strings.ToLower(strings.TrimSpace(env("NOMAD_SKIP_VERIFY"))) {
+		case "1", "true", "t", "yes":
+			c.insecure = true
+		}
+	}
+	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
+	if c.address == "" {
+		c.address = "http://127.0.0.1:4646"
+	}
+	return c
+}
+
+// parseFlags parses args and turns the flag package's errors into one actionable line.
+// It returns flag.ErrHelp unchanged.
+func parseFlags(fs *flag.FlagSet, cmd string, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "flag provided but not defined: "):
+		name := strings.TrimPrefix(msg, "flag provided but not defined: ")
+		return usageErrorf("unknown option %s for %q; see `nomad-restart %s -help` for the options", name, cmd, cmd)
+	case strings.HasPrefix(msg, "flag needs an argument: "):
+		name := strings.TrimPrefix(msg, "flag needs an argument: ")
+		return usageErrorf("option %s needs a value, like %s=<value>; see `nomad-restart %s -help`", name, name, cmd)
+	default:
+		// "invalid boolean value ..." and the like: the flag package names the flag.
+		return usageErrorf("%s; see `nomad-restart %s -help`", firstLine(msg), cmd)
+	}
+}
+
+// usageError is an error caused by the command line: one line that names the problem and
+// the fix. Nothing has been done in the cluster when it is returned.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, a...)}
+}
+
+// firstLine keeps the first line of s: every error goes to stderr as one line.
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
+}

@@ -1,0 +1,192 @@
+package cli
+
+const generalOptions = `General Options:
+
+  -address=<addr>
+    The address of the Nomad server. Overrides the NOMAD_ADDR environment
+    variable if set. Default = http://127.0.0.1:4646
+
+  -region=<region>
+    The region of the Nomad servers to forward commands to. Overrides the
+    NOMAD_REGION environment variable if set.
+
+  -namespace=<namespace>
+    The target namespace for queries and actions bound to a namespace.
+    Overrides the NOMAD_NAMESPACE environment variable if set.
+
+  -token=<token>
+    The SecretID of an ACL token to use to authenticate API requests with.
+    Overrides the NOMAD_TOKEN environment variable if set.
+
+  -ca-cert=<path>, -ca-path=<path>, -client-cert=<path>, -client-key=<path>
+    TLS files, as for the nomad command (NOMAD_CACERT, NOMAD_CAPATH,
+    NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY).
+
+  -tls-server-name=<value>
+    The server name to use as the SNI host when connecting via TLS
+    (NOMAD_TLS_SERVER_NAME).
+
+  -tls-skip-verify
+    Do not verify TLS certificates. This is highly not recommended
+    (NOMAD_SKIP_VERIFY).
+
+  -state=<auto|nomad|local>
+    Where restart records live. "nomad" keeps them in Nomad Variables under
+    nomad-restart/<job>/<id> in the job's namespace, so any machine can
+    attach, steer or resume them; "local" keeps them in a file on this
+    machine; "auto" (the default) uses Nomad Variables where the token may
+    write them, else the local store.
+
+  -log-level=<debug|info|warn|error>
+    Write debug logs to stderr. Off by default.
+`
+
+const helpRun = `
+Usage: nomad-restart run [options] <job>
+
+  Restart every allocation of a job, in batches, as "nomad job restart" does,
+  with a durable record: the restart gets an ID, can be followed, paused,
+  resumed and canceled from any terminal, and a crashed or detached run is
+  resumed without restarting any allocation twice. A batch is done only when
+  the restarted tasks run again ("-health running").
+
+  The job is an ID or a unique prefix. Ctrl-C detaches: the restart stops
+  after the requests in flight are recorded; continue it with
+  "nomad-restart resume <id>".
+
+` + generalOptions + `
+Restart Options (those of "nomad job restart"):
+
+  -all-tasks
+    Restart every task, including the ones that have already run, such as
+    non-sidecar prestart tasks. Cannot be used with -task.
+
+  -batch-size=<n|n%>
+    Number of allocations to restart at once, or a percentage of the
+    eligible allocations (rounded up). Progressive sizes such as 1,25%
+    are accepted: the last one repeats. Default 1.
+
+  -batch-wait=<duration|ask>
+    Time to wait between batches. "ask" stops between batches for an
+    answer (y, n, or a new wait duration). Default 0.
+
+  -group=<name>
+    Only restart allocations of this group. Repeatable.
+
+  -no-shutdown-delay
+    Ignore shutdown_delay when stopping allocations (-reschedule). Nomad's
+    restart endpoint has no such option, so in-place restarts keep it.
+
+  -on-error=<ask|fail>
+    What to do when a batch has errors: ask, or stop. Default ask.
+
+  -reschedule
+    Stop each allocation and wait for its replacement to run, instead of
+    restarting in place. Not for sysbatch jobs. Cannot be used with -task.
+
+  -task=<name>
+    Only restart this task (allocations without it are skipped).
+    Repeatable. Cannot be used with -all-tasks or -reschedule.
+
+  -yes
+    Answer yes to every question: multi-region jobs are restarted in this
+    region only, recoverable batch errors are ignored, no stop between
+    batches.
+
+  -verbose
+    Full IDs, and the allocations skipped.
+
+Our Options:
+
+  -detach
+    Record the restart, print its ID, and exit; drive it later with
+    "nomad-restart resume <id>".
+
+  -json
+    Print one JSON event per line, then the final record.
+
+  -health=<running|none>
+    When a restarted allocation counts as done. "running" (default): every
+    targeted task runs again after the restart (or the replacement runs).
+    "none": as Nomad, when the restart request returned.
+
+  -healthy-deadline=<duration>
+    How long an allocation may take to be running again before it fails.
+    Default 5m.
+
+  -min-healthy-time=<duration>
+    How long it must stay running before it counts as done. Default 0.
+`
+
+const idOptionsHelp = `
+Options:
+
+  -state=<auto|nomad|local>, -verbose, and Nomad's -address, -region,
+  -namespace, -token and TLS options (see "nomad-restart run -help").
+`
+
+const helpStatus = `
+Usage: nomad-restart status [options] [id]
+
+  Without an ID, list the restarts, newest first. With an ID (or a unique
+  prefix), show one restart in detail: its allocations with their batch,
+  state, replacement, error and what each waits for, and its latest events.
+
+  -json    Print the record (or an array of records) as JSON.
+  -job=J   List only the restarts of job J.
+` + idOptionsHelp
+
+const helpAttach = `
+Usage: nomad-restart attach [options] <id>
+
+  Follow a restart live, with the same output as "run". Exits 0 when the
+  restart succeeded, 1 otherwise. Ctrl-C stops following; the restart goes
+  on. On a terminal, questions the restart waits on are asked here.
+
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+
+const helpPause = `
+Usage: nomad-restart pause [options] <id>
+
+  Hold a restart: the batch in flight finishes, then no new batch starts
+  until "nomad-restart resume <id>".
+` + idOptionsHelp
+
+const helpResume = `
+Usage: nomad-restart resume [options] <id>
+
+  Continue a paused, detached or abandoned restart. Unless another process
+  drives it, this process becomes its driver, with live output (Ctrl-C
+  detaches again). Allocations already restarted are not restarted again.
+
+  -detach  Only set the restart to run; do not drive it here.
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+
+const helpCancel = `
+Usage: nomad-restart cancel [options] <id>
+
+  Cancel a restart: requests in flight finish and are recorded, no more
+  allocations are restarted.
+` + idOptionsHelp
+
+const helpAnswer = `
+Usage: nomad-restart answer [options] <id> yes|no|<duration>
+
+  Answer the question a restart waits on ("-batch-wait ask" or
+  "-on-error ask"): yes proceeds, no stops the restart, and a duration
+  (where the question offers one) proceeds and becomes the new wait
+  between batches.
+` + idOptionsHelp
+
+const helpDemo = `
+Usage: nomad-restart demo [options]
+
+  Start a simulated Nomad cluster (nomadsim) in this process, register a
+  sample service job, and restart it live. Nothing real is restarted.
+
+  -batch-size, -batch-wait, -reschedule, -group, -all-tasks, -on-error,
+  -yes, -verbose and -json are passed to the restart as in "run".
+  -time-scale=<n>  Simulated seconds per real second (default 10).
+`

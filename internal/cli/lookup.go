@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// idOptions are the options every command addressing restarts takes.
+type idOptions struct {
+	client  clientFlags
+	state   string
+	verbose bool
+	// namespace is -namespace as given on the command line ("" when not given: look in
+	// every namespace, since restart IDs are unique).
+	namespace string
+}
+
+func (o *idOptions) add(fs *flag.FlagSet) {
+	o.client.add(fs)
+	fs.StringVar(&o.state, "state", stateAuto, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
+}
+
+// parsed finishes parsing: -state, the namespace filter, the environment.
+func (o *idOptions) parsed(env func(string) string) error {
+	if err := validState(o.state); err != nil {
+		return err
+	}
+	o.namespace = o.client.namespace
+	o.client = o.client.withEnv(env)
+	return nil
+}
+
+// oneID takes exactly one restart ID from args.
+func oneID(cmd string, args []string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return "", usageErrorf("missing restart ID: give the ID or a unique prefix, as in `nomad-restart %s <id>` (list them with `nomad-restart status`)", cmd)
+	case len(args) > 1:
+		return "", usageErrorf("too many arguments %q: %s takes one restart ID (options go before it)", strings.Join(args, " "), cmd)
+	}
+	id := strings.TrimSpace(args[0])
+	if id == "" {
+		return "", usageErrorf("empty restart ID: give the ID or a unique prefix")
+	}
+	return id, nil
+}
+
+// open connects for a command on existing restarts.
+func (a *app) openForIDs(o *idOptions) (session, error) {
+	logger, err := a.logger(o.client.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	return a.backend.open(o.client, logger, a.holder())
+}
+
+// stores lists the stores to look in, in order: with -state auto, Nomad's when it answers,
+// then this machine's.
+func (a *app) stores(ctx context.Context, ses session, state string) ([]store.Store, error) {
+	switch state {
+	case stateLocal:
+		st, err := ses.localStore()
+		if err != nil {
+			return nil, fmt.Errorf("opening the local state store: %w", err)
+		}
+		return []store.Store{st}, nil
+	case stateNomad:
+		if err := ses.reachable(ctx); err != nil {
+			return nil, err
+		}
+		return []store.Store{ses.nomadStore()}, nil
+	}
+	var out []store.Store
+	if err := ses.reachable(ctx); err == nil {
+		out = append(out, ses.nomadStore())
+	}
+	if st, err := ses.localStore(); err == nil {
+		out = append(out, st)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("neither Nomad at %s nor the local state store can be read; set -address or NOMAD_ADDR", ses.address())
+	}
+	return out, nil
+}
+
+// find resolves a restart ID or unique prefix in the stores, in order.
+func (a *app) find(ctx context.Context, stores []store.Store, namespace, prefix string) (store.Store, *restart.Record, error) {
+	var readErrs []string
+	var kinds []string
+	for _, st := range stores {
+		kinds = append(kinds, st.Kind())
+		rec, err := st.Find(ctx, namespace, prefix)
+		if err == nil {
+			return st, rec, nil
+		}
+		var amb *store.AmbiguousIDError
+		switch {
+		case errors.As(err, &amb):
+			return nil, nil, errors.New(amb.Error())
+		case errors.Is(err, store.ErrNotFound):
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		default:
+			readErrs = append(readErrs, fmt.Sprintf("the %s store could not be read: %s", st.Kind(), oneLine(err.Error())))
+		}
+	}
+	msg := fmt.Sprintf("no restart matches ID %q (looked in the %s store); list restarts with `nomad-restart status`", prefix, strings.Join(kinds, " and "))
+	if len(readErrs) > 0 {
+		msg += "; " + strings.Join(readErrs, "; ")
+	}
+	return nil, nil, errors.New(msg)
+}
+
+// listAll lists the records of every store, newest first, each ID once.
+func (a *app) listAll(ctx context.Context, stores []store.Store, f store.Filter) ([]*restart.Record, map[string]string, error) {
+	seen := map[string]string{}
+	var out []*restart.Record
+	var lastErr error
+	read := 0
+	for _, st := range stores {
+		recs, err := st.List(ctx, f)
+		if err != nil {
+			lastErr = fmt.Errorf("listing restarts in the %s store: %s", st.Kind(), oneLine(err.Error()))
+			continue
+		}
+		read++
+		for _, r := range recs {
+			if _, dup := seen[r.ID]; dup {
+				continue
+			}
+			seen[r.ID] = st.Kind()
+			out = append(out, r)
+		}
+	}
+	if read == 0 && lastErr != nil {
+		return nil, nil, lastErr
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateTime.After(out[j].CreateTime) })
+	return out, seen, nil
+}

@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// timestampPrefixLen is the width of "==> <RFC3339>: ", which continuation lines of a
+// header are indented by, as in Nomad's command (jobRestartTimestampPrefixLength).
+const timestampPrefixLen = 31
+
+// uuidRe finds full IDs (allocations, evaluations, restarts) inside event messages, which
+// the engine writes with full IDs so that the CLI can shorten them unless -verbose.
+var uuidRe = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+
+// formatTime is Nomad's CLI timestamp (command/helpers.go formatTime).
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+// shortID is an ID as Nomad prints it: 8 characters unless verbose.
+func shortID(id string, verbose bool) string {
+	if verbose || len(id) <= 8 {
+		return id
+	}
+	return id[:8]
+}
+
+// printer writes Nomad-style lines, and on a terminal keeps a progress line redrawn in place
+// below them. It is safe for concurrent use.
+type printer struct {
+	mu      sync.Mutex
+	out     io.Writer
+	tty     bool // redraw a progress line in place
+	width   int  // terminal width; 0 if unknown
+	verbose bool
+	json    bool
+	now     func() time.Time
+
+	progress string // the progress line currently drawn, "" when none
+}
+
+// ids shortens the full IDs found in s unless verbose.
+func (p *printer) ids(s string) string {
+	if p.verbose {
+		return s
+	}
+	return uuidRe.ReplaceAllStringFunc(s, func(id string) string { return id[:8] })
+}
+
+// header prints "==> <ts>: msg", continuation lines indented under the message.
+func (p *printer) header(t time.Time, msg string) {
+	p.line(fmt.Sprintf("==> %s: %s", formatTime(t), indent(p.ids(msg), timestampPrefixLen)))
+}
+
+// detail prints "    <ts>: msg", the per-allocation lines.
+func (p *printer) detail(t time.Time, msg string) {
+	p.line(fmt.Sprintf("    %s: %s", formatTime(t), indent(p.ids(msg), timestampPrefixLen)))
+}
+
+// plain prints text as is.
+func (p *printer) plain(text string) { p.line(text) }
+
+// line writes one line (or several), keeping the progress line below the text.
+func (p *printer) line(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.progress != "" {
+		fmt.Fprint(p.out, "\r\x1b[2K")
+	}
+	fmt.Fprintln(p.out, s)
+	if p.tty && p.progress != "" {
+		fmt.Fprint(p.out, p.progress)
+	}
+}
+
+// jsonLine writes v as one line of JSON.
+func (p *printer) jsonLine(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Records and events are plain data; a failure here is a bug worth seeing.
+		b = []byte(fmt.Sprintf(`{"Error":%q}`, err.Error()))
+	}
+	p.line(string(b))
+}
+
+// setProgress redraws the progress line (terminals only).
+func (p *printer) setProgress(s string) {
+	if !p.tty || p.json {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.width > 4 && len(s) >= p.width {
+		s = s[:p.width-1]
+	}
+	fmt.Fprint(p.out, "\r\x1b[2K"+s)
+	p.progress = s
+}
+
+// clearProgress removes the progress line, before a prompt or at the end.
+func (p *printer) clearProgress() {
+	if !p.tty {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.progress != "" {
+		fmt.Fprint(p.out, "\r\x1b[2K")
+		p.progress = ""
+	}
+}
+
+// event prints one event of a restart: JSON, a header (restart-wide) or a detail line
+// (about one allocation).
+func (p *printer) event(ev restart.Event) {
+	if p.json {
+		p.jsonLine(ev)
+		return
+	}
+	if ev.AllocID != "" {
+		p.detail(ev.Time, ev.Message)
+		return
+	}
+	p.header(ev.Time, ev.Message)
+}
+
+// indent indents every line of s but the first by n spaces.
+func indent(s string, n int) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	pad := strings.Repeat(" ", n)
+	return strings.ReplaceAll(s, "\n", "\n"+pad)
+}
+
+// tracker follows a restart's progress from its record and events, for the progress line.
+type tracker struct {
+	total, batches, batch int
+	states                map[string]restart.AllocState
+	start                 time.Time
+	batchStart            time.Time
+	finished              []time.Duration // durations of finished batches
+}
+
+func newTracker(rec *restart.Record) *tracker {
+	t := &tracker{states: map[string]restart.AllocState{}}
+	if rec == nil {
+		return t
+	}
+	t.total = len(rec.Allocs)
+	t.batches = rec.Batches
+	t.batch = rec.CurrentBatch
+	t.start = rec.StartTime
+	for _, a := range rec.Allocs {
+		t.states[a.ID] = a.State
+	}
+	return t
+}
+
+// apply updates the tracker with one event.
+func (t *tracker) apply(ev restart.Event) {
+	switch ev.Type {
+	case restart.EventStarted:
+		if t.start.IsZero() {
+			t.start = ev.Time
+		}
+	case restart.EventBatchStarted:
+		if ev.Batch > 0 {
+			t.batch = ev.Batch
+		}
+		t.batchStart = ev.Time
+		if t.start.IsZero() {
+			t.start = ev.Time
+		}
+	case restart.EventBatchFinished:
+		if !t.batchStart.IsZero() {
+			t.finished = append(t.finished, ev.Time.Sub(t.batchStart))
+			t.batchStart = time.Time{}
+		}
+	case restart.EventAllocDone:
+		t.states[ev.AllocID] = restart.AllocDone
+	case restart.EventAllocFailed:
+		t.states[ev.AllocID] = restart.AllocFailed
+	case restart.EventAllocSkipped:
+		t.states[ev.AllocID] = restart.AllocSkipped
+	}
+}
+
+// counts returns the allocations done (restarted), failed and skipped.
+func (t *tracker) counts() (done, failed, skipped int) {
+	for _, s := range t.states {
+		switch s {
+		case restart.AllocDone:
+			done++
+		case restart.AllocFailed:
+			failed++
+		case restart.AllocSkipped:
+			skipped++
+		}
+	}
+	return
+}
+
+// line renders the progress line: batches, allocations, failures, elapsed and an estimate
+// from the mean duration of the finished batches.
+func (t *tracker) line(now time.Time) string {
+	done, failed, skipped := t.counts()
+	var b strings.Builder
+	fmt.Fprintf(&b, "batch %d/%d  allocations %d/%d done", t.batch, t.batches, done, t.total)
+	if failed > 0 {
+		fmt.Fprintf(&b, ", %d failed", failed)
+	}
+	if skipped > 0 {
+		fmt.Fprintf(&b, ", %d skipped", skipped)
+	}
+	if !t.start.IsZero() {
+		fmt.Fprintf(&b, "  elapsed %s", roundDuration(now.Sub(t.start)))
+	}
+	if est, ok := t.estimate(now); ok && est > 0 {
+		fmt.Fprintf(&b, "  ~%s left", roundDuration(est))
+	}
+	return b.String()
+}
+
+// estimate guesses the time left from the mean batch duration.
+func (t *tracker) estimate(now time.Time) (time.Duration, bool) {
+	if len(t.finished) == 0 || t.batches == 0 {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, d := range t.finished {
+		sum += d
+	}
+	mean := sum / time.Duration(len(t.finished))
+	remaining := t.batches - len(t.finished)
+	if remaining <= 0 {
+		return 0, false
+	}
+	left := mean * time.Duration(remaining)
+	if !t.batchStart.IsZero() {
+		left -= now.Sub(t.batchStart)
+	}
+	if left < 0 {
+		left = 0
+	}
+	return left, true
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}

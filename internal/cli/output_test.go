@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+const fullAlloc = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+
+func TestPrinterEvent(t *testing.T) {
+	ts := time.Date(2026, 11, 30, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		name    string
+		verbose bool
+		json    bool
+		ev      restart.Event
+		want    string
+	}{
+		{"header shortens IDs", false, false,
+			restart.Event{Time: ts, Type: restart.EventBatchStarted, Message: "Restarting 1st batch of 3 allocations"},
+			"==> " + formatTime(ts) + ": Restarting 1st batch of 3 allocations\n"},
+		{"alloc line indented with 8-char ID", false, false,
+			restart.Event{Time: ts, Type: restart.EventAllocRestart, AllocID: fullAlloc, Message: `Restarting running tasks in allocation "` + fullAlloc + `" for group "web"`},
+			"    " + formatTime(ts) + `: Restarting running tasks in allocation "0f1e2d3c" for group "web"` + "\n"},
+		{"verbose keeps full IDs", true, false,
+			restart.Event{Time: ts, Type: restart.EventAllocRestart, AllocID: fullAlloc, Message: `allocation "` + fullAlloc + `"`},
+			"    " + formatTime(ts) + `: allocation "` + fullAlloc + `"` + "\n"},
+		{"continuation lines indented 31", false, false,
+			restart.Event{Time: ts, Type: restart.EventWarning, Message: "one\ntwo"},
+			"==> " + formatTime(ts) + ": one\n" + strings.Repeat(" ", 31) + "two\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			p := &printer{out: &b, verbose: tc.verbose, json: tc.json}
+			p.event(tc.ev)
+			if b.String() != tc.want {
+				t.Fatalf("got\n%q\nwant\n%q", b.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestPrinterJSONEventIsOneLine(t *testing.T) {
+	var b bytes.Buffer
+	p := &printer{out: &b, json: true}
+	ev := restart.Event{Seq: 3, Time: time.Now(), Type: restart.EventAllocDone, AllocID: fullAlloc, Message: "a\nb"}
+	p.event(ev)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one line, got %q", b.String())
+	}
+	var got restart.Event
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Seq != 3 || got.AllocID != fullAlloc || got.Type != restart.EventAllocDone {
+		t.Fatalf("round trip: %+v", got)
+	}
+}
+
+func TestPrinterProgressRedrawnBelowLines(t *testing.T) {
+	var b bytes.Buffer
+	p := &printer{out: &b, tty: true}
+	p.setProgress("batch 1/2")
+	p.plain("hello")
+	p.clearProgress()
+	want := "\r\x1b[2Kbatch 1/2" + "\r\x1b[2K" + "hello\n" + "batch 1/2" + "\r\x1b[2K"
+	if b.String() != want {
+		t.Fatalf("got %q want %q", b.String(), want)
+	}
+	// Without a terminal no control characters are written.
+	b.Reset()
+	p = &printer{out: &b}
+	p.setProgress("x")
+	p.plain("hello")
+	p.clearProgress()
+	if b.String() != "hello\n" {
+		t.Fatalf("plain output got %q", b.String())
+	}
+}
+
+func TestTracker(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := &restart.Record{Batches: 3, Allocs: []restart.AllocProgress{{ID: "a", Batch: 1}, {ID: "b", Batch: 2}, {ID: "c", Batch: 3}}}
+	tr := newTracker(rec)
+	tr.apply(restart.Event{Type: restart.EventBatchStarted, Batch: 1, Time: t0})
+	tr.apply(restart.Event{Type: restart.EventAllocDone, AllocID: "a", Time: t0.Add(10 * time.Second)})
+	tr.apply(restart.Event{Type: restart.EventBatchFinished, Batch: 1, Time: t0.Add(10 * time.Second)})
+	tr.apply(restart.Event{Type: restart.EventBatchStarted, Batch: 2, Time: t0.Add(10 * time.Second)})
+	tr.apply(restart.Event{Type: restart.EventAllocFailed, AllocID: "b", Time: t0.Add(15 * time.Second)})
+	got := tr.line(t0.Add(15 * time.Second))
+	want := "batch 2/3  allocations 1/3 done, 1 failed  elapsed 15s  ~15s left"
+	if got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
+func TestExitForRun(t *testing.T) {
+	failed := []restart.AllocProgress{{ID: "a", State: restart.AllocFailed, Error: "boom"}}
+	cases := []struct {
+		name string
+		rec  *restart.Record
+		want int
+	}{
+		{"succeeded", &restart.Record{Status: restart.StatusSucceeded}, 0},
+		{"no at a question before any error", &restart.Record{Status: restart.StatusCanceled, Control: restart.Control{Intent: restart.IntentRun}}, 0},
+		{"no after errors", &restart.Record{Status: restart.StatusCanceled, Allocs: failed}, 1},
+		{"canceled by nomad-restart cancel", &restart.Record{Status: restart.StatusCanceled, Control: restart.Control{Intent: restart.IntentCancel}}, 1},
+		{"failed", &restart.Record{Status: restart.StatusFailed}, 1},
+		{"errors ignored at a question", &restart.Record{Status: restart.StatusSucceeded, Allocs: failed}, 1},
+		{"nil", nil, 1},
+	}
+	for _, tc := range cases {
+		if got := exitForRun(tc.rec); got != tc.want {
+			t.Errorf("%s: exit %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// State store choices for -state.
+const (
+	stateAuto  = "auto"
+	stateNomad = "nomad"
+	stateLocal = "local"
+)
+
+// runOptions are the parsed options of `run` (and `demo`, which shares them).
+type runOptions struct {
+	client  clientFlags
+	job     string
+	spec    restart.Spec
+	verbose bool
+	detach  bool
+	json    bool
+	state   string
+}
+
+// runFlagValues holds the raw values as typed, before validation.
+type runFlagValues struct {
+	batchSize, batchWait, onError, health string
+	healthyDeadline, minHealthyTime       string
+	groups, tasks                         stringsFlag
+	allTasks, reschedule, noShutdown      bool
+	yes                                   bool
+}
+
+// addRunFlags registers the restart options of `nomad job restart` and ours on fs.
+func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
+	fs.StringVar(&raw.batchSize, "batch-size", "1", "")
+	fs.StringVar(&raw.batchWait, "batch-wait", "0s", "")
+	fs.Var(&raw.groups, "group", "")
+	fs.Var(&raw.tasks, "task", "")
+	fs.BoolVar(&raw.allTasks, "all-tasks", false, "")
+	fs.BoolVar(&raw.reschedule, "reschedule", false, "")
+	fs.BoolVar(&raw.noShutdown, "no-shutdown-delay", false, "")
+	fs.StringVar(&raw.onError, "on-error", string(restart.OnErrorAsk), "")
+	fs.BoolVar(&raw.yes, "yes", false, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
+	fs.BoolVar(&o.detach, "detach", false, "")
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.StringVar(&o.state, "state", stateAuto, "")
+	fs.StringVar(&raw.health, "health", string(restart.HealthRunning), "")
+	fs.StringVar(&raw.healthyDeadline, "healthy-deadline", restart.DefaultHealthyDeadline.String(), "")
+	fs.StringVar(&raw.minHealthyTime, "min-healthy-time", "0s", "")
+}
+
+// parseRunArgs parses and validates `run` arguments without touching the cluster.
+// interactive says whether questions can be asked on this terminal.
+func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
+	o := &runOptions{}
+	var raw runFlagValues
+	fs := newFlagSet("run")
+	o.client.add(fs)
+	addRunFlags(fs, &raw, o)
+	if err := parseFlags(fs, "run", args); err != nil {
+		return nil, err
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) == 0:
+		return nil, usageErrorf("missing job: give the job ID or a unique prefix, as in `nomad-restart run [options] <job>`")
+	case len(rest) > 1:
+		return nil, usageErrorf("too many arguments %q: run takes one job (options go before it), as in `nomad-restart run [options] <job>`", strings.Join(rest, " "))
+	}
+	o.job = strings.TrimSpace(rest[0])
+	if o.job == "" {
+		return nil, usageErrorf("empty job: give the job ID or a unique prefix")
+	}
+	if err := raw.validate(o, interactive); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// validate turns the raw values into o.spec, checking each the way Nomad's parseAndValidate
+// does, with one line naming the problem and the fix.
+func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
+	sizes, err := restart.ParseBatchSizes(raw.batchSize)
+	if err != nil {
+		msg := strings.Replace(firstLine(err.Error()), "invalid", "Invalid", 1)
+		if !strings.Contains(msg, "give ") {
+			msg += "; give a number of allocations like 2, or a percentage like 25%"
+		}
+		return usageErrorf("%s", msg)
+	}
+	o.spec.BatchSizes = sizes
+
+	// Questions can be answered on this terminal, or later with `nomad-restart answer` when
+	// the restart is detached; -yes answers them all.
+	canAsk := interactive && !o.json || o.detach || raw.yes
+	if strings.EqualFold(raw.batchWait, "ask") {
+		if !canAsk {
+			return usageErrorf(`Invalid -batch-wait value "ask": "ask" needs an interactive terminal; add -yes, -detach (then answer with nomad-restart answer), or give a duration like 30s`)
+		}
+		o.spec.BatchWaitAsk = true
+	} else {
+		d, err := time.ParseDuration(raw.batchWait)
+		if err != nil {
+			return usageErrorf("Invalid -batch-wait value %q: give a duration with a unit like 10s or 2m, or \"ask\"", raw.batchWait)
+		}
+		if d < 0 {
+			return usageErrorf("Invalid -batch-wait value %q: it must not be negative", raw.batchWait)
+		}
+		o.spec.BatchWait = d
+	}
+
+	switch restart.OnError(raw.onError) {
+	case restart.OnErrorAsk:
+		if !canAsk {
+			return usageErrorf(`Invalid -on-error value "ask": "ask" needs an interactive terminal; add -on-error=fail, -yes, or -detach (then answer with nomad-restart answer)`)
+		}
+	case restart.OnErrorFail:
+	default:
+		return usageErrorf("Invalid -on-error value %q: valid options are \"ask\" and \"fail\"", raw.onError)
+	}
+	o.spec.OnError = restart.OnError(raw.onError)
+
+	if raw.allTasks && len(raw.tasks) > 0 {
+		return usageErrorf("The -all-tasks option cannot be used with -task: drop one of them")
+	}
+	if raw.reschedule && len(raw.tasks) > 0 {
+		return usageErrorf("The -reschedule option cannot be used with -task: a rescheduled allocation replaces all its tasks; drop -task or -reschedule")
+	}
+	o.spec.Groups = raw.groups
+	o.spec.Tasks = raw.tasks
+	o.spec.AllTasks = raw.allTasks
+	o.spec.Reschedule = raw.reschedule
+	o.spec.NoShutdownDelay = raw.noShutdown
+	o.spec.Yes = raw.yes
+
+	switch restart.HealthMode(raw.health) {
+	case restart.HealthNone, restart.HealthRunning:
+		o.spec.Health = restart.HealthMode(raw.health)
+	default:
+		return usageErrorf("Invalid -health value %q: valid options are \"running\" (default: wait until the tasks run again) and \"none\" (Nomad's behaviour)", raw.health)
+	}
+	hd, err := time.ParseDuration(raw.healthyDeadline)
+	if err != nil || hd <= 0 {
+		return usageErrorf("Invalid -healthy-deadline value %q: give a positive duration like 5m", raw.healthyDeadline)
+	}
+	o.spec.HealthyDeadline = hd
+	mh, err := time.ParseDuration(raw.minHealthyTime)
+	if err != nil || mh < 0 {
+		return usageErrorf("Invalid -min-healthy-time value %q: give a duration like 10s, or 0", raw.minHealthyTime)
+	}
+	if mh >= hd {
+		return usageErrorf("Invalid -min-healthy-time value %q: it must be shorter than -healthy-deadline (%s)", raw.minHealthyTime, hd)
+	}
+	o.spec.MinHealthyTime = mh
+
+	if err := validState(o.state); err != nil {
+		return err
+	}
+	return nil
+}
+
+func validState(s string) error {
+	switch s {
+	case stateAuto, stateNomad, stateLocal:
+		return nil
+	}
+	return usageErrorf("Invalid -state value %q: valid options are \"auto\" (Nomad Variables where the token may write them, else local), \"nomad\" and \"local\"", s)
+}
+
+// describeSpec is a short human summary of a restart's options, for status.
+func describeSpec(s restart.Spec) string {
+	var parts []string
+	parts = append(parts, "batch-size="+restart.FormatBatchSizes(s.BatchSizes))
+	if s.BatchWaitAsk {
+		parts = append(parts, "batch-wait=ask")
+	} else if s.BatchWait > 0 {
+		parts = append(parts, "batch-wait="+s.BatchWait.String())
+	}
+	for _, g := range s.Groups {
+		parts = append(parts, "group="+g)
+	}
+	for _, t := range s.Tasks {
+		parts = append(parts, "task="+t)
+	}
+	if s.AllTasks {
+		parts = append(parts, "all-tasks")
+	}
+	if s.Reschedule {
+		parts = append(parts, "reschedule")
+	}
+	if s.NoShutdownDelay {
+		parts = append(parts, "no-shutdown-delay")
+	}
+	parts = append(parts, fmt.Sprintf("on-error=%s", s.OnError))
+	if s.Yes {
+		parts = append(parts, "yes")
+	}
+	if s.Health != "" {
+		parts = append(parts, "health="+string(s.Health))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+func TestParseRunArgsValid(t *testing.T) {
+	cases := []struct {
+		name        string
+		args        []string
+		interactive bool
+		check       func(t *testing.T, o *runOptions)
+	}{
+		{"defaults on a terminal", []string{"web"}, true, func(t *testing.T, o *runOptions) {
+			s := o.spec
+			if o.job != "web" || len(s.BatchSizes) != 1 || s.BatchSizes[0] != (restart.BatchSize{N: 1}) {
+				t.Fatalf("job %q sizes %+v", o.job, s.BatchSizes)
+			}
+			if s.OnError != restart.OnErrorAsk || s.Health != restart.HealthRunning || s.HealthyDeadline != 5*time.Minute || s.BatchWait != 0 {
+				t.Fatalf("spec %+v", s)
+			}
+			if o.state != stateAuto || o.detach || o.json || o.verbose {
+				t.Fatalf("options %+v", o)
+			}
+		}},
+		{"percent batch and wait", []string{"-batch-size", "10%", "-batch-wait=10s", "-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {
+			if o.spec.BatchSizes[0] != (restart.BatchSize{N: 10, Percent: true}) || o.spec.BatchWait != 10*time.Second {
+				t.Fatalf("spec %+v", o.spec)
+			}
+		}},
+		{"batch-wait 0 without unit is valid", []string{"-batch-wait=0", "-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {
+			if o.spec.BatchWait != 0 {
+				t.Fatalf("wait %v", o.spec.BatchWait)
+			}
+		}},
+		{"repeated groups and tasks collect into sets", []string{"-group=a", "-group", "b", "-group=a", "-task=x", "-task=y", "-task=x", "-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {
+			if strings.Join(o.spec.Groups, ",") != "a,b" || strings.Join(o.spec.Tasks, ",") != "x,y" {
+				t.Fatalf("groups %v tasks %v", o.spec.Groups, o.spec.Tasks)
+			}
+		}},
+		{"ask with -yes off a terminal", []string{"-batch-wait=ASK", "-yes", "web"}, false, func(t *testing.T, o *runOptions) {
+			if !o.spec.BatchWaitAsk || !o.spec.Yes {
+				t.Fatalf("spec %+v", o.spec)
+			}
+		}},
+		{"ask with -detach off a terminal", []string{"-batch-wait=ask", "-detach", "web"}, false, func(t *testing.T, o *runOptions) {
+			if !o.spec.BatchWaitAsk || !o.detach || o.spec.OnError != restart.OnErrorAsk {
+				t.Fatalf("spec %+v", o.spec)
+			}
+		}},
+		{"our options", []string{"-health=none", "-healthy-deadline=1m", "-min-healthy-time=10s", "-state=local", "-json", "-verbose", "-reschedule", "-no-shutdown-delay", "-yes", "web"}, false, func(t *testing.T, o *runOptions) {
+			s := o.spec
+			if s.Health != restart.HealthNone || s.HealthyDeadline != time.Minute || s.MinHealthyTime != 10*time.Second || !s.Reschedule || !s.NoShutdownDelay {
+				t.Fatalf("spec %+v", s)
+			}
+			if o.state != stateLocal || !o.json || !o.verbose {
+				t.Fatalf("options %+v", o)
+			}
+		}},
+		{"client flags", []string{"-address=http://x:1", "-region=r", "-namespace=ns", "-token=t", "-tls-skip-verify", "-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {
+			c := o.client
+			if c.address != "http://x:1" || c.region != "r" || c.namespace != "ns" || c.token != "t" || !c.insecure {
+				t.Fatalf("client %+v", c)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseRunArgs(tc.args, tc.interactive)
+			if err != nil {
+				t.Fatalf("parseRunArgs(%q): %v", tc.args, err)
+			}
+			tc.check(t, o)
+		})
+	}
+}
+
+func TestParseRunArgsHelp(t *testing.T) {
+	_, err := parseRunArgs([]string{"-help"}, false)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestClientFlagsEnv(t *testing.T) {
+	env := map[string]string{"NOMAD_ADDR": "http://env:4646", "NOMAD_TOKEN": "envtok", "NOMAD_NAMESPACE": "envns", "NOMAD_SKIP_VERIFY": "true"}
+	c := clientFlags{token: "flagtok"}.withEnv(func(k string) string { return env[k] })
+	if c.address != "http://env:4646" || c.token != "flagtok" || c.namespace != "envns" || !c.insecure {
+		t.Fatalf("flags must win over the environment, which fills the rest: %+v", c)
+	}
+	d := clientFlags{}.withEnv(func(string) string { return "" })
+	if d.address != "http://127.0.0.1:4646" {
+		t.Fatalf("default address %q", d.address)
+	}
+}

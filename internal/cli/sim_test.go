@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// simScale runs nomadsim fast: a task's 100 ms simulated start takes 5 ms.
+const simScale = 20
+
+// startSim starts a simulated cluster for one test.
+func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
+	t.Helper()
+	if opts.TimeScale == 0 {
+		opts.TimeScale = simScale
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := nomadsim.Start(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("starting nomadsim: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		cancel()
+	})
+	return c
+}
+
+// register registers job and waits until its allocations run.
+func register(t *testing.T, c *nomadsim.Cluster, job *api.Job) {
+	t.Helper()
+	if _, err := c.RegisterJob(job); err != nil {
+		t.Fatalf("registering %s: %v", *job.ID, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := "default"
+	if job.Namespace != nil && *job.Namespace != "" {
+		ns = *job.Namespace
+	}
+	if err := c.WaitJobRunning(ctx, ns, *job.ID); err != nil {
+		t.Fatalf("waiting for %s to run: %v", *job.ID, err)
+	}
+	// Poststart sidecars start after the main tasks: wait until every task that is meant
+	// to keep running runs, so that "restart the running tasks" has a fixed meaning.
+	waitFor(t, ctx, func() bool {
+		for _, a := range allocsOf(t, c, *job.ID) {
+			for name, ts := range a.TaskStates {
+				if name != "prestart" && ts.State != "running" && a.ClientStatus == api.AllocClientStatusRunning {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// testJob is the job of Nomad's own tests of `nomad job restart`: group single_task with 3
+// allocations of task main, and group multiple_tasks with 2 allocations of a prestart task
+// that has run (not a sidecar), a poststart sidecar, and main.
+func testJob(id, typ string) *api.Job {
+	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1", "dc2"}}
+	task := func(name string) *api.Task {
+		t := api.NewTask(name, "mock_driver")
+		if typ == api.JobTypeBatch || typ == api.JobTypeSysbatch {
+			// nomadsim ends unscripted batch tasks at once; these must run until restarted.
+			t.Meta = map[string]string{"nomadsim.run_for": "1h"}
+		}
+		return t
+	}
+	single := api.NewTaskGroup("single_task", 3)
+	single.AddTask(task("main"))
+	multi := api.NewTaskGroup("multiple_tasks", 2)
+	pre := task("prestart")
+	pre.Lifecycle = &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart, Sidecar: false}
+	pre.Meta = map[string]string{"nomadsim.run_for": "100ms"}
+	side := task("sidecar")
+	side.Lifecycle = &api.TaskLifecycle{Hook: api.TaskLifecycleHookPoststart, Sidecar: true}
+	multi.AddTask(pre)
+	multi.AddTask(side)
+	multi.AddTask(task("main"))
+	for _, tg := range []*api.TaskGroup{single, multi} {
+		if typ == api.JobTypeService {
+			tg.Update = &api.UpdateStrategy{MaxParallel: new(int)} // no deployment on register
+		}
+		job.AddTaskGroup(tg)
+	}
+	return job
+}
+
+// simpleJob is a job with one group of count allocations of task main.
+func simpleJob(id, typ string, count int) *api.Job {
+	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1", "dc2"}}
+	if typ == api.JobTypeSystem || typ == api.JobTypeSysbatch {
+		count = 1
+	}
+	tg := api.NewTaskGroup("web", count)
+	main := api.NewTask("main", "mock_driver")
+	if typ == api.JobTypeBatch || typ == api.JobTypeSysbatch {
+		main.Meta = map[string]string{"nomadsim.run_for": "1h"}
+	}
+	tg.AddTask(main)
+	if typ == api.JobTypeService {
+		tg.Update = &api.UpdateStrategy{MaxParallel: new(int)}
+	}
+	job.AddTaskGroup(tg)
+	return job
+}
+
+// cliEnv is what a command runs with: the sim's address and a private local store.
+type cliEnv struct {
+	addr     string
+	localDir string
+	token    string
+}
+
+func newCLIEnv(t *testing.T, c *nomadsim.Cluster) cliEnv {
+	return cliEnv{addr: c.Addr(), localDir: t.TempDir()}
+}
+
+// run runs one command in-process, off a terminal, and returns its exit code and output.
+func (e cliEnv) run(ctx context.Context, args ...string) (int, string, string) {
+	return e.runIn(ctx, strings.NewReader(""), false, args...)
+}
+
+func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bool, args ...string) (int, string, string) {
+	var out, errb syncBuffer
+	env := map[string]string{"NOMAD_ADDR": e.addr, "NOMAD_TOKEN": e.token, "USER": "tester"}
+	a := newApp(stdin, &out, &errb, func(k string) string { return env[k] })
+	a.interactive = interactive
+	a.backend = nomadBackend{localDir: e.localDir}
+	code := a.run(ctx, args)
+	return code, out.String(), errb.String()
+}
+
+// allocsOf returns the job's allocations, newest first (Nomad's restart order), full.
+func allocsOf(t *testing.T, c *nomadsim.Cluster, jobID string) []*api.Allocation {
+	t.Helper()
+	client, err := c.APIClient(c.BootstrapToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stubs, _, err := client.Jobs().Allocations(jobID, true, nil)
+	if err != nil {
+		t.Fatalf("allocations of %s: %v", jobID, err)
+	}
+	sort.Slice(stubs, func(i, j int) bool { return stubs[i].CreateIndex > stubs[j].CreateIndex })
+	var out []*api.Allocation
+	for _, s := range stubs {
+		a, _, err := client.Allocations().Info(s.ID, nil)
+		if err != nil {
+			t.Fatalf("allocation %s: %v", s.ID, err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// restarts counts each task's restarts in the job's running allocations.
+func restarts(t *testing.T, c *nomadsim.Cluster, jobID string) map[string]map[string]uint64 {
+	t.Helper()
+	out := map[string]map[string]uint64{}
+	for _, a := range allocsOf(t, c, jobID) {
+		if a.ClientStatus != api.AllocClientStatusRunning {
+			continue
+		}
+		m := map[string]uint64{}
+		for name, ts := range a.TaskStates {
+			m[name] = ts.Restarts
+		}
+		out[a.ID] = m
+	}
+	return out
+}
+
+// requests counts the requests of a route over every method.
+func requests(s nomadsim.Stats, route string) int64 {
+	var n int64
+	for _, e := range s.Endpoints {
+		if e.Route == route {
+			n += e.Requests
+		}
+	}
+	return n
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

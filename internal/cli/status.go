@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// recentEvents is how many of a restart's latest events `status <id>` shows (all with -verbose).
+const recentEvents = 10
+
+func (a *app) cmdStatus(ctx context.Context, args []string) error {
+	var o idOptions
+	var jsonOut bool
+	var job string
+	fs := newFlagSet("status")
+	o.add(fs)
+	fs.BoolVar(&jsonOut, "json", false, "")
+	fs.StringVar(&job, "job", "", "")
+	if err := parseFlags(fs, "status", args); err != nil {
+		return err
+	}
+	if err := o.parsed(a.env); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) > 1 {
+		return usageErrorf("too many arguments %q: status takes at most one restart ID (options go before it)", strings.Join(rest, " "))
+	}
+	if len(rest) == 1 {
+		if job != "" {
+			return usageErrorf("-job and a restart ID cannot be used together: give one of them")
+		}
+		t, err := a.locate(ctx, "status", &o, rest)
+		if err != nil {
+			return err
+		}
+		if jsonOut {
+			return writeJSON(a.stdout, t.rec)
+		}
+		a.printRecord(t.rec, t.st.Kind(), o.verbose)
+		return nil
+	}
+
+	ses, err := a.openForIDs(&o)
+	if err != nil {
+		return err
+	}
+	stores, err := a.stores(ctx, ses, o.state)
+	if err != nil {
+		return err
+	}
+	ns := o.namespace
+	if ns == "" {
+		ns = "*"
+	}
+	recs, kinds, err := a.listAll(ctx, stores, store.Filter{Namespace: ns, JobID: job})
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		if recs == nil {
+			recs = []*restart.Record{}
+		}
+		return writeJSON(a.stdout, recs)
+	}
+	if len(recs) == 0 {
+		if job != "" {
+			fmt.Fprintf(a.stdout, "No restarts of job %q\n", job)
+		} else {
+			fmt.Fprintln(a.stdout, "No restarts")
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState")
+	for _, r := range recs {
+		pr := r.Progress(a.now())
+		progress := fmt.Sprintf("%d/%d", pr.Done, pr.Total)
+		if pr.Failed > 0 {
+			progress += fmt.Sprintf(" (%d failed)", pr.Failed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(r.ID, o.verbose), r.JobID, r.Namespace, r.Status, progress, formatTime(r.CreateTime), kinds[r.ID])
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "    ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
+// printRecord shows one restart in detail: its fields, a table of its allocations, and its
+// latest events.
+func (a *app) printRecord(r *restart.Record, kind string, verbose bool) {
+	w := a.stdout
+	p := a.printer(verbose, false)
+	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(tw, "%s\t= %s\n", k, v) }
+	field("ID", shortID(r.ID, verbose))
+	field("Job ID", r.JobID)
+	field("Namespace", r.Namespace)
+	if r.Region != "" {
+		field("Region", r.Region)
+	}
+	field("Job Version", fmt.Sprint(r.JobVersion))
+	field("Status", string(r.Status))
+	if r.Reason != "" {
+		field("Reason", oneLine(p.ids(r.Reason)))
+	}
+	field("Progress", r.Progress(a.now()).String())
+	field("Options", describeSpec(r.Spec))
+	if r.Question != nil && r.Status == restart.StatusWaiting {
+		field("Question", oneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no|<duration>`)", shortID(r.ID, verbose)))
+	}
+	if r.Control.Intent != "" {
+		field("Intent", string(r.Control.Intent)+byWhom(r.Control.By))
+	}
+	if r.Driver != "" {
+		field("Driver", r.Driver)
+	}
+	field("State", kind)
+	field("Created", formatTime(r.CreateTime))
+	field("Modified", formatTime(r.ModifyTime))
+	_ = tw.Flush()
+
+	fmt.Fprintln(w, "\nAllocations")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tName\tGroup\tNode\tBatch\tState\tReplacement\tError\tWaiting For")
+	for _, ap := range r.Allocs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
+			shortID(ap.ID, verbose), ap.Name, ap.Group, orDash(shortID(ap.NodeID, verbose)), ap.Batch, ap.State,
+			orDash(shortID(ap.Replacement, verbose)), orDash(oneLine(p.ids(ap.Error))), orDash(oneLine(p.ids(ap.Waiting))))
+	}
+	_ = tw.Flush()
+
+	events := r.Events
+	if !verbose && len(events) > recentEvents {
+		events = events[len(events)-recentEvents:]
+	}
+	if len(events) > 0 {
+		fmt.Fprintln(w, "\nRecent Events")
+		for _, ev := range events {
+			p.event(ev)
+		}
+	}
+}
+
+func byWhom(by string) string {
+	if by == "" {
+		return ""
+	}
+	return " (by " + by + ")"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

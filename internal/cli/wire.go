@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// nomadBackend opens sessions on a real (or simulated) Nomad through the official client.
+type nomadBackend struct {
+	// localDir overrides the local store's directory (tests, the demo); "" is the user's
+	// state directory.
+	localDir string
+}
+
+func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (session, error) {
+	client, err := cluster.NewClient(cluster.ClientConfig{
+		Address: cf.address, Region: cf.region, Namespace: cf.namespace, Token: cf.token,
+		CACert: cf.caCert, CAPath: cf.caPath, ClientCert: cf.clientCert, ClientKey: cf.clientKey,
+		TLSServerName: cf.tlsServerName, Insecure: cf.insecure,
+	})
+	if err != nil {
+		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+	}
+	return &nomadSession{client: client, cluster: cluster.NewNomad(client), logger: logger, holder: holder, localDir: b.localDir}, nil
+}
+
+// nomadSession is a session on one Nomad client.
+type nomadSession struct {
+	client   *api.Client
+	cluster  *cluster.Nomad
+	logger   *slog.Logger
+	holder   string
+	localDir string
+
+	once     sync.Once
+	local    store.Store
+	localErr error
+
+	nomadOnce sync.Once
+	nomad     store.Store
+}
+
+func (s *nomadSession) address() string { return s.client.Address() }
+
+func (s *nomadSession) reachable(ctx context.Context) error {
+	err := cluster.Reachable(ctx, s.client)
+	if err == nil {
+		return nil
+	}
+	return errors.New(oneLine(err.Error()))
+}
+
+func (s *nomadSession) localStore() (store.Store, error) {
+	s.once.Do(func() {
+		dir := s.localDir
+		if dir == "" {
+			dir, s.localErr = store.DefaultLocalDir()
+			if s.localErr != nil {
+				return
+			}
+		}
+		s.local, s.localErr = store.NewLocal(dir)
+	})
+	return s.local, s.localErr
+}
+
+func (s *nomadSession) engine(st store.Store) restarter {
+	return engineAdapter{e: engine.New(engine.Config{Cluster: s.cluster, Store: st, Logger: s.logger, Holder: s.holder})}
+}
+
+// engineAdapter maps the engine's API onto the commands' restarter.
+type engineAdapter struct{ e *engine.Engine }
+
+func (a engineAdapter) Plan(ctx context.Context, namespace, job string, spec restart.Spec) (*planned, error) {
+	p, err := a.e.Plan(ctx, engine.Request{Namespace: namespace, Job: job, Spec: spec})
+	if err != nil {
+		return nil, err
+	}
+	out := &planned{Record: p.Record, Job: p.Job}
+	for _, s := range p.Skipped {
+		out.Skipped = append(out.Skipped, skippedAlloc{Alloc: s.Alloc, Reason: s.Reason})
+	}
+	return out, nil
+}
+
+func (a engineAdapter) Create(ctx context.Context, rec *restart.Record) error {
+	return a.e.Create(ctx, rec)
+}
