@@ -1,0 +1,509 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/google/uuid"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// Local keeps restart records as JSON files under one directory, for operators whose token
+// may not write Nomad Variables. Several processes on one machine may share a directory:
+// every read-modify-write runs under an exclusive file lock, every file is replaced
+// atomically, and leases are file locks held by the driving process, so the kernel frees
+// them the instant that process dies.
+//
+// Layout under dir:
+//
+//	store.lock                         the lock of every check-and-set
+//	index                              the store's last ModifyIndex
+//	records/<namespace>/<id>.json      one record per restart
+//	active/<namespace>/<job>           the ID of the job's restart in progress
+//	leases/<namespace>/<id>.lock       held (flock) by the restart's driver
+type Local struct {
+	dir string
+	// mu serializes this process's critical sections; the file lock serializes processes.
+	// Both are needed: a flock taken twice through one descriptor does not exclude.
+	mu   sync.Mutex
+	lock *flock.Flock
+	now  func() time.Time
+
+	// metas remembers the indexes of record files this handle last wrote or read, keyed
+	// by path and valid while the file is the same (inode, size, mtime): an Update of a
+	// 10,000-allocation record then need not decode the whole file to check its index.
+	metaMu sync.Mutex
+	metas  map[string]fileMeta
+}
+
+// fileMeta is what an Update must know of the stored version of a record.
+type fileMeta struct {
+	fi          os.FileInfo
+	CreateIndex uint64
+	ModifyIndex uint64
+	JobID       string
+}
+
+var _ Store = (*Local)(nil)
+
+// DefaultLocalDir is where the local store lives unless told otherwise:
+// $XDG_STATE_HOME/nomad-restart, else ~/.local/state/nomad-restart.
+func DefaultLocalDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "nomad-restart"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the local state directory: %w (set XDG_STATE_HOME or HOME)", err)
+	}
+	return filepath.Join(home, ".local", "state", "nomad-restart"), nil
+}
+
+// NewLocal opens (creating it if needed) a local store in dir.
+func NewLocal(dir string) (*Local, error) {
+	if dir == "" {
+		return nil, errors.New("local store: no directory given")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local store: resolving %s: %w", dir, err)
+	}
+	for _, sub := range []string{"records", "active", "leases"} {
+		if err := os.MkdirAll(filepath.Join(abs, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("local store: creating %s: %w (check the directory's permissions or choose another with -state-dir)", filepath.Join(abs, sub), err)
+		}
+	}
+	return &Local{
+		dir:   abs,
+		lock:  flock.New(filepath.Join(abs, "store.lock"), flock.SetPermissions(0o600)),
+		now:   time.Now,
+		metas: map[string]fileMeta{},
+	}, nil
+}
+
+// Dir is the store's directory.
+func (l *Local) Dir() string { return l.dir }
+
+// Kind implements Store.
+func (l *Local) Kind() string { return "local" }
+
+func (l *Local) recordPath(ns, id string) string {
+	return filepath.Join(l.dir, "records", escapeName(normNamespace(ns), 0), id+".json")
+}
+
+func (l *Local) markerPath(ns, job string) string {
+	return filepath.Join(l.dir, "active", escapeName(normNamespace(ns), 0), escapeName(job, 200))
+}
+
+func (l *Local) leasePath(ns, id string) string {
+	return filepath.Join(l.dir, "leases", escapeName(normNamespace(ns), 0), id+".lock")
+}
+
+// locked runs fn holding the store's lock, in this process and across processes.
+func (l *Local) locked(ctx context.Context, fn func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The critical sections are a few small file operations, so a blocking flock is
+	// cheaper and fairer than polling with TryLock.
+	if err := l.lock.Lock(); err != nil {
+		return fmt.Errorf("local store: locking %s: %w", l.lock.Path(), err)
+	}
+	defer func() { _ = l.lock.Unlock() }()
+	return fn()
+}
+
+// nextIndex advances the store's index. Call it under the lock.
+func (l *Local) nextIndex() (uint64, error) {
+	p := filepath.Join(l.dir, "index")
+	var cur uint64
+	b, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, fmt.Errorf("local store: reading %s: %w", p, err)
+	default:
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &cur); err != nil {
+			return 0, fmt.Errorf("local store: %s is corrupt (%q): %w", p, b, err)
+		}
+	}
+	cur++
+	if err := writeFileAtomic(p, []byte(fmt.Sprintf("%d\n", cur))); err != nil {
+		return 0, err
+	}
+	return cur, nil
+}
+
+func (l *Local) readRecord(path string) (*restart.Record, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local store: reading %s: %w", path, err)
+	}
+	var rec restart.Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("local store: %s is not a restart record: %w", path, err)
+	}
+	return &rec, nil
+}
+
+func (l *Local) writeRecord(rec *restart.Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("local store: encoding restart %s: %w", rec.ID, err)
+	}
+	p := l.recordPath(rec.Namespace, rec.ID)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("local store: %w", err)
+	}
+	if err := writeFileAtomic(p, b); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(p); err == nil {
+		l.metaMu.Lock()
+		l.metas[p] = fileMeta{fi: fi, CreateIndex: rec.CreateIndex, ModifyIndex: rec.ModifyIndex, JobID: rec.JobID}
+		l.metaMu.Unlock()
+	}
+	return nil
+}
+
+// readMeta returns the indexes of the stored record at path, from memory when the file
+// has not changed since this handle saw it, else by a light decode that skips the plan.
+func (l *Local) readMeta(path string) (fileMeta, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fileMeta{}, ErrNotFound
+	}
+	if err != nil {
+		return fileMeta{}, fmt.Errorf("local store: %w", err)
+	}
+	l.metaMu.Lock()
+	m, ok := l.metas[path]
+	l.metaMu.Unlock()
+	if ok && os.SameFile(m.fi, fi) && m.fi.ModTime().Equal(fi.ModTime()) && m.fi.Size() == fi.Size() {
+		return m, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fileMeta{}, ErrNotFound
+	}
+	if err != nil {
+		return fileMeta{}, fmt.Errorf("local store: reading %s: %w", path, err)
+	}
+	m = fileMeta{fi: fi}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fileMeta{}, fmt.Errorf("local store: %s is not a restart record: %w", path, err)
+	}
+	return m, nil
+}
+
+// jobBusy returns the ID of the job's restart in progress, or "". A marker naming a
+// record that is missing or terminal is free: its writer crashed or its end cleared it late.
+func (l *Local) jobBusy(ns, job string) (string, error) {
+	b, err := os.ReadFile(l.markerPath(ns, job))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("local store: %w", err)
+	}
+	id := strings.TrimSpace(string(b))
+	if !validID(id) {
+		return "", nil
+	}
+	rec, err := l.readRecord(l.recordPath(ns, id))
+	if errors.Is(err, ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if rec.Status.Terminal() || rec.JobID != job {
+		return "", nil
+	}
+	return id, nil
+}
+
+// Create implements Store.
+func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
+	if rec.ID == "" {
+		rec.ID = uuid.NewString()
+	}
+	if !validID(rec.ID) {
+		return fmt.Errorf("local store: invalid restart ID %q", rec.ID)
+	}
+	if rec.JobID == "" {
+		return errors.New("local store: a restart record needs a JobID")
+	}
+	rec.Namespace = normNamespace(rec.Namespace)
+	return l.locked(ctx, func() error {
+		p := l.recordPath(rec.Namespace, rec.ID)
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Errorf("local store: restart %s already exists", rec.ID)
+		}
+		if !rec.Status.Terminal() {
+			busy, err := l.jobBusy(rec.Namespace, rec.JobID)
+			if err != nil {
+				return err
+			}
+			if busy != "" {
+				return &JobBusyError{Namespace: rec.Namespace, JobID: rec.JobID, RestartID: busy}
+			}
+		}
+		idx, err := l.nextIndex()
+		if err != nil {
+			return err
+		}
+		now := l.now()
+		out := *rec
+		out.CreateIndex, out.ModifyIndex = idx, idx
+		if out.CreateTime.IsZero() {
+			out.CreateTime = now
+		}
+		out.ModifyTime = now
+		// The marker goes first: a crash between the two writes leaves a marker naming a
+		// missing record, which counts as free; the other order could leave two restarts
+		// of one job in progress.
+		if !rec.Status.Terminal() {
+			m := l.markerPath(rec.Namespace, rec.JobID)
+			if err := os.MkdirAll(filepath.Dir(m), 0o700); err != nil {
+				return fmt.Errorf("local store: %w", err)
+			}
+			if err := writeFileAtomic(m, []byte(rec.ID+"\n")); err != nil {
+				return err
+			}
+		}
+		if err := l.writeRecord(&out); err != nil {
+			return err
+		}
+		*rec = out
+		return nil
+	})
+}
+
+// Get implements Store. With namespace "" or "*" it looks in every namespace.
+func (l *Local) Get(ctx context.Context, namespace, id string) (*restart.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !validID(id) {
+		return nil, ErrNotFound
+	}
+	if allNamespaces(namespace) {
+		paths, err := filepath.Glob(filepath.Join(l.dir, "records", "*", id+".json"))
+		if err != nil || len(paths) == 0 {
+			return nil, ErrNotFound
+		}
+		return l.readRecord(paths[0])
+	}
+	return l.readRecord(l.recordPath(namespace, id))
+}
+
+// recordFiles lists the record files of one namespace, or of all.
+func (l *Local) recordFiles(namespace string) ([]string, error) {
+	nsDir := "*"
+	if !allNamespaces(namespace) {
+		nsDir = escapeName(namespace, 0)
+	}
+	paths, err := filepath.Glob(filepath.Join(l.dir, "records", nsDir, "*.json"))
+	if err != nil {
+		return nil, fmt.Errorf("local store: listing records: %w", err)
+	}
+	return paths, nil
+}
+
+// Find implements Store.
+func (l *Local) Find(ctx context.Context, namespace, prefix string) (*restart.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	paths, err := l.recordFiles(namespace)
+	if err != nil {
+		return nil, err
+	}
+	var matches []string
+	for _, p := range paths {
+		id := strings.TrimSuffix(filepath.Base(p), ".json")
+		if id == prefix {
+			return l.readRecord(p)
+		}
+		if prefix != "" && strings.HasPrefix(id, prefix) {
+			matches = append(matches, p)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, ErrNotFound
+	case 1:
+		return l.readRecord(matches[0])
+	}
+	ids := make([]string, len(matches))
+	for i, p := range matches {
+		ids[i] = strings.TrimSuffix(filepath.Base(p), ".json")
+	}
+	sort.Strings(ids)
+	return nil, &AmbiguousIDError{Prefix: prefix, Matches: ids}
+}
+
+// List implements Store.
+func (l *Local) List(ctx context.Context, f Filter) ([]*restart.Record, error) {
+	paths, err := l.recordFiles(f.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []*restart.Record
+	for _, p := range paths {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rec, err := l.readRecord(p)
+		if errors.Is(err, ErrNotFound) {
+			continue // removed since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep(rec, f) {
+			out = append(out, rec)
+		}
+	}
+	sortNewestFirst(out)
+	return out, nil
+}
+
+// keep reports whether a record passes a filter.
+func keep(rec *restart.Record, f Filter) bool {
+	if !allNamespaces(f.Namespace) && rec.Namespace != f.Namespace {
+		return false
+	}
+	if f.JobID != "" && rec.JobID != f.JobID {
+		return false
+	}
+	return !f.Active || !rec.Status.Terminal()
+}
+
+// sortNewestFirst orders records newest CreateTime first; CreateIndex breaks ties, so the
+// order is stable when clocks are coarse.
+func sortNewestFirst(recs []*restart.Record) {
+	sort.SliceStable(recs, func(i, j int) bool {
+		a, b := recs[i], recs[j]
+		if !a.CreateTime.Equal(b.CreateTime) {
+			return a.CreateTime.After(b.CreateTime)
+		}
+		if a.CreateIndex != b.CreateIndex {
+			return a.CreateIndex > b.CreateIndex
+		}
+		return a.ID < b.ID
+	})
+}
+
+// Update implements Store.
+func (l *Local) Update(ctx context.Context, rec *restart.Record) error {
+	if !validID(rec.ID) {
+		return ErrNotFound
+	}
+	ns := normNamespace(rec.Namespace)
+	return l.locked(ctx, func() error {
+		cur, err := l.readMeta(l.recordPath(ns, rec.ID))
+		if err != nil {
+			return err
+		}
+		if cur.ModifyIndex != rec.ModifyIndex {
+			return ErrConflict
+		}
+		if cur.JobID != rec.JobID {
+			return fmt.Errorf("local store: restart %s belongs to job %q; its JobID cannot change to %q", rec.ID, cur.JobID, rec.JobID)
+		}
+		idx, err := l.nextIndex()
+		if err != nil {
+			return err
+		}
+		out := *rec
+		out.Namespace = ns
+		out.CreateIndex = cur.CreateIndex
+		out.ModifyIndex = idx
+		out.ModifyTime = l.now()
+		if err := l.writeRecord(&out); err != nil {
+			return err
+		}
+		if out.Status.Terminal() {
+			l.clearMarker(ns, out.JobID, out.ID)
+		}
+		rec.Namespace, rec.CreateIndex, rec.ModifyIndex, rec.ModifyTime = out.Namespace, out.CreateIndex, out.ModifyIndex, out.ModifyTime
+		return nil
+	})
+}
+
+// clearMarker frees the job when its marker names id. A failure is harmless: a marker
+// naming a terminal record counts as free.
+func (l *Local) clearMarker(ns, job, id string) {
+	m := l.markerPath(ns, job)
+	b, err := os.ReadFile(m)
+	if err == nil && strings.TrimSpace(string(b)) == id {
+		_ = os.Remove(m)
+	}
+}
+
+// Watch implements Store. There is no server to block on, so it watches the record file
+// with a cheap stat, at an interval that starts short (a driver obeys a pause or cancel
+// promptly) and backs off while nothing changes.
+func (l *Local) Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
+	const (
+		minInterval = 5 * time.Millisecond
+		maxInterval = 250 * time.Millisecond
+	)
+	var (
+		path     string
+		last     os.FileInfo
+		interval = minInterval
+	)
+	for {
+		if path == "" {
+			rec, err := l.Get(ctx, namespace, id)
+			if err != nil {
+				return nil, err
+			}
+			path = l.recordPath(rec.Namespace, rec.ID)
+		}
+		fi, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("local store: watching %s: %w", path, err)
+		}
+		if last == nil || !os.SameFile(fi, last) || !fi.ModTime().Equal(last.ModTime()) || fi.Size() != last.Size() {
+			last = fi
+			rec, err := l.readRecord(path)
+			if err != nil {
+				return nil, err
+			}
+			if rec.ModifyIndex > afterIndex {
+				return rec, nil
+			}
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		interval = min(interval*3/2, maxInterval)
+	}
+}

@@ -1,0 +1,384 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// NomadOptions configure the Nomad Variables store.
+type NomadOptions struct {
+	// Prefix is the root of every variable the store writes; default "nomad-restart".
+	// Operators grant the store's ACL on "<Prefix>/*".
+	Prefix string
+	// LockTTL is the lease's time to live (default api.DefaultLockTTL, 15s); Nomad accepts
+	// 10s to 24h. The lease renews itself at half of it.
+	LockTTL time.Duration
+	// LockDelay is how long after a lease expired (its driver died) before another driver
+	// may take it (default api.DefaultLockDelay, 15s, Nomad's own default). An explicit
+	// release frees the lease at once.
+	LockDelay time.Duration
+	// RenewEvery is how often a held lease is renewed: default LockTTL/2. A simulated
+	// cluster whose clock runs faster than real time needs it shorter (LockTTL/2 divided by
+	// the time scale); renewals failing for 2×RenewEvery mean the lease is lost.
+	RenewEvery time.Duration
+	// Logger receives the lease's renewal troubles; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Nomad keeps restart records in Nomad Variables, in the job's namespace:
+//
+//	<prefix>/<job>/<id>            the record's head (see nomad_codec.go)
+//	<prefix>/<job>/<id>/c/<name>   its chunks when it passes 64 KiB
+//	<prefix>/<job>/<id>/lease      the driver's lease (a variable lock)
+//	<prefix>/<job>/active          the ID of the job's restart in progress
+//
+// Every write of a head is a check-and-set on its ModifyIndex, and Watch is a blocking
+// query on the head. A handle caches chunks it has read (they never change under one
+// name) and where each restart lives, so a reader of a big record fetches the head and the
+// few chunks that changed.
+type Nomad struct {
+	client *api.Client
+	opts   NomadOptions
+
+	mu sync.Mutex
+	// where maps namespace/id to the record's job path segment.
+	where map[string]string
+	// heads holds the chunk names and contents of the latest head seen per namespace/id.
+	heads map[string]*cachedHead
+	// fitting holds the hashes of big chunks known to fit in a variable once packed.
+	fitting map[string]bool
+}
+
+func (n *Nomad) fits(hash string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fitting[hash]
+}
+
+func (n *Nomad) setFits(hash string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.fitting) > 100000 { // bound the memory of a long-running agent
+		clear(n.fitting)
+	}
+	n.fitting[hash] = true
+}
+
+type cachedHead struct {
+	modifyIndex uint64
+	names       []string
+	raws        map[string][]byte // by chunk name
+}
+
+var _ Store = (*Nomad)(nil)
+
+// NewNomad returns a store on client's cluster.
+func NewNomad(client *api.Client, opts NomadOptions) *Nomad {
+	if opts.Prefix == "" {
+		opts.Prefix = "nomad-restart"
+	}
+	opts.Prefix = strings.Trim(opts.Prefix, "/")
+	if opts.LockTTL == 0 {
+		opts.LockTTL = api.DefaultLockTTL
+	}
+	// Nomad refuses TTLs outside [10s, 24h]; clamp rather than fail every lease later.
+	opts.LockTTL = min(max(opts.LockTTL, 10*time.Second), 24*time.Hour)
+	if opts.LockDelay == 0 {
+		opts.LockDelay = api.DefaultLockDelay
+	}
+	if opts.RenewEvery <= 0 {
+		opts.RenewEvery = opts.LockTTL / 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Nomad{client: client, opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{}}
+}
+
+// Kind implements Store.
+func (n *Nomad) Kind() string { return "nomad" }
+
+// Prefix is the root of the store's variables.
+func (n *Nomad) Prefix() string { return n.opts.Prefix }
+
+// jobSegment is the job's path segment: escaped, and short enough that the longest path
+// (prefix/job/id/c/chunk-name) stays within Nomad's 128 characters.
+func (n *Nomad) jobSegment(job string) string {
+	return escapeName(job, max(16, 128-len(n.opts.Prefix)-1-1-36-3-26))
+}
+
+func (n *Nomad) headPath(jobSeg, id string) string { return n.opts.Prefix + "/" + jobSeg + "/" + id }
+func (n *Nomad) markerPath(job string) string {
+	return n.opts.Prefix + "/" + n.jobSegment(job) + "/active"
+}
+
+func key(ns, id string) string { return ns + "\x00" + id }
+
+func (n *Nomad) qo(ctx context.Context, ns string) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
+}
+
+func (n *Nomad) wo(ctx context.Context, ns string) *api.WriteOptions {
+	return (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+}
+
+// headRef is a record's head variable as found in a listing.
+type headRef struct {
+	ns, jobSeg, id string
+}
+
+// listHeads lists the heads of records in ns ("*" for all) whose job segment is jobSeg
+// ("" for all). It learns where each record lives.
+func (n *Nomad) listHeads(ctx context.Context, ns, jobSeg string) ([]headRef, error) {
+	prefix := n.opts.Prefix + "/"
+	if jobSeg != "" {
+		prefix += jobSeg + "/"
+	}
+	var metas []*api.VariableMetadata
+	err := retry(ctx, func() (err error) {
+		metas, _, err = n.client.Variables().PrefixList(prefix, n.qo(ctx, ns))
+		return err
+	})
+	if err != nil {
+		return nil, n.mapErr(ctx, err, "list", ns, prefix)
+	}
+	var out []headRef
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range metas {
+		parts := strings.Split(strings.TrimPrefix(m.Path, n.opts.Prefix+"/"), "/")
+		if len(parts) != 2 || parts[1] == "active" || !validID(parts[1]) {
+			continue
+		}
+		h := headRef{ns: m.Namespace, jobSeg: parts[0], id: parts[1]}
+		n.where[key(h.ns, h.id)] = h.jobSeg
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// locate finds the namespace and job segment of restart id.
+func (n *Nomad) locate(ctx context.Context, ns, id string) (headRef, error) {
+	if !validID(id) {
+		return headRef{}, ErrNotFound
+	}
+	if !allNamespaces(ns) {
+		n.mu.Lock()
+		seg, ok := n.where[key(ns, id)]
+		n.mu.Unlock()
+		if ok {
+			return headRef{ns: ns, jobSeg: seg, id: id}, nil
+		}
+	}
+	listNS := ns
+	if allNamespaces(ns) {
+		listNS = "*"
+	}
+	heads, err := n.listHeads(ctx, listNS, "")
+	if err != nil {
+		return headRef{}, err
+	}
+	for _, h := range heads {
+		if h.id == id {
+			return h, nil
+		}
+	}
+	return headRef{}, ErrNotFound
+}
+
+// readHead reads a head variable. With waitIndex > 0 it is a blocking query.
+func (n *Nomad) readHead(ctx context.Context, h headRef, waitIndex uint64) (*api.Variable, *api.QueryMeta, error) {
+	q := n.qo(ctx, h.ns)
+	if waitIndex > 0 {
+		q.WaitIndex = waitIndex
+		q.WaitTime = 5 * time.Minute
+	}
+	path := n.headPath(h.jobSeg, h.id)
+	var (
+		v  *api.Variable
+		qm *api.QueryMeta
+	)
+	err := retry(ctx, func() (err error) {
+		v, qm, err = n.client.Variables().Read(path, q)
+		return err
+	})
+	if err != nil {
+		return nil, nil, n.mapErr(ctx, err, "read", h.ns, path)
+	}
+	return v, qm, nil
+}
+
+// load turns a head variable into the whole record, reading the chunks it does not have.
+// errChunkGone says a chunk vanished: a newer head exists; read again.
+func (n *Nomad) load(ctx context.Context, h headRef, v *api.Variable) (*restart.Record, error) {
+	rec, names, err := decodeHead(v.Items)
+	if err != nil {
+		return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)
+	}
+	k := key(h.ns, h.id)
+	n.mu.Lock()
+	old := n.heads[k]
+	n.mu.Unlock()
+	raws := make([][]byte, len(names))
+	var missing []int
+	for i, name := range names {
+		if old != nil && old.raws[name] != nil {
+			raws[i] = old.raws[name]
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	err = forEach(ctx, len(missing), chunkWorkers, func(ctx context.Context, j int) error {
+		i := missing[j]
+		path := n.headPath(h.jobSeg, h.id) + "/c/" + names[i]
+		var cv *api.Variable
+		err := retry(ctx, func() (err error) {
+			cv, _, err = n.client.Variables().Read(path, n.qo(ctx, h.ns))
+			return err
+		})
+		if err != nil {
+			err = n.mapErr(ctx, err, "read", h.ns, path)
+			if errors.Is(err, ErrNotFound) {
+				return errChunkGone
+			}
+			return err
+		}
+		if raws[i], err = unpack(cv.Items[itemData]); err != nil {
+			return fmt.Errorf("nomad store: chunk %s of restart %s is corrupt: %w", names[i], h.id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	fresh := make(map[string][]byte, len(names))
+	for i, name := range names {
+		fresh[name] = raws[i]
+	}
+	if err := assemble(rec, names, raws); err != nil {
+		return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)
+	}
+	rec.Namespace = v.Namespace
+	rec.CreateIndex, rec.ModifyIndex = v.CreateIndex, v.ModifyIndex
+	n.remember(k, h.jobSeg, v.ModifyIndex, names, fresh)
+	return rec, nil
+}
+
+var errChunkGone = errors.New("a chunk of the record was replaced while reading")
+
+func (n *Nomad) remember(k, jobSeg string, modifyIndex uint64, names []string, raws map[string][]byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.where[k] = jobSeg
+	if cur := n.heads[k]; cur != nil && cur.modifyIndex > modifyIndex {
+		return // a newer head is already known
+	}
+	n.heads[k] = &cachedHead{modifyIndex: modifyIndex, names: names, raws: raws}
+}
+
+// getAt reads the whole record at h, retrying when a writer replaced chunks under it.
+func (n *Nomad) getAt(ctx context.Context, h headRef) (*restart.Record, error) {
+	for attempt := 0; ; attempt++ {
+		v, _, err := n.readHead(ctx, h, 0)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := n.load(ctx, h, v)
+		if errors.Is(err, errChunkGone) && attempt < 20 {
+			continue
+		}
+		return rec, err
+	}
+}
+
+// Get implements Store. With namespace "" or "*" it looks in every namespace.
+func (n *Nomad) Get(ctx context.Context, namespace, id string) (*restart.Record, error) {
+	h, err := n.locate(ctx, namespace, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := n.getAt(ctx, h)
+	if errors.Is(err, ErrNotFound) {
+		n.forget(h)
+	}
+	return rec, err
+}
+
+func (n *Nomad) forget(h headRef) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.where, key(h.ns, h.id))
+	delete(n.heads, key(h.ns, h.id))
+}
+
+// Find implements Store.
+func (n *Nomad) Find(ctx context.Context, namespace, prefix string) (*restart.Record, error) {
+	listNS := namespace
+	if allNamespaces(namespace) {
+		listNS = "*"
+	}
+	heads, err := n.listHeads(ctx, listNS, "")
+	if err != nil {
+		return nil, err
+	}
+	var matches []headRef
+	for _, h := range heads {
+		if h.id == prefix {
+			return n.getAt(ctx, h)
+		}
+		if prefix != "" && strings.HasPrefix(h.id, prefix) {
+			matches = append(matches, h)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, ErrNotFound
+	case 1:
+		return n.getAt(ctx, matches[0])
+	}
+	ids := make([]string, len(matches))
+	for i, h := range matches {
+		ids[i] = h.id
+	}
+	return nil, &AmbiguousIDError{Prefix: prefix, Matches: ids}
+}
+
+// List implements Store.
+func (n *Nomad) List(ctx context.Context, f Filter) ([]*restart.Record, error) {
+	listNS := f.Namespace
+	if allNamespaces(listNS) {
+		listNS = "*"
+	}
+	jobSeg := ""
+	if f.JobID != "" {
+		jobSeg = n.jobSegment(f.JobID)
+	}
+	heads, err := n.listHeads(ctx, listNS, jobSeg)
+	if err != nil {
+		return nil, err
+	}
+	var out []*restart.Record
+	for _, h := range heads {
+		rec, err := n.getAt(ctx, h)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep(rec, f) {
+			out = append(out, rec)
+		}
+	}
+	sortNewestFirst(out)
+	return out, nil
+}

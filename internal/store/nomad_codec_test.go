@@ -1,0 +1,138 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+func bigRecord(n int) *restart.Record {
+	rec := &restart.Record{ID: "0f0e0d0c-0000-4000-8000-000000000001", Namespace: "default", JobID: "web", Status: restart.StatusRunning}
+	for i := range n {
+		rec.Allocs = append(rec.Allocs, restart.AllocProgress{
+			ID: fmt.Sprintf("%08x-1111-4222-8333-%012x", i*7919, i*104729), Name: fmt.Sprintf("web.web[%d]", i),
+			Group: "web", NodeID: fmt.Sprintf("%08x-aaaa-4bbb-8ccc-%012x", i%97, i%89), Batch: i + 1, State: restart.AllocPending,
+		})
+	}
+	return rec
+}
+
+// decodeAll reverses encodeRecord without Nomad in between.
+func decodeAll(t *testing.T, e *encodedRecord) *restart.Record {
+	t.Helper()
+	for _, c := range e.chunks {
+		c.name = c.freshName()
+	}
+	items, err := headItems(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, names, err := decodeHead(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raws := make([][]byte, len(names))
+	for i, c := range e.chunks {
+		data, err := pack(c.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if itemsSize(map[string]string{itemData: data}) > maxVariableSize {
+			t.Fatalf("chunk %d is %d bytes packed, over Nomad's limit", i, len(data))
+		}
+		if raws[i], err = unpack(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := assemble(rec, names, raws); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		allocs     int
+		hugeEvents bool
+		wantChunks bool
+	}{
+		{"small record stays in the head", 10, false, false},
+		{"3,000 allocations", 3000, false, true},
+		{"events too large for the head move out too", 2000, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := bigRecord(tc.allocs)
+			if tc.hugeEvents {
+				for i := range restart.MaxEvents {
+					rec.Events = append(rec.Events, restart.Event{Seq: uint64(i + 1), Type: restart.EventWarning, Message: strings.Repeat("x", 400)})
+				}
+			}
+			e, err := encodeRecord(rec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(e.chunks) > 0; got != tc.wantChunks {
+				t.Fatalf("chunked = %v, want %v", got, tc.wantChunks)
+			}
+			if tc.hugeEvents && !strings.HasPrefix(e.chunks[len(e.chunks)-1].key(), "e") {
+				t.Fatalf("events were not moved out of the head")
+			}
+			got := decodeAll(t, e)
+			w, _ := json.Marshal(rec)
+			g, _ := json.Marshal(got)
+			if string(w) != string(g) {
+				t.Fatalf("round trip changed the record (%d vs %d bytes)", len(w), len(g))
+			}
+		})
+	}
+}
+
+// One changed allocation changes one chunk: the rest keep their content hash and so are
+// reused rather than written again.
+func TestCodecStableChunks(t *testing.T) {
+	rec := bigRecord(3000)
+	a, err := encodeRecord(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Allocs[1234].State = restart.AllocDone
+	rec.Allocs[1234].Error = "a long error message that grows the allocation"
+	b, err := encodeRecord(rec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.chunks) != len(b.chunks) {
+		t.Fatalf("chunk count changed: %d -> %d", len(a.chunks), len(b.chunks))
+	}
+	changed := 0
+	for i := range a.chunks {
+		if a.chunks[i].key() != b.chunks[i].key() {
+			changed++
+		}
+	}
+	if changed != 1 {
+		t.Fatalf("%d chunks changed for one allocation, want 1", changed)
+	}
+}
+
+func TestEscapeName(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"web", "web"},
+		{"my-job_2", "my-job_2"},
+		{"a.b/c", "a~2Eb~2Fc"},
+		{"~", "~7E"},
+	} {
+		if got := escapeName(tc.in, 0); got != tc.want {
+			t.Errorf("escapeName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	long := strings.Repeat("j.", 100)
+	got := escapeName(long, 60)
+	if len(got) > 60 || got == escapeName(long+"x", 60) {
+		t.Fatalf("long names: %q (%d chars) must fit and stay distinct", got, len(got))
+	}
+}
