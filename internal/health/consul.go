@@ -1,0 +1,319 @@
+package health
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+)
+
+// ConsulConfig says how to reach Consul. Empty fields keep what consul/api's DefaultConfig
+// read from the environment (CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_HTTP_SSL,
+// CONSUL_CACERT, CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME,
+// CONSUL_HTTP_SSL_VERIFY); set fields are the flags' overrides (-consul-address,
+// -consul-token, -consul-ca-cert, -consul-client-cert, -consul-client-key,
+// -consul-tls-server-name, -consul-tls-skip-verify).
+type ConsulConfig struct {
+	Address       string // host:port, or a URL with its scheme
+	Token         string
+	CACert        string
+	ClientCert    string
+	ClientKey     string
+	TLSServerName string
+	// SkipVerify, when set, overrides CONSUL_HTTP_SSL_VERIFY.
+	SkipVerify *bool
+	// Wait is the longest a blocking query waits for a change (default one minute).
+	Wait time.Duration
+}
+
+// apiConfig merges the overrides onto consul/api's defaults from the environment.
+func (c ConsulConfig) apiConfig() *consulapi.Config {
+	cfg := consulapi.DefaultConfig()
+	if c.Address != "" {
+		cfg.Address = c.Address
+	}
+	if c.Token != "" {
+		cfg.Token = c.Token
+	}
+	if c.CACert != "" {
+		cfg.TLSConfig.CAFile = c.CACert
+	}
+	if c.ClientCert != "" {
+		cfg.TLSConfig.CertFile = c.ClientCert
+	}
+	if c.ClientKey != "" {
+		cfg.TLSConfig.KeyFile = c.ClientKey
+	}
+	if c.TLSServerName != "" {
+		cfg.TLSConfig.Address = c.TLSServerName
+	}
+	if c.SkipVerify != nil {
+		cfg.TLSConfig.InsecureSkipVerify = *c.SkipVerify
+	}
+	// A client certificate or CA given without a scheme means TLS, as Consul's CLI
+	// understands CONSUL_CACERT next to CONSUL_HTTP_SSL.
+	if !strings.Contains(cfg.Address, "://") && (c.CACert != "" || c.ClientCert != "") {
+		cfg.Scheme = "https"
+	}
+	return cfg
+}
+
+// Consul reads the checks of allocations' Consul services from Consul's health API, with
+// blocking queries.
+type Consul struct {
+	client *consulapi.Client
+	addr   string
+	clock  Clock
+	wait   time.Duration
+	log    *slog.Logger
+}
+
+// NewConsul returns a Consul check source. clock is Nomad's clock, which stamps snapshots
+// (Consul's answers carry no time); log may be nil. It does not contact Consul: see Probe.
+func NewConsul(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error) {
+	ac := cfg.apiConfig()
+	client, err := consulapi.NewClient(ac)
+	if err != nil {
+		return nil, fmt.Errorf("configuring the Consul client for %s: %w", ac.Address, err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	wait := cfg.Wait
+	if wait <= 0 {
+		wait = time.Minute
+	}
+	addr := ac.Address
+	if !strings.Contains(addr, "://") {
+		addr = ac.Scheme + "://" + addr
+	}
+	return &Consul{client: client, addr: addr, clock: clock, wait: wait, log: log}, nil
+}
+
+// Address is the Consul address in use, for messages.
+func (c *Consul) Address() string { return c.addr }
+
+// Probe checks, before the first batch, that Consul answers and has a leader, and that
+// the token may read the checks of the given services (Consul hides what a token may not
+// read rather than refusing). Its error says what to do in the operator's words ("Consul
+// at http://127.0.0.1:8500 refused the connection: set -consul-address or
+// CONSUL_HTTP_ADDR, or choose -health running").
+func (c *Consul) Probe(ctx context.Context, services ...string) error {
+	leader, err := c.client.Status().LeaderWithQueryOptions((&consulapi.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return c.explain(err)
+	}
+	if leader == "" {
+		return fmt.Errorf("Consul at %s has no leader, so its health checks cannot be read: wait for it to elect one, or choose -health running", c.addr)
+	}
+	for _, svc := range services {
+		checks, meta, err := c.client.Health().Checks(svc, (&consulapi.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("reading Consul checks of service %q: %w", svc, c.explain(err))
+		}
+		if len(checks) == 0 && meta.ResultsFilteredByACLs {
+			return c.hidden(svc)
+		}
+	}
+	return nil
+}
+
+func (c *Consul) hidden(service string) error {
+	return fmt.Errorf("Consul at %s hid the checks of service %q from this token: set -consul-token or CONSUL_HTTP_TOKEN to a token with service:read and node:read, or choose -health running", c.addr, service)
+}
+
+// explain turns a transport or HTTP error into an actionable one.
+func (c *Consul) explain(err error) error {
+	const alt = "or choose -health running"
+	var se consulapi.StatusError
+	var dns *net.DNSError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && !isNetTimeout(err):
+		return err
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("Consul at %s refused the connection: set -consul-address or CONSUL_HTTP_ADDR, %s", c.addr, alt)
+	case errors.As(err, &dns):
+		return fmt.Errorf("Consul at %s: cannot resolve %q: set -consul-address or CONSUL_HTTP_ADDR, %s", c.addr, dns.Name, alt)
+	case errors.As(err, &se) && (se.Code == 401 || se.Code == 403):
+		return fmt.Errorf("Consul at %s denied the request (%d %s): set -consul-token or CONSUL_HTTP_TOKEN to a token with service:read and node:read, %s",
+			c.addr, se.Code, firstLine(se.Body), alt)
+	case errors.As(err, &se):
+		return fmt.Errorf("Consul at %s answered %d: %s", c.addr, se.Code, firstLine(se.Body))
+	case errors.As(err, &unknownCA), errors.As(err, &hostname):
+		return fmt.Errorf("Consul at %s: TLS verification failed (%v): set -consul-ca-cert or CONSUL_CACERT, or -consul-tls-server-name, %s", c.addr, err, alt)
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("Consul at %s did not answer in time: check -consul-address or CONSUL_HTTP_ADDR, %s", c.addr, alt)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return fmt.Errorf("Consul at %s speaks plain HTTP: use an http:// address or unset CONSUL_HTTP_SSL, %s", c.addr, alt)
+	}
+	return fmt.Errorf("Consul at %s cannot be read: %w (set -consul-address or CONSUL_HTTP_ADDR, %s)", c.addr, err, alt)
+}
+
+func isNetTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// ServicePrefix is the prefix of the IDs Nomad registers an allocation's services under in
+// Consul: _nomad-task-<alloc ID>-<task, or group-<group>>-<service>-<port label>.
+func ServicePrefix(allocID string) string { return "_nomad-task-" + allocID + "-" }
+
+// ConsulServices lists the distinct Consul service names of the specs, to watch.
+func ConsulServices(specs []CheckSpec) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range specs {
+		if s.Provider == ProviderConsul && !seen[s.Service] {
+			seen[s.Service] = true
+			out = append(out, s.Service)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Watch follows the checks of the allocation's instances of the named Consul services
+// with one blocking query per service, and hands emit a snapshot of all of them each time
+// one answers (once every service has answered): on a change, or when Consul's wait ends. A failed query is emitted as a snapshot
+// with Err and retried with backoff. It runs until ctx ends and returns ctx's error.
+func (c *Consul) Watch(ctx context.Context, allocID string, services []string, emit func(Snapshot)) error {
+	for _, s := range services {
+		if Unresolved(s) {
+			return fmt.Errorf("watching Consul checks of allocation %s: the service name %q holds a variable nomad-restart cannot resolve; choose -health running", shortID(allocID), s)
+		}
+	}
+	if len(services) == 0 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	m := &merger{allocID: allocID, emit: emit, clock: c.clock, latest: map[string][]Check{}, errs: map[string]error{}, want: len(services)}
+	var wg sync.WaitGroup
+	for _, svc := range services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.watchService(ctx, allocID, svc, m)
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// watchService runs the blocking query loop of one service, as Consul documents it: wait
+// on the last index, start over from zero when the index goes backwards.
+func (c *Consul) watchService(ctx context.Context, allocID, service string, m *merger) {
+	var index uint64
+	backoff := 100 * time.Millisecond
+	prefix := ServicePrefix(allocID)
+	for ctx.Err() == nil {
+		q := (&consulapi.QueryOptions{WaitIndex: index, WaitTime: c.wait}).WithContext(ctx)
+		checks, meta, err := c.client.Health().Checks(service, q)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			err = fmt.Errorf("reading Consul checks of service %q: %w", service, c.explain(err))
+			c.log.Debug("consul checks unreadable", "alloc", allocID, "service", service, "error", err)
+			m.update(service, nil, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if meta.LastIndex < index {
+			index = 0
+		} else {
+			index = meta.LastIndex
+		}
+		var mine []Check
+		for _, hc := range checks {
+			if hc == nil || !strings.HasPrefix(hc.ServiceID, prefix) {
+				continue
+			}
+			mine = append(mine, Check{Provider: ProviderConsul, ID: hc.CheckID, Name: hc.Name, Service: hc.ServiceName,
+				Task: ownerTask(hc.ServiceID[len(prefix):], hc.ServiceName), Status: hc.Status, Output: hc.Output})
+		}
+		if len(mine) == 0 && meta.ResultsFilteredByACLs {
+			// Consul hides what the token may not read instead of refusing: without this
+			// the gate would wait for checks it is not allowed to see.
+			m.update(service, nil, c.hidden(service))
+			continue
+		}
+		m.update(service, mine, nil)
+	}
+}
+
+// ownerTask reads the task out of the rest of a service ID (<task>-<service>-<port>);
+// group services ("group-<group>-...") and IDs it cannot read give "".
+func ownerTask(rest, service string) string {
+	if strings.HasPrefix(rest, "group-") {
+		return ""
+	}
+	if i := strings.Index(rest, "-"+service); i > 0 {
+		return rest[:i]
+	}
+	return ""
+}
+
+// merger joins the per-service answers into one snapshot of the allocation.
+type merger struct {
+	allocID string
+	emit    func(Snapshot)
+	clock   Clock
+	want    int
+
+	mu     sync.Mutex
+	latest map[string][]Check
+	errs   map[string]error
+}
+
+func (m *merger) update(service string, checks []Check, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.errs[service] = err
+	} else {
+		delete(m.errs, service)
+		m.latest[service] = checks
+	}
+	if len(m.latest) < m.want && len(m.errs) == 0 {
+		return // not every service has answered yet: that is no news
+	}
+	s := Snapshot{Provider: ProviderConsul, AllocID: m.allocID, At: m.clock()}
+	names := make([]string, 0, len(m.errs))
+	for n := range m.errs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		s.Err = m.errs[names[0]]
+	} else {
+		for _, cs := range m.latest {
+			s.Checks = append(s.Checks, cs...)
+		}
+		sort.Slice(s.Checks, func(i, j int) bool { return s.Checks[i].ID < s.Checks[j].ID })
+	}
+	// Every answer is emitted, changed or not: a blocking query also ends when its wait
+	// runs out, and the fresh time tells the gate the results still hold.
+	// Emitting under the lock keeps snapshots in order; emit must not call back here.
+	m.emit(s)
+}

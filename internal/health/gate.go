@@ -1,0 +1,305 @@
+package health
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// State is where an allocation stands with respect to the gate.
+type State string
+
+const (
+	Pending State = "pending"
+	Healthy State = "healthy"
+	Failed  State = "failed"
+)
+
+// Verdict is the gate's answer for one allocation at one moment of Nomad's clock.
+type Verdict struct {
+	State State
+	// Since is when the allocation's current healthy stretch began (its tasks all running
+	// and its checks passing); set when Healthy, and when Pending only on the min-healthy
+	// timer. The allocation was healthy from Since+MinHealthy.
+	Since time.Time
+	// Reason is the first thing it waits for (Pending) or why it failed (Failed):
+	// "task web not yet running", "check http (consul) critical: connection refused",
+	// "min healthy time: 4s of 10s".
+	Reason string
+	// Waiting lists everything it waits for, Reason first.
+	Waiting []string
+}
+
+// Config is what a Gate judges one allocation by.
+type Config struct {
+	// Mode is ModeRunning or ModeChecks (ModeNone: healthy at once; resolve ModeAuto first
+	// with ResolveMode, the gate treats it as ModeChecks).
+	Mode Mode
+	// Tasks are the tasks the restart targeted; empty means every task of the allocation.
+	Tasks []string
+	// Checks are the checks that count (AllocChecks); used in ModeChecks only.
+	Checks []CheckSpec
+	// Since is when the restart took effect for this allocation, on Nomad's clock (for a
+	// replacement allocation, when it was created): tasks must have started at or after it,
+	// check results read before it are ignored, and the deadline runs from it.
+	Since time.Time
+	// MinHealthy is how long everything must stay healthy; Deadline is how long after
+	// Since the allocation may take (zero: no deadline).
+	MinHealthy, Deadline time.Duration
+}
+
+// Gate tracks one allocation through its readiness gate. Feed it the allocation as Nomad
+// reports it (ObserveAlloc) and the check sources' snapshots (ObserveChecks), and ask it
+// for a verdict at a moment of Nomad's clock (Evaluate). It does no I/O and reads no clock;
+// it is safe for concurrent use, as sources run in their own goroutines.
+type Gate struct {
+	cfg Config
+
+	mu    sync.Mutex
+	alloc *restart.Alloc
+	// runningSince is the latest start of the allocation's running tasks when all of them
+	// run, zero otherwise.
+	runningSince time.Time
+	checks       map[Provider]*providerState
+}
+
+// providerState is what the gate knows of one provider's checks.
+type providerState struct {
+	seen    bool
+	at      time.Time // the latest snapshot's time
+	err     error
+	ok      bool
+	reasons []string
+	// passingSince is the time of the first snapshot of the current unbroken run of
+	// passing snapshots; zero while failing. A failure resets it: that is the min-healthy
+	// timer's reset.
+	passingSince time.Time
+}
+
+// NewGate returns a gate for one allocation.
+func NewGate(cfg Config) *Gate {
+	g := &Gate{cfg: cfg, checks: map[Provider]*providerState{}}
+	if cfg.Mode != ModeRunning && cfg.Mode != ModeNone {
+		for _, s := range cfg.Checks {
+			if g.checks[s.Provider] == nil {
+				g.checks[s.Provider] = &providerState{}
+			}
+		}
+	}
+	return g
+}
+
+// Providers lists the providers whose checks the gate needs, so that the caller starts
+// those sources only.
+func (g *Gate) Providers() []Provider {
+	var out []Provider
+	for p := range g.checks {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// ObserveAlloc records the allocation as Nomad reports it now (with task states).
+func (g *Gate) ObserveAlloc(a *restart.Alloc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.alloc = a
+	g.runningSince = time.Time{}
+	if a == nil || a.Tasks == nil {
+		return
+	}
+	var latest time.Time
+	for _, ts := range a.Tasks {
+		switch ts.State {
+		case restart.TaskRunning:
+			if ts.StartedAt.After(latest) {
+				latest = ts.StartedAt
+			}
+		case restart.TaskPending:
+			return
+		}
+	}
+	g.runningSince = latest
+}
+
+// ObserveChecks records a source's snapshot. Snapshots of other providers than the gate
+// needs, and snapshots read before the restart took effect or before the latest one, are
+// ignored.
+func (g *Gate) ObserveChecks(s Snapshot) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ps := g.checks[s.Provider]
+	if ps == nil || s.At.Before(g.cfg.Since) || (ps.seen && s.At.Before(ps.at)) {
+		return
+	}
+	ps.seen, ps.at, ps.err = true, s.At, s.Err
+	if s.Err != nil {
+		ps.ok, ps.reasons, ps.passingSince = false, nil, time.Time{}
+		return
+	}
+	ps.ok, ps.reasons = evaluate(s.Provider, g.cfg.Checks, s.Checks)
+	switch {
+	case !ps.ok:
+		ps.passingSince = time.Time{}
+	case ps.passingSince.IsZero() || ps.passingSince.Before(g.runningSince):
+		// Results from before the tasks (re)started describe the old processes: the
+		// healthy stretch of the checks starts with the first passing read after it.
+		ps.passingSince = s.At
+	}
+}
+
+// Evaluate judges the allocation at now, a moment of Nomad's clock (at or after the
+// latest observation).
+func (g *Gate) Evaluate(now time.Time) Verdict {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cfg.Mode == ModeNone {
+		return Verdict{State: Healthy, Since: g.cfg.Since}
+	}
+	failed, waiting := g.tasks()
+	if failed != "" {
+		return Verdict{State: Failed, Reason: failed, Waiting: []string{failed}}
+	}
+	since := g.runningSince
+	if len(waiting) == 0 {
+		for _, p := range g.Providers() {
+			ps := g.checks[p]
+			switch {
+			case !ps.seen:
+				waiting = append(waiting, fmt.Sprintf("%s checks not yet read", providerTitle(p)))
+			case ps.err != nil:
+				waiting = append(waiting, fmt.Sprintf("%s checks unreadable: %v", providerTitle(p), ps.err))
+			case !ps.ok:
+				waiting = append(waiting, ps.reasons...)
+			case ps.passingSince.Before(g.runningSince):
+				waiting = append(waiting, fmt.Sprintf("%s checks not yet read since the tasks started", providerTitle(p)))
+			default:
+				if ps.passingSince.After(since) {
+					since = ps.passingSince
+				}
+			}
+		}
+	}
+	if len(waiting) == 0 {
+		healthyFor := now.Sub(since)
+		if healthyFor >= g.cfg.MinHealthy {
+			return Verdict{State: Healthy, Since: since}
+		}
+		if healthyFor < 0 {
+			healthyFor = 0
+		}
+		r := fmt.Sprintf("min healthy time: %s of %s", roundDur(healthyFor), roundDur(g.cfg.MinHealthy))
+		v := Verdict{State: Pending, Since: since, Reason: r, Waiting: []string{r}}
+		return g.deadline(now, v)
+	}
+	return g.deadline(now, Verdict{State: Pending, Reason: waiting[0], Waiting: waiting})
+}
+
+// deadline turns a pending verdict into a failure once the healthy deadline has passed.
+func (g *Gate) deadline(now time.Time, v Verdict) Verdict {
+	if g.cfg.Deadline <= 0 || now.Before(g.cfg.Since.Add(g.cfg.Deadline)) {
+		return v
+	}
+	v.State = Failed
+	v.Reason = fmt.Sprintf("not healthy within the healthy deadline of %s: %s", g.cfg.Deadline, v.Reason)
+	v.Waiting = append([]string{v.Reason}, v.Waiting[1:]...)
+	return v
+}
+
+// tasks judges the allocation's own state: a reason it can never become healthy, or what
+// it waits for.
+func (g *Gate) tasks() (failed string, waiting []string) {
+	a := g.alloc
+	if a == nil {
+		return "", []string{"allocation not yet read"}
+	}
+	switch a.DesiredStatus {
+	case restart.DesiredStop, "evict":
+		return fmt.Sprintf("allocation is being stopped (desired status %s)", a.DesiredStatus), nil
+	}
+	switch a.ClientStatus {
+	case restart.ClientRunning:
+	case restart.ClientFailed, restart.ClientComplete, restart.ClientLost:
+		return fmt.Sprintf("allocation is %s", a.ClientStatus), nil
+	default:
+		waiting = append(waiting, fmt.Sprintf("allocation is %s", orUnknown(a.ClientStatus)))
+	}
+	if a.Tasks == nil {
+		return "", append(waiting, "task states not yet read")
+	}
+	names := make([]string, 0, len(a.Tasks))
+	for n := range a.Tasks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if ts := a.Tasks[n]; ts.Failed {
+			return fmt.Sprintf("task %s failed%s", n, lastEvent(ts)), nil
+		}
+	}
+	targeted := g.cfg.Tasks
+	if len(targeted) == 0 {
+		targeted = names
+	}
+	isTarget := map[string]bool{}
+	for _, n := range targeted {
+		isTarget[n] = true
+		ts, ok := a.Tasks[n]
+		switch {
+		case !ok:
+			waiting = append(waiting, fmt.Sprintf("task %s not yet reported", n))
+		case ts.State != restart.TaskRunning:
+			waiting = append(waiting, fmt.Sprintf("task %s not yet running%s", n, lastEvent(ts)))
+		case ts.StartedAt.Before(g.cfg.Since):
+			waiting = append(waiting, fmt.Sprintf("task %s not yet restarted", n))
+		}
+	}
+	// Tasks the restart did not target still hold health back while they start (a
+	// sidecar restarting with them, say); ephemeral tasks that exited cleanly do not.
+	for _, n := range names {
+		if !isTarget[n] && a.Tasks[n].State == restart.TaskPending {
+			waiting = append(waiting, fmt.Sprintf("task %s not yet running%s", n, lastEvent(a.Tasks[n])))
+		}
+	}
+	return "", waiting
+}
+
+// lastEvent is the latest task event worth showing next to a waiting or failed task.
+func lastEvent(ts restart.TaskState) string {
+	if len(ts.Events) == 0 {
+		return ""
+	}
+	e := ts.Events[len(ts.Events)-1]
+	switch e.Type {
+	case restart.TaskEventRestarting, restart.TaskEventDriverFailure, restart.TaskEventNotRestarting,
+		restart.TaskEventTerminated, restart.TaskEventKilled:
+		if m := firstLine(e.Message); m != "" {
+			return fmt.Sprintf(" (%s: %s)", e.Type, m)
+		}
+		return fmt.Sprintf(" (%s)", e.Type)
+	}
+	return ""
+}
+
+func providerTitle(p Provider) string {
+	if p == ProviderConsul {
+		return "Consul"
+	}
+	return "Nomad"
+}
+
+// roundDur shows durations as operators read them: whole seconds above ten seconds.
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Truncate(time.Second)
+	case d >= time.Second:
+		return d.Truncate(100 * time.Millisecond)
+	default:
+		return d.Truncate(time.Millisecond)
+	}
+}
