@@ -77,6 +77,13 @@ type Record struct {
 	BatchWait time.Duration
 	// NextBatchAt is when the next batch may start (after a batch wait); zero when none.
 	NextBatchAt time.Time `json:",omitempty"`
+	// BatchWaitAsk is -batch-wait=ask in force: set from the Spec, turned off when an
+	// answer gives a wait duration (as Nomad's prompt does).
+	BatchWaitAsk bool `json:",omitempty"`
+	// DecidedBatch is the last batch after which the driver decided to go on (no question
+	// was needed, or it was answered yes): a resumed driver neither asks again nor restarts
+	// the wait from scratch.
+	DecidedBatch int `json:",omitempty"`
 
 	// Question is set while Status is waiting.
 	Question *Question `json:",omitempty"`
@@ -95,6 +102,8 @@ type Record struct {
 
 	// Events is a bounded log of what happened, oldest first (see MaxEvents).
 	Events []Event
+	// EventsDropped counts the oldest events dropped from Events to keep it bounded.
+	EventsDropped uint64 `json:",omitempty"`
 }
 
 // Control is the part of a Record that operators write.
@@ -142,14 +151,17 @@ type AllocProgress struct {
 	Before *Observation `json:",omitempty"`
 	// Replacement is the allocation that replaced this one (with -reschedule), the last
 	// of the NextAllocation chain followed so far.
-	Replacement string     `json:",omitempty"`
-	StartTime   time.Time  `json:",omitempty"`
-	EndTime     time.Time  `json:",omitempty"`
-	Error       string     `json:",omitempty"`
-	Waiting     string     `json:",omitempty"` // what the driver waits for now, for humans
-	Unrecovered bool       `json:",omitempty"` // Error is one likely to happen again
-	Attempts    int        `json:",omitempty"` // restart or stop requests sent
-	LastSeen    *time.Time `json:",omitempty"`
+	Replacement string    `json:",omitempty"`
+	StartTime   time.Time `json:",omitempty"`
+	EndTime     time.Time `json:",omitempty"`
+	Error       string    `json:",omitempty"`
+	Waiting     string    `json:",omitempty"` // what the driver waits for now, for humans
+	Unrecovered bool      `json:",omitempty"` // Error is one likely to happen again
+	Attempts    int       `json:",omitempty"` // restart or stop requests sent
+	// StopIndex is Nomad's index of the stop request (-reschedule): placement failures are
+	// evaluations created at or after it.
+	StopIndex uint64     `json:",omitempty"`
+	LastSeen  *time.Time `json:",omitempty"`
 }
 
 // Observation is the state of an allocation's targeted tasks in Nomad just before a restart
@@ -157,6 +169,10 @@ type AllocProgress struct {
 type Observation struct {
 	// Restarts is each task's restart counter.
 	Restarts map[string]uint64 `json:",omitempty"`
+	// States is each targeted task's state (running, pending, dead): a task that was not
+	// running (a finished prestart task under -all-tasks) counts as restarted when it ran
+	// again and finished successfully.
+	States map[string]string `json:",omitempty"`
 	// LastEventTime is the time (Nomad's clock) of the newest task event of the allocation.
 	LastEventTime time.Time `json:",omitempty"`
 	// AllocModifyIndex is the allocation's ModifyIndex.

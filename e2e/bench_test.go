@@ -1,0 +1,315 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// benchScale is the simulated seconds per real second of the benchmarks: a task's
+// 100 ms start takes 5 ms of real time.
+const benchScale = 20
+
+// benchBatch is the batch size: fixed, so that a bigger job means more batches of the
+// same size, and any per-batch cost that grows with the job shows per allocation.
+const benchBatch = 100
+
+// BenchmarkRestart restarts every allocation of a 1,000- and a 10,000-allocation service
+// job on 500 simulated nodes with `nomad-restart run -state nomad`, in place and with
+// -reschedule, in a child process, and reports:
+//
+//	req/alloc    requests the driver sent to Nomad per restarted allocation (the store's
+//	             variables included)
+//	bytes/alloc  response bytes Nomad sent back per restarted allocation
+//	ms/batch     the driver's added latency per batch, median (see batchLatency)
+//	MiB-rss      the driver process's peak resident memory
+//
+// Run it with -benchtime=1x: one iteration is a whole restart.
+func BenchmarkRestart(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, resched := range []bool{false, true} {
+			mode := "in-place"
+			if resched {
+				mode = "reschedule"
+			}
+			b.Run(fmt.Sprintf("allocs=%d/%s", n, mode), func(b *testing.B) {
+				for range b.N {
+					benchRestart(b, n, resched)
+				}
+			})
+		}
+	}
+}
+
+func benchRestart(b *testing.B, n int, resched bool) {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: benchScale, Seed: 7})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	client := apiClient(b, c)
+	job := newJob("bench", "service", n)
+	job.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(20), MemoryMB: new(16)}
+	if err := register(ctx, c, job); err != nil {
+		b.Fatal(err)
+	}
+	env := driverEnv{addr: c.Addr(), stateHome: b.TempDir()}
+	args := []string{"run", "-yes", "-json", "-on-error", "fail", "-state", "nomad", "-batch-size", fmt.Sprint(benchBatch)}
+	if resched {
+		args = append(args, "-reschedule")
+	}
+	args = append(args, "bench")
+
+	c.ResetStats()
+	b.StartTimer()
+	ch, err := env.start(args...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	code, err := ch.wait(ctx)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats := c.Stats()
+	out := ch.out.String()
+	if code != 0 {
+		b.Fatalf("nomad-restart exited %d:\n%s", code, tail(out, 4000))
+	}
+	events, rec, err := parseJSONRun(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rec.Status != restart.StatusSucceeded || len(rec.Allocs) != n {
+		b.Fatalf("restart %s with %d allocations, want succeeded with %d", rec.Status, len(rec.Allocs), n)
+	}
+	lat, err := batchLatency(c, client, events, rec, resched)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rss float64
+	if ru, ok := ch.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = float64(ru.Maxrss) / 1024 // Linux reports KiB
+	}
+	b.ReportMetric(float64(stats.Requests)/float64(n), "req/alloc")
+	b.ReportMetric(float64(stats.ResponseBytes)/float64(n), "bytes/alloc")
+	b.ReportMetric(lat.median.Seconds()*1000, "ms/batch")
+	b.ReportMetric(rss, "MiB-rss")
+	b.Logf("%d allocs, %d batches: %d requests, %d response bytes; batch latency added median %v (p90 %v, sim's own restart median %v; batch start to last alloc done %v, from there to the next batch %v)",
+		n, rec.Batches, stats.Requests, stats.ResponseBytes, lat.median, lat.p90, lat.simMedian, lat.inBatch, lat.between)
+	for _, line := range topEndpoints(stats, n, 8) {
+		b.Log(line)
+	}
+	if os.Getenv("E2E_BENCH_HEAP") != "" {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.Logf("benchmark process (the simulation) heap in use: %.0f MiB", float64(ms.HeapInuse)/(1<<20))
+	}
+}
+
+// parseJSONRun splits `run -json` output into its events and the final record.
+func parseJSONRun(out string) ([]restart.Event, *restart.Record, error) {
+	var events []restart.Event
+	var rec *restart.Record
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] != '{' {
+			continue
+		}
+		var probe struct {
+			Type   string
+			Allocs json.RawMessage
+		}
+		if err := json.Unmarshal(line, &probe); err != nil {
+			return nil, nil, fmt.Errorf("bad JSON line %.200q: %w", line, err)
+		}
+		if probe.Allocs != nil {
+			rec = &restart.Record{}
+			if err := json.Unmarshal(line, rec); err != nil {
+				return nil, nil, fmt.Errorf("bad final record: %w", err)
+			}
+			continue
+		}
+		var e restart.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, nil, fmt.Errorf("bad event %.200q: %w", line, err)
+		}
+		events = append(events, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, err
+	}
+	if rec == nil {
+		return nil, nil, fmt.Errorf("no final record in the output:\n%s", tail(out, 2000))
+	}
+	return events, rec, nil
+}
+
+// latency is the driver's added latency per batch.
+type latency struct {
+	median, p90, simMedian time.Duration
+	// inBatch is the median time from a batch's start to its last allocation done;
+	// between, from there to the next batch's start (the record's writes and the checks
+	// before a batch).
+	inBatch, between time.Duration
+}
+
+// batchLatency measures what the driver adds to each batch beyond the simulated restart.
+//
+// A batch's span is from its "batch-started" event to the next batch's (the last batch's:
+// to the final event), on the driver's clock: it holds the requests, the waits, the
+// record's writes and the deployment check before the next batch, everything the driver
+// does. The simulation's own share is the longest, over the batch's allocations, of Nomad's
+// time from the restart signal to the task's start again (in place; with -reschedule: from
+// the old allocation's kill to its replacement's start), read from the task events
+// (simulated clock) and converted to real time. The difference is what the tool adds: it
+// cannot be less than the slowest allocation of the batch, and anything beyond it is
+// request round trips, watch delays and store writes.
+func batchLatency(c *nomadsim.Cluster, client *api.Client, events []restart.Event, rec *restart.Record, resched bool) (latency, error) {
+	starts := map[int]time.Time{}
+	lastDone := map[int]time.Time{}
+	batchOf := map[string]int{}
+	for _, p := range rec.Allocs {
+		batchOf[p.ID] = p.Batch
+	}
+	var end time.Time
+	for _, e := range events {
+		if e.Type == restart.EventAllocDone {
+			if b := batchOf[e.AllocID]; e.Time.After(lastDone[b]) {
+				lastDone[b] = e.Time
+			}
+		}
+		if e.Type == restart.EventBatchStarted {
+			if _, ok := starts[e.Batch]; !ok {
+				starts[e.Batch] = e.Time
+			}
+		}
+		if e.Time.After(end) {
+			end = e.Time
+		}
+	}
+	sim := map[int]time.Duration{}
+	for _, p := range rec.Allocs {
+		d, err := simRestartTime(client, p, resched)
+		if err != nil {
+			return latency{}, err
+		}
+		if d > sim[p.Batch] {
+			sim[p.Batch] = d
+		}
+	}
+	var added, simDur, inBatch, between []time.Duration
+	for b := 1; b <= rec.Batches; b++ {
+		s, ok := starts[b]
+		if !ok {
+			return latency{}, fmt.Errorf("no batch-started event for batch %d", b)
+		}
+		next, ok := starts[b+1]
+		if !ok {
+			next = end
+		}
+		own := c.RealDuration(sim[b])
+		added = append(added, next.Sub(s)-own)
+		simDur = append(simDur, own)
+		if d, ok := lastDone[b]; ok {
+			inBatch = append(inBatch, d.Sub(s))
+			between = append(between, next.Sub(d))
+		}
+	}
+	return latency{median: quantile(added, 0.5), p90: quantile(added, 0.9), simMedian: quantile(simDur, 0.5),
+		inBatch: quantile(inBatch, 0.5), between: quantile(between, 0.5)}, nil
+}
+
+// simRestartTime is Nomad's own time (simulated) to restart one allocation, from its task
+// events.
+func simRestartTime(client *api.Client, p restart.AllocProgress, resched bool) (time.Duration, error) {
+	a, _, err := client.Allocations().Info(p.ID, nil)
+	if err != nil {
+		return 0, fmt.Errorf("allocation %s: %w", p.ID, err)
+	}
+	ts := a.TaskStates["main"]
+	if ts == nil {
+		return 0, fmt.Errorf("allocation %s has no state of task main", p.ID)
+	}
+	var from int64
+	for _, e := range ts.Events {
+		if (!resched && e.Type == api.TaskRestartSignal) || (resched && e.Type == api.TaskKilling) {
+			from = e.Time
+		}
+	}
+	if from == 0 {
+		return 0, fmt.Errorf("allocation %s: no restart or kill event", p.ID)
+	}
+	if resched {
+		if p.Replacement == "" {
+			return 0, fmt.Errorf("allocation %s: no replacement recorded", p.ID)
+		}
+		if a, _, err = client.Allocations().Info(p.Replacement, nil); err != nil {
+			return 0, fmt.Errorf("replacement %s: %w", p.Replacement, err)
+		}
+		if ts = a.TaskStates["main"]; ts == nil {
+			return 0, fmt.Errorf("replacement %s has no state of task main", p.Replacement)
+		}
+	}
+	for _, e := range ts.Events {
+		if e.Type == api.TaskStarted && e.Time > from {
+			return time.Duration(e.Time - from), nil
+		}
+	}
+	return 0, fmt.Errorf("allocation %s: task main did not start after the restart", p.ID)
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(q*float64(len(s)-1)+0.5)]
+}
+
+// topEndpoints names the endpoints that took the most requests and bytes, per allocation.
+func topEndpoints(s nomadsim.Stats, n, max int) []string {
+	keys := s.Keys()
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := s.Endpoints[keys[i]], s.Endpoints[keys[j]]
+		if a.Requests != b.Requests {
+			return a.Requests > b.Requests
+		}
+		return keys[i] < keys[j]
+	})
+	var out []string
+	for i, k := range keys {
+		if i == max {
+			break
+		}
+		e := s.Endpoints[k]
+		out = append(out, fmt.Sprintf("  %-45s %8d req (%.2f/alloc) %12d bytes (%.0f/alloc)", k, e.Requests, float64(e.Requests)/float64(n), e.ResponseBytes, float64(e.ResponseBytes)/float64(n)))
+	}
+	return out
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// The campaign's verdicts are only as good as its checks: these tests break exactly-once
+// by hand, through Nomad's API, and expect the checks to say so.
+
+func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
+	c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 3})
+	client := apiClient(t, c)
+	ctx := context.Background()
+	if err := register(ctx, c, newJob("twice", "service", 3)); err != nil {
+		t.Fatal(err)
+	}
+	pre, err := snapshot(client, "twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := sortedBefore(pre)
+	restartOnce := func(id string) {
+		t.Helper()
+		a, _, err := client.Allocations().Info(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Allocations().Restart(a, "main", nil); err != nil {
+			t.Fatal(err)
+		}
+		waitTaskRunning(t, client, id, "main")
+	}
+	restartOnce(ids[0].ID) // exactly once: fine
+	restartOnce(ids[1].ID) // twice: a breach
+	restartOnce(ids[1].ID)
+	// ids[2] never restarted: a breach
+
+	bad, err := checkInPlace(client, "twice", pre, []string{"main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(bad, "\n")
+	for _, want := range []string{
+		"alloc " + ids[1].ID[:8] + " task main: Restarts 2, want 1",
+		"alloc " + ids[1].ID[:8] + " task main: 2 \"Restart Signaled\" events",
+		"alloc " + ids[2].ID[:8] + " task main: Restarts 0, want 1",
+		"alloc " + ids[2].ID[:8] + " task main: 0 \"Restart Signaled\" events",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("checks missed %q; they said:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, ids[0].ID[:8]) {
+		t.Errorf("checks blamed the allocation restarted once:\n%s", text)
+	}
+}
+
+func TestCheckRescheduledCatchesReplacedReplacements(t *testing.T) {
+	c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 4})
+	client := apiClient(t, c)
+	ctx := context.Background()
+	if err := register(ctx, c, newJob("chain", "service", 3)); err != nil {
+		t.Fatal(err)
+	}
+	pre, err := snapshot(client, "chain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := sortedBefore(pre)
+	stop := func(id string) string {
+		t.Helper()
+		a, _, err := client.Allocations().Info(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Allocations().Stop(a, nil); err != nil {
+			t.Fatal(err)
+		}
+		return waitReplacement(t, client, id)
+	}
+	stop(ids[0].ID)       // once: fine
+	stop(stop(ids[1].ID)) // its replacement stopped too: a breach
+	// ids[2] never stopped: a breach. The job then has 6 allocations, as many as a correct
+	// run leaves, so only the chain checks can catch the first breach.
+
+	bad, err := checkRescheduled(client, "chain", pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(bad, "\n")
+	for _, want := range []string{
+		"of " + ids[1].ID[:8] + " was itself replaced",
+		"alloc " + ids[2].ID[:8] + ": desired status run, want stop",
+		"alloc " + ids[2].ID[:8] + ": 0 replacements, want 1",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("checks missed %q; they said:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "alloc "+ids[0].ID[:8]) {
+		t.Errorf("checks blamed the allocation replaced once:\n%s", text)
+	}
+}
+
+func waitTaskRunning(t *testing.T, client *api.Client, allocID, task string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		a, _, err := client.Allocations().Info(allocID, nil)
+		if err == nil && a.TaskStates[task] != nil && a.TaskStates[task].State == "running" {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("task %s of %s did not run again", task, allocID)
+}
+
+// waitReplacement waits until the stopped allocation's replacement runs and returns its ID.
+func waitReplacement(t *testing.T, client *api.Client, allocID string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		a, _, err := client.Allocations().Info(allocID, nil)
+		if err == nil && a.NextAllocation != "" {
+			n, _, err := client.Allocations().Info(a.NextAllocation, nil)
+			if err == nil && n.ClientStatus == api.AllocClientStatusRunning {
+				return n.ID
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no running replacement of %s", allocID)
+	return ""
+}

@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"testing"
+
+	"github.com/nomad-restart/nomad-restart/internal/cli"
+)
+
+// childEnv marks a re-executed test binary that must behave as the nomad-restart command:
+// the campaign's drivers are real processes (so SIGKILL is real) without a second build.
+const childEnv = "NOMAD_RESTART_E2E_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(runChild())
+	}
+	os.Exit(m.Run())
+}
+
+// profileEnv, set to a file name, makes a child write its CPU profile there: where the
+// benchmarks' driver spends its time.
+const profileEnv = "NOMAD_RESTART_E2E_CPUPROFILE"
+
+// runChild is cmd/nomad-restart's main: signals detach, the exit code is the command's.
+func runChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if path := os.Getenv(profileEnv); path != "" {
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() {
+				pprof.StopCPUProfile()
+				_ = f.Close()
+			}()
+		}
+	}
+	return cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+}

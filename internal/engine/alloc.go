@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// allocFailure is an allocation's failure, recorded in its progress; it does not stop the
+// driver.
+type allocFailure struct {
+	err error
+}
+
+func (f *allocFailure) Error() string { return f.err.Error() }
+
+// handleAlloc brings one allocation from whatever state the record says to a terminal state.
+// It returns only errors that stop the driver; allocation failures are recorded.
+func (d *driver) handleAlloc(ctx context.Context, i int) error {
+	d.mu.Lock()
+	spec := d.spec
+	d.mu.Unlock()
+	// The deadline starts when this driver takes the allocation up (a local-clock deadline,
+	// never compared with Nomad's times), so a resumed driver gives it a full period.
+	actx, cancel := context.WithTimeout(ctx, spec.HealthyDeadline)
+	defer cancel()
+	var err error
+	if spec.Reschedule {
+		err = d.reschedule(actx, i)
+	} else {
+		err = d.inPlace(actx, i)
+	}
+	var fail *allocFailure
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case actx.Err() != nil:
+		return d.failAlloc(ctx, i, d.deadlineError(i, spec.HealthyDeadline))
+	case errors.As(err, &fail):
+		return d.failAlloc(ctx, i, fail.err)
+	}
+	return err
+}
+
+func (d *driver) deadlineError(i int, deadline time.Duration) error {
+	d.mu.Lock()
+	p := d.rec.Allocs[i]
+	d.mu.Unlock()
+	what := p.Waiting
+	if what == "" {
+		what = "the restart"
+	}
+	return fmt.Errorf("gave up after the healthy deadline of %s waiting for %s", deadline, what)
+}
+
+func (d *driver) progress(i int) restart.AllocProgress {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rec.Allocs[i]
+}
+
+func (d *driver) failAlloc(ctx context.Context, i int, err error) error {
+	return d.step(ctx, func(r *restart.Record) {
+		p := &r.Allocs[i]
+		p.State = restart.AllocFailed
+		p.Error = fmt.Sprintf("Error restarting allocation %q: %v", p.ID, err)
+		p.Unrecovered = restart.Unrecoverable(err)
+		p.EndTime = d.e.now()
+		p.Waiting = ""
+		d.eventLocked(restart.Event{Type: restart.EventAllocFailed, AllocID: p.ID, Batch: p.Batch, Message: p.Error})
+	})
+}
+
+func (d *driver) skipAlloc(ctx context.Context, i int, reason string) error {
+	return d.step(ctx, func(r *restart.Record) {
+		p := &r.Allocs[i]
+		p.State = restart.AllocSkipped
+		p.Error = reason
+		p.EndTime = d.e.now()
+		d.eventLocked(restart.Event{Type: restart.EventAllocSkipped, AllocID: p.ID, Batch: p.Batch,
+			Message: fmt.Sprintf("Skipping allocation %q because %s", p.ID, reason)})
+	})
+}
+
+func (d *driver) doneAlloc(ctx context.Context, i int, msg string) error {
+	return d.step(ctx, func(r *restart.Record) {
+		p := &r.Allocs[i]
+		p.State = restart.AllocDone
+		p.EndTime = d.e.now()
+		p.Waiting = ""
+		d.eventLocked(restart.Event{Type: restart.EventAllocDone, AllocID: p.ID, Batch: p.Batch, Message: msg})
+	})
+}
+
+// readAlloc reads an allocation, retrying what passes.
+func (d *driver) readAlloc(ctx context.Context, id string) (*restart.Alloc, error) {
+	return retry(ctx, func() (*restart.Alloc, error) { return d.e.cluster.Allocation(ctx, id) })
+}
+
+// stillEligible tells why an allocation planned earlier is no longer to be touched, if so.
+func stillEligible(a *restart.Alloc) string {
+	switch {
+	case !a.IsRunning():
+		return fmt.Sprintf("desired status is %q and client status is %q", a.DesiredStatus, a.ClientStatus)
+	case a.NextAllocation != "":
+		return fmt.Sprintf("it has already been replaced by %q", a.NextAllocation)
+	}
+	return ""
+}
+
+// inPlace restarts an allocation's tasks in place and waits until they run again.
+func (d *driver) inPlace(ctx context.Context, i int) error {
+	p := d.progress(i)
+	justPersisted := false
+	if p.State == restart.AllocPending {
+		a, err := d.readAlloc(ctx, p.ID)
+		if errors.Is(err, cluster.ErrAllocNotFound) {
+			return d.skipAlloc(ctx, i, "it no longer exists")
+		}
+		if err != nil {
+			return &allocFailure{err}
+		}
+		if why := stillEligible(a); why != "" {
+			return d.skipAlloc(ctx, i, why)
+		}
+		targets := restart.TargetTasks(a, p.Tasks, d.spec.AllTasks)
+		if len(p.Tasks) > 0 {
+			targets = p.Tasks // tasks known only from the job version still get their request
+		}
+		obs := restart.Observe(a, targets)
+		if err := d.step(ctx, func(r *restart.Record) {
+			q := &r.Allocs[i]
+			q.State, q.Before, q.StartTime, q.Waiting = restart.AllocRestarting, obs, d.e.now(), "the restart request"
+			q.Attempts++
+			for _, msg := range restartMessages(d.spec, q) {
+				d.eventLocked(restart.Event{Type: restart.EventAllocRestart, AllocID: q.ID, Batch: q.Batch, Message: msg})
+			}
+		}); err != nil {
+			return err
+		}
+		justPersisted = true
+		p = d.progress(i)
+	}
+	if p.State == restart.AllocRestarting {
+		if err := d.sendRestart(ctx, i, justPersisted); err != nil {
+			return err
+		}
+		p = d.progress(i)
+	}
+	if p.State != restart.AllocWaiting {
+		return nil
+	}
+	if d.spec.Health == restart.HealthNone {
+		// Nomad's behaviour: done once the request returned (the old process exited).
+		return d.doneAlloc(ctx, i, fmt.Sprintf("Restarted allocation %q", p.ID))
+	}
+	return d.waitRunningAgain(ctx, i)
+}
+
+// restartMessages are Nomad's lines for an in-place restart: one per named task, else one.
+func restartMessages(spec restart.Spec, p *restart.AllocProgress) []string {
+	switch {
+	case spec.AllTasks:
+		return []string{fmt.Sprintf("Restarting all tasks in allocation %q for group %q", p.ID, p.Group)}
+	case len(p.Tasks) > 0:
+		var out []string
+		for _, t := range p.Tasks {
+			out = append(out, fmt.Sprintf("Restarting task %q in allocation %q for group %q", t, p.ID, p.Group))
+		}
+		return out
+	}
+	return []string{fmt.Sprintf("Restarting running tasks in allocation %q for group %q", p.ID, p.Group)}
+}
+
+// sendRestart sends the restart request(s) of an allocation whose intent is persisted. A
+// driver that did not persist the intent itself first asks Nomad's facts whether the request
+// already took effect, so no task is restarted twice. Transient failures are retried the same
+// way: facts first, then the request again, with Attempts persisted before each.
+func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
+	var b backoff
+	for {
+		p := d.progress(i)
+		tasks := p.Before.Targets()
+		if !fresh {
+			a, err := d.readAlloc(ctx, p.ID)
+			if errors.Is(err, cluster.ErrAllocNotFound) {
+				return d.skipAlloc(ctx, i, "it no longer exists")
+			}
+			if err != nil {
+				return &allocFailure{err}
+			}
+			if restart.InPlaceTookEffect(p.Before, a) && (len(p.Tasks) == 0 || len(restart.PendingTasks(p.Before, a)) == 0) {
+				return d.toWaiting(ctx, i)
+			}
+			if len(p.Tasks) > 0 {
+				tasks = restart.PendingTasks(p.Before, a)
+			}
+			if err := d.step(ctx, func(r *restart.Record) { r.Allocs[i].Attempts++ }); err != nil {
+				return err
+			}
+		}
+		err := d.requestRestart(ctx, p, tasks)
+		if err == nil {
+			return d.toWaiting(ctx, i)
+		}
+		if !transient(err) {
+			return &allocFailure{err}
+		}
+		d.log.Warn("restart request failed; checking and retrying", "alloc", p.ID, "err", err)
+		if werr := b.wait(ctx); werr != nil {
+			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, werr)}
+		}
+		fresh = false
+	}
+}
+
+// requestRestart sends Nomad's in-place restart: once for all tasks or the running ones, or
+// one request per named task, concurrently, as Nomad's command does.
+func (d *driver) requestRestart(ctx context.Context, p restart.AllocProgress, tasks []string) error {
+	if len(p.Tasks) == 0 {
+		return d.e.cluster.RestartTasks(ctx, p.ID, "", d.spec.AllTasks)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(tasks))
+	for k, t := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.e.cluster.RestartTasks(ctx, p.ID, t, false); err != nil {
+				//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+				errs[k] = fmt.Errorf("Failed to restart task %q: %w", t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (d *driver) toWaiting(ctx context.Context, i int) error {
+	return d.step(ctx, func(r *restart.Record) {
+		p := &r.Allocs[i]
+		p.State = restart.AllocWaiting
+		p.Waiting = "the tasks to run again"
+		if r.Spec.Health != restart.HealthNone {
+			d.eventLocked(restart.Event{Type: restart.EventAllocWaiting, AllocID: p.ID, Batch: p.Batch,
+				Message: fmt.Sprintf("Waiting for the tasks of allocation %q to run again", p.ID)})
+		}
+	})
+}
+
+// waitRunningAgain follows the allocation with blocking queries until every targeted task runs
+// again after the restart.
+func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
+	p := d.progress(i)
+	finishedOK := restart.BatchLike(d.jobType)
+	var index uint64
+	var b backoff
+	for {
+		a, next, err := d.e.cluster.WatchAllocation(ctx, p.ID, index)
+		if err != nil {
+			if errors.Is(err, cluster.ErrAllocNotFound) {
+				return &allocFailure{fmt.Errorf("allocation disappeared while waiting for its tasks to run again")}
+			}
+			if !transient(err) {
+				return &allocFailure{err}
+			}
+			if b.wait(ctx) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		b = backoff{}
+		index = next
+		if p.Before == nil {
+			if a.ClientStatus == restart.ClientRunning {
+				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is %q", p.ID, a.ClientStatus))
+			}
+		} else if restart.RunningAgain(p.Before, a, finishedOK) {
+			ok, broke, at, err := d.stayedReady(ctx, p.ID, index, d.spec.MinHealthyTime, func(a *restart.Alloc) bool {
+				return restart.RunningAgain(p.Before, a, finishedOK)
+			})
+			if err != nil {
+				return &allocFailure{err}
+			}
+			if ok {
+				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is running again", p.ID))
+			}
+			a, index = broke, at
+		}
+		if why := brokenAfterRestart(p.Before, a, finishedOK); why != "" {
+			return &allocFailure{errors.New(why)}
+		}
+	}
+}
+
+// brokenAfterRestart tells why waiting for an allocation to run again is hopeless.
+func brokenAfterRestart(before *restart.Observation, a *restart.Alloc, finishedOK bool) string {
+	switch {
+	case a.NextAllocation != "":
+		return fmt.Sprintf("allocation was replaced by %q before its tasks ran again", a.NextAllocation)
+	case a.DesiredStatus != restart.DesiredRun:
+		return fmt.Sprintf("allocation is desired to %s", a.DesiredStatus)
+	case a.ClientStatus == restart.ClientFailed || a.ClientStatus == restart.ClientLost:
+		return fmt.Sprintf("allocation is %q", a.ClientStatus)
+	case a.ClientStatus == restart.ClientComplete && !finishedOK:
+		return fmt.Sprintf("allocation is %q", a.ClientStatus)
+	}
+	if before != nil {
+		for _, t := range before.Targets() {
+			ts := a.Tasks[t]
+			if ts.State == restart.TaskDead && ts.Failed && restart.TaskRestarted(before, ts, t) {
+				return fmt.Sprintf("task %q failed after the restart", t)
+			}
+		}
+	}
+	return ""
+}

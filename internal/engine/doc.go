@@ -1,0 +1,44 @@
+package engine
+
+// How the driver behaves, and where it differs from `nomad job restart` on purpose.
+//
+// Selection and batches are Nomad's: the allocations Nomad's filterAllocs keeps, newest
+// first, in batches of -batch-size (a percentage of the eligible count, rounded up; progressive
+// sizes use each entry once and repeat the last). Messages use Nomad's words.
+//
+// Steps. Every action is preceded by a persisted intent (the allocation's state becomes
+// restarting, with an Observation of Nomad's facts and Attempts counted) and followed by a
+// persisted observation. A driver that finds an allocation in restarting state did not
+// necessarily send the request: it asks Nomad's facts (restart counters and task event times
+// against the Observation, or the allocation's desired status and NextAllocation) before
+// sending it again, so each allocation is restarted exactly once whatever instant a driver
+// died at. Concurrent steps of a batch share writes (group commit); each step still returns
+// only once its change is stored.
+//
+// Differences from Nomad's command:
+//   - An in-place restart counts as done when every targeted task runs again after the request
+//     (Health running, the default) and, with MinHealthyTime, stayed so that long; Nomad counts
+//     it done when the old process exited. Health none keeps Nomad's behaviour.
+//   - Every wait has a deadline (Spec.HealthyDeadline, default 5m, counted from when a driver
+//     takes the allocation up, so a resumed driver gives it a full period); Nomad has none.
+//   - Transient failures of Nomad (5xx, no leader, connection refused) are retried with backoff
+//     within the deadline, after checking the facts; Nomad fails the allocation at once.
+//   - The deployment guard runs before each batch, not each allocation, so a batch is never
+//     abandoned half-started; a deployment found then fails the restart with Nomad's message.
+//   - -reschedule watches placement failures with one blocking query per group and batch
+//     rather than one per allocation. Batch allocations whose replacement completes count.
+//   - After the last batch's errors (Nomad never asks) the restart asks, with -on-error ask and
+//     without -yes: "Ignore them and mark the restart as succeeded? [y/N]"; no (the default)
+//     ends it failed. With -yes, or -on-error fail, errors of the last batch end it failed, as
+//     Nomad exits 1.
+//   - "no" at a question ends the restart canceled (Nomad: "Job restart canceled").
+//   - Cancel stops starting new work; allocations already requested in the batch in flight
+//     are followed to their end and recorded, then the restart is canceled. A restart that no
+//     driver holds is canceled at once by the canceling process.
+//   - Pause takes effect between batches: the batch in flight finishes, then the restart holds
+//     (keeping its lease) until resumed or canceled. A batch wait is honoured across pauses and
+//     drivers (NextBatchAt is persisted).
+//   - A planned allocation that is no longer eligible when its batch comes (gone, replaced,
+//     stopped) is skipped with the reason rather than failed.
+//   - -group and -task names that no version of the job defines are refused at Plan (Nomad
+//     silently restarts nothing).

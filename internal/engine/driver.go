@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// errLeaseLost ends a Drive whose lease could not be renewed: another driver may own the
+// restart now, so this one must stop writing at once.
+var errLeaseLost = errors.New("lost the lease on the restart")
+
+// errTerminal stops a driver whose record was ended by someone else.
+var errTerminal = errors.New("restart record is terminal")
+
+// driver runs one restart. rec is the driver's copy of the record; mu guards it and
+// serialises writes, so every step is one Update.
+type driver struct {
+	e    *Engine
+	ns   string
+	id   string
+	log  *slog.Logger
+	sink func(restart.Event)
+
+	// Immutable facts of the record, readable without mu (the store writes the record's
+	// fields while persisting it).
+	spec    restart.Spec
+	jobNS   string
+	jobID   string
+	jobType string
+
+	mu     sync.Mutex
+	rec    *restart.Record
+	unsent []restart.Event
+	gen    uint64 // changes made to rec
+	// detached is set when the driver lets go: its last write clears Record.Driver.
+	detached bool
+	// flushMu serialises writes; flushed is the generation last stored.
+	flushMu sync.Mutex
+	flushed uint64
+	// placements are the batch in flight's shared placement-failure watches.
+	placements *placementWatches
+	changed    chan struct{} // a Control change was seen (buffered 1)
+}
+
+// Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the
+// record is left consistent, the lease released, and Drive returns ctx.Err()), or the lease is
+// lost. It resumes from whatever the record says, deciding from Nomad's facts whether an
+// in-flight request took effect. sink (may be nil) receives every event right after it has been
+// persisted, in order, from the driver's goroutines one at a time.
+func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error) {
+	rec, err := retry(ctx, func() (*restart.Record, error) { return e.store.Get(ctx, namespace, id) })
+	if err != nil {
+		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
+	}
+	if rec.Status.Terminal() {
+		return rec, nil
+	}
+	lease, err := retry(ctx, func() (store.Lease, error) { return e.store.AcquireLease(ctx, namespace, id, e.holder) })
+	if err != nil {
+		if errors.Is(err, store.ErrLeaseHeld) {
+			return rec, err
+		}
+		return rec, fmt.Errorf("taking the lease on restart %s: %w", short(id), err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil {
+			e.log.Warn("releasing the lease", "restart", id, "err", err)
+		}
+	}()
+
+	dctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancel(errLeaseLost)
+		case <-dctx.Done():
+		}
+	}()
+
+	// Read again under the lease: a steering command may have ended it meanwhile.
+	rec, err = retry(dctx, func() (*restart.Record, error) { return e.store.Get(dctx, namespace, id) })
+	if err != nil {
+		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
+	}
+	if rec.Status.Terminal() {
+		return rec, nil
+	}
+	d := &driver{e: e, ns: namespace, id: id, sink: sink, rec: rec, changed: make(chan struct{}, 1),
+		spec: normalizeSpec(rec.Spec), jobNS: rec.Namespace, jobID: rec.JobID, jobType: rec.JobType,
+		log: e.log.With("restart", id, "job", rec.JobID)}
+	// Events already in the record were delivered by whoever persisted them.
+	go d.watchControl(dctx)
+
+	runErr := d.run(dctx)
+	final := d.snapshot()
+	switch {
+	case errors.Is(context.Cause(dctx), errLeaseLost):
+		d.log.Warn("lease lost; stopping")
+		return final, fmt.Errorf("restart %s: %w (another process may drive it now; see `nomad-restart status %s`)", short(id), errLeaseLost, short(id))
+	case ctx.Err() != nil:
+		d.detach(ctx)
+		return d.snapshot(), ctx.Err()
+	case errors.Is(runErr, errTerminal):
+		return final, nil
+	}
+	return final, runErr
+}
+
+// detach records that this driver let go, with a context of its own since ctx has ended.
+func (d *driver) detach(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := d.step(wctx, func(r *restart.Record) {
+		d.detached = true
+		if r.Status.Terminal() {
+			return
+		}
+		d.eventLocked(restart.Event{Type: restart.EventDriver,
+			Message: fmt.Sprintf("Driver %s detached; resume the restart with `nomad-restart resume %s`", d.e.holder, d.id)})
+	})
+	if err != nil {
+		d.log.Warn("recording the detach", "err", err)
+	}
+}
+
+func (d *driver) snapshot() *restart.Record {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return cloneRecord(d.rec)
+}
+
+// watchControl follows the stored record with Watch and takes operators' Control changes.
+func (d *driver) watchControl(ctx context.Context) {
+	var b backoff
+	for {
+		d.mu.Lock()
+		after := d.rec.ModifyIndex
+		d.mu.Unlock()
+		r, err := d.e.store.Watch(ctx, d.ns, d.id, after)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			d.log.Debug("watching the record", "err", err)
+			if b.wait(ctx) != nil {
+				return
+			}
+			continue
+		}
+		b = backoff{}
+		d.mu.Lock()
+		if r.ModifyIndex > d.rec.ModifyIndex {
+			d.takeStoredLocked(r)
+		}
+		d.mu.Unlock()
+		d.notify()
+	}
+}
+
+// takeStoredLocked adopts the operators' part of a newer stored record. The driver's fields
+// stored there are the ones this driver wrote last (it holds the lease), so the newer
+// ModifyIndex can be taken as is.
+func (d *driver) takeStoredLocked(r *restart.Record) {
+	if r.Control != d.rec.Control {
+		d.log.Info("control changed", "intent", r.Control.Intent, "answer", r.Control.Answer, "by", r.Control.By)
+	}
+	d.rec.Control = r.Control
+	d.rec.ModifyIndex = r.ModifyIndex
+	d.rec.ModifyTime = r.ModifyTime
+}
+
+func (d *driver) notify() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+// eventLocked appends an event; it reaches the sink once persisted.
+func (d *driver) eventLocked(e restart.Event) {
+	e.Time = d.e.now()
+	e = d.rec.AppendEvent(e)
+	d.unsent = append(d.unsent, e)
+	d.log.Info(e.Message, "event", e.Type, "alloc", e.AllocID, "batch", e.Batch)
+}
+
+// flush writes the record with check-and-set until generation gen (a count of changes) is
+// stored. Concurrent steps share writes (group commit): a step whose change was carried by
+// another step's write returns without writing. On a conflict (an operator wrote Control) it
+// re-reads, keeps the stored Control and its own progress, and writes again. Store failures
+// that pass (Nomad unavailable, no leader) are retried with backoff while ctx lasts; others
+// stop the driver with the record as last written.
+func (d *driver) flush(ctx context.Context, gen uint64) error {
+	d.flushMu.Lock()
+	defer d.flushMu.Unlock()
+	var b backoff
+	for d.flushed < gen {
+		d.mu.Lock()
+		d.rec.Driver = d.e.holder
+		if d.detached {
+			d.rec.Driver = ""
+		}
+		snap := cloneRecord(d.rec)
+		upTo := d.gen
+		events := d.unsent
+		d.unsent = nil
+		d.mu.Unlock()
+
+		err := d.e.store.Update(ctx, snap)
+		if err == nil {
+			d.mu.Lock()
+			d.rec.ModifyIndex, d.rec.ModifyTime = snap.ModifyIndex, snap.ModifyTime
+			d.mu.Unlock()
+			d.flushed = upTo
+			if d.sink != nil {
+				for _, e := range events {
+					d.sink(e)
+				}
+			}
+			return nil
+		}
+		d.mu.Lock()
+		d.unsent = append(events, d.unsent...)
+		d.mu.Unlock()
+		if errors.Is(err, store.ErrConflict) {
+			cur, gerr := d.e.store.Get(ctx, d.ns, d.id)
+			if gerr == nil {
+				d.mu.Lock()
+				if cur.Status.Terminal() {
+					d.rec.Status, d.rec.Reason = cur.Status, cur.Reason
+					d.mu.Unlock()
+					return errTerminal
+				}
+				d.takeStoredLocked(cur)
+				d.mu.Unlock()
+				d.notify()
+				continue
+			}
+			err = gerr
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !transient(err) {
+			return fmt.Errorf("writing restart %s: %w", short(d.id), err)
+		}
+		d.log.Warn("writing the restart record failed; retrying", "err", err)
+		if b.wait(ctx) != nil {
+			return fmt.Errorf("writing restart %s: %w", short(d.id), err)
+		}
+	}
+	return nil
+}
+
+// step applies change to the record and persists it before returning.
+func (d *driver) step(ctx context.Context, change func(r *restart.Record)) error {
+	d.mu.Lock()
+	change(d.rec)
+	d.gen++
+	gen := d.gen
+	d.mu.Unlock()
+	return d.flush(ctx, gen)
+}
+
+// waitChange blocks until Control may have changed, ctx ends, or timeout passes (0: none).
+func (d *driver) waitChange(ctx context.Context, timeout time.Duration) error {
+	var tc <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		tc = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.changed:
+	case <-tc:
+	}
+	return nil
+}
+
+func cloneRecord(r *restart.Record) *restart.Record {
+	c := *r
+	c.Allocs = append([]restart.AllocProgress(nil), r.Allocs...)
+	c.Events = append([]restart.Event(nil), r.Events...)
+	if r.Question != nil {
+		q := *r.Question
+		c.Question = &q
+	}
+	return &c
+}

@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// simEnv is an engine wired to a simulated Nomad over real HTTP.
+type simEnv struct {
+	sim    *nomadsim.Cluster
+	client *api.Client
+	e      *Engine
+	store  store.Store
+}
+
+func startSim(t testing.TB, nomadStore bool) *simEnv {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sim, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 50, Seed: 1})
+	if err != nil {
+		cancel()
+		t.Fatalf("starting nomadsim: %v", err)
+	}
+	t.Cleanup(func() { cancel(); _ = sim.Close() })
+	client, err := sim.APIClient("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s store.Store
+	if nomadStore {
+		s = store.NewNomad(client, store.NomadOptions{})
+	} else {
+		if s, err = store.NewLocal(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "e2e:1"})
+	return &simEnv{sim: sim, client: client, e: e, store: s}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// register runs a job with the given groups (name -> count), each with the tasks named, and
+// waits until it runs.
+func (env *simEnv) register(t testing.TB, id, typ string, groups map[string]int, tasks ...string) {
+	t.Helper()
+	if len(tasks) == 0 {
+		tasks = []string{"main"}
+	}
+	job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr(typ), Datacenters: []string{"dc1", "dc2"}, Region: ptr("global")}
+	for name, n := range groups {
+		tg := api.NewTaskGroup(name, n)
+		for _, tn := range tasks {
+			task := api.NewTask(tn, "raw_exec")
+			task.Config = map[string]any{"command": "/bin/sh"}
+			if typ == "batch" {
+				// A batch task that finished cannot be restarted (Nomad's client refuses it):
+				// keep it running for the test.
+				task.Meta = map[string]string{"nomadsim.run_for": "1h"}
+			}
+			task.Require(&api.Resources{CPU: ptr(10), MemoryMB: ptr(16)})
+			tg.AddTask(task)
+		}
+		job.AddTaskGroup(tg)
+	}
+	if _, err := env.sim.RegisterJob(job); err != nil {
+		t.Fatalf("registering job %s: %v", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := env.sim.WaitJobRunning(ctx, "default", id); err != nil {
+		t.Fatal(err)
+	}
+	// A restart is refused while the job's deployment runs, as Nomad refuses it: wait for it
+	// to end (test code; the engine itself never polls).
+	nc := cluster.NewNomad(env.client)
+	for {
+		d, err := nc.ActiveDeployment(ctx, "default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("deployment %s of job %s still %s", d.ID, id, d.Status)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (env *simEnv) plan(t testing.TB, job string, spec restart.Spec) *restart.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, err := env.e.Plan(ctx, Request{Job: job, Spec: spec})
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	if err := env.e.Create(ctx, p.Record); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return p.Record
+}
+
+func (env *simEnv) checkOnce(t *testing.T, rec *restart.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := enginetest.CountRestarts(ctx, env.client, rec.Namespace, rec.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range rec.Allocs {
+		ids = append(ids, a.ID)
+	}
+	for _, bad := range c.ExactlyOnce(ids, rec.Spec.Reschedule) {
+		t.Error(bad)
+	}
+}
+
+func TestE2EInPlaceAndReschedule(t *testing.T) {
+	cases := []struct {
+		name       string
+		nomadStore bool
+		typ        string
+		spec       restart.Spec
+		allocs     int
+	}{
+		{"in place, local store", false, "service", restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true}, 5},
+		{"in place, nomad store, 50%", true, "service", restart.Spec{BatchSizes: []restart.BatchSize{{N: 50, Percent: true}}, Yes: true}, 5},
+		{"reschedule", false, "service", restart.Spec{Reschedule: true, BatchSizes: []restart.BatchSize{{N: 3}}, Yes: true}, 5},
+		{"reschedule system", false, "system", restart.Spec{Reschedule: true, Yes: true}, 4},
+		{"group", false, "service", restart.Spec{Groups: []string{"api"}, Yes: true}, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := startSim(t, tc.nomadStore)
+			groups := map[string]int{"api": 3, "web": 2}
+			if tc.typ == "system" {
+				groups = map[string]int{"agent": 1}
+			}
+			env.register(t, "web", tc.typ, groups)
+			rec := env.plan(t, "we", tc.spec)
+			if len(rec.Allocs) != tc.allocs {
+				t.Fatalf("planned %d allocations, want %d", len(rec.Allocs), tc.allocs)
+			}
+			var l eventLog
+			final := drive(t, env.e, rec, &l)
+			if final.Status != restart.StatusSucceeded {
+				t.Fatalf("status %s (%s)\n%s", final.Status, final.Reason, l.messages())
+			}
+			env.checkOnce(t, final)
+		})
+	}
+}
+
+func TestE2EOnErrorFail(t *testing.T) {
+	env := startSim(t, false)
+	env.register(t, "web", "service", map[string]int{"web": 3})
+	// The restarted task fails to start again, as often as the restart policy retries.
+	env.sim.FailTaskStarts("default", "web", "main", 100)
+	final := drive(t, env.e, env.plan(t, "web", restart.Spec{OnError: restart.OnErrorFail, HealthyDeadline: time.Minute}), nil)
+	if final.Status != restart.StatusFailed {
+		t.Fatalf("status %s (%s)", final.Status, final.Reason)
+	}
+	touched := 0
+	for _, a := range final.Allocs {
+		if a.State != restart.AllocPending {
+			touched++
+		}
+	}
+	if touched != 1 {
+		t.Fatalf("%d allocations touched, want 1 (on-error fail)", touched)
+	}
+}
+
+// TestE2ECrashCampaign cancels the driver at random instants and resumes it with a new
+// engine (a new process would do the same from the record): every allocation must be restarted
+// exactly once, judged from Nomad's task events and replacement allocations.
+func TestE2ECrashCampaign(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, tc := range []struct {
+		typ        string
+		reschedule bool
+		groups     map[string]int
+	}{
+		{"service", false, map[string]int{"web": 4}},
+		{"service", true, map[string]int{"web": 4}},
+		{"batch", false, map[string]int{"web": 3}},
+		{"system", true, map[string]int{"web": 1}},
+	} {
+		reschedule := tc.reschedule
+		env := startSim(t, false)
+		env.register(t, "web", tc.typ, tc.groups)
+		rec := env.plan(t, "web", restart.Spec{Reschedule: reschedule, BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true})
+		for round := 0; ; round++ {
+			if round > 150 {
+				t.Fatal("no end after 150 resumptions")
+			}
+			// Random instants, in a window that widens so that a slow machine still ends.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rng.IntN(40+10*round))*time.Millisecond)
+			e := New(Config{Cluster: cluster.NewNomad(env.client), Store: env.store, Holder: "crash"})
+			final, err := e.Drive(ctx, rec.Namespace, rec.ID, nil)
+			cancel()
+			if err == nil && final.Status.Terminal() {
+				if final.Status != restart.StatusSucceeded {
+					for _, a := range final.Allocs {
+						t.Logf("alloc %s: %s %s", a.ID[:8], a.State, a.Error)
+					}
+					t.Fatalf("%s: status %s (%s)", tc.typ, final.Status, final.Reason)
+				}
+				t.Logf("%s reschedule=%v: done after %d interruptions", tc.typ, reschedule, round)
+				env.checkOnce(t, final)
+				break
+			}
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrLeaseHeld) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
+
+func TestE2EFaults(t *testing.T) {
+	t.Run("error rate", func(t *testing.T) {
+		env := startSim(t, false)
+		env.register(t, "web", "service", map[string]int{"web": 4})
+		rec := env.plan(t, "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true})
+		remove := env.sim.SetFault(nomadsim.Fault{Path: "/v1/", ErrorRate: 0.1, Status: 500})
+		defer remove()
+		final := drive(t, env.e, rec, nil)
+		remove()
+		if final.Status != restart.StatusSucceeded {
+			t.Fatalf("status %s (%s)", final.Status, final.Reason)
+		}
+		env.checkOnce(t, final)
+	})
+	t.Run("leader lost, nomad store", func(t *testing.T) {
+		env := startSim(t, true)
+		env.register(t, "web", "service", map[string]int{"web": 3})
+		rec := env.plan(t, "web", restart.Spec{Yes: true})
+		env.sim.LoseLeader(10 * time.Second)
+		final := drive(t, env.e, rec, nil)
+		if final.Status != restart.StatusSucceeded {
+			t.Fatalf("status %s (%s)", final.Status, final.Reason)
+		}
+		env.checkOnce(t, final)
+	})
+	t.Run("leader lost", func(t *testing.T) {
+		env := startSim(t, false)
+		env.register(t, "web", "service", map[string]int{"web": 3})
+		rec := env.plan(t, "web", restart.Spec{Yes: true, Reschedule: true})
+		env.sim.LoseLeader(10 * time.Second)
+		final := drive(t, env.e, rec, nil)
+		if final.Status != restart.StatusSucceeded {
+			t.Fatalf("status %s (%s)", final.Status, final.Reason)
+		}
+		env.checkOnce(t, final)
+	})
+}
+
+func TestE2EQuestionAnswered(t *testing.T) {
+	env := startSim(t, false)
+	env.register(t, "web", "service", map[string]int{"web": 2})
+	rec := env.plan(t, "web", restart.Spec{BatchWaitAsk: true})
+	wait, _ := driveAsync(env.e, rec)
+	r := waitStatus(t, env.store, rec, func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+	if !strings.HasPrefix(r.Question.Prompt(), "Proceed with the next batch?") {
+		t.Fatalf("question %q", r.Question.Prompt())
+	}
+	if _, err := env.e.Answer(context.Background(), rec.Namespace, rec.ID, "yes", "op"); err != nil {
+		t.Fatal(err)
+	}
+	final, err := wait()
+	if err != nil || final.Status != restart.StatusSucceeded {
+		t.Fatalf("final %v err %v", final.Status, err)
+	}
+	env.checkOnce(t, final)
+}

@@ -1,0 +1,282 @@
+// Package engine drives restarts: it plans a restart of a job's allocations, stores it, and
+// runs it batch by batch against a Cluster, persisting its intent before every action and every
+// observation after, so that any driver (this one after a crash, or another process) can resume
+// it and restart each allocation exactly once. Operators steer a restart through its record.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// Config wires an Engine.
+type Config struct {
+	Cluster cluster.Cluster
+	Store   store.Store
+	Logger  *slog.Logger // nil: discard
+	// Holder names this driver for humans (host:pid); empty: derived from the host name and pid.
+	Holder string
+	// Now is the local clock for record timestamps and batch waits only (never compared with
+	// Nomad's clock); nil: time.Now.
+	Now func() time.Time
+}
+
+// Engine plans, drives and steers restarts.
+type Engine struct {
+	cluster cluster.Cluster
+	store   store.Store
+	log     *slog.Logger
+	holder  string
+	now     func() time.Time
+}
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now}
+	if e.log == nil {
+		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.holder == "" {
+		host, _ := os.Hostname()
+		e.holder = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	return e
+}
+
+// Request asks for a restart of a job.
+type Request struct {
+	Namespace string // as given by -namespace ("" = client default; "*" allowed for prefix lookup)
+	Job       string // ID or unique prefix
+	Spec      restart.Spec
+}
+
+// Plan is a restart ready to be created.
+type Plan struct {
+	Record  *restart.Record // status pending, not yet stored; Allocs in batch order; Record.ID a new UUID
+	Job     *restart.Job
+	Skipped []Skip // for -verbose "Skipping allocation ..." lines
+}
+
+// Skip is an allocation left out of the plan. Reason is the text that follows
+// "Skipping allocation <id> because ".
+type Skip struct {
+	Alloc  *restart.Alloc
+	Reason string
+}
+
+// Plan resolves the job, refuses what Nomad refuses (sysbatch with -reschedule, an active
+// deployment), checks that the requested groups and tasks exist, and selects and batches the
+// allocations. It changes nothing in the cluster. Errors are one line naming the problem and
+// the fix.
+func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
+	spec := normalizeSpec(req.Spec)
+	job, err := e.cluster.ResolveJob(ctx, req.Namespace, req.Job)
+	if err != nil {
+		return nil, jobLookupError(req, err)
+	}
+	if spec.Reschedule && job.Type == "sysbatch" {
+		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+		return nil, fmt.Errorf("Jobs of type %q are not allowed to be rescheduled; restart job %q in place (without -reschedule)", job.Type, job.ID)
+	}
+	versions, err := e.cluster.JobVersions(ctx, job.Namespace, job.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the versions of job %q: %w", job.ID, err)
+	}
+	if versions == nil {
+		versions = map[uint64]*restart.Job{}
+	}
+	if _, ok := versions[job.Version]; !ok {
+		versions[job.Version] = job
+	}
+	if err := checkGroupsAndTasks(job, versions, spec); err != nil {
+		return nil, err
+	}
+	if err := e.checkDeployment(ctx, job.Namespace, job.ID); err != nil {
+		return nil, err
+	}
+	allocs, _, err := e.cluster.JobAllocations(ctx, job.Namespace, job.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the allocations of job %q: %w", job.ID, err)
+	}
+	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks})
+
+	region := job.Region
+	if region == "" {
+		region = e.cluster.Region()
+	}
+	now := e.now()
+	rec := &restart.Record{
+		ID:           uuid.NewString(),
+		Namespace:    job.Namespace,
+		Region:       region,
+		JobID:        job.ID,
+		JobType:      job.Type,
+		JobVersion:   job.Version,
+		Spec:         spec,
+		Status:       restart.StatusPending,
+		BatchWait:    spec.BatchWait,
+		BatchWaitAsk: spec.BatchWaitAsk,
+		Control:      restart.Control{Intent: restart.IntentRun},
+		CreateTime:   now,
+		ModifyTime:   now,
+	}
+	for _, a := range kept {
+		p := restart.AllocProgress{ID: a.ID, Name: a.Name, Group: a.Group, NodeID: a.NodeID, State: restart.AllocPending}
+		if len(spec.Tasks) > 0 {
+			p.Tasks = restart.TasksToRestart(a, versions, spec.Tasks)
+		}
+		rec.Allocs = append(rec.Allocs, p)
+	}
+	rec.Batches = restart.AssignBatches(rec.Allocs, spec.BatchSizes)
+	plan := &Plan{Record: rec, Job: job}
+	for _, s := range skipped {
+		plan.Skipped = append(plan.Skipped, Skip{Alloc: s.Alloc, Reason: s.Reason})
+	}
+	return plan, nil
+}
+
+func normalizeSpec(s restart.Spec) restart.Spec {
+	if s.Health == "" {
+		s.Health = restart.HealthRunning
+	}
+	if s.OnError == "" {
+		s.OnError = restart.OnErrorAsk
+	}
+	if s.HealthyDeadline <= 0 {
+		s.HealthyDeadline = restart.DefaultHealthyDeadline
+	}
+	return s
+}
+
+func jobLookupError(req Request, err error) error {
+	var amb *cluster.AmbiguousJobError
+	switch {
+	case errors.As(err, &amb):
+		return fmt.Errorf("job prefix %q matched multiple jobs (%v); give the full job ID, or -namespace to pick one", req.Job, amb.Matches)
+	case errors.Is(err, cluster.ErrJobNotFound):
+		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+		return fmt.Errorf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", req.Job, nsName(req.Namespace))
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		return fmt.Errorf("looking up job %q: %w; the token needs read-job (and list-jobs for a prefix) in the namespace", req.Job, err)
+	}
+	return fmt.Errorf("looking up job %q: %w", req.Job, err)
+}
+
+func nsName(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}
+
+// checkGroupsAndTasks refuses -group and -task names that no version of the job defines:
+// Nomad's command silently restarts nothing, which hides a typo.
+func checkGroupsAndTasks(job *restart.Job, versions map[uint64]*restart.Job, spec restart.Spec) error {
+	groups := map[string]bool{}
+	for _, v := range versions {
+		for _, g := range v.Groups {
+			groups[g.Name] = true
+		}
+	}
+	for _, g := range spec.Groups {
+		if !groups[g] {
+			return fmt.Errorf("group %q not found in job %q; its groups are %v", g, job.ID, groupNames(job))
+		}
+	}
+	want := map[string]bool{}
+	for _, g := range spec.Groups {
+		want[g] = true
+	}
+	for _, t := range spec.Tasks {
+		found := false
+		for _, v := range versions {
+			for _, g := range v.Groups {
+				if (len(want) == 0 || want[g.Name]) && g.HasTask(t) {
+					found = true
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("task %q not found in the selected groups of job %q; check -task and -group", t, job.ID)
+		}
+	}
+	return nil
+}
+
+func groupNames(j *restart.Job) []string {
+	var out []string
+	for _, g := range j.Groups {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+// checkDeployment refuses to restart while a deployment of the job runs, as Nomad does.
+func (e *Engine) checkDeployment(ctx context.Context, ns, jobID string) error {
+	d, err := e.cluster.ActiveDeployment(ctx, ns, jobID)
+	if err != nil {
+		return fmt.Errorf("checking the deployments of job %q: %w", jobID, err)
+	}
+	if d != nil {
+		return &DeploymentError{ID: d.ID, Status: d.Status}
+	}
+	return nil
+}
+
+// DeploymentError says a deployment of the job is not terminal.
+type DeploymentError struct{ ID, Status string }
+
+func (e *DeploymentError) Error() string {
+	return fmt.Sprintf("Deployment %q is %q; wait for it to finish (or fail or cancel it), then restart", short(e.ID), e.Status)
+}
+
+// Create stores the planned record (pending); it fails with *store.JobBusyError if the job has a
+// restart in progress.
+func (e *Engine) Create(ctx context.Context, rec *restart.Record) error {
+	if len(rec.Events) == 0 {
+		rec.AppendEvent(restart.Event{Time: e.now(), Type: restart.EventCreated,
+			Message: fmt.Sprintf("Restart of job %q created: %s in %d %s", rec.JobID,
+				plural(len(rec.Allocs), "allocation"), rec.Batches, pluralWord(rec.Batches, "batch", "batches"))})
+	}
+	if err := e.store.Create(ctx, rec); err != nil {
+		var busy *store.JobBusyError
+		if errors.As(err, &busy) {
+			return err // already one line naming the restart in progress and the fix
+		}
+		return fmt.Errorf("storing restart of job %q: %w", rec.JobID, err)
+	}
+	e.log.Info("restart created", "restart", rec.ID, "job", rec.JobID, "namespace", rec.Namespace, "allocs", len(rec.Allocs), "batches", rec.Batches)
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func plural(n int, word string) string {
+	return fmt.Sprintf("%d %s", n, pluralWord(n, word, word+"s"))
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,467 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+const testTimeout = 20 * time.Second
+
+// newTestEngine returns an engine on an in-memory store (fast); newLocalEngine one on the
+// real local store.
+func newTestEngine(t *testing.T, c cluster.Cluster) (*Engine, store.Store) {
+	s := newMemStore()
+	return New(Config{Cluster: c, Store: s, Holder: "test:1"}), s
+}
+
+func newLocalEngine(t *testing.T, c cluster.Cluster) (*Engine, store.Store) {
+	t.Helper()
+	s, err := store.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{Cluster: c, Store: s, Holder: "test:1"}), s
+}
+
+// planAndCreate plans a restart of the fake job with spec and stores it.
+func planAndCreate(t *testing.T, e *Engine, spec restart.Spec) *restart.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, err := e.Plan(ctx, Request{Job: "we", Spec: spec})
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	if err := e.Create(ctx, p.Record); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return p.Record
+}
+
+// eventLog collects the events a sink receives.
+type eventLog struct {
+	mu     sync.Mutex
+	events []restart.Event
+}
+
+func (l *eventLog) sink(e restart.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) messages() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, e := range l.events {
+		b.WriteString(e.Message + "\n")
+	}
+	return b.String()
+}
+
+func drive(t *testing.T, e *Engine, rec *restart.Record, l *eventLog) *restart.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var sink func(restart.Event)
+	if l != nil {
+		sink = l.sink
+	}
+	final, err := e.Drive(ctx, rec.Namespace, rec.ID, sink)
+	if err != nil {
+		t.Fatalf("Drive: %v", err)
+	}
+	return final
+}
+
+func assertOnce(t *testing.T, got map[string]int, rec *restart.Record) {
+	t.Helper()
+	for _, a := range rec.Allocs {
+		if got[a.ID] != 1 {
+			t.Errorf("allocation %s restarted %d times, want once (state %s, error %q)", a.ID, got[a.ID], a.State, a.Error)
+		}
+	}
+	if len(got) != len(rec.Allocs) {
+		t.Errorf("%d allocations restarted, %d planned", len(got), len(rec.Allocs))
+	}
+}
+
+func TestDriveInPlace(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"api": 3, "web": 2})
+	e, _ := newLocalEngine(t, fc)
+	rec := planAndCreate(t, e, restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true})
+	if rec.Batches != 3 || len(rec.Allocs) != 5 {
+		t.Fatalf("plan: %d batches of %d allocs", rec.Batches, len(rec.Allocs))
+	}
+	var l eventLog
+	final := drive(t, e, rec, &l)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("status %s (%s)", final.Status, final.Reason)
+	}
+	assertOnce(t, fc.counts(false), final)
+	msgs := l.messages()
+	for _, want := range []string{"Restarting 5 allocations", "Restarting 1st batch of 2 allocations", "Restarting 3rd batch of 1 allocation",
+		"Restarting running tasks in allocation", "is running again", "Job restart finished"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("events lack %q:\n%s", want, msgs)
+		}
+	}
+	for _, a := range final.Allocs {
+		if a.State != restart.AllocDone || a.Attempts != 1 || a.Before == nil {
+			t.Errorf("alloc %+v", a)
+		}
+	}
+}
+
+func TestDriveReschedule(t *testing.T) {
+	for _, typ := range []string{"service", "system", "batch"} {
+		t.Run(typ, func(t *testing.T) {
+			fc := newFakeCluster(typ, map[string]int{"web": 3})
+			e, _ := newTestEngine(t, fc)
+			rec := planAndCreate(t, e, restart.Spec{Reschedule: true, BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true})
+			var l eventLog
+			final := drive(t, e, rec, &l)
+			if final.Status != restart.StatusSucceeded {
+				t.Fatalf("status %s (%s)", final.Status, final.Reason)
+			}
+			assertOnce(t, fc.counts(true), final)
+			for _, a := range final.Allocs {
+				if a.Replacement == "" || a.StopIndex == 0 {
+					t.Errorf("alloc %s: replacement %q stop index %d", a.ID, a.Replacement, a.StopIndex)
+				}
+			}
+			if want := map[string]int{"system": 3}[typ]; fc.evals != want {
+				t.Errorf("forced evaluations %d, want %d", fc.evals, want)
+			}
+			if !strings.Contains(l.messages(), "replaced by") {
+				t.Errorf("no replacement event:\n%s", l.messages())
+			}
+		})
+	}
+}
+
+func TestPlanRefusals(t *testing.T) {
+	fc := newFakeCluster("sysbatch", map[string]int{"web": 1})
+	e, _ := newTestEngine(t, fc)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"sysbatch reschedule", Request{Job: "web", Spec: restart.Spec{Reschedule: true}}, "not allowed to be rescheduled"},
+		{"unknown job", Request{Job: "nope"}, "No job(s) with prefix or ID"},
+		{"unknown group", Request{Job: "web", Spec: restart.Spec{Groups: []string{"x"}}}, `group "x" not found`},
+		{"unknown task", Request{Job: "web", Spec: restart.Spec{Tasks: []string{"x"}}}, `task "x" not found`},
+	}
+	for _, tc := range cases {
+		if _, err := e.Plan(ctx, tc.req); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	fc.deployment = &cluster.Deployment{ID: "0123456789", Status: "running"}
+	if _, err := e.Plan(ctx, Request{Job: "web"}); err == nil || !strings.Contains(err.Error(), `Deployment "01234567" is "running"`) {
+		t.Errorf("deployment: %v", err)
+	}
+}
+
+func TestCreateBusy(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 1})
+	e, _ := newTestEngine(t, fc)
+	planAndCreate(t, e, restart.Spec{})
+	p, err := e.Plan(context.Background(), Request{Job: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy *store.JobBusyError
+	if err := e.Create(context.Background(), p.Record); !errors.As(err, &busy) {
+		t.Fatalf("second Create: %v", err)
+	}
+}
+
+func TestOnErrorFail(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 3})
+	fc.permanent["restart"] = errors.New("Unexpected response code: 500 (Task not running)")
+	e, _ := newTestEngine(t, fc)
+	rec := planAndCreate(t, e, restart.Spec{OnError: restart.OnErrorFail})
+	final := drive(t, e, rec, nil)
+	if final.Status != restart.StatusFailed || !strings.Contains(final.Reason, "Task not running") {
+		t.Fatalf("status %s reason %q", final.Status, final.Reason)
+	}
+	if fc.calls["restart"] != 1 {
+		t.Fatalf("%d restart requests, want 1", fc.calls["restart"])
+	}
+	if final.Allocs[1].State != restart.AllocPending {
+		t.Fatalf("second alloc touched: %+v", final.Allocs[1])
+	}
+}
+
+func TestYesErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		err      error
+		requests int
+	}{
+		{"recoverable continues", errors.New("Unexpected response code: 500 (Task not running)"), 3},
+		{"unrecoverable stops", errors.New("Unexpected response code: 403 (Permission denied)"), 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newFakeCluster("service", map[string]int{"web": 3})
+			fc.permanent["restart"] = tc.err
+			e, _ := newTestEngine(t, fc)
+			final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true}), nil)
+			if final.Status != restart.StatusFailed {
+				t.Fatalf("status %s", final.Status)
+			}
+			if fc.calls["restart"] != tc.requests {
+				t.Fatalf("%d restart requests, want %d", fc.calls["restart"], tc.requests)
+			}
+		})
+	}
+}
+
+// waitFor drives in the background and waits until the record satisfies cond.
+func waitStatus(t *testing.T, s store.Store, rec *restart.Record, cond func(*restart.Record) bool) *restart.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var idx uint64
+	for {
+		r, err := s.Watch(ctx, rec.Namespace, rec.ID, idx)
+		if err != nil {
+			t.Fatalf("waiting for the record: %v", err)
+		}
+		if cond(r) {
+			return r
+		}
+		idx = r.ModifyIndex
+	}
+}
+
+func driveAsync(e *Engine, rec *restart.Record) (func() (*restart.Record, error), context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	type res struct {
+		r   *restart.Record
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		r, err := e.Drive(ctx, rec.Namespace, rec.ID, nil)
+		ch <- res{r, err}
+	}()
+	return func() (*restart.Record, error) { r := <-ch; cancel(); return r.r, r.err }, cancel
+}
+
+func TestQuestions(t *testing.T) {
+	t.Run("errors asked, yes continues, last batch asked", func(t *testing.T) {
+		fc := newFakeCluster("service", map[string]int{"web": 2})
+		fc.permanent["restart"] = errors.New("Unexpected response code: 500 (Task not running)")
+		e, s := newTestEngine(t, fc)
+		rec := planAndCreate(t, e, restart.Spec{})
+		wait, _ := driveAsync(e, rec)
+		r := waitStatus(t, s, rec, func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+		if r.Question.Prompt() != "Ignore the errors above and proceed with the next batch? [y/N]" {
+			t.Fatalf("question %q", r.Question.Prompt())
+		}
+		for _, bad := range []string{"maybe", "timeout", "EOF"} { // texts that look transient must not be retried
+			if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, bad, "op"); !errors.Is(err, restart.ErrInvalidAnswer) {
+				t.Fatalf("invalid answer %q accepted: %v", bad, err)
+			}
+		}
+		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "y", "op"); err != nil {
+			t.Fatal(err)
+		}
+		r = waitStatus(t, s, rec, func(r *restart.Record) bool {
+			return r.Status == restart.StatusWaiting && r.Question.Kind == restart.QuestionLastBatch
+		})
+		if r.Question.Default != "n" {
+			t.Fatalf("last-batch question defaults to %q", r.Question.Default)
+		}
+		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "", "op"); err != nil {
+			t.Fatal(err)
+		}
+		final, err := wait()
+		if err != nil || final.Status != restart.StatusFailed {
+			t.Fatalf("final %v %v", final.Status, err)
+		}
+	})
+	t.Run("batch wait ask with a duration", func(t *testing.T) {
+		fc := newFakeCluster("service", map[string]int{"web": 3})
+		e, s := newTestEngine(t, fc)
+		rec := planAndCreate(t, e, restart.Spec{BatchWaitAsk: true})
+		wait, _ := driveAsync(e, rec)
+		r := waitStatus(t, s, rec, func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+		if r.Question.Prompt() != "Proceed with the next batch? [Y/n/<wait duration>]" {
+			t.Fatalf("question %q", r.Question.Prompt())
+		}
+		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "1ms", "op"); err != nil {
+			t.Fatal(err)
+		}
+		final, err := wait()
+		if err != nil || final.Status != restart.StatusSucceeded || final.BatchWait != time.Millisecond || final.BatchWaitAsk {
+			t.Fatalf("final %v wait %v ask %v err %v", final.Status, final.BatchWait, final.BatchWaitAsk, err)
+		}
+		assertOnce(t, fc.counts(false), final)
+	})
+	t.Run("no cancels", func(t *testing.T) {
+		fc := newFakeCluster("service", map[string]int{"web": 3})
+		e, s := newTestEngine(t, fc)
+		rec := planAndCreate(t, e, restart.Spec{BatchWaitAsk: true})
+		wait, _ := driveAsync(e, rec)
+		waitStatus(t, s, rec, func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "n", "op"); err != nil {
+			t.Fatal(err)
+		}
+		final, err := wait()
+		if err != nil || final.Status != restart.StatusCanceled {
+			t.Fatalf("final %v err %v", final.Status, err)
+		}
+		if n := len(fc.counts(false)); n != 1 {
+			t.Fatalf("%d allocations restarted, want 1", n)
+		}
+	})
+}
+
+func TestPauseResumeCancel(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 4})
+	e, s := newLocalEngine(t, fc)
+	rec := planAndCreate(t, e, restart.Spec{BatchWait: time.Hour})
+	wait, _ := driveAsync(e, rec)
+	waitStatus(t, s, rec, func(r *restart.Record) bool { return !r.NextBatchAt.IsZero() })
+	if _, err := e.Pause(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, s, rec, func(r *restart.Record) bool { return r.Status == restart.StatusPaused })
+	if _, err := e.Cancel(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
+		t.Fatal(err)
+	}
+	final, err := wait()
+	if err != nil || final.Status != restart.StatusCanceled {
+		t.Fatalf("final %v err %v", final.Status, err)
+	}
+	if n := len(fc.counts(false)); n != 1 {
+		t.Fatalf("%d allocations restarted, want 1", n)
+	}
+	if _, err := e.Resume(context.Background(), rec.Namespace, rec.ID, "op"); err == nil {
+		t.Fatal("resumed a canceled restart")
+	}
+}
+
+func TestCancelUndriven(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 2})
+	e, _ := newTestEngine(t, fc)
+	rec := planAndCreate(t, e, restart.Spec{})
+	r, err := e.Cancel(context.Background(), rec.Namespace, rec.ID, "op")
+	if err != nil || r.Status != restart.StatusCanceled {
+		t.Fatalf("cancel: %v %v", r, err)
+	}
+	final := drive(t, e, rec, nil)
+	if final.Status != restart.StatusCanceled || len(fc.counts(false)) != 0 {
+		t.Fatalf("canceled restart ran: %s", final.Status)
+	}
+}
+
+func TestTransientFaults(t *testing.T) {
+	for _, fault := range []string{"restart", "restart-lost", "read"} {
+		t.Run(fault, func(t *testing.T) {
+			fc := newFakeCluster("service", map[string]int{"web": 3})
+			fc.faults[fault] = 2
+			e, _ := newTestEngine(t, fc)
+			final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true}), nil)
+			if final.Status != restart.StatusSucceeded {
+				t.Fatalf("status %s (%s)", final.Status, final.Reason)
+			}
+			assertOnce(t, fc.counts(false), final)
+		})
+	}
+	t.Run("stop-lost", func(t *testing.T) {
+		fc := newFakeCluster("service", map[string]int{"web": 3})
+		fc.faults["stop-lost"] = 2
+		e, _ := newTestEngine(t, fc)
+		final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true, Reschedule: true}), nil)
+		if final.Status != restart.StatusSucceeded {
+			t.Fatalf("status %s (%s)", final.Status, final.Reason)
+		}
+		assertOnce(t, fc.counts(true), final)
+	})
+}
+
+func TestPlacementFailure(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 2})
+	fc.placement["web"] = &cluster.PlacementFailure{EvalID: "eval-123456789", Group: "web", Reasons: []string{"No nodes were eligible for evaluation"}}
+	e, _ := newTestEngine(t, fc)
+	final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true, Reschedule: true}), nil)
+	if final.Status != restart.StatusFailed || !final.Allocs[0].Unrecovered || !strings.Contains(final.Allocs[0].Error, "No nodes were eligible") {
+		t.Fatalf("status %s alloc %+v", final.Status, final.Allocs[0])
+	}
+	if len(fc.counts(true)) != 1 {
+		t.Fatalf("stopped %d allocations after an unrecoverable error", len(fc.counts(true)))
+	}
+}
+
+func TestHealthyDeadline(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 1})
+	fc.startDelay = time.Hour // the task never runs again
+	e, _ := newTestEngine(t, fc)
+	final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true, HealthyDeadline: 50 * time.Millisecond}), nil)
+	if final.Status != restart.StatusFailed || !strings.Contains(final.Allocs[0].Error, "healthy deadline") {
+		t.Fatalf("status %s alloc %+v", final.Status, final.Allocs[0])
+	}
+}
+
+func TestTaskFailsAfterRestart(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 1})
+	for id := range fc.allocs {
+		fc.failStart[id] = true
+	}
+	e, _ := newTestEngine(t, fc)
+	final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true}), nil)
+	if final.Status != restart.StatusFailed || !strings.Contains(final.Allocs[0].Error, "failed after the restart") {
+		t.Fatalf("status %s alloc %+v", final.Status, final.Allocs[0])
+	}
+}
+
+func TestDeploymentMidRun(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 3})
+	e, s := newTestEngine(t, fc)
+	rec := planAndCreate(t, e, restart.Spec{BatchWait: 200 * time.Millisecond})
+	wait, _ := driveAsync(e, rec)
+	waitStatus(t, s, rec, func(r *restart.Record) bool { return !r.NextBatchAt.IsZero() })
+	fc.mu.Lock()
+	fc.deployment = &cluster.Deployment{ID: "dep-123456", Status: "running"}
+	fc.mu.Unlock()
+	final, err := wait()
+	if err != nil || final.Status != restart.StatusFailed || !strings.Contains(final.Reason, `Deployment "dep-1234" is "running"`) {
+		t.Fatalf("final %s %q %v", final.Status, final.Reason, err)
+	}
+}
+
+func TestMinHealthyTime(t *testing.T) {
+	t.Run("stays up", func(t *testing.T) {
+		fc := newFakeCluster("service", map[string]int{"web": 2})
+		e, _ := newTestEngine(t, fc)
+		final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true, MinHealthyTime: 20 * time.Millisecond}), nil)
+		if final.Status != restart.StatusSucceeded {
+			t.Fatalf("status %s (%s)", final.Status, final.Reason)
+		}
+	})
+	t.Run("crashes within it", func(t *testing.T) {
+		fc := newFakeCluster("service", map[string]int{"web": 1})
+		fc.crashAfter = 5 * time.Millisecond
+		e, _ := newTestEngine(t, fc)
+		final := drive(t, e, planAndCreate(t, e, restart.Spec{Yes: true, MinHealthyTime: time.Minute}), nil)
+		if final.Status != restart.StatusFailed || !strings.Contains(final.Allocs[0].Error, "failed after the restart") {
+			t.Fatalf("status %s alloc %+v", final.Status, final.Allocs[0])
+		}
+	})
+}

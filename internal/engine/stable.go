@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// stayedReady waits minTime (local clock: a duration, never compared with Nomad's times) while
+// following the allocation with blocking queries from index. It reports true when ok held for
+// the whole time, or false with the allocation that broke it and the index reached.
+func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTime time.Duration, ok func(*restart.Alloc) bool) (bool, *restart.Alloc, uint64, error) {
+	if minTime <= 0 {
+		return true, nil, index, nil
+	}
+	timer := time.NewTimer(minTime)
+	defer timer.Stop()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		a     *restart.Alloc
+		index uint64
+		err   error
+	}
+	var b backoff
+	for {
+		res := make(chan result, 1)
+		go func(after uint64) {
+			a, next, err := d.e.cluster.WatchAllocation(wctx, id, after)
+			res <- result{a, next, err}
+		}(index)
+		select {
+		case <-timer.C:
+			return true, nil, index, nil
+		case <-ctx.Done():
+			return false, nil, index, ctx.Err()
+		case r := <-res:
+			if r.err != nil {
+				if !transient(r.err) {
+					return false, nil, index, r.err
+				}
+				if b.wait(ctx) != nil {
+					return false, nil, index, ctx.Err()
+				}
+				continue
+			}
+			b = backoff{}
+			index = r.index
+			if !ok(r.a) {
+				return false, r.a, index, nil
+			}
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// ErrNoQuestion is returned by Answer when the restart is not waiting for an answer.
+var ErrNoQuestion = errors.New("restart is not waiting for an answer")
+
+// setIntent writes the operator's intent into Control (no lease needed).
+func (e *Engine) setIntent(ctx context.Context, namespace, id, by string, intent restart.Intent) (*restart.Record, error) {
+	rec, err := e.mutate(ctx, namespace, id, func(r *restart.Record) error {
+		if r.Status.Terminal() {
+			return fmt.Errorf("restart %s is already %s; nothing to %s", short(r.ID), r.Status, intentVerb(intent))
+		}
+		r.Control.Intent = intent
+		r.Control.By = by
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("intent set", "restart", id, "intent", intent, "by", by)
+	return rec, nil
+}
+
+func intentVerb(i restart.Intent) string {
+	if i == restart.IntentRun {
+		return "resume"
+	}
+	return string(i)
+}
+
+// Pause asks the driver to finish the batch in flight and then hold.
+func (e *Engine) Pause(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
+	return e.setIntent(ctx, namespace, id, by, restart.IntentPause)
+}
+
+// Resume sets the intent run; the caller then calls Drive if no one holds the lease (Drive
+// returns store.ErrLeaseHeld when someone does, and that driver resumes by itself).
+func (e *Engine) Resume(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
+	return e.setIntent(ctx, namespace, id, by, restart.IntentRun)
+}
+
+// Cancel asks the driver to stop starting new work and end the restart as canceled once the
+// requests in flight are recorded. A restart no driver holds (pending, detached, or whose driver
+// died) becomes canceled at once.
+func (e *Engine) Cancel(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
+	rec, err := e.setIntent(ctx, namespace, id, by, restart.IntentCancel)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := e.store.AcquireLease(ctx, namespace, id, e.holder)
+	if errors.Is(err, store.ErrLeaseHeld) {
+		return rec, nil // the driver obeys the intent
+	}
+	if err != nil {
+		return rec, fmt.Errorf("restart %s: cancel recorded, but its lease could not be checked: %w", short(id), err)
+	}
+	defer func() {
+		if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+			e.log.Warn("releasing the lease", "restart", id, "err", rerr)
+		}
+	}()
+	return e.mutate(ctx, namespace, id, func(r *restart.Record) error {
+		if r.Status.Terminal() {
+			return nil
+		}
+		r.Status, r.Reason, r.Question = restart.StatusCanceled, "canceled"+byWho(by), nil
+		r.EndTime = e.now()
+		inFlight := 0
+		for _, a := range r.Allocs {
+			if a.State == restart.AllocRestarting || a.State == restart.AllocWaiting {
+				inFlight++
+			}
+		}
+		msg := "Job restart canceled" + byWho(by)
+		if inFlight > 0 {
+			msg += fmt.Sprintf("; %s had a request in flight when its driver stopped and may have been restarted", plural(inFlight, "allocation"))
+		}
+		r.AppendEvent(restart.Event{Time: e.now(), Type: restart.EventCanceled, Message: msg})
+		return nil
+	})
+}
+
+// Answer answers the question the restart waits on, validated with restart.ParseAnswer. An
+// empty answer takes the question's default.
+func (e *Engine) Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error) {
+	rec, err := e.mutate(ctx, namespace, id, func(r *restart.Record) error {
+		if r.Status != restart.StatusWaiting || r.Question == nil {
+			return fmt.Errorf("%w: restart %s is %s", ErrNoQuestion, short(r.ID), r.Status)
+		}
+		if _, err := restart.ParseAnswer(r.Question, answer); err != nil {
+			return fmt.Errorf("%w (the question: %s)", err, strings.ReplaceAll(r.Question.Prompt(), "\n", " "))
+		}
+		a := strings.TrimSpace(answer)
+		if a == "" {
+			a = r.Question.Default
+		}
+		r.Control.Answer, r.Control.AnswerTo, r.Control.By = a, r.Question.ID, by
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("answer recorded", "restart", id, "answer", answer, "by", by)
+	return rec, nil
+}
+
+// mutate is store.Mutate, with failures of the store that pass (Nomad unavailable, no
+// leader) retried with backoff.
+func (e *Engine) mutate(ctx context.Context, namespace, id string, change func(*restart.Record) error) (*restart.Record, error) {
+	var refused error // the change's own verdict is final, whatever its text says
+	return retry(ctx, func() (*restart.Record, error) {
+		if refused != nil {
+			return nil, refused
+		}
+		rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
+			if err := change(r); err != nil {
+				refused = err
+				return err
+			}
+			return nil
+		})
+		if refused != nil {
+			return nil, &final{refused}
+		}
+		return rec, err
+	})
+}
+
+// final marks an error retry must not repeat.
+type final struct{ err error }
+
+func (f *final) Error() string { return f.err.Error() }
+func (f *final) Unwrap() error { return f.err }

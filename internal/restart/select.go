@@ -1,0 +1,94 @@
+package restart
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Skipped is an allocation the selection left out, with the reason in Nomad's words (the text
+// that follows "Skipping allocation <id> because ").
+type Skipped struct {
+	Alloc  *Alloc
+	Reason string
+}
+
+// Selection is what `nomad job restart` would restart: which allocations, which groups and tasks.
+type Selection struct {
+	Groups []string
+	Tasks  []string
+}
+
+// IsRunning is Nomad's test of whether an allocation may be restarted: its client status is
+// running OR its desired status is run (so pending/run and running/stop allocations pass, as in
+// Nomad's command).
+func (a *Alloc) IsRunning() bool {
+	return a.ClientStatus == ClientRunning || a.DesiredStatus == DesiredRun
+}
+
+// HasTask reports whether the allocation has the named task: its task states first (the most
+// reliable source), else the group of the job version the allocation was created from, since
+// task states appear only after the client reported them. versions may be nil or miss the
+// version (garbage-collected), then only task states count.
+func (a *Alloc) HasTask(name string, versions map[uint64]*Job) bool {
+	if _, ok := a.Tasks[name]; ok {
+		return true
+	}
+	job := versions[a.JobVersion]
+	if job == nil {
+		return false
+	}
+	g, ok := job.Group(a.Group)
+	return ok && g.HasTask(name)
+}
+
+// Select keeps the allocations Nomad's filterAllocs keeps, newest CreateIndex first (the order
+// Nomad's client returns them in), and reports the others with the reason. Unlike Nomad's
+// verbose line, which swaps them, the desired and client statuses are given in the right order.
+func Select(allocs []*Alloc, versions map[uint64]*Job, sel Selection) (kept []*Alloc, skipped []Skipped) {
+	sorted := make([]*Alloc, len(allocs))
+	copy(sorted, allocs)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreateIndex > sorted[j].CreateIndex })
+
+	groups := make(map[string]bool, len(sel.Groups))
+	for _, g := range sel.Groups {
+		groups[g] = true
+	}
+	for _, a := range sorted {
+		switch {
+		case !a.IsRunning():
+			skipped = append(skipped, Skipped{a, fmt.Sprintf("desired status is %q and client status is %q", a.DesiredStatus, a.ClientStatus)})
+		case a.NextAllocation != "":
+			skipped = append(skipped, Skipped{a, fmt.Sprintf("it has already been replaced by %q", a.NextAllocation)})
+		case len(groups) > 0 && !groups[a.Group]:
+			skipped = append(skipped, Skipped{a, "it doesn't have any of requested groups"})
+		case len(sel.Tasks) > 0 && !hasAnyTask(a, versions, sel.Tasks):
+			skipped = append(skipped, Skipped{a, "it doesn't have any of requested tasks"})
+		default:
+			kept = append(kept, a)
+		}
+	}
+	return kept, skipped
+}
+
+func hasAnyTask(a *Alloc, versions map[uint64]*Job, tasks []string) bool {
+	for _, t := range tasks {
+		if a.HasTask(t, versions) {
+			return true
+		}
+	}
+	return false
+}
+
+// TasksToRestart returns the requested tasks the allocation has, in the order requested and
+// without duplicates: one in-place restart request is sent per task, as Nomad's command does.
+func TasksToRestart(a *Alloc, versions map[uint64]*Job, requested []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range requested {
+		if !seen[t] && a.HasTask(t, versions) {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}

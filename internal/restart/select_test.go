@@ -1,0 +1,128 @@
+package restart
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// The table follows Nomad's own filterAllocs test: a job with two versions (v1: g1 and g2
+// with task_1 and task_2, g3 with task_3; v2: g1 and g2 with task_2 only), allocations in
+// every desired × client status combination, each with a replaced twin.
+func TestSelect(t *testing.T) {
+	v1 := &Job{Version: 1, Groups: []Group{{Name: "g1", Tasks: []string{"task_1", "task_2"}}, {Name: "g2", Tasks: []string{"task_1", "task_2"}}, {Name: "g3", Tasks: []string{"task_3"}}}}
+	v2 := &Job{Version: 2, Groups: []Group{{Name: "g1", Tasks: []string{"task_2"}}, {Name: "g2", Tasks: []string{"task_2"}}}}
+	versions := map[uint64]*Job{1: v1, 2: v2}
+
+	var allocs []*Alloc
+	idx := uint64(0)
+	for _, spec := range []struct {
+		group   string
+		version uint64
+	}{{"g1", 1}, {"g2", 2}, {"g3", 1}} {
+		for _, desired := range []string{DesiredRun, DesiredStop} {
+			for _, client := range []string{ClientRunning, ClientComplete} {
+				for _, replaced := range []bool{false, true} {
+					idx++
+					a := &Alloc{
+						ID:            fmt.Sprintf("%s-%s-%s-%v", spec.group, desired, client, replaced),
+						Group:         spec.group,
+						JobVersion:    spec.version,
+						DesiredStatus: desired,
+						ClientStatus:  client,
+						CreateIndex:   idx,
+					}
+					if replaced {
+						a.NextAllocation = "next-" + a.ID
+					}
+					allocs = append(allocs, a)
+				}
+			}
+		}
+	}
+	kept := func(groups ...string) []string {
+		var out []string
+		for i := len(allocs) - 1; i >= 0; i-- { // newest first
+			a := allocs[i]
+			if a.NextAllocation != "" || (a.DesiredStatus == DesiredStop && a.ClientStatus == ClientComplete) {
+				continue
+			}
+			for _, g := range groups {
+				if a.Group == g {
+					out = append(out, a.ID)
+				}
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		sel  Selection
+		want []string
+	}{
+		{"all", Selection{}, kept("g1", "g2", "g3")},
+		{"group g1", Selection{Groups: []string{"g1"}}, kept("g1")},
+		{"groups g1 g3", Selection{Groups: []string{"g1", "g3"}}, kept("g1", "g3")},
+		{"old task through version", Selection{Tasks: []string{"task_3"}}, kept("g3")},
+		{"task_1 only in v1 groups", Selection{Tasks: []string{"task_1"}}, kept("g1")},
+		{"task_2", Selection{Tasks: []string{"task_2"}}, kept("g1", "g2")},
+		{"group and task", Selection{Groups: []string{"g3"}, Tasks: []string{"task_2"}}, nil},
+		{"unknown group", Selection{Groups: []string{"nope"}}, nil},
+		{"unknown task", Selection{Tasks: []string{"nope"}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, skipped := Select(allocs, versions, tc.sel)
+			var ids []string
+			for _, a := range got {
+				ids = append(ids, a.ID)
+			}
+			if !reflect.DeepEqual(ids, tc.want) {
+				t.Fatalf("kept %v, want %v", ids, tc.want)
+			}
+			if len(got)+len(skipped) != len(allocs) {
+				t.Fatalf("kept %d + skipped %d != %d", len(got), len(skipped), len(allocs))
+			}
+			for _, s := range skipped {
+				if s.Reason == "" {
+					t.Fatalf("skip of %s has no reason", s.Alloc.ID)
+				}
+			}
+		})
+	}
+}
+
+func TestSelectReasons(t *testing.T) {
+	allocs := []*Alloc{
+		{ID: "a", DesiredStatus: DesiredStop, ClientStatus: ClientComplete, CreateIndex: 1},
+		{ID: "b", DesiredStatus: DesiredRun, ClientStatus: ClientRunning, NextAllocation: "c", CreateIndex: 2},
+		{ID: "d", DesiredStatus: DesiredRun, ClientStatus: ClientRunning, Group: "x", CreateIndex: 3},
+	}
+	_, skipped := Select(allocs, nil, Selection{Groups: []string{"y"}})
+	want := map[string]string{
+		"a": `desired status is "stop" and client status is "complete"`,
+		"b": `it has already been replaced by "c"`,
+		"d": "it doesn't have any of requested groups",
+	}
+	for _, s := range skipped {
+		if want[s.Alloc.ID] != s.Reason {
+			t.Errorf("%s: reason %q, want %q", s.Alloc.ID, s.Reason, want[s.Alloc.ID])
+		}
+	}
+	if len(skipped) != 3 {
+		t.Fatalf("skipped %d, want 3", len(skipped))
+	}
+}
+
+func TestHasTaskPrefersTaskStates(t *testing.T) {
+	a := &Alloc{Group: "g", JobVersion: 9, Tasks: map[string]TaskState{"live": {}}}
+	if !a.HasTask("live", nil) {
+		t.Fatal("task state not used")
+	}
+	if a.HasTask("other", map[uint64]*Job{1: {Groups: []Group{{Name: "g", Tasks: []string{"other"}}}}}) {
+		t.Fatal("task of another version matched")
+	}
+	if got := TasksToRestart(a, nil, []string{"live", "x", "live"}); !reflect.DeepEqual(got, []string{"live"}) {
+		t.Fatalf("TasksToRestart = %v", got)
+	}
+}

@@ -1,0 +1,267 @@
+package nomadsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
+)
+
+// Options configure a simulated cluster. The zero value is a usable two-datacenter cluster.
+type Options struct {
+	Region             string   // default "global"
+	Datacenters        []string // default {"dc1", "dc2"}
+	NodesPerDatacenter int      // default 2
+	// TimeScale is simulated seconds per real second (default 1): 20 makes a 5 s kill
+	// timeout take 250 ms of real time.
+	TimeScale float64
+	// Seed drives every random choice (IDs, placement ties, fault rates, jitter).
+	Seed int64
+	// ACLs enforces ACL tokens on every endpoint.
+	ACLs bool
+	// Addr is the Nomad HTTP listener's address, default "127.0.0.1:0".
+	Addr string
+	// ConsulAddr is the Consul HTTP listener's address, default "127.0.0.1:0".
+	ConsulAddr string
+	// Logger receives the simulation's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Region == "" {
+		o.Region = "global"
+	}
+	if len(o.Datacenters) == 0 {
+		o.Datacenters = []string{"dc1", "dc2"}
+	}
+	if o.NodesPerDatacenter <= 0 {
+		o.NodesPerDatacenter = 2
+	}
+	if o.TimeScale <= 0 {
+		o.TimeScale = 1
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.ConsulAddr == "" {
+		o.ConsulAddr = "127.0.0.1:0"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Cluster is a running simulated Nomad cluster. All its methods are safe for concurrent use.
+type Cluster struct {
+	opts Options
+	log  *slog.Logger
+	clk  clock
+	idx  *index.Index
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// mu guards every field below it: the whole simulated state, like Nomad's state store
+	// behind one Raft log.
+	mu          stateLock
+	closed      bool
+	rng         *rand.Rand // IDs and simulation choices
+	faultRng    *rand.Rand // fault error rates, apart so that faults do not shift IDs
+	jitterRng   *rand.Rand // blocking-query jitter, apart for the same reason
+	tables      map[string]uint64
+	jobs        map[jobKey]*jobEntry
+	allocs      map[string]*allocRun
+	evals       map[string]*api.Evaluation
+	deployments map[string]*api.Deployment
+	nodes       []*simNode
+	nodeByID    map[string]*simNode
+	namespaces  map[string]*api.Namespace
+	failStarts  map[failKey]int
+	leaderUntil time.Time // real time until which the leader is lost
+	stats       map[statKey]*EndpointStats
+	mutations   int64
+	faults      []*faultEntry
+	faultSeq    int
+	events      *broker
+	pending     []pendingEvent // events raised during the current hold of mu
+	pendingIdx  map[string]int // topic/key -> position in pending
+	ext         extensions
+	svcByName   map[string]map[string]*svcReg // namespace + "\x00" + service name -> ID -> registration
+
+	unblockArmed   bool
+	checkOverrides map[jobKey]map[string]checkScript
+	depPending     map[string]bool // deployments whose watcher run is scheduled
+
+	statsMu sync.Mutex // guards stats and mutations (recorded outside mu)
+
+	timers *timerQueue
+
+	listener, consulListener net.Listener
+	srv, consulSrv           *http.Server
+	wg                       sync.WaitGroup
+}
+
+// Start builds a cluster and serves its HTTP APIs until ctx ends or Close is called.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	opts.defaults()
+	ctx, cancel := context.WithCancel(ctx)
+	c := &Cluster{
+		opts:           opts,
+		log:            opts.Logger,
+		clk:            newClock(opts.TimeScale),
+		idx:            index.New(0),
+		ctx:            ctx,
+		cancel:         cancel,
+		rng:            rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x9e3779b97f4a7c15)),
+		faultRng:       rand.New(rand.NewPCG(uint64(opts.Seed)+1, uint64(opts.Seed)^0x51afd7ed558ccd)),
+		jitterRng:      rand.New(rand.NewPCG(uint64(opts.Seed)+2, uint64(opts.Seed)^0xc4ceb9fe1a85ec53)),
+		tables:         map[string]uint64{},
+		jobs:           map[jobKey]*jobEntry{},
+		allocs:         map[string]*allocRun{},
+		evals:          map[string]*api.Evaluation{},
+		deployments:    map[string]*api.Deployment{},
+		nodeByID:       map[string]*simNode{},
+		namespaces:     map[string]*api.Namespace{},
+		failStarts:     map[failKey]int{},
+		svcByName:      map[string]map[string]*svcReg{},
+		depPending:     map[string]bool{},
+		checkOverrides: map[jobKey]map[string]checkScript{},
+		stats:          map[statKey]*EndpointStats{},
+	}
+	c.events = newBroker()
+	c.mu.onUnlock = c.flushEvents
+	c.pendingIdx = map[string]int{}
+	c.timers = newTimerQueue()
+	c.mu.Lock()
+	c.bootstrap()
+	c.mu.Unlock()
+	if err := c.initExtensions(); err != nil {
+		cancel()
+		return nil, err
+	}
+
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("nomadsim: listen on %s: %w", opts.Addr, err)
+	}
+	cln, err := net.Listen("tcp", opts.ConsulAddr)
+	if err != nil {
+		_ = ln.Close()
+		cancel()
+		return nil, fmt.Errorf("nomadsim: listen for consul on %s: %w", opts.ConsulAddr, err)
+	}
+	c.listener, c.consulListener = ln, cln
+	c.srv = &http.Server{Handler: c.handler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
+	c.consulSrv = &http.Server{Handler: c.consulHandler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
+	c.wg.Add(4)
+	go func() { defer c.wg.Done(); c.runTimers(ctx) }()
+	go func() { defer c.wg.Done(); c.serve(c.srv, ln) }()
+	go func() { defer c.wg.Done(); c.serve(c.consulSrv, cln) }()
+	go func() {
+		defer c.wg.Done()
+		<-ctx.Done()
+		c.shutdown()
+	}()
+	c.log.Info("nomadsim started", "addr", c.Addr(), "consul", c.ConsulAddr(), "nodes", len(c.nodes))
+	return c, nil
+}
+
+func (c *Cluster) serve(srv *http.Server, ln net.Listener) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		c.log.Error("nomadsim: serve", "err", err)
+	}
+}
+
+func (c *Cluster) shutdown() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.events.close()
+	c.ext.vars.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.srv.Shutdown(sctx)
+	_ = c.consulSrv.Shutdown(sctx)
+	_ = c.srv.Close()
+	_ = c.consulSrv.Close()
+}
+
+// Close stops serving and all simulated activity. It is safe to call more than once.
+func (c *Cluster) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// Addr is the Nomad HTTP API's base URL, like "http://127.0.0.1:4646".
+func (c *Cluster) Addr() string { return "http://" + c.listener.Addr().String() }
+
+// ConsulAddr is the Consul HTTP API's base URL.
+func (c *Cluster) ConsulAddr() string { return "http://" + c.consulListener.Addr().String() }
+
+// Region is the cluster's region.
+func (c *Cluster) Region() string { return c.opts.Region }
+
+// APIClient returns an official Nomad API client pointed at the cluster, using token
+// (empty for none).
+func (c *Cluster) APIClient(token string) (*api.Client, error) {
+	cfg := api.DefaultConfig()
+	cfg.Address = c.Addr()
+	cfg.SecretID = token
+	cfg.Region = ""
+	cfg.Namespace = ""
+	cl, err := api.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("nomadsim: api client: %w", err)
+	}
+	return cl, nil
+}
+
+// Now is the simulated clock's current time.
+func (c *Cluster) Now() time.Time { return c.clk.now() }
+
+// TimeScale is the number of simulated seconds per real second.
+func (c *Cluster) TimeScale() float64 { return c.opts.TimeScale }
+
+// RealDuration converts a simulated duration into the real time it takes.
+func (c *Cluster) RealDuration(d time.Duration) time.Duration { return c.clk.real(d) }
+
+// after runs fn under c.mu once the simulated duration d has passed, unless the cluster
+// has closed by then. Callbacks run one at a time, in order of due time.
+func (c *Cluster) after(d time.Duration, fn func()) {
+	c.timers.add(time.Now().Add(c.clk.real(d)), fn)
+}
+
+// bump allocates the next Raft index and records it as the index of the given tables.
+// Callers hold c.mu.
+func (c *Cluster) bump(tables ...string) uint64 {
+	i := c.idx.Next()
+	for _, t := range tables {
+		c.tables[t] = i
+	}
+	return i
+}
+
+// tableIndex is the highest index of the given tables. Callers hold c.mu.
+func (c *Cluster) tableIndex(tables ...string) uint64 {
+	var m uint64
+	for _, t := range tables {
+		if v := c.tables[t]; v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+func (c *Cluster) nowNano() int64 { return c.clk.now().UnixNano() }

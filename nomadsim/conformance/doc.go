@@ -1,0 +1,14 @@
+// Package conformance holds nomadsim's conformance suite: one set of cases, written against
+// the official Nomad API client and plain HTTP, that runs against a simulated cluster always
+// and also against a real Nomad agent when NOMAD_CONFORMANCE_ADDR names one.
+//
+// The package has no code of its own; everything lives in its tests:
+//
+//	go test ./nomadsim/conformance/...
+//	NOMAD_CONFORMANCE_ADDR=http://127.0.0.1:4646 go test ./nomadsim/conformance/...
+//
+// NOMAD_CONFORMANCE_TOKEN gives a management token for an agent that enforces ACLs; the ACL
+// cases run against a real agent only when it is set. A real agent must offer the raw_exec
+// driver (for example `nomad agent -dev` with `plugin "raw_exec" { config { enabled = true } }`).
+// The cases create jobs and variables under unique names and purge them afterwards.
+package conformance

@@ -1,0 +1,184 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// Environment variables naming a real agent to check the suite against.
+const (
+	envAddr  = "NOMAD_CONFORMANCE_ADDR"
+	envToken = "NOMAD_CONFORMANCE_TOKEN"
+)
+
+// simTimeScale makes the sim's seconds short: kill timeouts, min_healthy_time and check
+// intervals of the cases then take a few tens of milliseconds of real time.
+const simTimeScale = 20
+
+// target is one Nomad to run a case against: the simulated cluster or a real agent.
+type target struct {
+	name  string // "sim" or "real"
+	addr  string // base URL, like http://127.0.0.1:4646
+	token string // a management token, or "" when ACLs are off
+	acls  bool   // whether the target enforces ACLs
+	api   *api.Client
+	sim   *nomadsim.Cluster // nil for a real agent
+	// prefix makes the names of jobs and variables unique, so that cases can run against a
+	// long-lived real agent again and again without meeting earlier runs' objects.
+	prefix string
+	// patience bounds every wait of a case: a real agent places and starts processes in
+	// seconds, the sim in milliseconds.
+	patience time.Duration
+}
+
+// now is the target's clock, the one its timestamps come from: the sim's scaled clock, or
+// this machine's clock for a real agent on loopback.
+func (tg *target) now() time.Time {
+	if tg.sim != nil {
+		return tg.sim.Now()
+	}
+	return time.Now()
+}
+
+// id returns a name unique to this run for an object of the case.
+func (tg *target) id(name string) string { return tg.prefix + "-" + name }
+
+// ctx returns a context bounded by the target's patience and the test's life.
+func (tg *target) ctx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), tg.patience)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// targetOptions says what a case needs from its targets.
+type targetOptions struct {
+	acls bool // the case is about ACLs: the sim enforces them, a real agent must
+}
+
+// forEachTarget runs fn against a fresh simulated cluster, and against the real agent named
+// by NOMAD_CONFORMANCE_ADDR when there is one (otherwise that subtest skips, saying why).
+func forEachTarget(t *testing.T, opts targetOptions, fn func(t *testing.T, tg *target)) {
+	t.Helper()
+	t.Run("sim", func(t *testing.T) {
+		t.Parallel()
+		fn(t, startSim(t, opts))
+	})
+	t.Run("real", func(t *testing.T) {
+		t.Parallel()
+		tg := realTarget(t, opts)
+		fn(t, tg)
+	})
+}
+
+func startSim(t *testing.T, opts targetOptions) *target {
+	t.Helper()
+	c, err := nomadsim.Start(t.Context(), nomadsim.Options{
+		TimeScale:          simTimeScale,
+		ACLs:               opts.acls,
+		Datacenters:        []string{"dc1"},
+		NodesPerDatacenter: 2,
+	})
+	if err != nil {
+		t.Fatalf("start nomadsim: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	tg := &target{name: "sim", addr: c.Addr(), acls: opts.acls, sim: c, prefix: "conf", patience: 30 * time.Second}
+	if opts.acls {
+		// Asserted through an interface so the suite compiles while nomadsim grows.
+		b, ok := any(c).(interface{ BootstrapToken() string })
+		if !ok {
+			t.Fatal("nomadsim.Cluster has no BootstrapToken method: ACL cases cannot run")
+		}
+		tg.token = b.BootstrapToken()
+	}
+	cl, err := c.APIClient(tg.token)
+	if err != nil {
+		t.Fatalf("nomadsim api client: %v", err)
+	}
+	tg.api = cl
+	return tg
+}
+
+func realTarget(t *testing.T, opts targetOptions) *target {
+	t.Helper()
+	addr := os.Getenv(envAddr)
+	if addr == "" {
+		t.Skip(envAddr + " not set: no real Nomad agent to check this case against")
+	}
+	token := os.Getenv(envToken)
+	if opts.acls && token == "" {
+		t.Skip(envToken + " not set: the ACL cases need a real agent with ACLs enabled and its management token")
+	}
+	cfg := api.DefaultConfig()
+	cfg.Address = addr
+	cfg.SecretID = token
+	cl, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatalf("api client for %s: %v", addr, err)
+	}
+	return &target{
+		name: "real", addr: strings.TrimRight(addr, "/"), token: token, acls: token != "", api: cl,
+		prefix: "conf-" + randomHex(t, 4), patience: 90 * time.Second,
+	}
+}
+
+func randomHex(t *testing.T, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("random: %v", err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// rawResponse is an HTTP answer read whole.
+type rawResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a raw request to the target with the given token ("" for none) and reads the
+// whole answer. Used where the api client hides codes, texts or headers.
+func (tg *target) do(t *testing.T, method, path, token string, body io.Reader) rawResponse {
+	t.Helper()
+	r, err := tg.request(tg.ctx(t), method, path, token, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// request is do for any goroutine: it reports failures instead of ending the test.
+func (tg *target) request(ctx context.Context, method, path, token string, body io.Reader) (rawResponse, error) {
+	req, err := http.NewRequestWithContext(ctx, method, tg.addr+path, body)
+	if err != nil {
+		return rawResponse{}, fmt.Errorf("build %s %s: %w", method, path, err)
+	}
+	if token != "" {
+		req.Header.Set("X-Nomad-Token", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rawResponse{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return rawResponse{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
+	}
+	return rawResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}

@@ -1,0 +1,72 @@
+// Package nomadsim is a simulated Nomad cluster that speaks Nomad's HTTP API (and Consul's
+// health API on a second listener), for end-to-end tests of Nomad clients without a Nomad
+// agent. The official github.com/hashicorp/nomad/api client works against it unchanged:
+// bodies are that module's types, errors are Nomad's plain-text answers with Nomad's codes,
+// reads are blocking queries with the X-Nomad-* headers.
+//
+// A simulated scheduler places allocations on simulated client nodes in several
+// datacenters; simulated clients run their tasks through Nomad's states and task events,
+// on a simulated clock that runs Options.TimeScale times faster than real time. Faults
+// (errors, latency, dropped connections, leader loss, failing task starts, nodes going
+// down) are injected through the Go API, and every request is accounted per endpoint.
+//
+// # Scripting tasks
+//
+// Jobs script their simulated behaviour with Meta keys, looked up in the task's Meta,
+// then the group's, then the job's. Durations use Go's syntax ("3s") and are simulated
+// time.
+//
+//	nomadsim.start_delay    time the driver takes to start the task (default 100ms): the
+//	                        task stays pending that long before its Started event
+//	nomadsim.run_for        the task exits by itself after this long (with exit_code);
+//	                        batch and sysbatch tasks and lifecycle hooks without it exit 0
+//	                        after 100ms, service tasks run until killed
+//	nomadsim.exit_code      exit code of that exit (default 0)
+//	nomadsim.fail_after     the task crashes (exit code 1, or exit_code) after this long;
+//	                        the restart policy applies
+//	nomadsim.ignore_signal  "true": the task ignores its kill signal, so a stop or restart
+//	                        takes the full kill_timeout and ends with SIGKILL (exit 137)
+//
+// Health checks of services (either provider) follow a script given by the check's name:
+//
+//	nomadsim.check.<check name> = pass | fail | pass_after=D | fail_after=D | flap=D
+//
+// pass (the default) passes from the moment the task (for group services: all main tasks)
+// last started; pass_after fails until D has elapsed since then; fail_after passes until D;
+// flap alternates D passing and D failing. A check without a name is named as Nomad names
+// it: service: "<service>" check. Cluster.ScriptCheck replaces a check's script at run time
+// for every allocation of a job. Checks with on_update = "ignore" are readiness checks and
+// do not count for deployment health.
+//
+// Nomad-provider checks are answered by /v1/client/allocation/:id/checks as Nomad's checks
+// hook keeps them: pending until the first probe, half an interval after the allocation
+// started on the client, then the result of the latest probe (one per interval): failure
+// while the workload is down (during a restart), the script's result while it runs; purged
+// once the allocation is stopped. Consul-provider checks are pushed to the Consul catalog
+// served on ConsulAddr, under the service IDs Nomad gives allocations' services, and follow
+// their scripts continuously.
+//
+// # Behaviour
+//
+// Allocation and task states follow Nomad's client: Received, Task Setup, Started; an
+// in-place restart is Restart Signaled, Terminated, Restarting, Started, and the restart
+// call returns once the old process exited (group services are deregistered and the group
+// shutdown_delay waited first; the task shutdown_delay is not applied on restart, as in
+// Nomad). A stop is Killing, Terminated, Killed after the group and task shutdown delays,
+// and an evaluation places a replacement linked by PreviousAllocation and NextAllocation.
+// Service jobs with an update block get deployments with max_parallel, min_healthy_time,
+// healthy_deadline, canaries (auto_promote or /v1/deployment/promote) and auto_revert.
+// Failed allocations are rescheduled per the reschedule block; placements that do not fit
+// leave a blocked evaluation with FailedTGAllocs, retried when capacity appears.
+//
+// # Go API beyond the HTTP API
+//
+// Start, Close, Addr, ConsulAddr, APIClient; RegisterJob and WaitJobRunning; Nodes,
+// AddNode, DownNode, UpNode, SetNodeEligibility; FailTaskStarts; ScriptCheck; SetFault and
+// LoseLeader; Stats and ResetStats; Now, TimeScale and RealDuration (the simulated clock);
+// BootstrapToken and CreateToken (ACLs).
+//
+// Known simplifications: no preemption, no drain, no periodic or parameterized dispatch,
+// no HCL parsing (/v1/jobs/parse accepts JSON), a single region, and the event stream's
+// replay buffer renders payloads with the state current when they are replayed.
+package nomadsim

@@ -1,0 +1,125 @@
+package nomadsim
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Task events as Nomad's client emits them (nomad/structs TaskEvent and its Populate
+// display messages).
+
+func (c *Cluster) taskEvent(typ string) *api.TaskEvent {
+	return &api.TaskEvent{Type: typ, Time: c.nowNano(), Details: map[string]string{}}
+}
+
+func (c *Cluster) evReceived() *api.TaskEvent {
+	e := c.taskEvent(api.TaskReceived)
+	e.DisplayMessage = "Task received by client"
+	return e
+}
+
+func (c *Cluster) evSetup() *api.TaskEvent {
+	e := c.taskEvent(api.TaskSetup)
+	e.Message = "Building Task Directory"
+	e.Details["message"] = e.Message
+	e.DisplayMessage = e.Message
+	return e
+}
+
+func (c *Cluster) evStarted() *api.TaskEvent {
+	e := c.taskEvent(api.TaskStarted)
+	e.DisplayMessage = "Task started by client"
+	return e
+}
+
+func (c *Cluster) evTerminated(exitCode, signal int) *api.TaskEvent {
+	e := c.taskEvent(api.TaskTerminated)
+	e.ExitCode, e.Signal = exitCode, signal
+	e.Details["exit_code"] = strconv.Itoa(exitCode)
+	e.Details["signal"] = strconv.Itoa(signal)
+	e.Details["oom_killed"] = "false"
+	e.DisplayMessage = fmt.Sprintf("Exit Code: %d", exitCode)
+	if signal != 0 {
+		e.DisplayMessage += fmt.Sprintf(", Signal: %d", signal)
+	}
+	return e
+}
+
+func (c *Cluster) evRestartSignal(reason string) *api.TaskEvent {
+	e := c.taskEvent(api.TaskRestartSignal)
+	e.RestartReason = reason
+	e.Details["restart_reason"] = reason
+	e.DisplayMessage = reason
+	return e
+}
+
+func (c *Cluster) evRestarting(delay time.Duration, reason string) *api.TaskEvent {
+	e := c.taskEvent(api.TaskRestarting)
+	e.StartDelay = int64(delay)
+	e.RestartReason = reason
+	e.Details["restart_reason"] = reason
+	e.Details["start_delay"] = strconv.FormatInt(int64(delay), 10)
+	e.DisplayMessage = fmt.Sprintf("Task restarting in %v", delay)
+	return e
+}
+
+func (c *Cluster) evNotRestarting(reason string) *api.TaskEvent {
+	e := c.taskEvent(api.TaskNotRestarting)
+	e.RestartReason = reason
+	e.FailsTask = true
+	e.Details["restart_reason"] = reason
+	e.Details["fails_task"] = "true"
+	e.DisplayMessage = reason
+	return e
+}
+
+func (c *Cluster) evKilling(timeout time.Duration) *api.TaskEvent {
+	e := c.taskEvent(api.TaskKilling)
+	e.KillTimeout = timeout
+	e.Details["kill_timeout"] = timeout.String()
+	e.DisplayMessage = fmt.Sprintf("Sent interrupt. Waiting %v before force killing", timeout)
+	return e
+}
+
+func (c *Cluster) evKilled() *api.TaskEvent {
+	e := c.taskEvent(api.TaskKilled)
+	e.DisplayMessage = "Task successfully killed"
+	return e
+}
+
+func (c *Cluster) evShutdownDelay(d time.Duration) *api.TaskEvent {
+	e := c.taskEvent("Waiting for shutdown delay")
+	e.DisplayMessage = fmt.Sprintf("Waiting for shutdown_delay of %v before killing the task.", d)
+	return e
+}
+
+func (c *Cluster) evDriverFailure(msg string) *api.TaskEvent {
+	e := c.taskEvent(api.TaskDriverFailure)
+	e.DriverError = msg
+	e.Details["driver_error"] = msg
+	e.DisplayMessage = msg
+	return e
+}
+
+func (c *Cluster) evSiblingFailed(sibling string) *api.TaskEvent {
+	e := c.taskEvent(api.TaskSiblingFailed)
+	e.FailedSibling = sibling
+	e.Details["failed_sibling"] = sibling
+	e.DisplayMessage = fmt.Sprintf("Task's sibling %q failed", sibling)
+	return e
+}
+
+// maxTaskEvents is how many events Nomad keeps per task (structs.MaxRetainedTaskEvents).
+const maxTaskEvents = 10
+
+// appendEvent records e on the task state, keeping the latest events: at capacity the
+// oldest is dropped (taskrunner appendTaskEvent).
+func appendEvent(st *api.TaskState, e *api.TaskEvent) {
+	if len(st.Events) >= maxTaskEvents {
+		st.Events = append(make([]*api.TaskEvent, 0, maxTaskEvents), st.Events[len(st.Events)-maxTaskEvents+1:]...)
+	}
+	st.Events = append(st.Events, e)
+}

@@ -1,0 +1,282 @@
+package nomadsim
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// The HTTP agent: routing, the common middleware (accounting, faults, leader loss) and the
+// conventions of Nomad's HTTP server (405 "Invalid method", plain-text errors, X-Nomad-*
+// headers, blocking queries).
+
+const errInvalidMethod = "Invalid method"
+
+// route is one registered endpoint.
+type route struct {
+	pattern string // ServeMux pattern, e.g. "/v1/job/{id}/allocations"
+	h       http.HandlerFunc
+}
+
+func (c *Cluster) routes() []route {
+	return []route{
+		{"/v1/jobs", c.handleJobs},
+		{"/v1/jobs/parse", c.handleJobsParse},
+		{"/v1/job/{id}", c.handleJob},
+		{"/v1/job/{id}/versions", c.handleJobVersions},
+		{"/v1/job/{id}/allocations", c.handleJobAllocations},
+		{"/v1/job/{id}/evaluations", c.handleJobEvaluations},
+		{"/v1/job/{id}/deployments", c.handleJobDeployments},
+		{"/v1/job/{id}/deployment", c.handleJobDeployment},
+		{"/v1/job/{id}/evaluate", c.handleJobEvaluate},
+		{"/v1/job/{id}/scale", c.handleJobScale},
+		{"/v1/job/{id}/summary", c.handleJobSummary},
+		{"/v1/job/{id}/plan", c.handleJobPlan},
+		{"/v1/job/{id}/submission", c.handleJobSubmission},
+		{"/v1/job/{id}/services", c.handleJobServices},
+		{"/v1/job/{id}/stable", c.handleJobStable},
+		{"/v1/job/{id}/revert", c.handleJobRevert},
+		{"/v1/validate/job", c.handleValidateJob},
+		{"/v1/allocations", c.handleAllocations},
+		{"/v1/allocation/{id}", c.handleAllocation},
+		{"/v1/allocation/{id}/stop", c.handleAllocStop},
+		{"/v1/allocation/{id}/services", c.handleAllocServices},
+		{"/v1/client/allocation/{id}/restart", c.handleAllocRestart},
+		{"/v1/client/allocation/{id}/checks", c.handleAllocChecks},
+		{"/v1/client/allocation/{id}/stats", c.handleAllocStats},
+		{"/v1/evaluations", c.handleEvaluations},
+		{"/v1/evaluation/{id}", c.handleEvaluation},
+		{"/v1/evaluation/{id}/allocations", c.handleEvaluationAllocations},
+		{"/v1/deployments", c.handleDeployments},
+		{"/v1/deployment/{id}", c.handleDeployment},
+		{"/v1/deployment/allocations/{id}", c.handleDeploymentAllocations},
+		{"/v1/deployment/promote/{id}", c.handleDeploymentPromote},
+		{"/v1/deployment/fail/{id}", c.handleDeploymentFail},
+		{"/v1/deployment/pause/{id}", c.handleDeploymentPause},
+		{"/v1/nodes", c.handleNodes},
+		{"/v1/node/{id}", c.handleNode},
+		{"/v1/node/{id}/allocations", c.handleNodeAllocations},
+		{"/v1/agent/self", c.handleAgentSelf},
+		{"/v1/agent/members", c.handleAgentMembers},
+		{"/v1/agent/health", c.handleAgentHealth},
+		{"/v1/status/leader", c.handleStatusLeader},
+		{"/v1/status/peers", c.handleStatusPeers},
+		{"/v1/regions", c.handleRegions},
+		{"/v1/namespaces", c.handleNamespaces},
+		{"/v1/namespace", c.handleNamespace},
+		{"/v1/namespace/{name}", c.handleNamespace},
+		{"/v1/services", c.handleServices},
+		{"/v1/service/{name}", c.handleService},
+		{"/v1/event/stream", c.handleEventStream},
+	}
+}
+
+// handler builds the Nomad HTTP API.
+func (c *Cluster) handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range c.routes() {
+		mux.Handle(rt.pattern, c.wrap(routeName(rt.pattern), rt.h))
+	}
+	mux.Handle("/v1/var/", c.wrap("/v1/var/:path", c.ext.vars.Handler().ServeHTTP))
+	mux.Handle("/v1/vars", c.wrap("/v1/vars", c.ext.vars.Handler().ServeHTTP))
+	mux.Handle("/v1/acl/", c.wrap("/v1/acl/:rest", c.ext.acl.Handler().ServeHTTP))
+	mux.Handle("/", c.wrap("/", func(w http.ResponseWriter, r *http.Request) {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusNotFound, "Invalid URL"))
+	}))
+	return mux
+}
+
+// routeName turns a ServeMux pattern into Nomad's ":param" notation.
+func routeName(pattern string) string {
+	parts := strings.Split(pattern, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") {
+			parts[i] = ":" + strings.TrimSuffix(strings.TrimPrefix(p, "{"), "...}")
+			parts[i] = strings.TrimSuffix(parts[i], "}")
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// readOnlyPOST are endpoints that use POST or PUT without changing state.
+var readOnlyPOST = map[string]bool{"/v1/jobs/parse": true, "/v1/job/:id/plan": true}
+
+func isMutation(method, route string) bool {
+	switch method {
+	case http.MethodPut, http.MethodPost, http.MethodDelete:
+		return !readOnlyPOST[route]
+	}
+	return false
+}
+
+// wrap adds the cluster's middleware around an endpoint.
+func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cw := &countingWriter{ResponseWriter: w}
+		defer func() { c.record(r.Method, route, cw.n, isMutation(r.Method, route)) }()
+		latency, fail := c.faultFor(r.Method, route, r.URL.Path)
+		if latency > 0 {
+			t := time.NewTimer(latency)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		if fail != nil {
+			if fail.Drop {
+				dropConnection(w)
+				return
+			}
+			body := fail.Body
+			if body == "" {
+				body = http.StatusText(fail.Status)
+			}
+			simhttp.WriteError(cw, simhttp.Errorf(fail.Status, body))
+			return
+		}
+		if reg := r.URL.Query().Get("region"); reg != "" && reg != c.opts.Region {
+			// A single-region cluster has no server to forward to.
+			simhttp.WriteError(cw, simhttp.Errorf(http.StatusInternalServerError, "No path to region"))
+			return
+		}
+		if !strings.HasPrefix(route, "/v1/agent/") && c.leaderLost() {
+			cw.Header().Set("X-Nomad-KnownLeader", "false")
+			simhttp.WriteError(cw, simhttp.Errorf(http.StatusInternalServerError, "No cluster leader"))
+			return
+		}
+		h(cw, r)
+	})
+}
+
+// countingWriter counts the bytes of a response body.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *countingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *countingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("hijack not supported")
+}
+
+// methodIs answers 405 unless the request uses one of the methods.
+func methodIs(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	simhttp.WriteError(w, simhttp.Errorf(http.StatusMethodNotAllowed, errInvalidMethod))
+	return false
+}
+
+// query parses the common query options, answering 400 on malformed ones.
+func query(w http.ResponseWriter, r *http.Request) (simhttp.Query, bool) {
+	q, err := simhttp.ParseQuery(r)
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return q, false
+	}
+	return q, true
+}
+
+// blocking runs a read as a blocking query: run is called under c.mu and returns the index
+// of the data it read and the value, which is encoded under the lock (state is shared).
+func (c *Cluster) blocking(w http.ResponseWriter, r *http.Request, q simhttp.Query, run func() (uint64, any, error)) {
+	idx, v, err := simhttp.Block(r.Context(), c.idx, q, c.jitter, func() (uint64, any, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		i, v, err := run()
+		if err != nil {
+			return i, nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return i, nil, fmt.Errorf("encoding response: %w", err)
+		}
+		return i, json.RawMessage(b), nil
+	})
+	if r.Context().Err() != nil {
+		return
+	}
+	simhttp.SetMeta(w, idx, !c.leaderLost(), 0)
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	writeRaw(w, v.(json.RawMessage))
+}
+
+// jitter draws blocking-query jitter from the seeded generator.
+func (c *Cluster) jitter(n int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.jitterRng.Int64N(n)
+}
+
+func writeRaw(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// write answers a write request: the result is computed under c.mu and encoded there.
+func (c *Cluster) write(w http.ResponseWriter, fn func() (uint64, any, error)) {
+	c.mu.Lock()
+	idx, v, err := fn()
+	var b []byte
+	if err == nil {
+		b, err = json.Marshal(v)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if idx > 0 {
+		w.Header().Set("X-Nomad-Index", fmt.Sprint(idx))
+	}
+	writeRaw(w, b)
+}
+
+// decodeBody decodes a JSON request body with Nomad's error wording.
+func decodeBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return simhttp.Errorf(http.StatusBadRequest, "Request body is empty")
+	}
+	err := json.NewDecoder(r.Body).Decode(v)
+	if errors.Is(err, io.EOF) {
+		return simhttp.Errorf(http.StatusBadRequest, "Request body is empty")
+	}
+	if err != nil {
+		return simhttp.Errorf(http.StatusBadRequest, err.Error())
+	}
+	return nil
+}
+
+func notFound(text string) error { return simhttp.Errorf(http.StatusNotFound, text) }

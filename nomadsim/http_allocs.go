@@ -1,0 +1,374 @@
+package nomadsim
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// allocStub is Nomad's AllocListStub: the api module's stub plus the DesiredTransition
+// Nomad's server includes.
+type allocStub struct {
+	*api.AllocationListStub
+	DesiredTransition api.DesiredTransition
+}
+
+// stub is the allocation's list form.
+func (ar *allocRun) stub(taskStates, resources bool) allocStub {
+	a := ar.a
+	s := &api.AllocationListStub{
+		ID: a.ID, EvalID: a.EvalID, Name: a.Name, Namespace: a.Namespace, NodeID: a.NodeID, NodeName: a.NodeName,
+		JobID: a.JobID, JobType: ar.jobType, TaskGroup: a.TaskGroup,
+		DesiredStatus: a.DesiredStatus, DesiredDescription: a.DesiredDescription,
+		ClientStatus: a.ClientStatus, ClientDescription: a.ClientDescription,
+		DeploymentStatus: a.DeploymentStatus, FollowupEvalID: a.FollowupEvalID, NextAllocation: a.NextAllocation,
+		RescheduleTracker: a.RescheduleTracker, PreemptedAllocations: a.PreemptedAllocations, PreemptedByAllocation: a.PreemptedByAllocation,
+		CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
+	}
+	if a.Job != nil {
+		s.JobVersion = deref(a.Job.Version)
+	}
+	if taskStates {
+		s.TaskStates = a.TaskStates
+	}
+	if resources {
+		s.AllocatedResources = a.AllocatedResources
+	}
+	return allocStub{AllocationListStub: s, DesiredTransition: a.DesiredTransition}
+}
+
+func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	allowed, err := c.authorizeList(r, q.Namespace, "read-job")
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	taskStates, resources := true, false
+	if v := r.URL.Query().Get("task_states"); v != "" {
+		taskStates, _ = strconv.ParseBool(v)
+	}
+	if v := r.URL.Query().Get("resources"); v != "" {
+		resources, _ = strconv.ParseBool(v)
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		var list []*allocRun
+		for _, ar := range c.allocs {
+			if (q.Namespace == "*" || ar.a.Namespace == q.Namespace) && matchPrefix(ar.a.ID, q.Prefix) && allowed(ar.a.Namespace) {
+				list = append(list, ar)
+			}
+		}
+		sort.Slice(list, func(a, b int) bool { return list[a].a.ID < list[b].a.ID })
+		out := make([]allocStub, 0, len(list))
+		for _, ar := range list {
+			out = append(out, ar.stub(taskStates, resources))
+		}
+		out, err := filterList(q.Filter, out)
+		return c.tableIndex(tAllocs), out, err
+	})
+}
+
+func (c *Cluster) handleAllocation(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		ar := c.allocs[id]
+		if ar == nil {
+			return c.tableIndex(tAllocs), nil, notFound("alloc not found")
+		}
+		return ar.a.ModifyIndex, ar.a, nil
+	})
+}
+
+// authorizeAlloc checks a capability in the namespace of the allocation (unknown
+// allocations are left to the handler's 404).
+func (c *Cluster) authorizeAlloc(r *http.Request, id, capability string) error {
+	if !c.ext.acl.Enabled() {
+		return nil
+	}
+	c.mu.Lock()
+	ns := "default"
+	if ar := c.allocs[id]; ar != nil {
+		ns = ar.a.Namespace
+	}
+	c.mu.Unlock()
+	return c.authorize(r, ns, capability)
+}
+
+// allocStopResponse is Nomad's AllocStopResponse with its write meta.
+type allocStopResponse struct {
+	EvalID string
+	Index  uint64
+}
+
+func (c *Cluster) handleAllocStop(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	id := r.PathValue("id")
+	noDelay := false
+	if v := r.URL.Query().Get("no_shutdown_delay"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			simhttp.WriteError(w, fmt.Errorf("no_shutdown_delay value is not a boolean: %v", err))
+			return
+		}
+		noDelay = b
+	}
+	if err := c.authorizeAlloc(r, id, "alloc-lifecycle"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		ar := c.allocs[id]
+		if ar == nil {
+			return 0, nil, notFound("allocation not found")
+		}
+		j := c.jobs[ar.job]
+		ar.a.DesiredTransition.Migrate = ptr(true)
+		ar.a.DesiredTransition.NoShutdownDelay = ptr(noDelay)
+		ar.a.DesiredTransition.Reschedule = ptr(false)
+		ar.touchServer("AllocationUpdated")
+		if j == nil {
+			c.stopAlloc(ar, descMigrating, noDelay)
+			i := c.idx.Current()
+			return i, &allocStopResponse{Index: i}, nil
+		}
+		ev := c.createEval(j, "alloc-stop", evalOpts{})
+		return ev.CreateIndex, &allocStopResponse{EvalID: ev.ID, Index: ev.CreateIndex}, nil
+	})
+}
+
+func (c *Cluster) handleAllocServices(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		ar := c.allocs[id]
+		if ar == nil {
+			return c.tableIndex(tServices), nil, notFound("alloc not found")
+		}
+		out := []*api.ServiceRegistration{}
+		for _, reg := range sortedRegs(ar.svcs) {
+			if r := ar.svcs[reg.ID]; r != nil && !r.consul {
+				out = append(out, reg)
+			}
+		}
+		return c.tableIndex(tServices), out, nil
+	})
+}
+
+// genericResponse is the body of client RPC answers such as restart: {"Index": 0}.
+type genericResponse struct{ Index uint64 }
+
+// restartRequest is the client restart body (AllTasks since Nomad 1.5).
+type restartRequest struct {
+	TaskName string
+	AllTasks bool
+}
+
+func (c *Cluster) handleAllocRestart(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost, http.MethodGet) {
+		return
+	}
+	id := r.PathValue("id")
+	var req restartRequest
+	if r.Body != nil && r.ContentLength != 0 {
+		if err := decodeBody(r, &req); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+	}
+	if err := c.authorizeAlloc(r, id, "alloc-lifecycle"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if err := c.restartAlloc(r.Context(), id, req); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	simhttp.WriteJSON(w, genericResponse{})
+}
+
+// restartAlloc is the client's RestartAllocation: it returns once the restarted tasks'
+// old processes have exited.
+func (c *Cluster) restartAlloc(ctx context.Context, id string, req restartRequest) error {
+	c.mu.Lock()
+	ar := c.allocs[id]
+	if ar == nil {
+		c.mu.Unlock()
+		return notFound(fmt.Sprintf("Unknown allocation %q", id))
+	}
+	if req.AllTasks && req.TaskName != "" {
+		c.mu.Unlock()
+		return simhttp.Errorf(http.StatusInternalServerError, "task name cannot be set when restarting all tasks")
+	}
+	var dones []chan struct{}
+	if req.TaskName != "" {
+		tr := ar.byName[req.TaskName]
+		if tr == nil {
+			c.mu.Unlock()
+			return simhttp.Errorf(http.StatusInternalServerError, "Could not find task runner for task: "+req.TaskName)
+		}
+		done := make(chan struct{})
+		if err := tr.restart("User requested task to restart", done); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		c.mu.Unlock()
+		return wait(ctx, done)
+	}
+	if !ar.received || ar.stopping || ar.terminal() {
+		c.mu.Unlock()
+		return simhttp.Errorf(http.StatusInternalServerError, "restart of an alloc that should not run")
+	}
+	// Group services are deregistered and the group shutdown_delay honoured first
+	// (the group service hook's PreTaskRestart).
+	ar.restarting++
+	ar.servicesChanged()
+	delay := time.Duration(0)
+	if ar.tg.ShutdownDelay != nil && len(ar.tg.Services) > 0 {
+		delay = *ar.tg.ShutdownDelay
+	}
+	c.mu.Unlock()
+	if delay > 0 {
+		if err := wait(ctx, c.sleepCh(delay)); err != nil {
+			c.endRestart(ar)
+			return err
+		}
+	}
+	c.mu.Lock()
+	reason := "User requested running tasks to restart"
+	if req.AllTasks {
+		reason = "User requested all tasks to restart"
+	}
+	for _, tr := range ar.tasks {
+		done := make(chan struct{})
+		if req.AllTasks {
+			tr.forceRestart(reason, done)
+		} else if err := tr.restart(reason, done); err != nil {
+			continue // tasks not running are skipped
+		}
+		dones = append(dones, done)
+	}
+	if req.AllTasks {
+		ar.touch()
+		ar.progress()
+	}
+	c.mu.Unlock()
+	defer c.endRestart(ar)
+	for _, d := range dones {
+		if err := wait(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) endRestart(ar *allocRun) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ar.restarting--
+	ar.servicesChanged()
+}
+
+// sleepCh is closed after the simulated duration d.
+func (c *Cluster) sleepCh(d time.Duration) chan struct{} {
+	ch := make(chan struct{})
+	time.AfterFunc(c.clk.real(d), func() { close(ch) })
+	return ch
+}
+
+func wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Cluster) handleAllocChecks(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	id := r.PathValue("id")
+	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	// The checks endpoint is a client endpoint: no blocking query, no index.
+	c.mu.Lock()
+	ar := c.allocs[id]
+	var out map[string]*checkResult
+	if ar != nil {
+		out = ar.checkStatuses()
+	}
+	c.mu.Unlock()
+	if ar == nil {
+		simhttp.WriteError(w, notFound(fmt.Sprintf("Unknown allocation %q", id)))
+		return
+	}
+	simhttp.WriteJSON(w, out)
+}
+
+func (c *Cluster) handleAllocStats(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	id := r.PathValue("id")
+	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.mu.Lock()
+	ar := c.allocs[id]
+	var out *api.AllocResourceUsage
+	if ar != nil {
+		ts := c.nowNano()
+		out = &api.AllocResourceUsage{ResourceUsage: &api.ResourceUsage{MemoryStats: &api.MemoryStats{}, CpuStats: &api.CpuStats{}}, Tasks: map[string]*api.TaskResourceUsage{}, Timestamp: ts}
+		for _, tr := range ar.tasks {
+			if tr.st != nil && tr.st.State == taskRunning {
+				out.Tasks[tr.t.Name] = &api.TaskResourceUsage{ResourceUsage: &api.ResourceUsage{MemoryStats: &api.MemoryStats{RSS: 16 << 20}, CpuStats: &api.CpuStats{Percent: 1}}, Timestamp: ts}
+			}
+		}
+	}
+	c.mu.Unlock()
+	if ar == nil {
+		simhttp.WriteError(w, notFound(fmt.Sprintf("Unknown allocation %q", id)))
+		return
+	}
+	simhttp.WriteJSON(w, out)
+}

@@ -1,0 +1,176 @@
+package nomadsim
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+func (c *Cluster) handleDeployments(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	allowed, err := c.authorizeList(r, q.Namespace, "read-job")
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		out := []*api.Deployment{}
+		for _, d := range c.deployments {
+			if (q.Namespace == "*" || d.Namespace == q.Namespace) && matchPrefix(d.ID, q.Prefix) && allowed(d.Namespace) {
+				out = append(out, d)
+			}
+		}
+		sort.Slice(out, func(a, b int) bool { return out[a].CreateIndex > out[b].CreateIndex })
+		out, err := filterList(q.Filter, out)
+		return c.tableIndex(tDeployments), out, err
+	})
+}
+
+func (c *Cluster) handleDeployment(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		d := c.deployments[id]
+		if d == nil {
+			return c.tableIndex(tDeployments), nil, notFound("deployment not found")
+		}
+		if err := c.authorize(r, d.Namespace, "read-job"); err != nil {
+			return c.tableIndex(tDeployments), nil, err
+		}
+		return d.ModifyIndex, d, nil
+	})
+}
+
+func (c *Cluster) handleDeploymentAllocations(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		out := []allocStub{}
+		if d := c.deployments[id]; d != nil {
+			if err := c.authorize(r, d.Namespace, "read-job"); err != nil {
+				return c.tableIndex(tAllocs), nil, err
+			}
+			if j := c.jobs[jobKey{d.Namespace, d.JobID}]; j != nil {
+				for _, ar := range j.sortedAllocs() {
+					if ar.a.DeploymentID == id {
+						out = append(out, ar.stub(true, false))
+					}
+				}
+			}
+		}
+		return c.tableIndex(tAllocs), out, nil
+	})
+}
+
+// deploymentUpdateResponse is Nomad's DeploymentUpdateResponse.
+type deploymentUpdateResponse struct {
+	EvalID                string
+	EvalCreateIndex       uint64
+	DeploymentModifyIndex uint64
+	Index                 uint64
+}
+
+func (c *Cluster) deploymentWrite(w http.ResponseWriter, r *http.Request, fn func(d *api.Deployment) error) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	id := r.PathValue("id")
+	c.mu.Lock()
+	ns := "default"
+	if d := c.deployments[id]; d != nil {
+		ns = d.Namespace
+	}
+	c.mu.Unlock()
+	if err := c.authorize(r, ns, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		d := c.deployments[id]
+		if d == nil {
+			return 0, nil, simhttp.Errorf(http.StatusInternalServerError, "deployment not found")
+		}
+		if err := fn(d); err != nil {
+			return 0, nil, err
+		}
+		res := &deploymentUpdateResponse{DeploymentModifyIndex: d.ModifyIndex, Index: c.idx.Current()}
+		if j := c.jobs[jobKey{d.Namespace, d.JobID}]; j != nil && len(j.evals) > 0 {
+			ev := j.evals[len(j.evals)-1]
+			res.EvalID, res.EvalCreateIndex = ev.ID, ev.CreateIndex
+		}
+		return res.Index, res, nil
+	})
+}
+
+func (c *Cluster) handleDeploymentPromote(w http.ResponseWriter, r *http.Request) {
+	var req api.DeploymentPromoteRequest
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		if err := decodeBody(r, &req); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+	}
+	c.deploymentWrite(w, r, func(d *api.Deployment) error {
+		groups := req.Groups
+		if req.All {
+			groups = nil
+		}
+		return c.promote(d, groups)
+	})
+}
+
+func (c *Cluster) handleDeploymentFail(w http.ResponseWriter, r *http.Request) {
+	c.deploymentWrite(w, r, func(d *api.Deployment) error {
+		if d.Status != api.DeploymentStatusRunning && d.Status != api.DeploymentStatusPaused {
+			return simhttp.Errorf(http.StatusInternalServerError, "can't fail terminal deployment")
+		}
+		d.Status = api.DeploymentStatusFailed
+		d.StatusDescription = "Deployment marked as failed"
+		c.touchDeployment(d)
+		return nil
+	})
+}
+
+func (c *Cluster) handleDeploymentPause(w http.ResponseWriter, r *http.Request) {
+	var req api.DeploymentPauseRequest
+	if err := decodeBody(r, &req); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.deploymentWrite(w, r, func(d *api.Deployment) error {
+		if d.Status != api.DeploymentStatusRunning && d.Status != api.DeploymentStatusPaused {
+			return simhttp.Errorf(http.StatusInternalServerError, "can't pause terminal deployment")
+		}
+		if req.Pause {
+			d.Status, d.StatusDescription = api.DeploymentStatusPaused, "Deployment is paused"
+		} else {
+			d.Status, d.StatusDescription = api.DeploymentStatusRunning, "Deployment is running"
+		}
+		c.touchDeployment(d)
+		if !req.Pause {
+			c.deploymentProgressSoon(d)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,473 @@
+package nomadsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-bexpr"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// jobNamespace resolves the namespace of a job request: ?namespace=, default "default".
+func (c *Cluster) lookupJob(ns, id string) (*jobEntry, error) {
+	j := c.jobs[jobKey{ns, id}]
+	if j == nil {
+		return nil, notFound("job not found")
+	}
+	return j, nil
+}
+
+// filterList applies a go-bexpr filter expression to a list, as Nomad's list endpoints do.
+func filterList[T any](expr string, items []T) ([]T, error) {
+	if expr == "" {
+		return items, nil
+	}
+	ev, err := bexpr.CreateEvaluator(expr)
+	if err != nil {
+		return nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("failed to read filter expression: %v", err))
+	}
+	out := items[:0:0]
+	for _, it := range items {
+		// Evaluate against the JSON form, which is what Nomad's field names describe
+		// (and which flattens the embedded stubs).
+		b, err := json.Marshal(it)
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		ok, err := ev.Evaluate(m)
+		if err != nil {
+			if strings.Contains(err.Error(), "error finding value in datum") {
+				continue
+			}
+			return nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("failed to apply filter: %v", err))
+		}
+		if ok {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+func (c *Cluster) handleJobs(w http.ResponseWriter, r *http.Request) {
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		allowed, err := c.authorizeList(r, q.Namespace, "list-jobs")
+		if err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		c.blocking(w, r, q, func() (uint64, any, error) {
+			out := []jobStub{}
+			for _, j := range c.sortedJobs(q.Namespace) {
+				if (q.Prefix != "" && !matchPrefix(j.key.id, q.Prefix)) || !allowed(j.key.ns) {
+					continue
+				}
+				out = append(out, c.jobStub(j))
+			}
+			out, err := filterList(q.Filter, out)
+			return c.tableIndex(tJobs, tAllocs), out, err
+		})
+	case http.MethodPut, http.MethodPost:
+		c.register(w, r, q, "")
+	default:
+		methodIs(w, r)
+	}
+}
+
+func (c *Cluster) register(w http.ResponseWriter, r *http.Request, q simhttp.Query, pathID string) {
+	var req api.JobRegisterRequest
+	if err := decodeBody(r, &req); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if req.Job == nil {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must be specified"))
+		return
+	}
+	if req.Job.ID == nil {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID hasn't been provided"))
+		return
+	}
+	if deref(req.Job.Type) == api.JobTypeSystem {
+		for _, tg := range req.Job.TaskGroups {
+			if tg.Scaling != nil {
+				simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Task groups with job type system do not support scaling blocks"))
+				return
+			}
+		}
+	}
+	if pathID != "" && deref(req.Job.ID) != pathID {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match name"))
+		return
+	}
+	if req.Job.Namespace == nil || *req.Job.Namespace == "" {
+		req.Job.Namespace = ptr(q.Namespace)
+	}
+	if err := c.authorize(r, *req.Job.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		if req.EnforceIndex {
+			var cur uint64
+			if j := c.jobs[jobKey{*req.Job.Namespace, deref(req.Job.ID)}]; j != nil {
+				cur = deref(j.current().JobModifyIndex)
+			}
+			if cur != req.JobModifyIndex {
+				if cur == 0 {
+					return 0, nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("Enforcing job modify index %d: job does not exist", req.JobModifyIndex))
+				}
+				return 0, nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("Enforcing job modify index %d: job exists with conflicting job modify index: %d", req.JobModifyIndex, cur))
+			}
+		}
+		if req.PreserveCounts {
+			if j := c.jobs[jobKey{*req.Job.Namespace, deref(req.Job.ID)}]; j != nil {
+				for _, tg := range req.Job.TaskGroups {
+					if old := findGroup(j.current(), deref(tg.Name)); old != nil {
+						tg.Count = ptr(deref(old.Count))
+					}
+				}
+			}
+		}
+		res, err := c.registerLocked(cloneJob(req.Job), "job-register")
+		if err != nil {
+			return 0, nil, err
+		}
+		if req.Submission != nil {
+			if j := c.jobs[jobKey{*req.Job.Namespace, deref(req.Job.ID)}]; j != nil {
+				if j.submissions == nil {
+					j.submissions = map[uint64]*api.JobSubmission{}
+				}
+				j.submissions[*j.current().Version] = req.Submission
+			}
+		}
+		res.KnownLeader = true
+		return res.Index, res, nil
+	})
+}
+
+func (c *Cluster) handleJob(w http.ResponseWriter, r *http.Request) {
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	switch r.Method {
+	case http.MethodGet:
+		if err := c.authorize(r, q.Namespace, "read-job"); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		c.blocking(w, r, q, func() (uint64, any, error) {
+			j, err := c.lookupJob(q.Namespace, id)
+			if err != nil {
+				return c.tableIndex(tJobs), nil, err
+			}
+			return deref(j.current().ModifyIndex), j.current(), nil
+		})
+	case http.MethodPut, http.MethodPost:
+		c.register(w, r, q, id)
+	case http.MethodDelete:
+		if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		purge, _ := strconv.ParseBool(r.URL.Query().Get("purge"))
+		c.write(w, func() (uint64, any, error) {
+			j, err := c.lookupJob(q.Namespace, id)
+			if err != nil {
+				return 0, nil, err
+			}
+			res := c.deregisterLocked(j, purge)
+			return res.Index, res, nil
+		})
+	default:
+		methodIs(w, r)
+	}
+}
+
+// jobRead is the shape of every read of a job's sub-resource.
+func (c *Cluster) jobRead(w http.ResponseWriter, r *http.Request, capability string, run func(j *jobEntry, q simhttp.Query) (uint64, any, error), tables ...string) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorize(r, q.Namespace, capability); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		j, err := c.lookupJob(q.Namespace, id)
+		if err != nil {
+			return c.tableIndex(tables...), nil, err
+		}
+		return run(j, q)
+	})
+}
+
+// jobVersionsResponse is Nomad's JobVersionsResponse with its query meta.
+type jobVersionsResponse struct {
+	Versions    []*api.Job
+	Diffs       []*api.JobDiff
+	Index       uint64
+	LastContact int64
+	KnownLeader bool
+	NextToken   string
+}
+
+func (c *Cluster) handleJobVersions(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		out := &jobVersionsResponse{KnownLeader: true}
+		for k := len(j.versions) - 1; k >= 0; k-- {
+			out.Versions = append(out.Versions, j.versions[k])
+		}
+		out.Index = c.tableIndex(tJobs)
+		return out.Index, out, nil
+	}, tJobs)
+}
+
+func (c *Cluster) handleJobAllocations(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		out := []allocStub{}
+		for _, ar := range j.sortedAllocs() {
+			out = append(out, ar.stub(true, false))
+		}
+		return c.tableIndex(tAllocs), out, nil
+	}, tAllocs)
+}
+
+func (c *Cluster) handleJobEvaluations(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		// Nomad lists a job's evaluations in its state store's order: by ID.
+		out := append([]*api.Evaluation{}, j.evals...)
+		sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+		return c.tableIndex(tEvals), out, nil
+	}, tEvals)
+}
+
+func (c *Cluster) handleJobDeployments(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		out := []*api.Deployment{}
+		for k := len(j.deployments) - 1; k >= 0; k-- {
+			out = append(out, j.deployments[k])
+		}
+		return c.tableIndex(tDeployments), out, nil
+	}, tDeployments)
+}
+
+func (c *Cluster) handleJobDeployment(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		d := j.latestDeployment()
+		if d == nil {
+			return c.tableIndex(tDeployments), nil, nil
+		}
+		return d.ModifyIndex, d, nil
+	}, tDeployments)
+}
+
+func (c *Cluster) handleJobSummary(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		return c.tableIndex(tJobs, tAllocs), c.summary(j), nil
+	}, tJobs, tAllocs)
+}
+
+func (c *Cluster) handleJobEvaluate(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorize(r, q.Namespace, "read-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	var req api.JobEvaluateRequest
+	id := r.PathValue("id")
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		if req.JobID == "" {
+			simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID must be specified"))
+			return
+		}
+		if req.JobID != id {
+			simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "JobID not same as job name"))
+			return
+		}
+	}
+	c.write(w, func() (uint64, any, error) {
+		j, err := c.lookupJob(q.Namespace, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		job := j.current()
+		if job.IsPeriodic() || job.IsParameterized() {
+			return 0, nil, simhttp.Errorf(http.StatusInternalServerError, "can't evaluate periodic or parameterized job")
+		}
+		if req.EvalOptions.ForceReschedule {
+			for _, ar := range j.allocs {
+				if ar.a.ClientStatus == api.AllocClientStatusFailed && !ar.serverTerminal() {
+					ar.a.DesiredTransition.ForceReschedule = ptr(true)
+					ar.touchServer("AllocationUpdated")
+				}
+			}
+		}
+		ev := c.createEval(j, "job-register", evalOpts{forceReschedule: req.EvalOptions.ForceReschedule})
+		res := &regResult{EvalID: ev.ID, EvalCreateIndex: ev.CreateIndex, JobModifyIndex: deref(job.JobModifyIndex), Index: ev.CreateIndex}
+		return res.Index, res, nil
+	})
+}
+
+// scaleStatus is Nomad's JobScaleStatusResponse.
+type scaleStatus struct {
+	JobID          string
+	Namespace      string
+	JobCreateIndex uint64
+	JobModifyIndex uint64
+	JobStopped     bool
+	TaskGroups     map[string]api.TaskGroupScaleStatus
+}
+
+func (c *Cluster) handleJobScale(w http.ResponseWriter, r *http.Request) {
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	switch r.Method {
+	case http.MethodGet:
+		c.jobRead(w, r, "read-job-scaling", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+			job := j.current()
+			out := &scaleStatus{JobID: j.key.id, Namespace: j.key.ns, JobCreateIndex: deref(job.CreateIndex),
+				JobModifyIndex: deref(job.JobModifyIndex), JobStopped: deref(job.Stop), TaskGroups: map[string]api.TaskGroupScaleStatus{}}
+			for _, tg := range job.TaskGroups {
+				st := api.TaskGroupScaleStatus{Desired: deref(tg.Count), Events: j.scaleEvents[*tg.Name]}
+				for _, ar := range j.allocs {
+					if ar.a.TaskGroup != *tg.Name || ar.terminal() {
+						continue
+					}
+					st.Placed++
+					if ar.a.ClientStatus == api.AllocClientStatusRunning {
+						st.Running++
+					}
+					if ds := ar.a.DeploymentStatus; ds != nil && ds.Healthy != nil {
+						if *ds.Healthy {
+							st.Healthy++
+						} else {
+							st.Unhealthy++
+						}
+					}
+				}
+				out.TaskGroups[*tg.Name] = st
+			}
+			return c.tableIndex(tJobs, tAllocs, tScaling), out, nil
+		}, tJobs)
+	case http.MethodPut, http.MethodPost:
+		if err := c.authorizeAny(r, q.Namespace, "scale-job", "submit-job"); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		var req api.ScalingRequest
+		if err := decodeBody(r, &req); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		if req.Target["Group"] == "" {
+			simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "missing task group name for scaling action"))
+			return
+		}
+		c.write(w, func() (uint64, any, error) {
+			j, err := c.lookupJob(q.Namespace, id)
+			if err != nil {
+				return 0, nil, err
+			}
+			res, err := c.scaleLocked(j, &req)
+			if err != nil {
+				return 0, nil, err
+			}
+			res.KnownLeader = true
+			return res.Index, res, nil
+		})
+	default:
+		methodIs(w, r)
+	}
+}
+
+// handleJobPlan answers a dry run: the diff is not computed, the annotations are empty.
+func (c *Cluster) handleJobPlan(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	var req api.JobPlanRequest
+	if err := decodeBody(r, &req); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if err := validateJob(req.Job); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		var modify uint64
+		if j := c.jobs[jobKey{q.Namespace, deref(req.Job.ID)}]; j != nil {
+			modify = deref(j.current().JobModifyIndex)
+		}
+		return 0, &api.JobPlanResponse{JobModifyIndex: modify, Annotations: &api.PlanAnnotations{DesiredTGUpdates: map[string]*api.DesiredUpdates{}}}, nil
+	})
+}
+
+// handleJobsParse answers /v1/jobs/parse. HCL parsing is not simulated: a JSON job body
+// (as "nomad job run -json" sends) is accepted, HCL is refused with a clear message.
+func (c *Cluster) handleJobsParse(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	var req api.JobsParseRequest
+	if err := decodeBody(r, &req); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	job, err := parseJobSpec(req.JobHCL)
+	if err != nil {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, err.Error()))
+		return
+	}
+	if req.Canonicalize {
+		job.Canonicalize()
+	}
+	simhttp.WriteJSON(w, job)
+}

@@ -1,0 +1,82 @@
+package nomadsim
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+func (c *Cluster) handleNodes(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorizeLevel(r, "node", "read"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		out := []*api.NodeListStub{}
+		for _, n := range c.nodes {
+			if matchPrefix(n.n.ID, q.Prefix) {
+				out = append(out, n.stub())
+			}
+		}
+		sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+		out, err := filterList(q.Filter, out)
+		return c.tableIndex(tNodes), out, err
+	})
+}
+
+func (c *Cluster) handleNode(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorizeLevel(r, "node", "read"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		n := c.nodeByID[id]
+		if n == nil {
+			return c.tableIndex(tNodes), nil, notFound("node not found")
+		}
+		return n.n.ModifyIndex, n.n, nil
+	})
+}
+
+func (c *Cluster) handleNodeAllocations(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorizeLevel(r, "node", "read"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		out := []*api.Allocation{}
+		if n := c.nodeByID[id]; n != nil {
+			for _, ar := range n.allocs {
+				out = append(out, ar.a)
+			}
+		}
+		sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+		return c.tableIndex(tAllocs), out, nil
+	})
+}

@@ -1,0 +1,392 @@
+package nomadsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// regResult is what a job write answers (Nomad's JobRegisterResponse, with the query meta
+// fields its HTTP agent embeds).
+type regResult struct {
+	EvalID          string
+	EvalCreateIndex uint64
+	JobModifyIndex  uint64
+	Warnings        string
+	Index           uint64
+	LastContact     int64
+	KnownLeader     bool
+	NextToken       string
+}
+
+func errBadRequest(msg string) error { return simhttp.Errorf(http.StatusBadRequest, msg) }
+
+func errDeploymentTerminal(d *api.Deployment) error {
+	return simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("can't promote terminal deployment (status %q)", d.Status))
+}
+
+func equalJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// cloneJob deep-copies a job through JSON, so stored versions never share state with
+// callers.
+func cloneJob(j *api.Job) *api.Job {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil
+	}
+	var out api.Job
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil
+	}
+	return &out
+}
+
+// RegisterJob registers (or updates) a job as the jobs endpoint does and returns the
+// evaluation's ID.
+func (c *Cluster) RegisterJob(job *api.Job) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res, err := c.registerLocked(cloneJob(job), "job-register")
+	if err != nil {
+		return "", err
+	}
+	return res.EvalID, nil
+}
+
+// validateJob applies the checks Nomad's job endpoint makes before anything else.
+func validateJob(job *api.Job) error {
+	if job == nil {
+		return errBadRequest("Job must be specified")
+	}
+	var errs []string
+	if deref(job.ID) == "" {
+		errs = append(errs, "Missing job ID")
+	}
+	if len(job.TaskGroups) == 0 {
+		errs = append(errs, "Missing job task groups")
+	}
+	switch deref(job.Type) {
+	case "", api.JobTypeService, api.JobTypeBatch, api.JobTypeSystem, api.JobTypeSysbatch:
+	default:
+		errs = append(errs, fmt.Sprintf("Invalid job type: %q", deref(job.Type)))
+	}
+	seen := map[string]bool{}
+	for k, tg := range job.TaskGroups {
+		name := deref(tg.Name)
+		if name == "" {
+			errs = append(errs, fmt.Sprintf("Job task group %d missing name", k+1))
+			continue
+		}
+		if seen[name] {
+			errs = append(errs, fmt.Sprintf("Job task group %d redefines '%s' from group %d", k+1, name, k))
+		}
+		seen[name] = true
+		if len(tg.Tasks) == 0 {
+			errs = append(errs, fmt.Sprintf("Task group %s validation failed: Missing tasks for task group", name))
+		}
+		for _, t := range tg.Tasks {
+			if t.Name == "" {
+				errs = append(errs, fmt.Sprintf("Task group %s validation failed: Missing task name", name))
+			}
+			if t.Driver == "" {
+				errs = append(errs, fmt.Sprintf("Task group %s validation failed: Task %s validation failed: Missing task driver", name, t.Name))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%d error occurred:", len(errs))
+	if len(errs) > 1 {
+		msg = fmt.Sprintf("%d errors occurred:", len(errs))
+	}
+	for _, e := range errs {
+		msg += "\n\t* " + e
+	}
+	return simhttp.Errorf(http.StatusInternalServerError, msg+"\n\n")
+}
+
+// registerLocked stores a new version of the job (when its spec changed) and evaluates it.
+// Callers hold c.mu.
+func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, error) {
+	if err := validateJob(job); err != nil {
+		return nil, err
+	}
+	if job.Namespace == nil || *job.Namespace == "" {
+		job.Namespace = ptr("default")
+	}
+	if c.namespaces[*job.Namespace] == nil {
+		return nil, simhttp.Errorf(http.StatusInternalServerError, fmt.Sprintf("job %q is in nonexistent namespace %q", *job.ID, *job.Namespace))
+	}
+	if job.Region == nil || *job.Region == "" {
+		job.Region = ptr(c.opts.Region)
+	}
+	job.Canonicalize()
+	k := jobKey{*job.Namespace, *job.ID}
+	j := c.jobs[k]
+	now := c.clk.now()
+	var prev *api.Job
+	if j != nil {
+		prev = j.current()
+	}
+	if prev != nil && !specChanged(prev, job) {
+		// Nomad creates no new version for an unchanged spec, but still evaluates it.
+		ev := c.createEval(j, trigger, evalOpts{})
+		return &regResult{EvalID: ev.ID, EvalCreateIndex: ev.CreateIndex, JobModifyIndex: deref(prev.JobModifyIndex), Index: ev.CreateIndex}, nil
+	}
+	i := c.bump(tJobs)
+	job.Version = ptr(uint64(0))
+	job.CreateIndex = ptr(i)
+	if prev != nil {
+		job.Version = ptr(*prev.Version + 1)
+		job.CreateIndex = prev.CreateIndex
+	}
+	job.ModifyIndex = ptr(i)
+	job.JobModifyIndex = ptr(i)
+	job.SubmitTime = ptr(now.UnixNano())
+	job.Stable = ptr(false)
+	job.Status = ptr(jobPending)
+	if j == nil {
+		j = &jobEntry{key: k, allocs: map[string]*allocRun{}, scaleEvents: map[string][]api.ScalingEvent{}}
+		c.jobs[k] = j
+	}
+	j.versions = append(j.versions, job)
+	// Nomad keeps the latest versions only (JobTrackedVersions, 6 by default).
+	if len(j.versions) > 6 {
+		j.versions = append([]*api.Job{}, j.versions[len(j.versions)-6:]...)
+	}
+	j.modifyIndex = i
+	c.publishJob(j, "JobRegistered")
+	if job.IsPeriodic() || job.IsParameterized() {
+		return &regResult{JobModifyIndex: i, Index: i}, nil
+	}
+	ev := c.createEval(j, trigger, evalOpts{})
+	return &regResult{EvalID: ev.ID, EvalCreateIndex: ev.CreateIndex, JobModifyIndex: i, Index: ev.CreateIndex}, nil
+}
+
+// specChanged compares two jobs ignoring the fields the server sets.
+func specChanged(a, b *api.Job) bool {
+	x, y := *a, *b
+	for _, j := range []*api.Job{&x, &y} {
+		j.Version, j.CreateIndex, j.ModifyIndex, j.JobModifyIndex = nil, nil, nil, nil
+		j.SubmitTime, j.Stable, j.Status, j.StatusDescription = nil, nil, nil, nil
+	}
+	return !equalJSON(&x, &y)
+}
+
+// deregisterLocked stops (and with purge deletes) a job.
+func (c *Cluster) deregisterLocked(j *jobEntry, purge bool) *regResult {
+	cur := j.current()
+	if !deref(cur.Stop) {
+		stopped := cloneJob(cur)
+		stopped.Stop = ptr(true)
+		i := c.bump(tJobs)
+		stopped.Version = ptr(*cur.Version + 1)
+		stopped.ModifyIndex, stopped.JobModifyIndex = ptr(i), ptr(i)
+		stopped.SubmitTime = ptr(c.nowNano())
+		stopped.Stable = ptr(false)
+		j.versions = append(j.versions, stopped)
+		c.publishJob(j, "JobDeregistered")
+	}
+	ev := c.createEval(j, "job-deregister", evalOpts{})
+	if purge {
+		delete(c.jobs, j.key)
+		c.bump(tJobs)
+		c.publishJob(j, "JobDeregistered")
+	}
+	return &regResult{EvalID: ev.ID, EvalCreateIndex: ev.CreateIndex, JobModifyIndex: deref(j.current().JobModifyIndex), Index: ev.CreateIndex}
+}
+
+// scaleLocked changes a group's count, recording a scaling event.
+func (c *Cluster) scaleLocked(j *jobEntry, req *api.ScalingRequest) (*regResult, error) {
+	group := req.Target["Group"]
+	cur := j.current()
+	tg := findGroup(cur, group)
+	if tg == nil {
+		return nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("job does not contain task group %q", group))
+	}
+	prevCount := int64(deref(tg.Count))
+	now := c.clk.now()
+	ev := &api.ScalingEvent{Message: req.Message, Error: req.Error, Meta: req.Meta, PreviousCount: prevCount, Time: uint64(now.UnixNano())}
+	var res *regResult
+	if req.Count != nil {
+		if *req.Count < 0 {
+			return nil, simhttp.Errorf(http.StatusBadRequest, "scaling action count can't be negative")
+		}
+		next := cloneJob(cur)
+		findGroup(next, group).Count = ptr(int(*req.Count))
+		r, err := c.registerLocked(next, "job-scaling")
+		if err != nil {
+			return nil, err
+		}
+		res = r
+		ev.Count = req.Count
+		ev.EvalID = &r.EvalID
+	}
+	i := c.bump(tScaling)
+	ev.CreateIndex = i
+	j.scaleEvents[group] = append([]api.ScalingEvent{*ev}, j.scaleEvents[group]...)
+	if res == nil {
+		res = &regResult{JobModifyIndex: deref(cur.JobModifyIndex), Index: i}
+	} else {
+		res.Index = i
+	}
+	return res, nil
+}
+
+// summary computes the job summary from its allocations (Nomad keeps it incrementally).
+func (c *Cluster) summary(j *jobEntry) *api.JobSummary {
+	s := &api.JobSummary{JobID: j.key.id, Namespace: j.key.ns, Summary: map[string]api.TaskGroupSummary{}, Children: &api.JobChildrenSummary{},
+		CreateIndex: deref(j.current().CreateIndex), ModifyIndex: j.modifyIndex}
+	for _, tg := range j.current().TaskGroups {
+		s.Summary[*tg.Name] = api.TaskGroupSummary{}
+	}
+	for _, ar := range j.allocs {
+		g := s.Summary[ar.a.TaskGroup]
+		switch ar.a.ClientStatus {
+		case api.AllocClientStatusPending:
+			g.Starting++
+		case api.AllocClientStatusRunning:
+			g.Running++
+		case api.AllocClientStatusComplete:
+			g.Complete++
+		case api.AllocClientStatusFailed:
+			g.Failed++
+		case api.AllocClientStatusLost:
+			g.Lost++
+		}
+		s.Summary[ar.a.TaskGroup] = g
+	}
+	for _, ev := range j.evals {
+		if ev.Status == api.EvalStatusBlocked {
+			for g, n := range ev.QueuedAllocations {
+				tg := s.Summary[g]
+				tg.Queued += n
+				s.Summary[g] = tg
+			}
+			for g, m := range ev.FailedTGAllocs {
+				tg := s.Summary[g]
+				tg.Queued += m.CoalescedFailures + 1
+				s.Summary[g] = tg
+			}
+		}
+	}
+	return s
+}
+
+// jobStub is Nomad's JobListStub: the api module's stub plus the fields newer servers add.
+type jobStub struct {
+	*api.JobListStub
+	NodePool    string
+	Multiregion *api.Multiregion
+}
+
+func (c *Cluster) jobStub(j *jobEntry) jobStub {
+	job := j.current()
+	return jobStub{NodePool: deref(job.NodePool), Multiregion: job.Multiregion, JobListStub: &api.JobListStub{
+		ID: j.key.id, ParentID: deref(job.ParentID), Name: deref(job.Name), Namespace: j.key.ns,
+		Datacenters: job.Datacenters, Type: deref(job.Type), Priority: deref(job.Priority),
+		Periodic: job.IsPeriodic(), ParameterizedJob: job.IsParameterized(), Stop: deref(job.Stop),
+		Status: deref(job.Status), StatusDescription: deref(job.StatusDescription), JobSummary: c.summary(j),
+		CreateIndex: deref(job.CreateIndex), ModifyIndex: deref(job.ModifyIndex), JobModifyIndex: deref(job.JobModifyIndex),
+		SubmitTime: deref(job.SubmitTime), Meta: job.Meta,
+	}}
+}
+
+// sortedJobs lists jobs in the namespace ("*" for all) ordered as Nomad's state store
+// does: by namespace, then ID.
+func (c *Cluster) sortedJobs(ns string) []*jobEntry {
+	var out []*jobEntry
+	for k, j := range c.jobs {
+		if ns == "*" || k.ns == ns {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].key.ns != out[b].key.ns {
+			return out[a].key.ns < out[b].key.ns
+		}
+		return out[a].key.id < out[b].key.id
+	})
+	return out
+}
+
+// WaitJobRunning waits until every allocation the job wants is running (for batch and
+// sysbatch jobs: running or complete) and none is pending.
+func (c *Cluster) WaitJobRunning(ctx context.Context, namespace, jobID string) error {
+	if namespace == "" {
+		namespace = "default"
+	}
+	for {
+		ch := c.idx.Changed()
+		ok, err := c.jobRunning(namespace, jobID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nomadsim: waiting for job %q to run: %w", jobID, ctx.Err())
+		case <-ch:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Cluster) jobRunning(ns, id string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobKey{ns, id}]
+	if j == nil {
+		return false, fmt.Errorf("nomadsim: job %q not found in namespace %q", id, ns)
+	}
+	job := j.current()
+	batch := deref(job.Type) == api.JobTypeBatch || deref(job.Type) == api.JobTypeSysbatch
+	want := 0
+	for _, tg := range job.TaskGroups {
+		want += deref(tg.Count)
+	}
+	system := deref(job.Type) == api.JobTypeSystem || deref(job.Type) == api.JobTypeSysbatch
+	for _, ev := range j.evals {
+		if ev.Status == api.EvalStatusBlocked {
+			return false, nil
+		}
+	}
+	got := 0
+	for _, ar := range j.allocs {
+		if ar.serverTerminal() {
+			continue
+		}
+		switch ar.a.ClientStatus {
+		case api.AllocClientStatusRunning:
+			if ar.a.Job != nil && *ar.a.Job.Version != *job.Version {
+				return false, nil
+			}
+			got++
+		case api.AllocClientStatusComplete:
+			if batch {
+				got++
+			}
+		case api.AllocClientStatusPending:
+			return false, nil
+		}
+	}
+	if system {
+		return got > 0, nil
+	}
+	return got >= want, nil
+}

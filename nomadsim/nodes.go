@@ -1,0 +1,170 @@
+package nomadsim
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Simulated node capacity: generous enough for the 10,000-allocation scenario on 500 nodes
+// with the api's default task resources (100 MHz, 300 MB).
+const (
+	nodeCPU    = 16000
+	nodeMemory = 32768
+	nodeDisk   = 200000
+	simVersion = "2.0.6"
+)
+
+// bootstrap creates the default namespace and the nodes. Callers hold c.mu.
+func (c *Cluster) bootstrap() {
+	i := c.bump(tNamespaces)
+	c.namespaces["default"] = &api.Namespace{Name: "default", Description: "Default shared namespace", CreateIndex: i, ModifyIndex: i}
+	n := 0
+	for _, dc := range c.opts.Datacenters {
+		for k := 0; k < c.opts.NodesPerDatacenter; k++ {
+			c.addNode(dc, n)
+			n++
+		}
+	}
+}
+
+// addNode registers a ready, eligible node. Callers hold c.mu.
+func (c *Cluster) addNode(dc string, n int) *simNode {
+	id := c.newID()
+	i := c.bump(tNodes)
+	class := "standard"
+	if n%2 == 1 {
+		class = "large"
+	}
+	node := &api.Node{
+		ID:         id,
+		Datacenter: dc,
+		Name:       fmt.Sprintf("sim-%s-%d", dc, n),
+		HTTPAddr:   fmt.Sprintf("10.0.%d.%d:4646", n/250, n%250+1),
+		Attributes: map[string]string{
+			"kernel.name":               "linux",
+			"kernel.version":            "6.8.0",
+			"os.name":                   "ubuntu",
+			"cpu.arch":                  "amd64",
+			"nomad.version":             simVersion,
+			"unique.hostname":           fmt.Sprintf("sim-%s-%d", dc, n),
+			"unique.network.ip-address": fmt.Sprintf("10.0.%d.%d", n/250, n%250+1),
+			"driver.raw_exec":           "1",
+			"driver.exec":               "1",
+			"driver.docker":             "1",
+			"consul.version":            "1.20.0",
+		},
+		NodeResources: &api.NodeResources{
+			Cpu:    api.NodeCpuResources{CpuShares: nodeCPU, TotalCpuCores: 8},
+			Memory: api.NodeMemoryResources{MemoryMB: nodeMemory},
+			Disk:   api.NodeDiskResources{DiskMB: nodeDisk},
+		},
+		Meta:                  map[string]string{},
+		NodeClass:             class,
+		NodePool:              "default",
+		SchedulingEligibility: api.NodeSchedulingEligible,
+		Status:                api.NodeStatusReady,
+		StatusUpdatedAt:       c.clk.now().Unix(),
+		Drivers: map[string]*api.DriverInfo{
+			"raw_exec": {Detected: true, Healthy: true, HealthDescription: "Healthy"},
+			"exec":     {Detected: true, Healthy: true, HealthDescription: "Healthy"},
+			"docker":   {Detected: true, Healthy: true, HealthDescription: "Healthy"},
+		},
+		CreateIndex: i,
+		ModifyIndex: i,
+	}
+	sn := &simNode{n: node, allocs: map[string]*allocRun{}}
+	c.nodes = append(c.nodes, sn)
+	c.nodeByID[id] = sn
+	return sn
+}
+
+// Nodes lists the cluster's nodes as the node list endpoint does.
+func (c *Cluster) Nodes() []*api.NodeListStub {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*api.NodeListStub, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		out = append(out, n.stub())
+	}
+	return out
+}
+
+// AddNode adds a ready, eligible node to datacenter dc and returns its ID. Blocked
+// evaluations are retried, as Nomad unblocks them when capacity appears.
+func (c *Cluster) AddNode(dc string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.addNode(dc, len(c.nodes))
+	c.unblockEvals()
+	return n.n.ID
+}
+
+// SetNodeEligibility marks a node eligible or ineligible for new placements.
+func (c *Cluster) SetNodeEligibility(nodeID string, eligible bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodeByID[nodeID]
+	if n == nil {
+		return
+	}
+	if eligible {
+		n.n.SchedulingEligibility = api.NodeSchedulingEligible
+	} else {
+		n.n.SchedulingEligibility = api.NodeSchedulingIneligible
+	}
+	n.n.ModifyIndex = c.bump(tNodes)
+	if eligible {
+		c.unblockEvals()
+	}
+}
+
+// DownNode marks a node down: its allocations become lost and are replaced elsewhere per
+// Nomad's rules (system allocations are not replaced).
+func (c *Cluster) DownNode(nodeID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodeByID[nodeID]
+	if n == nil || n.n.Status == api.NodeStatusDown {
+		return
+	}
+	n.n.Status = api.NodeStatusDown
+	n.n.StatusDescription = "node is down"
+	n.n.StatusUpdatedAt = c.clk.now().Unix()
+	n.n.ModifyIndex = c.bump(tNodes)
+	jobs := map[jobKey]bool{}
+	for _, ar := range n.allocs {
+		if ar.clientTerminal() {
+			continue
+		}
+		ar.markLost()
+		jobs[ar.job] = true
+	}
+	for k := range jobs {
+		if j := c.jobs[k]; j != nil {
+			c.createEval(j, "node-update", evalOpts{nodeID: nodeID})
+		}
+	}
+}
+
+// UpNode brings a down node back to ready: system jobs are evaluated for it and blocked
+// evaluations retried, as when a Nomad client reconnects.
+func (c *Cluster) UpNode(nodeID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodeByID[nodeID]
+	if n == nil || n.n.Status == api.NodeStatusReady {
+		return
+	}
+	n.n.Status = api.NodeStatusReady
+	n.n.StatusDescription = ""
+	n.n.StatusUpdatedAt = c.clk.now().Unix()
+	n.n.ModifyIndex = c.bump(tNodes)
+	for _, j := range c.sortedJobs("*") {
+		switch deref(j.current().Type) {
+		case api.JobTypeSystem, api.JobTypeSysbatch:
+			c.createEval(j, "node-update", evalOpts{nodeID: nodeID})
+		}
+	}
+	c.unblockEvals()
+}

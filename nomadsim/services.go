@@ -1,0 +1,361 @@
+package nomadsim
+
+import (
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// svcReg is one registered service instance of an allocation, of either provider.
+type svcReg struct {
+	reg    *api.ServiceRegistration
+	svc    *api.Service
+	task   *taskRun // nil for group services
+	consul bool
+}
+
+// serviceID is Nomad's MakeAllocServiceID: _nomad-task-<alloc>-<task|group-<group>>-<service>[-<port>][-<tags hash>].
+func serviceID(allocID, owner string, s *api.Service) string {
+	parts := []string{"_nomad-task", allocID, owner, s.Name}
+	if s.PortLabel != "" {
+		parts = append(parts, s.PortLabel)
+	}
+	if len(s.Tags) > 0 {
+		h := md5.New()
+		for _, t := range s.Tags {
+			h.Write([]byte(t))
+		}
+		parts = append(parts, hex.EncodeToString(h.Sum(nil))[:6])
+	}
+	return strings.Join(parts, "-")
+}
+
+// nomadCheckID is a stable identifier for a Nomad-native check of an allocation.
+func nomadCheckID(allocID, group string, chk *api.ServiceCheck) string {
+	h := sha256.Sum256([]byte(allocID + "\x00" + group + "\x00" + chk.Name + "\x00" + chk.Type))
+	return hex.EncodeToString(h[:])
+}
+
+// consulCheckID is Nomad's _nomad-check-<hash> form.
+func consulCheckID(serviceID string, chk *api.ServiceCheck) string {
+	h := sha256.Sum256([]byte(serviceID + "\x00" + chk.Name + "\x00" + chk.Type))
+	return "_nomad-check-" + hex.EncodeToString(h[:20])
+}
+
+// checkName is the name Nomad gives a check without one: service: "<name>" check.
+func checkName(svc *api.Service, chk *api.ServiceCheck) string {
+	if chk.Name != "" {
+		return chk.Name
+	}
+	return fmt.Sprintf("service: %q check", svc.Name)
+}
+
+// checkMode is healthiness unless the check is excluded from deployment health.
+func checkMode(chk *api.ServiceCheck) string {
+	if chk.OnUpdate == "ignore" {
+		return "readiness"
+	}
+	return "healthiness"
+}
+
+// scriptFor finds a check's script in task, group or job Meta (nomadsim.check.<name>).
+func (ar *allocRun) scriptFor(tr *taskRun, svc *api.Service, chk *api.ServiceCheck) checkScript {
+	var t *api.Task
+	if tr != nil {
+		t = tr.t
+	}
+	job := ar.a.Job
+	for _, name := range []string{checkName(svc, chk), chk.Name} {
+		if name == "" {
+			continue
+		}
+		if s, ok := ar.c.checkOverrides[ar.job][name]; ok {
+			return s
+		}
+		if v, ok := lookupMeta(job, ar.tg, t, metaCheckPrefix+name); ok {
+			return parseCheckScript(v)
+		}
+	}
+	return checkScript{kind: "pass"}
+}
+
+// base returns the time the checked workload last started and whether it runs now: the
+// task for task services, the group's main tasks (all running) for group services.
+func (ar *allocRun) base(tr *taskRun) (time.Time, bool) {
+	if !ar.received || ar.stopping {
+		return time.Time{}, false
+	}
+	if tr != nil {
+		if tr.st.State != taskRunning || tr.killing {
+			return time.Time{}, false
+		}
+		return tr.st.StartedAt, true
+	}
+	var latest time.Time
+	any := false
+	for _, t := range ar.tasks {
+		if t.kind != kindMain {
+			continue
+		}
+		any = true
+		if t.st.State != taskRunning || t.killing {
+			return time.Time{}, false
+		}
+		if t.st.StartedAt.After(latest) {
+			latest = t.st.StartedAt
+		}
+	}
+	return latest, any
+}
+
+// servicesChanged registers and deregisters the allocation's services so that exactly
+// those whose workload runs are registered, in Nomad's service table and in Consul.
+func (ar *allocRun) servicesChanged() {
+	c := ar.c
+	want := map[string]*svcReg{}
+	addr := ar.node.n.Attributes["unique.network.ip-address"]
+	add := func(tr *taskRun, owner string, svc *api.Service) {
+		if _, up := ar.base(tr); !up || ar.svcHold(tr) {
+			return
+		}
+		id := serviceID(ar.a.ID, owner, svc)
+		want[id] = &svcReg{svc: svc, task: tr, consul: svc.Provider != "nomad", reg: &api.ServiceRegistration{
+			ID: id, ServiceName: svc.Name, Namespace: ar.a.Namespace, NodeID: ar.node.n.ID,
+			Datacenter: ar.node.n.Datacenter, JobID: ar.a.JobID, AllocID: ar.a.ID,
+			Tags: append([]string{}, svc.Tags...), Address: addr, Port: ar.port(svc.PortLabel),
+		}}
+	}
+	for _, svc := range ar.tg.Services {
+		add(nil, "group-"+*ar.tg.Name, svc)
+	}
+	for _, tr := range ar.tasks {
+		for _, svc := range tr.t.Services {
+			add(tr, tr.t.Name, svc)
+		}
+	}
+	changed := false
+	for id, r := range ar.svcs {
+		if _, ok := want[id]; !ok {
+			c.deregisterService(r)
+			delete(ar.svcs, id)
+			changed = true
+		}
+	}
+	for id, r := range want {
+		if _, ok := ar.svcs[id]; ok {
+			continue
+		}
+		if ar.svcs == nil {
+			ar.svcs = map[string]*svcReg{}
+		}
+		ar.svcs[id] = r
+		c.registerService(ar, r)
+		changed = true
+	}
+	if changed && !ar.consulOnly() {
+		i := c.bump(tServices)
+		for _, r := range ar.svcs {
+			if r.reg.CreateIndex == 0 {
+				r.reg.CreateIndex, r.reg.ModifyIndex = i, i
+			}
+		}
+	}
+	ar.checkHealth()
+}
+
+func (ar *allocRun) consulOnly() bool {
+	for _, r := range ar.svcs {
+		if !r.consul {
+			return false
+		}
+	}
+	return len(ar.svcs) > 0
+}
+
+// svcHold reports whether group services are held down during an in-place restart.
+func (ar *allocRun) svcHold(tr *taskRun) bool { return tr == nil && ar.restarting > 0 }
+
+// deregisterServices removes every service of the allocation.
+func (ar *allocRun) deregisterServices() {
+	if len(ar.svcs) == 0 {
+		return
+	}
+	for id, r := range ar.svcs {
+		ar.c.deregisterService(r)
+		delete(ar.svcs, id)
+	}
+	ar.c.bump(tServices)
+}
+
+// port is a stable simulated port for a port label.
+func (ar *allocRun) port(label string) int {
+	if label == "" {
+		return 0
+	}
+	h := sha256.Sum256([]byte(ar.a.ID + label))
+	return 20000 + int(h[0])<<8 | int(h[1])%10000
+}
+
+func (c *Cluster) registerService(ar *allocRun, r *svcReg) {
+	if !r.consul {
+		key := ar.a.Namespace + "\x00" + r.reg.ServiceName
+		m := c.svcByName[key]
+		if m == nil {
+			m = map[string]*svcReg{}
+			c.svcByName[key] = m
+		}
+		m[r.reg.ID] = r
+		return
+	}
+	c.consulRegister(ar, r)
+}
+
+func (c *Cluster) deregisterService(r *svcReg) {
+	if !r.consul {
+		key := r.reg.Namespace + "\x00" + r.reg.ServiceName
+		if m := c.svcByName[key]; m != nil {
+			delete(m, r.reg.ID)
+			if len(m) == 0 {
+				delete(c.svcByName, key)
+			}
+		}
+		return
+	}
+	c.consulDeregister(r)
+}
+
+// checkStatuses answers /v1/client/allocation/:id/checks: Nomad-native checks only, as
+// Nomad's checks hook keeps them. Each check is probed every interval, first half an
+// interval after the allocation started on the client, and reports its latest probe;
+// before the first probe it is pending. The probe fails while the checked workload is
+// down (a restart), and follows the check's script while it runs. Results are purged when
+// the allocation is stopped (the hook's PreKill).
+func (ar *allocRun) checkStatuses() map[string]*checkResult {
+	out := map[string]*checkResult{}
+	if !ar.received || ar.stopping || ar.clientTerminal() {
+		return out
+	}
+	now := ar.c.clk.now()
+	each := func(tr *taskRun, svc *api.Service) {
+		if svc.Provider != "nomad" {
+			return
+		}
+		for k := range svc.Checks {
+			chk := &svc.Checks[k]
+			id := nomadCheckID(ar.a.ID, *ar.tg.Name, chk)
+			res := &checkResult{
+				ID: id, Mode: checkMode(chk), Check: checkName(svc, chk), Group: ar.a.Name,
+				Service: svc.Name, Timestamp: ar.deployStart.Unix(),
+				Status: "pending", Output: "nomad: waiting to run",
+			}
+			if tr != nil {
+				res.Task = tr.t.Name
+			}
+			out[id] = res
+			interval := chk.Interval
+			if interval <= 0 {
+				interval = 10 * time.Second
+			}
+			first := ar.deployStart.Add(interval / 2)
+			if now.Before(first) {
+				continue
+			}
+			probe := first.Add(now.Sub(first) / interval * interval)
+			res.Timestamp = probe.Unix()
+			start, up := ar.base(tr)
+			sc := ar.scriptFor(tr, svc, chk)
+			origin := sc.origin(start)
+			if up && !start.After(probe) && sc.passing(probe.Sub(origin)) {
+				res.Status, res.Output, res.StatusCode = "success", "nomad: http ok", 200
+				if chk.Type == "tcp" {
+					res.Output, res.StatusCode = "nomad: tcp ok", 0
+				}
+				continue
+			}
+			res.Status, res.Output, res.StatusCode = "failure", "nomad: simulated check failure", 503
+			if chk.Type == "tcp" || !up || start.After(probe) {
+				res.Output, res.StatusCode = "nomad: dial tcp: connection refused", 0
+			}
+		}
+	}
+	for _, svc := range ar.tg.Services {
+		each(nil, svc)
+	}
+	for _, tr := range ar.tasks {
+		for _, svc := range tr.t.Services {
+			each(tr, svc)
+		}
+	}
+	return out
+}
+
+// sortedRegs returns registrations ordered by ID.
+func sortedRegs(m map[string]*svcReg) []*api.ServiceRegistration {
+	out := make([]*api.ServiceRegistration, 0, len(m))
+	for _, r := range m {
+		out = append(out, r.reg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// checkResult is one check's status as the client checks endpoint answers it (the shape of
+// the api module's AllocCheckStatus; Task is omitted for group services, as Nomad does).
+type checkResult struct {
+	Check      string
+	Group      string
+	ID         string
+	Mode       string
+	Output     string
+	Service    string
+	Status     string
+	StatusCode int
+	Task       string `json:",omitempty"`
+	Timestamp  int64
+}
+
+// ScriptCheck overrides, from now on, the script of the named check in every allocation of
+// the job (see the package documentation for scripts; "" removes the override). Check
+// results restart their clock at the override: pass_after=3s passes 3 s after this call
+// for tasks already running.
+func (c *Cluster) ScriptCheck(namespace, jobID, check, script string) {
+	if namespace == "" {
+		namespace = "default"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := jobKey{namespace, jobID}
+	if script == "" {
+		delete(c.checkOverrides[k], check)
+	} else {
+		if c.checkOverrides[k] == nil {
+			c.checkOverrides[k] = map[string]checkScript{}
+		}
+		sc := parseCheckScript(script)
+		sc.since = c.clk.now()
+		c.checkOverrides[k][check] = sc
+	}
+	j := c.jobs[k]
+	if j == nil {
+		return
+	}
+	for _, ar := range j.allocs {
+		if ar.terminal() {
+			continue
+		}
+		ar.checkHealth()
+		for _, r := range ar.svcs {
+			if r.consul {
+				for i := range r.svc.Checks {
+					c.consulCheckLoop(ar, r, &r.svc.Checks[i])
+				}
+			}
+		}
+	}
+}
