@@ -169,6 +169,7 @@ func (ar *allocRun) receive() {
 	ar.a.ClientDescription = "No tasks have started"
 	ar.deployStart = c.clk.now()
 	ar.touch()
+	ar.servicesChanged()
 	ar.progress()
 	ar.armHealthDeadline()
 }

@@ -1,6 +1,7 @@
 package nomadsim
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,24 @@ func TestIneligibleNodesBlockThenUnblock(t *testing.T) {
 		if ev.Status == "blocked" {
 			t.Errorf("evaluation %s still blocked", ev.ID)
 		}
+	}
+}
+
+func TestTaskShutdownDelayEvents(t *testing.T) {
+	c, cl := startCluster(t, Options{TimeScale: 100})
+	job := serviceJob("web", 1)
+	job.TaskGroups[0].Tasks[0].ShutdownDelay = 2 * time.Second
+	a := runningAlloc(t, c, cl, job)
+	if _, err := cl.Allocations().Stop(a, nil); err != nil {
+		t.Fatal(err)
+	}
+	var x *api.Allocation
+	waitFor(t, "complete", func() bool {
+		x, _, _ = cl.Allocations().Info(a.ID, nil)
+		return x.ClientStatus == "complete"
+	})
+	got := strings.Join(eventTypes(x.TaskStates["main"]), ",")
+	if want := "Received,Task Setup,Started,Killing,Waiting for shutdown delay,Terminated,Killed"; got != want {
+		t.Errorf("events %s, want %s", got, want)
 	}
 }

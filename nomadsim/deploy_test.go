@@ -228,3 +228,23 @@ func TestAutoRevert(t *testing.T) {
 	}
 	_ = c
 }
+
+func TestProgressDeadline(t *testing.T) {
+	c, cl := startCluster(t, Options{TimeScale: 500})
+	job := serviceJob("slow", 1)
+	tg := job.TaskGroups[0]
+	tg.Services = []*api.Service{{Name: "slow", PortLabel: "http", Provider: "nomad", Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}}
+	tg.Meta = map[string]string{"nomadsim.check.ready": "fail"}
+	tg.Update.HealthyDeadline = ptr(time.Hour)
+	tg.Update.ProgressDeadline = ptr(10 * time.Second)
+	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitJobRunning(ctxT(t), "default", "slow"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "deployment failed by its progress deadline", func() bool {
+		d, _, _ := cl.Jobs().LatestDeployment("slow", nil)
+		return d != nil && d.Status == "failed" && d.StatusDescription == "Failed due to progress deadline"
+	})
+}

@@ -96,6 +96,12 @@ func (c *Cluster) evShutdownDelay(d time.Duration) *api.TaskEvent {
 	return e
 }
 
+func (c *Cluster) evSkipShutdownDelay(d time.Duration) *api.TaskEvent {
+	e := c.taskEvent("Skipping shutdown delay")
+	e.DisplayMessage = fmt.Sprintf("Skipping shutdown_delay of %v before killing the task.", d)
+	return e
+}
+
 func (c *Cluster) evDriverFailure(msg string) *api.TaskEvent {
 	e := c.taskEvent(api.TaskDriverFailure)
 	e.DriverError = msg

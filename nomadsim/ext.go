@@ -154,18 +154,25 @@ func (c *Cluster) consulRegister(ar *allocRun, r *svcReg) {
 		inst.Checks = append(inst.Checks, consul.Check{ID: consulCheckID(r.reg.ID, chk), Name: checkName(r.svc, chk), Status: "critical", ServiceID: r.reg.ID})
 	}
 	c.ext.catalog.Register(inst)
+}
+
+// kickConsulChecks restarts the status loops of a Consul service's checks.
+func (c *Cluster) kickConsulChecks(ar *allocRun, r *svcReg) {
+	r.loopGen++
 	for k := range r.svc.Checks {
-		c.consulCheckLoop(ar, r, &r.svc.Checks[k])
+		c.consulCheckLoop(ar, r, &r.svc.Checks[k], r.loopGen)
 	}
 }
 
-// consulCheckLoop pushes the check's current status, then re-arms at its next change.
-func (c *Cluster) consulCheckLoop(ar *allocRun, r *svcReg, chk *api.ServiceCheck) {
-	if ar.svcs[r.reg.ID] != r {
+// consulCheckLoop pushes the check's current status, then re-arms at its next change. A
+// check of a workload that is down is critical (connection refused).
+func (c *Cluster) consulCheckLoop(ar *allocRun, r *svcReg, chk *api.ServiceCheck, gen uint64) {
+	if ar.svcs[r.reg.ID] != r || r.loopGen != gen {
 		return
 	}
 	start, up := ar.base(r.task)
 	if !up {
+		c.ext.catalog.SetCheck(consulCheckID(r.reg.ID, chk), "critical", "dial tcp: connection refused")
 		return
 	}
 	s := ar.scriptFor(r.task, r.svc, chk)
@@ -177,7 +184,7 @@ func (c *Cluster) consulCheckLoop(ar *allocRun, r *svcReg, chk *api.ServiceCheck
 	}
 	c.ext.catalog.SetCheck(consulCheckID(r.reg.ID, chk), status, out)
 	if nc, more := s.nextChange(el); more {
-		c.after(nc-el+time.Millisecond, func() { c.consulCheckLoop(ar, r, chk) })
+		c.after(nc-el+time.Millisecond, func() { c.consulCheckLoop(ar, r, chk, gen) })
 	}
 }
 

@@ -254,12 +254,12 @@ func (c *Cluster) restartAlloc(ctx context.Context, id string, req restartReques
 		c.mu.Unlock()
 		return simhttp.Errorf(http.StatusInternalServerError, "restart of an alloc that should not run")
 	}
-	// Group services are deregistered and the group shutdown_delay honoured first
-	// (the group service hook's PreTaskRestart).
+	// The group service hook's PreTaskRestart: group services are deregistered, the group
+	// shutdown_delay is waited, and they are registered again, before any task restarts.
 	ar.restarting++
 	ar.servicesChanged()
 	delay := time.Duration(0)
-	if ar.tg.ShutdownDelay != nil && len(ar.tg.Services) > 0 {
+	if ar.tg.ShutdownDelay != nil {
 		delay = *ar.tg.ShutdownDelay
 	}
 	c.mu.Unlock()
@@ -270,6 +270,8 @@ func (c *Cluster) restartAlloc(ctx context.Context, id string, req restartReques
 		}
 	}
 	c.mu.Lock()
+	ar.restarting--
+	ar.servicesChanged()
 	reason := "User requested running tasks to restart"
 	if req.AllTasks {
 		reason = "User requested all tasks to restart"
@@ -288,7 +290,6 @@ func (c *Cluster) restartAlloc(ctx context.Context, id string, req restartReques
 		ar.progress()
 	}
 	c.mu.Unlock()
-	defer c.endRestart(ar)
 	for _, d := range dones {
 		if err := wait(ctx, d); err != nil {
 			return err
@@ -297,6 +298,7 @@ func (c *Cluster) restartAlloc(ctx context.Context, id string, req restartReques
 	return nil
 }
 
+// endRestart ends the hold on group services of a restart abandoned during the delay.
 func (c *Cluster) endRestart(ar *allocRun) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -18,6 +18,8 @@ type svcReg struct {
 	svc    *api.Service
 	task   *taskRun // nil for group services
 	consul bool
+	// loopGen invalidates the Consul check loops armed before the last kick.
+	loopGen uint64
 }
 
 // serviceID is Nomad's MakeAllocServiceID: _nomad-task-<alloc>-<task|group-<group>>-<service>[-<port>][-<tags hash>].
@@ -114,14 +116,20 @@ func (ar *allocRun) base(tr *taskRun) (time.Time, bool) {
 	return latest, any
 }
 
-// servicesChanged registers and deregisters the allocation's services so that exactly
-// those whose workload runs are registered, in Nomad's service table and in Consul.
+// servicesChanged registers and deregisters the allocation's services, in Nomad's service
+// table and in Consul, as Nomad's hooks do: group services from the allocation's start on
+// the client until it is stopped (and, during an in-place restart, not while the group
+// shutdown_delay is waited); task services while their task runs.
 func (ar *allocRun) servicesChanged() {
 	c := ar.c
 	want := map[string]*svcReg{}
 	addr := ar.node.n.Attributes["unique.network.ip-address"]
 	add := func(tr *taskRun, owner string, svc *api.Service) {
-		if _, up := ar.base(tr); !up || ar.svcHold(tr) {
+		if tr == nil {
+			if !ar.received || ar.stopping || ar.clientTerminal() || ar.restarting > 0 {
+				return
+			}
+		} else if _, up := ar.base(tr); !up {
 			return
 		}
 		id := serviceID(ar.a.ID, owner, svc)
@@ -158,6 +166,12 @@ func (ar *allocRun) servicesChanged() {
 		c.registerService(ar, r)
 		changed = true
 	}
+	// Consul checks follow the workload: push their status now and on their next change.
+	for _, r := range ar.svcs {
+		if r.consul {
+			c.kickConsulChecks(ar, r)
+		}
+	}
 	if changed && !ar.consulOnly() {
 		i := c.bump(tServices)
 		for _, r := range ar.svcs {
@@ -178,8 +192,6 @@ func (ar *allocRun) consulOnly() bool {
 	return len(ar.svcs) > 0
 }
 
-// svcHold reports whether group services are held down during an in-place restart.
-func (ar *allocRun) svcHold(tr *taskRun) bool { return tr == nil && ar.restarting > 0 }
 
 // deregisterServices removes every service of the allocation.
 func (ar *allocRun) deregisterServices() {
@@ -352,9 +364,7 @@ func (c *Cluster) ScriptCheck(namespace, jobID, check, script string) {
 		ar.checkHealth()
 		for _, r := range ar.svcs {
 			if r.consul {
-				for i := range r.svc.Checks {
-					c.consulCheckLoop(ar, r, &r.svc.Checks[i])
-				}
+				c.kickConsulChecks(ar, r)
 			}
 		}
 	}

@@ -178,19 +178,27 @@ func (tr *taskRun) kill() {
 	tr.killing = true
 	tr.gen++
 	gen := tr.gen
+	// Killing first (the alloc runner's kill event), then the task's shutdown_delay with
+	// the task pending (or skipped with no_shutdown_delay), then the signal.
+	kt := deref(tr.t.KillTimeout)
+	appendEvent(tr.st, c.evKilling(kt))
 	sd := time.Duration(0)
-	if tr.t.ShutdownDelay > 0 && !ar.noShutdown {
-		sd = tr.t.ShutdownDelay
-		appendEvent(tr.st, c.evShutdownDelay(sd))
-		ar.touch()
+	if tr.t.ShutdownDelay > 0 {
+		if ar.noShutdown {
+			appendEvent(tr.st, c.evSkipShutdownDelay(tr.t.ShutdownDelay))
+		} else {
+			sd = tr.t.ShutdownDelay
+			appendEvent(tr.st, c.evShutdownDelay(sd))
+			tr.st.State = taskPending
+			ar.servicesChanged()
+			ar.updateClientStatus()
+		}
 	}
+	ar.touch()
 	c.after(sd, func() {
 		if tr.gen != gen {
 			return
 		}
-		kt := deref(tr.t.KillTimeout)
-		appendEvent(tr.st, c.evKilling(kt))
-		ar.touch()
 		exitAfter, code, sig := 10*time.Millisecond, 130, 2
 		if tr.script.ignoreSignal {
 			exitAfter, code, sig = kt, 137, 9

@@ -197,6 +197,7 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 				return &allocFailure{err}
 			}
 			if restart.InPlaceTookEffect(p.Before, a) && (len(p.Tasks) == 0 || len(restart.PendingTasks(p.Before, a)) == 0) {
+				d.log.Info("restart request of a former attempt took effect; not sending it again", "alloc", p.ID)
 				return d.toWaiting(ctx, i)
 			}
 			if len(p.Tasks) > 0 {
@@ -206,6 +207,7 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 				return err
 			}
 		}
+		d.log.Debug("sending restart", "alloc", p.ID, "tasks", tasks, "attempt", p.Attempts, "fresh", fresh)
 		err := d.requestRestart(ctx, p, tasks)
 		if err == nil {
 			return d.toWaiting(ctx, i)

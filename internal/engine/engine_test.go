@@ -465,3 +465,25 @@ func TestMinHealthyTime(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswerWhileDetached answers a question no driver is waiting on; the next driver reads the
+// answer from the record and goes on.
+func TestAnswerWhileDetached(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 2})
+	e, s := newTestEngine(t, fc)
+	rec := planAndCreate(t, e, restart.Spec{BatchWaitAsk: true})
+	wait, cancel := driveAsync(e, rec)
+	waitStatus(t, s, rec, func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+	cancel()
+	if r, err := wait(); !errors.Is(err, context.Canceled) || r.Status != restart.StatusWaiting || r.Driver != "" {
+		t.Fatalf("detach: %v, status %s, driver %q", err, r.Status, r.Driver)
+	}
+	if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "y", "op"); err != nil {
+		t.Fatal(err)
+	}
+	final := drive(t, e, rec, nil)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("status %s (%s)", final.Status, final.Reason)
+	}
+	assertOnce(t, fc.counts(false), final)
+}

@@ -205,6 +205,9 @@ func (f *fakeCluster) WatchAllocation(ctx context.Context, id string, after uint
 }
 
 func (f *fakeCluster) RestartTasks(ctx context.Context, id, task string, all bool) error {
+	if err := ctx.Err(); err != nil {
+		return err // a request is never sent on an ended context
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	before, lost := f.faultLocked("restart")
@@ -276,6 +279,9 @@ func (f *fakeCluster) RestartTasks(ctx context.Context, id, task string, all boo
 }
 
 func (f *fakeCluster) StopAlloc(ctx context.Context, id string, noDelay bool) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	before, lost := f.faultLocked("stop")

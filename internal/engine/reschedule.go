@@ -75,6 +75,7 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 				return &allocFailure{err}
 			}
 			if restart.StopTookEffect(a) {
+				d.log.Info("stop request of a former attempt took effect; not sending it again", "alloc", p.ID)
 				var since uint64
 				if p.Before != nil {
 					since = p.Before.AllocModifyIndex
@@ -88,6 +89,7 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 				return err
 			}
 		}
+		d.log.Debug("sending stop", "alloc", p.ID, "attempt", p.Attempts, "fresh", fresh)
 		index, err := d.e.cluster.StopAlloc(ctx, p.ID, d.spec.NoShutdownDelay)
 		if err == nil {
 			if err := d.stopped(ctx, i, index); err != nil {

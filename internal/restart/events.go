@@ -2,7 +2,7 @@ package restart
 
 import "fmt"
 
-// EventsDroppedMessage is the text of the marker event that stands for dropped events.
+// eventsDroppedFormat is the text of the marker event that stands for dropped events.
 const eventsDroppedFormat = "%d earlier events were dropped to keep the log bounded"
 
 // AppendEvent appends e to the record's log with the next sequence number and returns it as

@@ -47,7 +47,7 @@ func (q *Question) Prompt() string {
 	return q.Text + " [" + q.Options + "]"
 }
 
-// PlacementError is the marker the engine wraps placement failures in, so that they are
+// ErrPlacementFailure is the marker the engine wraps placement failures in, so that they are
 // classified as unrecoverable.
 var ErrPlacementFailure = errors.New("placement failure")
 

@@ -56,18 +56,13 @@ func denied(t *testing.T, what string, r rawResponse, text string) {
 	}
 }
 
-// TestKnownGapsACLUnknownToken: nomadsim answers an unknown token with "Permission denied";
-// Nomad answers "ACL token not found" (nomad/structs ErrTokenNotFound, made a 403 by the
-// HTTP agent). Kept apart so the lead decides; fold it into TestACLs once nomadsim agrees.
-func TestKnownGapsACLUnknownToken(t *testing.T) {
-	forEachTarget(t, targetOptions{acls: true}, func(t *testing.T, tg *target) {
-		denied(t, "list jobs with an unknown token", tg.do(t, "GET", "/v1/jobs", "00000000-0000-0000-0000-000000000001", nil), "ACL token not found")
-	})
-}
-
 func TestACLs(t *testing.T) {
 	forEachTarget(t, targetOptions{acls: true}, func(t *testing.T, tg *target) {
 		denied(t, "list jobs without a token", tg.do(t, "GET", "/v1/jobs", "", nil), "Permission denied")
+		// An unknown token is denied like no token (checked on a real Nomad 2.0 agent).
+		unknown := "00000000-0000-0000-0000-000000000001"
+		denied(t, "list jobs with an unknown token", tg.do(t, "GET", "/v1/jobs", unknown, nil), "Permission denied")
+		denied(t, "token self with an unknown token", tg.do(t, "GET", "/v1/acl/token/self", unknown, nil), "Permission denied")
 
 		self := tg.do(t, "GET", "/v1/acl/token/self", tg.token, nil)
 		var tok api.ACLToken

@@ -65,7 +65,8 @@ type replay struct {
 	t     *testing.T
 	tg    *target
 	subst map[string]string // recorded text -> the sim's
-	lastBody string
+	lastBody string // the last answer, shown when its fields fall short
+	heldLock string // the lock ID the replay leaves held, released at cleanup
 }
 
 // compare checks the sim's answer to one recorded request: status code, content type, the
@@ -274,8 +275,11 @@ func webJob() *api.Job {
 	return job
 }
 
-// TestReferenceExchanges replays the requests recorded from a real agent against the sim,
-// after building the same objects, and compares the answers' shapes.
+// TestReferenceExchanges replays the requests recorded from a real agent, after building
+// the same objects, and compares the answers' shapes: against the sim always, and against a
+// real agent when NOMAD_CONFORMANCE_ADDR names one (which checks the replay itself). The
+// replay uses the recording's names (jobs sleepy, web, impossible; variables under
+// nomad-restart/), so a real agent must not hold objects of those names.
 func TestReferenceExchanges(t *testing.T) {
 	exchanges := loadExchanges(t)
 	byFile := map[string]*exchange{}
@@ -283,57 +287,74 @@ func TestReferenceExchanges(t *testing.T) {
 		byFile[x.file[:2]] = x
 	}
 	t.Run("acls-off", func(t *testing.T) {
-		t.Parallel()
-		tg := startSim(t, targetOptions{})
-		rp := &replay{t: t, tg: tg, subst: map[string]string{}}
-		tg.register(t, webJob())
-		web := tg.waitRunning(t, "web", 2)
-		for _, a := range web {
-			if a.Name == "web.web[0]" {
-				rp.subst[recWeb0] = a.ID
+		forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
+			if tg.acls {
+				t.Skip(envToken + " set: the agent enforces ACLs, these exchanges were recorded without")
 			}
-		}
-		for _, x := range exchanges {
-			n := x.file[:2]
-			if n >= "53" && n <= "56" || n == "57" {
-				continue // the ACL agent's, and the event stream: below
+			rp := &replay{t: t, tg: tg, subst: map[string]string{}}
+			tg.register(t, webJob())
+			web := tg.waitRunning(t, "web", 2)
+			for _, a := range web {
+				if a.Name == "web.web[0]" {
+					rp.subst[recWeb0] = a.ID
+				}
 			}
-			rp.before(n)
-			r := rp.compare(x)
-			rp.after(n, r)
-		}
-		rp.eventStream(byFile["57"])
+			t.Cleanup(rp.cleanup)
+			for _, x := range exchanges {
+				n := x.file[:2]
+				if n >= "53" && n <= "56" || n == "57" {
+					continue // the ACL agent's, and the event stream: below
+				}
+				rp.before(n)
+				r := rp.compare(x)
+				rp.after(n, r)
+			}
+			rp.eventStream(byFile["57"])
+		})
 	})
 	t.Run("acls-on", func(t *testing.T) {
-		t.Parallel()
-		tg := startSim(t, targetOptions{acls: true})
-		rp := &replay{t: t, tg: tg, subst: map[string]string{}}
-		tg.register(t, sleepJob("sleepy", 1))
-		rp.subst[recReaderAlloc] = tg.waitRunning(t, "sleepy", 1)[0].ID
-		reader := tg.createToken(t, "reader", readerRules)
-		for _, n := range []string{"53", "54", "55", "56"} {
-			x := byFile[n]
-			token := reader
-			switch n {
-			case "53":
-				token = ""
-			case "54":
-				token = tg.token
+		forEachTarget(t, targetOptions{acls: true}, func(t *testing.T, tg *target) {
+			rp := &replay{t: t, tg: tg, subst: map[string]string{}}
+			tg.register(t, sleepJob(tg.id("sleepy"), 1))
+			rp.subst[recReaderAlloc] = tg.waitRunning(t, tg.id("sleepy"), 1)[0].ID
+			reader := tg.createToken(t, tg.id("reader"), readerRules)
+			for _, n := range []string{"53", "54", "55", "56"} {
+				x := byFile[n]
+				token := reader
+				switch n {
+				case "53":
+					token = ""
+				case "54":
+					token = tg.token
+				}
+				var r rawResponse
+				if string(x.Request.Body) != "null" {
+					r = tg.do(t, x.Request.Method, rp.apply(x.Request.Path), token, strings.NewReader(string(x.Request.Body)))
+				} else {
+					r = tg.do(t, x.Request.Method, rp.apply(x.Request.Path), token, nil)
+				}
+				rp.lastBody = string(r.body)
+				rp.check(x, rp.apply(x.Request.Path), r)
 			}
-			var body *strings.Reader
-			if string(x.Request.Body) != "null" {
-				body = strings.NewReader(string(x.Request.Body))
-			}
-			var r rawResponse
-			if body != nil {
-				r = tg.do(t, x.Request.Method, rp.apply(x.Request.Path), token, body)
-			} else {
-				r = tg.do(t, x.Request.Method, rp.apply(x.Request.Path), token, nil)
-			}
-			rp.lastBody = string(r.body)
-			rp.check(x, rp.apply(x.Request.Path), r)
-		}
+		})
 	})
+}
+
+// cleanup removes what the replay made besides the web job: on a real agent they outlive
+// the test.
+func (rp *replay) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wo := (&api.WriteOptions{}).WithContext(ctx)
+	for _, job := range []string{"sleepy", "impossible"} {
+		_, _, _ = rp.tg.api.Jobs().Deregister(job, true, wo)
+	}
+	if id := rp.heldLock; id != "" {
+		_, _, _ = rp.tg.api.Variables().ReleaseLock(&api.Variable{Path: "nomad-restart/lock", Lock: &api.VariableLock{ID: id}}, wo)
+	}
+	for _, path := range []string{"nomad-restart/lock", "nomad-restart/demo"} {
+		_, _ = rp.tg.api.Variables().Delete(path, wo)
+	}
 }
 
 // before brings the sim to the state the real agent was in when it answered exchange n.
@@ -385,12 +406,11 @@ func (rp *replay) after(n string, r rawResponse) {
 	t := rp.t
 	t.Helper()
 	switch n {
-	case "05":
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_, _, _ = rp.tg.api.Jobs().Deregister("sleepy", true, (&api.WriteOptions{}).WithContext(ctx))
-		})
+	case "46":
+		var v api.Variable
+		if err := json.Unmarshal(r.body, &v); err == nil && v.Lock != nil {
+			rp.heldLock = v.Lock.ID
+		}
 	case "41":
 		var v api.Variable
 		if err := json.Unmarshal(r.body, &v); err != nil || v.Lock == nil {
@@ -422,6 +442,9 @@ func (rp *replay) eventStream(x *exchange) {
 	req, err := http.NewRequestWithContext(ctx, "GET", tg.addr+x.Request.Path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tg.token != "" {
+		req.Header.Set("X-Nomad-Token", tg.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// DefaultConcurrency bounds the restarts one agent drives at once.
+const DefaultConcurrency = 500
+
+// Config wires an Agent.
+type Config struct {
+	Cluster cluster.Cluster
+	Store   store.Store
+	// Client is the Nomad client of a Nomad Variables store: with it the agent finds work by
+	// a blocking list query on the store's variables. Nil (the local store): the agent lists
+	// records every PollEvery.
+	Client *api.Client
+	// Prefix is the Nomad store's variable prefix; default "nomad-restart".
+	Prefix string
+	// Namespace limits the agent to one namespace; "" or "*" is every namespace its token
+	// may list.
+	Namespace string
+	// Concurrency bounds the restarts driven at once; default DefaultConcurrency.
+	Concurrency int
+	// Holder names this agent in records and leases; default "agent@<host>:<pid>".
+	Holder  string
+	Logger  *slog.Logger
+	Metrics *Metrics // nil: NewMetrics()
+	// Resync is how often every restart not known to be finished is looked at again, even
+	// one whose lease looked held (a safety net under the watch); default 5m.
+	Resync time.Duration
+	// MinListGap is the least time between two listings of the records (a busy cluster
+	// changes them many times a second); default 1s.
+	MinListGap time.Duration
+	// ListWait is each blocking list query's wait; default cluster.DefaultWatchWait.
+	ListWait time.Duration
+	// PollEvery is the local store's listing interval; default 2s.
+	PollEvery time.Duration
+	// RetryFailed is the first delay before driving again a restart whose drive failed (it
+	// doubles up to 16 times that); default 5s.
+	RetryFailed time.Duration
+	// ViewMaxAge is how stale the records shown by the web page and the status gauges may
+	// be; default 2s.
+	ViewMaxAge time.Duration
+	// Now is the local clock for records and waits; nil: time.Now.
+	Now func() time.Time
+}
+
+// Agent adopts restarts whose lease is free and drives each to its end.
+type Agent struct {
+	cfg     Config
+	eng     *engine.Engine
+	src     source
+	log     *slog.Logger
+	metrics *Metrics
+
+	mu      sync.Mutex
+	known   map[string]*entry
+	last    pass
+	running bool // Run is active and has listed once
+	stopped bool
+	wg      sync.WaitGroup
+	kick    chan struct{}
+
+	view viewCache
+}
+
+// entry is what the agent remembers of one restart between passes.
+type entry struct {
+	driving bool
+	// terminalAt is the head index at which the record was seen finished (0: not seen).
+	terminalAt uint64
+	// held says the lease was held elsewhere at the last try, with the lease index then.
+	held       bool
+	heldLease  uint64
+	retryAt    time.Time
+	failures   int
+	lastResult string
+}
+
+// New returns an Agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Cluster == nil || cfg.Store == nil {
+		return nil, errors.New("agent: Cluster and Store are required")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "nomad-restart"
+	}
+	cfg.Prefix = strings.Trim(cfg.Prefix, "/")
+	if cfg.Namespace == "" {
+		cfg.Namespace = "*"
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Holder == "" {
+		host, _ := os.Hostname()
+		cfg.Holder = fmt.Sprintf("agent@%s:%d", host, os.Getpid())
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 5 * time.Minute
+	}
+	if cfg.MinListGap <= 0 {
+		cfg.MinListGap = time.Second
+	}
+	if cfg.ListWait <= 0 {
+		cfg.ListWait = cluster.DefaultWatchWait
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 2 * time.Second
+	}
+	if cfg.RetryFailed <= 0 {
+		cfg.RetryFailed = 5 * time.Second
+	}
+	if cfg.ViewMaxAge <= 0 {
+		cfg.ViewMaxAge = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Holder), metrics: cfg.Metrics,
+		known: map[string]*entry{}, kick: make(chan struct{}, 1)}
+	a.eng = engine.New(engine.Config{Cluster: cfg.Cluster, Store: cfg.Store, Logger: cfg.Logger, Holder: cfg.Holder, Now: cfg.Now})
+	if cfg.Client != nil && cfg.Store.Kind() == "nomad" {
+		a.src = &nomadSource{client: cfg.Client, prefix: cfg.Prefix, namespace: cfg.Namespace, wait: cfg.ListWait,
+			minGap: cfg.MinListGap, resync: cfg.Resync, log: a.log, metrics: a.metrics}
+	} else {
+		a.src = &listSource{store: cfg.Store, namespace: cfg.Namespace, every: cfg.PollEvery, log: a.log, metrics: a.metrics}
+	}
+	a.view = viewCache{a: a}
+	return a, nil
+}
+
+// Metrics returns the agent's metrics.
+func (a *Agent) Metrics() *Metrics { return a.metrics }
+
+// Holder is the name the agent drives restarts under.
+func (a *Agent) Holder() string { return a.cfg.Holder }
+
+// Run finds and drives restarts until ctx ends. Then every drive detaches at its next step
+// (the record stays consistent, each lease is released so another agent takes over at once)
+// and Run returns nil once all have. Run may be called once.
+func (a *Agent) Run(ctx context.Context) error {
+	passes := make(chan pass)
+	srcCtx, stopSrc := context.WithCancel(ctx)
+	defer stopSrc()
+	go a.src.run(srcCtx, passes)
+	a.log.Info("agent started", "namespace", a.cfg.Namespace, "store", a.cfg.Store.Kind(), "concurrency", a.cfg.Concurrency)
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.mu.Lock()
+			a.stopped = true
+			n := a.drivingCount()
+			a.mu.Unlock()
+			a.log.Info("agent stopping: detaching from the restarts it drives", "driving", n)
+			a.wg.Wait()
+			a.log.Info("agent stopped")
+			return nil
+		case p := <-passes:
+			a.mu.Lock()
+			a.last = p
+			a.running = true
+			a.mu.Unlock()
+		case <-a.kick:
+		case <-timer.C:
+		}
+		next := a.schedule(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// drivingCount counts drives in progress; callers hold mu.
+func (a *Agent) drivingCount() int {
+	n := 0
+	for _, e := range a.known {
+		if e.driving {
+			n++
+		}
+	}
+	return n
+}
+
+// schedule starts drives for the restarts of the last pass that are due, within the bound,
+// and returns how long until the earliest retry is due.
+func (a *Agent) schedule(ctx context.Context) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	wake := time.Hour
+	p := a.last
+	a.last.resync = false // a resync clears held marks once
+	inFlight := a.drivingCount()
+	seen := make(map[string]bool, len(p.cands))
+	for _, c := range p.cands {
+		k := c.key()
+		seen[k] = true
+		e := a.known[k]
+		if e == nil {
+			e = &entry{}
+			a.known[k] = e
+		}
+		if e.driving || (e.terminalAt != 0 && e.terminalAt >= c.headIndex) {
+			continue
+		}
+		if e.held && !p.resync && !a.src.retryHeldEachPass() && c.leaseIndex == e.heldLease {
+			continue // the lease has not changed since it was found held
+		}
+		if now.Before(e.retryAt) {
+			wake = min(wake, e.retryAt.Sub(now))
+			continue
+		}
+		if inFlight >= a.cfg.Concurrency {
+			continue // a drive's end kicks the scheduler again
+		}
+		inFlight++
+		e.driving = true
+		e.held = false
+		a.metrics.driving.Set(float64(inFlight))
+		a.wg.Add(1)
+		go a.drive(ctx, c)
+	}
+	// Forget restarts no longer listed (deleted), unless a drive still runs.
+	for k, e := range a.known {
+		if !seen[k] && !e.driving {
+			delete(a.known, k)
+		}
+	}
+	return wake
+}
+
+// drive runs one restart through the engine and records the outcome for the scheduler.
+func (a *Agent) drive(ctx context.Context, c candidate) {
+	defer a.wg.Done()
+	obs := &driveObserver{m: a.metrics}
+	log := a.log.With("restart", c.id, "namespace", c.ns)
+	rec, err := a.eng.Drive(ctx, c.ns, c.id, obs.sink)
+
+	a.mu.Lock()
+	e := a.known[c.key()]
+	if e == nil {
+		e = &entry{}
+		a.known[c.key()] = e
+	}
+	e.driving = false
+	a.metrics.driving.Set(float64(a.drivingCount()))
+	switch {
+	case errors.Is(err, store.ErrLeaseHeld):
+		e.held, e.heldLease = true, c.leaseIndex
+		e.lastResult = "held elsewhere"
+		e.failures = 0
+		a.metrics.lease("held_elsewhere")
+		log.Debug("restart is driven elsewhere")
+	case ctx.Err() != nil:
+		e.lastResult = "detached"
+		if obs.acquired {
+			a.metrics.lease("released")
+		}
+		log.Info("detached from restart")
+	case err != nil && strings.Contains(err.Error(), "lost the lease"):
+		e.lastResult = "lease lost"
+		a.metrics.lease("lost")
+		e.retryAt = time.Now().Add(a.cfg.RetryFailed)
+		log.Warn("lease lost; another agent may drive the restart", "err", err)
+	case errors.Is(err, store.ErrNotFound):
+		e.terminalAt = c.headIndex // deleted: nothing to do unless it comes back with a new head
+		e.lastResult = "not found"
+	case err != nil:
+		e.failures++
+		delay := a.cfg.RetryFailed << min(e.failures-1, 4)
+		e.retryAt = time.Now().Add(delay)
+		e.lastResult = "error: " + err.Error()
+		a.metrics.driveFailures.Inc()
+		if obs.acquired {
+			a.metrics.lease("released")
+		}
+		log.Warn("driving the restart failed; will try again", "retry_in", delay, "err", err)
+	default:
+		e.failures = 0
+		if rec != nil && rec.Status.Terminal() {
+			e.terminalAt = max(rec.ModifyIndex, c.headIndex)
+			e.lastResult = string(rec.Status)
+			if obs.acquired {
+				log.Info("restart finished", "status", rec.Status, "reason", rec.Reason)
+			}
+		} else {
+			e.retryAt = time.Now().Add(a.cfg.RetryFailed)
+			e.lastResult = "ended"
+		}
+		if obs.acquired {
+			a.metrics.lease("released")
+		}
+	}
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// driveObserver turns one drive's events into metrics. The engine calls sink from one
+// goroutine at a time per drive, so it needs no lock.
+type driveObserver struct {
+	m        *Metrics
+	acquired bool
+	// The batch in flight: from its start to its last allocation's end (operator
+	// questions and batch waits after it are not the batch's duration).
+	batchOpen    bool
+	batchStart   time.Time
+	lastAllocEnd time.Time
+	gateStart    map[string]time.Time
+}
+
+func (o *driveObserver) closeBatch() {
+	if o.batchOpen && !o.lastAllocEnd.IsZero() && !o.lastAllocEnd.Before(o.batchStart) {
+		o.m.observeBatch(o.lastAllocEnd.Sub(o.batchStart))
+	}
+	o.batchOpen = false
+}
+
+func (o *driveObserver) sink(ev restart.Event) {
+	if o.gateStart == nil {
+		o.gateStart = map[string]time.Time{}
+	}
+	switch ev.Type {
+	case restart.EventStarted, restart.EventDriver:
+		// The first driver starts the restart; a later one records that it took over.
+		tookOver := ev.Type == restart.EventStarted || strings.Contains(ev.Message, "took over")
+		if tookOver && !o.acquired {
+			o.acquired = true
+			o.m.lease("acquired")
+			o.m.adoptions.Inc()
+		}
+	case restart.EventBatchStarted:
+		o.closeBatch()
+		o.batchOpen, o.batchStart, o.lastAllocEnd = true, ev.Time, time.Time{}
+	case restart.EventBatchFinished, restart.EventQuestion, restart.EventSucceeded, restart.EventFailed, restart.EventCanceled:
+		o.closeBatch()
+	case restart.EventAllocWaiting:
+		o.gateStart[ev.AllocID] = ev.Time
+	case restart.EventAllocDone, restart.EventAllocFailed:
+		result := "restarted"
+		if ev.Type == restart.EventAllocFailed {
+			result = "failed"
+		}
+		o.m.allocs.WithLabelValues(result).Inc()
+		o.lastAllocEnd = ev.Time
+		if t, ok := o.gateStart[ev.AllocID]; ok && !ev.Time.Before(t) {
+			o.m.observeGate(ev.Time.Sub(t))
+			delete(o.gateStart, ev.AllocID)
+		}
+	case restart.EventAllocSkipped:
+		o.m.allocs.WithLabelValues("skipped").Inc()
+		o.lastAllocEnd = ev.Time
+	}
+}
+
+// Ready reports whether the agent has listed the restarts at least once and is not stopping.
+func (a *Agent) Ready() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running && !a.stopped
+}
+
+// Driving returns the IDs of the restarts this agent drives now.
+func (a *Agent) Driving() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for k, e := range a.known {
+		if e.driving {
+			_, id, _ := strings.Cut(k, "\x00")
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// testTimeout bounds every wait of these tests: generous, since two noisy cores may be
+// shared with other packages' tests. Waits end on conditions, never on fixed sleeps.
+const testTimeout = 90 * time.Second
+
+// simScale runs the simulation fast: a 5 s kill timeout takes 100 ms.
+const simScale = 50
+
+type env struct {
+	sim    *nomadsim.Cluster
+	client *api.Client
+	store  store.Store
+	// planner creates restarts as `run -detach` does: plan, create, no driver.
+	planner *engine.Engine
+}
+
+func startEnv(t testing.TB, opts nomadsim.Options) *env {
+	t.Helper()
+	if opts.TimeScale == 0 {
+		opts.TimeScale = simScale
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 7
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sim, err := nomadsim.Start(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("starting nomadsim: %v", err)
+	}
+	t.Cleanup(func() { cancel(); _ = sim.Close() })
+	client, err := sim.APIClient(sim.BootstrapToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewNomad(client, store.NomadOptions{})
+	e := &env{sim: sim, client: client, store: st}
+	e.planner = engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st, Holder: "cli:detached"})
+	return e
+}
+
+// newAgent builds an agent on its own API client (with its metrics' counting transport) and
+// the given token.
+func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) *Agent {
+	t.Helper()
+	m := NewMetrics()
+	cfg := api.DefaultConfig()
+	cfg.Address = e.sim.Addr()
+	cfg.SecretID = token
+	cfg.Region, cfg.Namespace = "", ""
+	cfg.HttpClient = &http.Client{Transport: m.Transport(nil)}
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{
+		Cluster: cluster.NewNomad(client),
+		Store:   store.NewNomad(client, store.NomadOptions{}),
+		Client:  client, Holder: holder, Metrics: m,
+		MinListGap: 20 * time.Millisecond, ViewMaxAge: time.Millisecond,
+		RetryFailed: 100 * time.Millisecond,
+	}
+	if tweak != nil {
+		tweak(&c)
+	}
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// start runs a in the background; the returned stop cancels it and waits for Run to return.
+func start(t testing.TB, a *Agent) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("agent %s: Run: %v", a.Holder(), err)
+				}
+			case <-time.After(testTimeout):
+				t.Errorf("agent %s did not stop", a.Holder())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// register runs a service job of count allocations in namespace ns and waits until it runs
+// and its deployment has ended (Nomad refuses restarts during a deployment).
+func (e *env) register(t testing.TB, ns, id string, count int, meta map[string]string) {
+	t.Helper()
+	job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr("service"), Namespace: ptr(ns),
+		Datacenters: []string{"dc1", "dc2"}, Region: ptr("global")}
+	tg := api.NewTaskGroup("web", count)
+	task := api.NewTask("main", "raw_exec")
+	task.Config = map[string]any{"command": "/bin/sh"}
+	task.Meta = meta
+	task.Require(&api.Resources{CPU: ptr(10), MemoryMB: ptr(16)})
+	tg.AddTask(task)
+	job.AddTaskGroup(tg)
+	if _, err := e.sim.RegisterJob(job); err != nil {
+		t.Fatalf("registering job %s: %v", id, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := e.sim.WaitJobRunning(ctx, ns, id); err != nil {
+		t.Fatal(err)
+	}
+	nc := cluster.NewNomad(e.client)
+	waitFor(t, ctx, fmt.Sprintf("deployment of %s to end", id), func() bool {
+		d, err := nc.ActiveDeployment(ctx, ns, id)
+		return err == nil && d == nil
+	})
+}
+
+// detached creates a pending restart of job, as `nomad-restart run -detach` does.
+func (e *env) detached(t testing.TB, ns, job string, spec restart.Spec) *restart.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, err := e.planner.Plan(ctx, engine.Request{Namespace: ns, Job: job, Spec: spec})
+	if err != nil {
+		t.Fatalf("planning a restart of %s: %v", job, err)
+	}
+	if err := e.planner.Create(ctx, p.Record); err != nil {
+		t.Fatalf("creating the restart of %s: %v", job, err)
+	}
+	return p.Record
+}
+
+// waitEnd watches a restart's record (blocking queries) until it is terminal.
+func (e *env) waitEnd(t testing.TB, rec *restart.Record) *restart.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cur := rec
+	for !cur.Status.Terminal() {
+		next, err := e.store.Watch(ctx, rec.Namespace, rec.ID, cur.ModifyIndex)
+		if err != nil {
+			t.Fatalf("restart %s of %s did not end (last status %s): %v", rec.ID, rec.JobID, cur.Status, err)
+		}
+		cur = next
+	}
+	return cur
+}
+
+// checkOnce asserts from Nomad's facts that each planned allocation was restarted once.
+func (e *env) checkOnce(t testing.TB, rec *restart.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := enginetest.CountRestarts(ctx, e.client, rec.Namespace, rec.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range rec.Allocs {
+		ids = append(ids, a.ID)
+	}
+	for _, bad := range c.ExactlyOnce(ids, false) {
+		t.Error(bad)
+	}
+}
+
+// waitFor polls cond (test code only: the agent never polls) until it holds.
+func waitFor(t testing.TB, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
