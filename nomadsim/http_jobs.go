@@ -419,7 +419,9 @@ func (c *Cluster) handleJobScale(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handleJobPlan answers a dry run: the diff is not computed, the annotations are empty.
+// handleJobPlan answers a dry run: the scheduler's decisions per group (placements,
+// destructive and in-place updates, stops) and, with Diff, a job diff at the level of
+// groups (field-level diffs are not computed).
 func (c *Cluster) handleJobPlan(w http.ResponseWriter, r *http.Request) {
 	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
 		return
@@ -428,26 +430,120 @@ func (c *Cluster) handleJobPlan(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
 	var req api.JobPlanRequest
 	if err := decodeBody(r, &req); err != nil {
 		simhttp.WriteError(w, err)
+		return
+	}
+	if req.Job == nil {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must be specified"))
+		return
+	}
+	if req.Job.ID == nil {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must have a valid ID"))
+		return
+	}
+	if id := r.PathValue("id"); *req.Job.ID != id {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match"))
 		return
 	}
 	if err := validateJob(req.Job); err != nil {
 		simhttp.WriteError(w, err)
 		return
 	}
+	job := cloneJob(req.Job)
+	if job.Namespace == nil || *job.Namespace == "" {
+		job.Namespace = ptr(q.Namespace)
+	}
+	if err := c.authorize(r, *job.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if job.Region == nil || *job.Region == "" {
+		job.Region = ptr(c.opts.Region)
+	}
+	job.Canonicalize()
 	c.write(w, func() (uint64, any, error) {
-		var modify uint64
-		if j := c.jobs[jobKey{q.Namespace, deref(req.Job.ID)}]; j != nil {
-			modify = deref(j.current().JobModifyIndex)
-		}
-		return 0, &api.JobPlanResponse{JobModifyIndex: modify, Annotations: &api.PlanAnnotations{DesiredTGUpdates: map[string]*api.DesiredUpdates{}}}, nil
+		return c.idx.Current(), c.plan(job, req.Diff), nil
 	})
+}
+
+// plan computes a JobPlanResponse without changing anything. Callers hold c.mu.
+func (c *Cluster) plan(job *api.Job, diff bool) *api.JobPlanResponse {
+	out := &api.JobPlanResponse{Annotations: &api.PlanAnnotations{DesiredTGUpdates: map[string]*api.DesiredUpdates{}}}
+	j := c.jobs[jobKey{*job.Namespace, *job.ID}]
+	var prev *api.Job
+	if j != nil {
+		prev = j.current()
+		out.JobModifyIndex = deref(prev.JobModifyIndex)
+	}
+	jd := &api.JobDiff{Type: "None", ID: *job.ID}
+	switch {
+	case prev == nil:
+		jd.Type = "Added"
+	case specChanged(prev, job):
+		jd.Type = "Edited"
+	}
+	seen := map[string]bool{}
+	for _, tg := range job.TaskGroups {
+		name := *tg.Name
+		seen[name] = true
+		du := &api.DesiredUpdates{}
+		gd := &api.TaskGroupDiff{Type: "None", Name: name, Updates: map[string]uint64{}}
+		var live []*allocRun
+		if j != nil {
+			for _, ar := range groupAllocs(j, name) {
+				if !ar.clientTerminal() {
+					live = append(live, ar)
+				}
+			}
+		}
+		count := deref(tg.Count)
+		kept := min(len(live), count)
+		switch {
+		case prev == nil || findGroup(prev, name) == nil:
+			gd.Type = "Added"
+		case !equalJSON(findGroup(prev, name), tg):
+			gd.Type = "Edited"
+		}
+		for _, ar := range live[:kept] {
+			switch {
+			case ar.a.Job != nil && destructiveChange(ar.a.Job, job, name):
+				du.DestructiveUpdate++
+			case ar.a.Job != nil && !equalJSON(findGroup(ar.a.Job, name), tg):
+				du.InPlaceUpdate++
+			default:
+				du.Ignore++
+			}
+		}
+		if count > kept {
+			du.Place = uint64(count - kept)
+		}
+		if len(live) > count {
+			du.Stop = uint64(len(live) - count)
+		}
+		for k, v := range map[string]uint64{"create": du.Place, "destroy": du.Stop, "create/destroy update": du.DestructiveUpdate, "in-place update": du.InPlaceUpdate, "ignore": du.Ignore} {
+			if v > 0 {
+				gd.Updates[k] = v
+			}
+		}
+		out.Annotations.DesiredTGUpdates[name] = du
+		jd.TaskGroups = append(jd.TaskGroups, gd)
+	}
+	if prev != nil {
+		for _, tg := range prev.TaskGroups {
+			if seen[*tg.Name] {
+				continue
+			}
+			n := uint64(len(groupAllocs(j, *tg.Name)))
+			out.Annotations.DesiredTGUpdates[*tg.Name] = &api.DesiredUpdates{Stop: n}
+			jd.TaskGroups = append(jd.TaskGroups, &api.TaskGroupDiff{Type: "Deleted", Name: *tg.Name, Updates: map[string]uint64{"destroy": n}})
+		}
+	}
+	if diff {
+		out.Diff = jd
+	}
+	return out
 }
 
 // handleJobsParse answers /v1/jobs/parse. HCL parsing is not simulated: a JSON job body

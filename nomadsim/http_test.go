@@ -216,3 +216,29 @@ func TestNamespaces(t *testing.T) {
 		t.Errorf("jobs across namespaces %+v", all)
 	}
 }
+
+func TestPlan(t *testing.T) {
+	c, cl := startCluster(t, Options{})
+	job := serviceJob("web", 2)
+	plan, _, err := cl.Jobs().Plan(job, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Diff == nil || plan.Diff.Type != "Added" || plan.Annotations.DesiredTGUpdates["g"].Place != 2 {
+		t.Errorf("plan of a new job: %+v %+v", plan.Diff, plan.Annotations.DesiredTGUpdates["g"])
+	}
+	runningAlloc(t, c, cl, job)
+	job.TaskGroups[0].Tasks[0].Env = map[string]string{"V": "2"}
+	job.TaskGroups[0].Count = ptr(3)
+	plan, _, err = cl.Jobs().Plan(job, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	du := plan.Annotations.DesiredTGUpdates["g"]
+	if plan.Diff.Type != "Edited" || du.DestructiveUpdate != 2 || du.Place != 1 || plan.Diff.TaskGroups[0].Updates["create/destroy update"] != 2 {
+		t.Errorf("plan of an update: %+v %+v", plan.Diff, du)
+	}
+	if st := c.Stats(); st.Mutations != 1 {
+		t.Errorf("plans counted as mutations: %d", st.Mutations)
+	}
+}

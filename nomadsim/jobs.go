@@ -134,6 +134,10 @@ func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, erro
 		job.Region = ptr(c.opts.Region)
 	}
 	job.Canonicalize()
+	if job.NodePool == nil || *job.NodePool == "" {
+		// The server puts a job without a node pool in the default pool.
+		job.NodePool = ptr("default")
+	}
 	k := jobKey{*job.Namespace, *job.ID}
 	j := c.jobs[k]
 	now := c.clk.now()

@@ -114,6 +114,8 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 		if dep == nil {
 			dep = c.createDeployment(j, job)
 		}
+		// The evaluation names the deployment its plan created or advanced.
+		plan.ev.DeploymentID = dep.ID
 		return dep
 	}
 

@@ -192,7 +192,6 @@ func (ar *allocRun) consulOnly() bool {
 	return len(ar.svcs) > 0
 }
 
-
 // deregisterServices removes every service of the allocation.
 func (ar *allocRun) deregisterServices() {
 	if len(ar.svcs) == 0 {

@@ -34,7 +34,11 @@ type target struct {
 	token string // a management token, or "" when ACLs are off
 	acls  bool   // whether the target enforces ACLs
 	api   *api.Client
-	sim   *nomadsim.Cluster // nil for a real agent
+	// http sends the raw requests. It does not ask for gzip: Nomad's agent then compresses
+	// and drops the Content-Type it otherwise sets, and the recorded exchanges were taken
+	// without compression.
+	http *http.Client
+	sim  *nomadsim.Cluster // nil for a real agent
 	// prefix makes the names of jobs and variables unique, so that cases can run against a
 	// long-lived real agent again and again without meeting earlier runs' objects.
 	prefix string
@@ -95,7 +99,7 @@ func startSim(t *testing.T, opts targetOptions) *target {
 		t.Fatalf("start nomadsim: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	tg := &target{name: "sim", addr: c.Addr(), acls: opts.acls, sim: c, prefix: "conf", patience: 30 * time.Second}
+	tg := &target{name: "sim", addr: c.Addr(), acls: opts.acls, sim: c, prefix: "conf", patience: 30 * time.Second, http: rawClient(t)}
 	if opts.acls {
 		// Asserted through an interface so the suite compiles while nomadsim grows.
 		b, ok := any(c).(interface{ BootstrapToken() string })
@@ -131,8 +135,15 @@ func realTarget(t *testing.T, opts targetOptions) *target {
 	}
 	return &target{
 		name: "real", addr: strings.TrimRight(addr, "/"), token: token, acls: token != "", api: cl,
-		prefix: "conf-" + randomHex(t, 4), patience: 90 * time.Second,
+		prefix: "conf-" + randomHex(t, 4), patience: 90 * time.Second, http: rawClient(t),
 	}
+}
+
+// rawClient is an HTTP client without compression, closed with the test.
+func rawClient(t *testing.T) *http.Client {
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 func randomHex(t *testing.T, n int) string {
@@ -171,7 +182,7 @@ func (tg *target) request(ctx context.Context, method, path, token string, body 
 	if token != "" {
 		req.Header.Set("X-Nomad-Token", token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := tg.http.Do(req)
 	if err != nil {
 		return rawResponse{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
