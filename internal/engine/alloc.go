@@ -24,10 +24,13 @@ func (f *allocFailure) Error() string { return f.err.Error() }
 func (d *driver) handleAlloc(ctx context.Context, i int) error {
 	d.mu.Lock()
 	spec := d.spec
+	group := d.rec.Allocs[i].Group
 	d.mu.Unlock()
 	// The deadline starts when this driver takes the allocation up (a local-clock deadline,
-	// never compared with Nomad's times), so a resumed driver gives it a full period.
-	actx, cancel := context.WithTimeout(ctx, spec.HealthyDeadline)
+	// never compared with Nomad's times), so a resumed driver gives it a full period. The
+	// checks gate also applies it on Nomad's clock from the tasks' start.
+	_, deadline := spec.HealthTimes(group)
+	actx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	var err error
 	if spec.Reschedule {
@@ -42,7 +45,7 @@ func (d *driver) handleAlloc(ctx context.Context, i int) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case actx.Err() != nil:
-		return d.failAlloc(ctx, i, d.deadlineError(i, spec.HealthyDeadline))
+		return d.failAlloc(ctx, i, d.deadlineError(i, deadline))
 	case errors.As(err, &fail):
 		return d.failAlloc(ctx, i, fail.err)
 	}
@@ -189,14 +192,14 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 		p := d.progress(i)
 		tasks := p.Before.Targets()
 		if !fresh {
-			a, err := d.readAlloc(ctx, p.ID)
+			a, tookEffect, err := d.awaitRestartEvidence(ctx, p)
 			if errors.Is(err, cluster.ErrAllocNotFound) {
 				return d.skipAlloc(ctx, i, "it no longer exists")
 			}
 			if err != nil {
 				return &allocFailure{err}
 			}
-			if restart.InPlaceTookEffect(p.Before, a) && (len(p.Tasks) == 0 || len(restart.PendingTasks(p.Before, a)) == 0) {
+			if tookEffect {
 				d.log.Info("restart request of a former attempt took effect; not sending it again", "alloc", p.ID)
 				return d.toWaiting(ctx, i)
 			}
@@ -285,6 +288,12 @@ func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is %q", p.ID, a.ClientStatus))
 			}
 		} else if restart.RunningAgain(p.Before, a, finishedOK) {
+			if d.gated(a) {
+				if err := d.passGate(ctx, i, a, index, p.Before.Targets()); err != nil {
+					return err
+				}
+				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy again", p.ID))
+			}
 			ok, broke, at, err := d.stayedReady(ctx, p.ID, index, d.spec.MinHealthyTime, func(a *restart.Alloc) bool {
 				return restart.RunningAgain(p.Before, a, finishedOK)
 			})
