@@ -18,13 +18,7 @@ const readerRules = `namespace "default" { policy = "read" }`
 func (tg *target) createToken(t *testing.T, name, rules string) string {
 	t.Helper()
 	if tg.sim != nil {
-		c, ok := any(tg.sim).(interface {
-			CreateToken(name string, policyRules map[string]string) (string, error)
-		})
-		if !ok {
-			t.Fatal("nomadsim.Cluster has no CreateToken method: cannot make a reader token")
-		}
-		secret, err := c.CreateToken(name, map[string]string{name: rules})
+		secret, err := tg.sim.CreateToken(name, map[string]string{name: rules})
 		if err != nil {
 			t.Fatalf("create token %s: %v", name, err)
 		}

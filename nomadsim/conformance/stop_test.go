@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -59,5 +60,36 @@ func TestStopFollowsReplacementChain(t *testing.T) {
 		}
 		// The job still has two allocations that should run.
 		tg.waitRunning(t, id, 2)
+	})
+}
+
+func TestAllocationErrors(t *testing.T) {
+	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
+		id := tg.id("alloc-errors")
+		tg.register(t, sleepJob(id, 1))
+		stub := tg.waitRunning(t, id, 1)[0]
+		if _, err := tg.api.Allocations().Stop(&api.Allocation{ID: stub.ID}, nil); err != nil {
+			t.Fatalf("stop allocation: %v", err)
+		}
+		// Once the client has learned of the stop, it refuses restarts. (Right after the stop
+		// call a real agent's client may not know yet and still restart: not checked.)
+		tg.waitAlloc(t, stub.ID, "stopped allocation complete", func(a *api.Allocation) bool { return a.ClientStatus == "complete" })
+		r := tg.do(t, "PUT", "/v1/client/allocation/"+stub.ID+"/restart", tg.token, strings.NewReader(`{"TaskName":""}`))
+		if r.status != 500 || string(r.body) != "restart of an alloc that should not run" {
+			t.Errorf("restart of a stopped, complete allocation: %d %q, want 500 %q", r.status, r.body, "restart of an alloc that should not run")
+		}
+
+		const unknown = "00000000-0000-0000-0000-000000000000"
+		cases := []struct{ method, path, body, text string }{
+			{"PUT", "/v1/client/allocation/" + unknown + "/restart", `{"TaskName":""}`, `Unknown allocation "` + unknown + `"`},
+			{"GET", "/v1/client/allocation/" + unknown + "/checks", "", `Unknown allocation "` + unknown + `"`},
+			{"PUT", "/v1/allocation/" + unknown + "/stop", "", "allocation not found"},
+		}
+		for _, c := range cases {
+			r := tg.do(t, c.method, c.path, tg.token, strings.NewReader(c.body))
+			if r.status != 404 || string(r.body) != c.text {
+				t.Errorf("%s %s: %d %q, want 404 %q", c.method, c.path, r.status, r.body, c.text)
+			}
+		}
 	})
 }

@@ -101,12 +101,7 @@ func startSim(t *testing.T, opts targetOptions) *target {
 	t.Cleanup(func() { _ = c.Close() })
 	tg := &target{name: "sim", addr: c.Addr(), acls: opts.acls, sim: c, prefix: "conf", patience: 30 * time.Second, http: rawClient(t)}
 	if opts.acls {
-		// Asserted through an interface so the suite compiles while nomadsim grows.
-		b, ok := any(c).(interface{ BootstrapToken() string })
-		if !ok {
-			t.Fatal("nomadsim.Cluster has no BootstrapToken method: ACL cases cannot run")
-		}
-		tg.token = b.BootstrapToken()
+		tg.token = c.BootstrapToken()
 	}
 	cl, err := c.APIClient(tg.token)
 	if err != nil {

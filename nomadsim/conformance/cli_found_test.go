@@ -1,7 +1,6 @@
 package conformance
 
-// Cases a real Nomad agent passes and nomadsim does not (yet). They are kept apart so that
-// the lead decides; once nomadsim agrees, fold each into the case file it belongs to.
+// Cases first found by driving nomadsim with Nomad's own CLI (job run, job plan, job status).
 
 import (
 	"testing"
@@ -11,7 +10,7 @@ import (
 
 // The CLI's `nomad job run` and `nomad job scale` follow a deployment only when the
 // evaluation names it: Nomad's scheduler sets the evaluation's DeploymentID.
-func TestKnownGapsEvalDeploymentID(t *testing.T) {
+func TestRegisterEvalNamesDeployment(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("eval-deployment")
 		resp := tg.register(t, sleepJob(id, 1))
@@ -36,7 +35,7 @@ func TestKnownGapsEvalDeploymentID(t *testing.T) {
 }
 
 // `nomad job plan` dereferences the plan's Diff: Nomad answers one when asked (diff=true).
-func TestKnownGapsPlanDiff(t *testing.T) {
+func TestPlanDiff(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("plan")
 		job := sleepJob(id, 1)
@@ -61,7 +60,7 @@ func TestKnownGapsPlanDiff(t *testing.T) {
 }
 
 // Nomad puts a job without a node pool in the "default" pool at registration.
-func TestKnownGapsJobNodePool(t *testing.T) {
+func TestJobNodePoolDefault(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("pool")
 		tg.register(t, sleepJob(id, 1))
