@@ -56,7 +56,7 @@ func BenchmarkRestart(b *testing.B) {
 
 func benchRestart(b *testing.B, n int, resched bool) {
 	b.StopTimer()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: benchScale, Seed: 7})
 	if err != nil {

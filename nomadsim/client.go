@@ -34,6 +34,8 @@ type allocRun struct {
 	svcs        map[string]*svcReg // registered services by ID
 	touched     uint64             // hold of the state lock that last gave a new index
 	restarting  int                // in-place restarts holding group services down
+	srv         clientView         // client fields as last synced to the servers
+	dirty       bool               // client changes not yet synced
 }
 
 // task lifecycle kinds
@@ -110,13 +112,6 @@ func (ar *allocRun) serverTerminal() bool {
 
 // terminal is Nomad's Allocation.TerminalStatus: stopped by the server or done on the client.
 func (ar *allocRun) terminal() bool { return ar.serverTerminal() || ar.clientTerminal() }
-
-// touch records a change of the allocation: a new index (one per hold of the state lock),
-// modify time and an event.
-func (ar *allocRun) touch() {
-	ar.bumpIndex()
-	ar.c.publishAlloc(ar, "AllocationUpdated")
-}
 
 // touchServer records a server-side change (desired status, transition, links).
 func (ar *allocRun) touchServer(eventType string) {
@@ -425,4 +420,5 @@ func (ar *allocRun) markLost() {
 	ar.deregisterServices()
 	ar.releaseResources()
 	ar.touch()
+	ar.syncNow() // the servers mark it lost themselves
 }

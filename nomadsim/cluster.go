@@ -33,6 +33,15 @@ type Options struct {
 	Addr string
 	// ConsulAddr is the Consul HTTP listener's address, default "127.0.0.1:0".
 	ConsulAddr string
+	// ScaleLockTTL runs variable lock TTLs and lock delays on the simulated clock. By
+	// default they run in real time, because real clients renew on their own wall clock
+	// (the api's LockLeaser renews at TTL/2 of real time): scaled TTLs would expire every
+	// lease at high time scales. Cluster.ExpireLock frees a dead holder's lock sooner.
+	ScaleLockTTL bool
+	// AllocSyncInterval is how often a simulated client sends its allocations' changes to
+	// the servers, in simulated time: 0 is Nomad's allocSyncIntv (200ms); negative makes
+	// client changes visible to server reads at once (an unfaithful shortcut).
+	AllocSyncInterval time.Duration
 	// Logger receives the simulation's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -331,11 +331,13 @@ func (c *Cluster) deploymentProgress(d *api.Deployment) {
 			jv.Stable = ptr(true)
 			c.bump(tJobs)
 		}
+		// Nomad's watcher evaluates the job on the health update that completed the
+		// deployment too (the evaluation finds nothing to do).
+		c.createEval(j, "deployment-watcher", evalOpts{deploymentID: d.ID})
 		return
 	}
 	if work {
-		// Only a deployment with allocations left to replace needs the scheduler, as
-		// Nomad's deployment watcher creates evaluations only to make progress.
+		// Allocations left to replace: the scheduler continues the rolling update.
 		c.createEval(j, "deployment-watcher", evalOpts{deploymentID: d.ID})
 	}
 }

@@ -16,8 +16,9 @@
 // then the group's, then the job's. Durations use Go's syntax ("3s") and are simulated
 // time.
 //
-//	nomadsim.start_delay    time the driver takes to start the task (default 100ms): the
-//	                        task stays pending that long before its Started event
+//	nomadsim.start_delay    time the driver takes to start the task (default 500ms, like
+//	                        raw_exec on a real agent): the task stays pending that long
+//	                        before its Started event
 //	nomadsim.run_for        the task exits by itself after this long (with exit_code);
 //	                        batch and sysbatch tasks and lifecycle hooks without it exit 0
 //	                        after 100ms, service tasks run until killed
@@ -59,9 +60,25 @@
 // Failed allocations are rescheduled per the reschedule block; placements that do not fit
 // leave a blocked evaluation with FailedTGAllocs, retried when capacity appears.
 //
+// Clients report to the servers as Nomad's do: a node sends its allocations' changes in
+// one update per tick of Nomad's allocSyncIntv (200ms simulated; Options.AllocSyncInterval
+// changes it, negative shows changes at once). Server reads, lists, blocking queries and
+// the event stream see task states and client status only from the next tick, while the
+// client endpoints (/v1/client/...) act on the client's own state: right after a restart
+// call returns, a read may still show the task running with its old Restarts count, and a
+// named-task restart sent while the task restarts fails with 500 "Task not running", as
+// on a real agent. The simulated scheduler and deployment watcher react to the client's
+// state as it changes (they do not wait for the tick).
+//
+// Variable locks: TTLs and lock delays run in real time by default, because real clients
+// renew on their own wall clock (the api's LockLeaser renews at TTL/2 of real time);
+// Options.ScaleLockTTL runs them on the simulated clock. Cluster.ExpireLock ends a held
+// lock's TTL at once, as if its holder had died; it is free again after the lock delay.
+//
 // # Go API beyond the HTTP API
 //
-// Start, Close, Addr, ConsulAddr, APIClient; RegisterJob and WaitJobRunning; Nodes,
+// Start, Close, Addr, ConsulAddr, APIClient; RegisterJob, WaitJobRunning (which also
+// waits for the job's deployment to end) and WaitDeploymentDone; ExpireLock; Nodes,
 // AddNode, DownNode, UpNode, SetNodeEligibility; FailTaskStarts; ScriptCheck; SetFault and
 // LoseLeader; Stats and ResetStats; Now, TimeScale and RealDuration (the simulated clock);
 // BootstrapToken and CreateToken (ACLs).

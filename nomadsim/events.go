@@ -193,7 +193,7 @@ func (c *Cluster) publishAlloc(ar *allocRun, typ string) {
 	}
 	c.queueEvent(streamEvent{Topic: "Allocation", Type: typ, Key: ar.a.ID, Namespace: ar.a.Namespace, FilterKeys: keys, Index: c.idx.Current()},
 		func() json.RawMessage {
-			cp := *ar.a
+			cp := *ar.view()
 			cp.Job = nil
 			return mustJSON(map[string]any{"Allocation": &cp})
 		})

@@ -22,9 +22,26 @@ type extensions struct {
 
 func (c *Cluster) initExtensions() error {
 	c.ext.acl = acl.New(c.opts.ACLs, c.idx)
-	c.ext.vars = variables.New(variables.Config{Index: c.idx, ACL: c.ext.acl})
+	cfg := variables.Config{Index: c.idx, ACL: c.ext.acl, Now: c.Now}
+	if c.opts.ScaleLockTTL {
+		cfg.AfterFunc = func(d time.Duration, f func()) func() bool {
+			return time.AfterFunc(c.clk.real(d), f).Stop
+		}
+	}
+	c.ext.vars = variables.New(cfg)
 	c.ext.catalog = consul.NewCatalog("consul-server-1")
 	return nil
+}
+
+// ExpireLock ends the TTL of the lock held on the variable at path now, as if its holder
+// had died and stopped renewing: the lock is released after its lock delay (on the lock
+// clock: real time unless Options.ScaleLockTTL). It reports whether a lock's TTL was
+// running. An empty namespace is "default".
+func (c *Cluster) ExpireLock(namespace, path string) bool {
+	if namespace == "" {
+		namespace = "default"
+	}
+	return c.ext.vars.ExpireLock(namespace, path)
 }
 
 // BootstrapToken is the management token's secret when ACLs are on ("" otherwise).

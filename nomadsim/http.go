@@ -71,7 +71,7 @@ func (c *Cluster) routes() []route {
 		{"/v1/status/peers", c.handleStatusPeers},
 		{"/v1/regions", c.handleRegions},
 		{"/v1/namespaces", c.handleNamespaces},
-		{"/v1/namespace", c.handleNamespace},
+		{"/v1/namespace", c.handleNamespaceCreate},
 		{"/v1/namespace/{name}", c.handleNamespace},
 		{"/v1/services", c.handleServices},
 		{"/v1/service/{name}", c.handleService},

@@ -61,7 +61,7 @@ func (c *Cluster) handleAgentSelf(w http.ResponseWriter, r *http.Request) {
 func (c *Cluster) member() *api.AgentMember {
 	return &api.AgentMember{
 		Name: "nomadsim-server-1." + c.opts.Region, Addr: "127.0.0.1", Port: 4648, Status: "alive",
-		Tags:        map[string]string{"region": c.opts.Region, "dc": c.opts.Datacenters[0], "role": "nomad", "build": simVersion, "rpc_addr": "127.0.0.1", "port": "4647"},
+		Tags:        map[string]string{"region": c.opts.Region, "dc": c.opts.Datacenters[0], "role": "nomad", "build": simVersion, "raft_vsn": "3", "rpc_addr": "127.0.0.1", "port": "4647"},
 		ProtocolMin: 1, ProtocolMax: 5, ProtocolCur: 2, DelegateMin: 2, DelegateMax: 5, DelegateCur: 4,
 	}
 }

@@ -22,7 +22,7 @@ type allocStub struct {
 
 // stub is the allocation's list form.
 func (ar *allocRun) stub(taskStates, resources bool) allocStub {
-	a := ar.a
+	a := ar.view()
 	s := &api.AllocationListStub{
 		ID: a.ID, EvalID: a.EvalID, Name: a.Name, Namespace: a.Namespace, NodeID: a.NodeID, NodeName: a.NodeName,
 		JobID: a.JobID, JobType: ar.jobType, TaskGroup: a.TaskGroup,
@@ -99,7 +99,7 @@ func (c *Cluster) handleAllocation(w http.ResponseWriter, r *http.Request) {
 		if ar == nil {
 			return c.tableIndex(tAllocs), nil, notFound("alloc not found")
 		}
-		return ar.a.ModifyIndex, ar.a, nil
+		return ar.a.ModifyIndex, ar.view(), nil
 	})
 }
 
@@ -225,6 +225,10 @@ func (c *Cluster) handleAllocRestart(w http.ResponseWriter, r *http.Request) {
 // restartAlloc is the client's RestartAllocation: it returns once the restarted tasks'
 // old processes have exited.
 func (c *Cluster) restartAlloc(ctx context.Context, id string, req restartRequest) error {
+	if len(id) != 36 {
+		// The server's state store looks the ID up in a UUID index, which refuses it.
+		return simhttp.Errorf(http.StatusInternalServerError, "alloc lookup failed: index error: UUID must be 36 characters")
+	}
 	c.mu.Lock()
 	ar := c.allocs[id]
 	if ar == nil {

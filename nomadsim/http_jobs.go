@@ -373,7 +373,7 @@ func (c *Cluster) handleJobScale(w http.ResponseWriter, r *http.Request) {
 						continue
 					}
 					st.Placed++
-					if ar.a.ClientStatus == api.AllocClientStatusRunning {
+					if ar.serverClientStatus() == api.AllocClientStatusRunning {
 						st.Running++
 					}
 					if ds := ar.a.DeploymentStatus; ds != nil && ds.Healthy != nil {

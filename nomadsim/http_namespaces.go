@@ -1,7 +1,9 @@
 package nomadsim
 
 import (
+	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 
 	"github.com/hashicorp/nomad/api"
@@ -45,32 +47,7 @@ func (c *Cluster) handleNamespace(w http.ResponseWriter, r *http.Request) {
 			return ns.ModifyIndex, ns, nil
 		})
 	case http.MethodPut, http.MethodPost:
-		if err := c.authorizeManagement(r); err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
-		var ns api.Namespace
-		if r.ContentLength != 0 {
-			if err := decodeBody(r, &ns); err != nil {
-				simhttp.WriteError(w, err)
-				return
-			}
-		}
-		if ns.Name == "" {
-			ns.Name = name
-		}
-		c.write(w, func() (uint64, any, error) {
-			i := c.bump(tNamespaces)
-			if old := c.namespaces[ns.Name]; old != nil {
-				ns.CreateIndex = old.CreateIndex
-			} else {
-				ns.CreateIndex = i
-			}
-			ns.ModifyIndex = i
-			cp := ns
-			c.namespaces[ns.Name] = &cp
-			return i, nil, nil
-		})
+		c.upsertNamespace(w, r, name)
 	case http.MethodDelete:
 		if err := c.authorizeManagement(r); err != nil {
 			simhttp.WriteError(w, err)
@@ -86,4 +63,52 @@ func (c *Cluster) handleNamespace(w http.ResponseWriter, r *http.Request) {
 	default:
 		methodIs(w, r)
 	}
+}
+
+// handleNamespaceCreate is PUT /v1/namespace, where the api's Namespaces().Register
+// writes: the name comes from the body only (Nomad's NamespaceCreateRequest).
+func (c *Cluster) handleNamespaceCreate(w http.ResponseWriter, r *http.Request) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	c.upsertNamespace(w, r, "")
+}
+
+// validNamespaceName is Nomad's rule for namespace names (structs.validNamespaceName).
+var validNamespaceName = regexp.MustCompile("^[a-zA-Z0-9-]{1,128}$")
+
+// upsertNamespace is Nomad's namespaceUpdate: the body's name must match the path's (when
+// the path names one), then Namespace.UpsertNamespaces validates it.
+func (c *Cluster) upsertNamespace(w http.ResponseWriter, r *http.Request, pathName string) {
+	if err := c.authorizeManagement(r); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	var ns api.Namespace
+	if err := decodeBody(r, &ns); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if pathName != "" && ns.Name != pathName {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Namespace name does not match request path"))
+		return
+	}
+	if !validNamespaceName.MatchString(ns.Name) {
+		// The RPC's multierror, answered as a 500 like every RPC error.
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusInternalServerError,
+			fmt.Sprintf("Invalid namespace %q: 1 error occurred:\n\t* invalid name %q. Must match regex %s\n\n", ns.Name, ns.Name, validNamespaceName)))
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		i := c.bump(tNamespaces)
+		if old := c.namespaces[ns.Name]; old != nil {
+			ns.CreateIndex = old.CreateIndex
+		} else {
+			ns.CreateIndex = i
+		}
+		ns.ModifyIndex = i
+		cp := ns
+		c.namespaces[ns.Name] = &cp
+		return i, nil, nil
+	})
 }

@@ -73,7 +73,7 @@ func (c *Cluster) handleNodeAllocations(w http.ResponseWriter, r *http.Request) 
 		out := []*api.Allocation{}
 		if n := c.nodeByID[id]; n != nil {
 			for _, ar := range n.allocs {
-				out = append(out, ar.a)
+				out = append(out, ar.view())
 			}
 		}
 		sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -259,7 +260,7 @@ func (c *Cluster) summary(j *jobEntry) *api.JobSummary {
 	}
 	for _, ar := range j.allocs {
 		g := s.Summary[ar.a.TaskGroup]
-		switch ar.a.ClientStatus {
+		switch ar.serverClientStatus() {
 		case api.AllocClientStatusPending:
 			g.Starting++
 		case api.AllocClientStatusRunning:
@@ -328,14 +329,26 @@ func (c *Cluster) sortedJobs(ns string) []*jobEntry {
 }
 
 // WaitJobRunning waits until every allocation the job wants is running (for batch and
-// sysbatch jobs: running or complete) and none is pending.
+// sysbatch jobs: running or complete) as the servers see it, none is pending, and the
+// job's latest deployment, if any, is over (or waits only for a manual promotion of its
+// Nomad's job restart refuses to run during a deployment. A canary deployment that waits
+// for a manual promotion never ends, nor do the canaries' old allocations move to the new
+// version: WaitJobRunning waits for ctx then.
 func (c *Cluster) WaitJobRunning(ctx context.Context, namespace, jobID string) error {
 	if namespace == "" {
 		namespace = "default"
 	}
+	return c.waitUntil(ctx, "job "+strconv.Quote(jobID)+" to run", func() (bool, error) {
+		return c.jobRunning(namespace, jobID)
+	})
+}
+
+// waitUntil polls cond at every index change (and every 50ms of real time, for changes
+// that take none) until it holds, fails or ctx ends.
+func (c *Cluster) waitUntil(ctx context.Context, what string, cond func() (bool, error)) error {
 	for {
 		ch := c.idx.Changed()
-		ok, err := c.jobRunning(namespace, jobID)
+		ok, err := cond()
 		if err != nil {
 			return err
 		}
@@ -344,19 +357,38 @@ func (c *Cluster) WaitJobRunning(ctx context.Context, namespace, jobID string) e
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("nomadsim: waiting for job %q to run: %w", jobID, ctx.Err())
+			return fmt.Errorf("nomadsim: waiting for %s: %w", what, ctx.Err())
 		case <-ch:
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
+// WaitAllocsRunning waits, as WaitJobRunning does, for the job's allocations to run as
+// the servers see them, without waiting for its deployment to end: for tests of
+// deployments themselves, or of checks that keep a deployment from ending.
+func (c *Cluster) WaitAllocsRunning(ctx context.Context, namespace, jobID string) error {
+	if namespace == "" {
+		namespace = "default"
+	}
+	return c.waitUntil(ctx, "the allocations of job "+strconv.Quote(jobID)+" to run", func() (bool, error) {
+		ok, _, err := c.allocsRunning(namespace, jobID)
+		return ok, err
+	})
+}
+
 func (c *Cluster) jobRunning(ns, id string) (bool, error) {
+	ok, d, err := c.allocsRunning(ns, id)
+	return ok && deploymentSettled(d), err
+}
+
+// allocsRunning reports whether the job's allocations run, and its latest deployment.
+func (c *Cluster) allocsRunning(ns, id string) (bool, *api.Deployment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j := c.jobs[jobKey{ns, id}]
 	if j == nil {
-		return false, fmt.Errorf("nomadsim: job %q not found in namespace %q", id, ns)
+		return false, nil, fmt.Errorf("nomadsim: job %q not found in namespace %q", id, ns)
 	}
 	job := j.current()
 	batch := deref(job.Type) == api.JobTypeBatch || deref(job.Type) == api.JobTypeSysbatch
@@ -367,7 +399,7 @@ func (c *Cluster) jobRunning(ns, id string) (bool, error) {
 	system := deref(job.Type) == api.JobTypeSystem || deref(job.Type) == api.JobTypeSysbatch
 	for _, ev := range j.evals {
 		if ev.Status == api.EvalStatusBlocked {
-			return false, nil
+			return false, nil, nil
 		}
 	}
 	got := 0
@@ -375,10 +407,10 @@ func (c *Cluster) jobRunning(ns, id string) (bool, error) {
 		if ar.serverTerminal() {
 			continue
 		}
-		switch ar.a.ClientStatus {
+		switch ar.serverClientStatus() {
 		case api.AllocClientStatusRunning:
 			if ar.a.Job != nil && *ar.a.Job.Version != *job.Version {
-				return false, nil
+				return false, nil, nil
 			}
 			got++
 		case api.AllocClientStatusComplete:
@@ -386,11 +418,45 @@ func (c *Cluster) jobRunning(ns, id string) (bool, error) {
 				got++
 			}
 		case api.AllocClientStatusPending:
-			return false, nil
+			return false, nil, nil
 		}
 	}
 	if system {
-		return got > 0, nil
+		got, want = min(got, 1), 1
 	}
-	return got >= want, nil
+	return got >= want, j.latestDeployment(), nil
+}
+
+// deploymentSettled reports whether a deployment (nil for none) is over: successful,
+// failed or cancelled, the states Nomad's job restart accepts.
+func deploymentSettled(d *api.Deployment) bool {
+	if d == nil {
+		return true
+	}
+	switch d.Status {
+	case api.DeploymentStatusSuccessful, api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
+		return true
+	}
+	return false
+}
+
+// WaitDeploymentDone waits until no deployment of the job is running, paused or pending.
+func (c *Cluster) WaitDeploymentDone(ctx context.Context, namespace, jobID string) error {
+	if namespace == "" {
+		namespace = "default"
+	}
+	return c.waitUntil(ctx, "the deployment of job "+strconv.Quote(jobID)+" to end", func() (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		j := c.jobs[jobKey{namespace, jobID}]
+		if j == nil {
+			return false, fmt.Errorf("nomadsim: job %q not found in namespace %q", jobID, namespace)
+		}
+		for _, d := range j.deployments {
+			if !deploymentSettled(d) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }

@@ -2,6 +2,7 @@ package nomadsim
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -74,6 +75,10 @@ func (c *Cluster) addNode(dc string, n int) *simNode {
 		ModifyIndex: i,
 	}
 	sn := &simNode{n: node, allocs: map[string]*allocRun{}}
+	if iv := c.syncInterval(); iv > 0 {
+		// Spread the nodes' sync tickers, as clients started at different moments are.
+		sn.syncPhase = time.Duration(n) * 37 * time.Millisecond % iv
+	}
 	c.nodes = append(c.nodes, sn)
 	c.nodeByID[id] = sn
 	return sn

@@ -90,6 +90,8 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 			continue
 		}
 		if !destructiveChange(ar.a.Job, job, name) {
+			// The scheduler's in-place update carries the evaluation that made it.
+			ar.a.EvalID = plan.ev.ID
 			ar.a.Job = job
 			ar.tg = tg
 			ar.jobType = deref(job.Type)

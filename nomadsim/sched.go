@@ -192,6 +192,7 @@ func (c *Cluster) placeAlloc(j *jobEntry, job *api.Job, tg *api.TaskGroup, name 
 		prev.a.NextAllocation = a.ID
 		prev.touchServer("AllocationUpdated")
 	}
+	ar.srv = ar.snapshotClient()
 	c.allocs[a.ID] = ar
 	j.allocs[a.ID] = ar
 	node.allocs[a.ID] = ar

@@ -1,12 +1,10 @@
 package nomadsim
 
 import (
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -22,20 +20,11 @@ type svcReg struct {
 	loopGen uint64
 }
 
-// serviceID is Nomad's MakeAllocServiceID: _nomad-task-<alloc>-<task|group-<group>>-<service>[-<port>][-<tags hash>].
+// serviceID is Nomad's MakeAllocServiceID (client/serviceregistration/id.go):
+// _nomad-task-<alloc>-<task|group-<group>>-<service>-<port label>. The port label is
+// always joined, so a service without one ends in "-"; tags play no part.
 func serviceID(allocID, owner string, s *api.Service) string {
-	parts := []string{"_nomad-task", allocID, owner, s.Name}
-	if s.PortLabel != "" {
-		parts = append(parts, s.PortLabel)
-	}
-	if len(s.Tags) > 0 {
-		h := md5.New()
-		for _, t := range s.Tags {
-			h.Write([]byte(t))
-		}
-		parts = append(parts, hex.EncodeToString(h.Sum(nil))[:6])
-	}
-	return strings.Join(parts, "-")
+	return "_nomad-task-" + allocID + "-" + owner + "-" + s.Name + "-" + s.PortLabel
 }
 
 // nomadCheckID is a stable identifier for a Nomad-native check of an allocation.

@@ -3,6 +3,7 @@ package nomadsim
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -74,6 +75,11 @@ type simNode struct {
 	allocs map[string]*allocRun
 	// used resources by non-terminal allocations.
 	usedCPU, usedMem int
+	// allocSync: allocations changed on the client since the last tick, whether a tick is
+	// armed, and the ticker's phase from the cluster's start.
+	dirty     []*allocRun
+	syncArmed bool
+	syncPhase time.Duration
 }
 
 func (n *simNode) stub() *api.NodeListStub {

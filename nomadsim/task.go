@@ -260,7 +260,13 @@ func (tr *taskRun) forceRestart(reason string, done chan struct{}) {
 		_ = tr.restart(reason, done)
 		return
 	}
-	appendEvent(tr.st, tr.ar.c.evRestartSignal(reason))
+	// A task that is not running (a finished prestart task, say) is run again as a
+	// restart: Restart Signaled, Restarting, then Started when its turn comes.
+	c := tr.ar.c
+	appendEvent(tr.st, c.evRestartSignal(reason))
+	appendEvent(tr.st, c.evRestarting(0, ""))
+	tr.st.Restarts++
+	tr.st.LastRestart = c.clk.now()
 	tr.gen++
 	tr.launched = false
 	tr.st.State = taskPending

@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", 1, "seed of every random choice")
 	region := fs.String("region", "global", "region name")
 	verbose := fs.Bool("v", false, "log simulation events")
+	syncEvery := fs.Duration("alloc-sync", 0, "simulated interval of the clients' updates to the servers (0: Nomad's 200ms; negative: at once)")
+	scaleLocks := fs.Bool("scale-lock-ttl", false, "run variable lock TTLs on the simulated clock instead of real time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := nomadsim.Start(ctx, nomadsim.Options{
 		Region: *region, Datacenters: strings.Split(*dcs, ","), NodesPerDatacenter: *nodes,
 		TimeScale: *scale, Seed: *seed, ACLs: *acls, Addr: *addr, ConsulAddr: *consulAddr, Logger: logger,
+		AllocSyncInterval: *syncEvery, ScaleLockTTL: *scaleLocks,
 	})
 	if err != nil {
 		return err

@@ -59,6 +59,9 @@ type Config struct {
 	ViewMaxAge time.Duration
 	// Now is the local clock for records and waits; nil: time.Now.
 	Now func() time.Time
+	// Health wires the engine's health gate; the zero value reads checks through Nomad and
+	// Consul from the environment (CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, ...).
+	Health engine.HealthConfig
 }
 
 // Agent adopts restarts whose lease is free and drives each to its end.
@@ -141,7 +144,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Holder), metrics: cfg.Metrics,
 		known: map[string]*entry{}, kick: make(chan struct{}, 1)}
-	a.eng = engine.New(engine.Config{Cluster: cfg.Cluster, Store: cfg.Store, Logger: cfg.Logger, Holder: cfg.Holder, Now: cfg.Now})
+	a.eng = engine.New(engine.Config{Cluster: cfg.Cluster, Store: cfg.Store, Logger: cfg.Logger, Holder: cfg.Holder, Now: cfg.Now, Health: cfg.Health})
 	if cfg.Client != nil && cfg.Store.Kind() == "nomad" {
 		a.src = &nomadSource{client: cfg.Client, prefix: cfg.Prefix, namespace: cfg.Namespace, wait: cfg.ListWait,
 			minGap: cfg.MinListGap, resync: cfg.Resync, log: a.log, metrics: a.metrics}
@@ -183,9 +186,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case p := <-passes:
 			a.mu.Lock()
+			fresh := a.hasNew(p)
 			a.last = p
 			a.running = true
 			a.mu.Unlock()
+			if fresh {
+				a.prime(ctx)
+			}
 		case <-a.kick:
 		case <-timer.C:
 		}
@@ -197,6 +204,30 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 		timer.Reset(next)
+	}
+}
+
+// hasNew reports whether p lists restarts the agent has not seen; callers hold mu.
+func (a *Agent) hasNew(p pass) bool {
+	for _, c := range p.cands {
+		if _, ok := a.known[c.key()]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// prime makes the Nomad store learn where every listed restart lives with one listing, so
+// that the drives about to start do not each list every record to find their own (the
+// store lists to locate a restart it has not seen). A prefix no ID can have matches
+// nothing; only the side effect is wanted.
+func (a *Agent) prime(ctx context.Context) {
+	if _, ok := a.src.(*nomadSource); !ok {
+		return
+	}
+	_, err := a.cfg.Store.Find(ctx, a.cfg.Namespace, "-")
+	if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+		a.log.Debug("priming the store's index of restarts", "err", err)
 	}
 }
 

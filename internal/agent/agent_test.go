@@ -56,6 +56,7 @@ func driverEvents(rec *restart.Record) (started, tookOver, detached int) {
 }
 
 func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
 	e.register(t, "default", "web", 4, nil)
 	rec := e.detached(t, "default", "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}})
@@ -145,6 +146,7 @@ func get(t testing.TB, url string, code int) string {
 }
 
 func TestHealthzUnavailableBeforeRun(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
 	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
 	srv := httptest.NewServer(a.Handler())
@@ -162,12 +164,11 @@ func TestHealthzUnavailableBeforeRun(t *testing.T) {
 // Several agents share restarts; each restart is driven by one agent at a time, each
 // allocation restarted once.
 func TestTwoAgentsNeverDriveOneRestartAtOnce(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
 	const jobs = 8
 	var recs []*restart.Record
-	for i := range jobs {
-		id := fmt.Sprintf("svc-%d", i)
-		e.register(t, "default", id, 3, nil)
+	for _, id := range e.registerMany(t, "default", "svc", jobs, 3) {
 		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
 	a1 := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
@@ -197,14 +198,16 @@ func TestTwoAgentsNeverDriveOneRestartAtOnce(t *testing.T) {
 // Cancelling an agent (SIGTERM) detaches its drives and releases their leases: another
 // agent takes over at once and finishes each allocation exactly once.
 func TestSIGTERMHandsOverToAnotherAgent(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	// Tasks that take 5 simulated seconds to start keep each batch in flight for a while.
-	meta := map[string]string{"nomadsim.start_delay": "5s"}
+	// Tasks that take 20 simulated seconds (0.4 s) to start keep each batch in flight long
+	// enough that every restart is still mid-way when the first agent stops.
+	meta := map[string]string{"nomadsim.start_delay": "20s"}
 	const jobs = 3
 	var recs []*restart.Record
 	for i := range jobs {
 		id := fmt.Sprintf("slow-%d", i)
-		e.register(t, "default", id, 4, meta)
+		e.register(t, "default", id, 6, meta)
 		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
 	a1 := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
@@ -261,15 +264,17 @@ func TestManyConcurrentRestarts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("many jobs; run without -short")
 	}
+	t.Parallel()
 	e := startEnv(t, nomadsim.Options{NodesPerDatacenter: 5})
-	const jobs = 50
+	const jobs, bound = 50, 50
 	var recs []*restart.Record
-	for i := range jobs {
-		id := fmt.Sprintf("many-%02d", i)
-		e.register(t, "default", id, 2, nil)
+	t0 := time.Now()
+	ids := e.registerMany(t, "default", "many", jobs, 1)
+	t.Logf("registered %d jobs in %v", jobs, time.Since(t0))
+	for _, id := range ids {
 		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) { c.Concurrency = 20 })
+	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) { c.Concurrency = bound })
 	var peakMu sync.Mutex
 	peak := 0
 	ctx, cancel := context.WithCancel(context.Background())
@@ -283,6 +288,7 @@ func TestManyConcurrentRestarts(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}()
+	t.Logf("created %d restarts at %v", jobs, time.Since(t0))
 	start(t, a)
 	for _, rec := range recs {
 		final := e.waitEnd(t, rec)
@@ -291,13 +297,51 @@ func TestManyConcurrentRestarts(t *testing.T) {
 		}
 		e.checkOnce(t, final)
 	}
+	t.Logf("all done at %v", time.Since(t0))
 	cancel()
 	peakMu.Lock()
 	defer peakMu.Unlock()
-	if peak > 20 {
-		t.Errorf("%d drives at once, above the bound of 20", peak)
+	if peak > bound {
+		t.Errorf("%d drives at once, above the bound of %d", peak, bound)
 	}
-	if peak < 2 {
-		t.Errorf("at most %d drive at once: restarts were not driven concurrently", peak)
+	if peak < jobs/2 {
+		t.Errorf("at most %d drives at once: the %d restarts were not driven concurrently", peak, jobs)
+	}
+}
+
+// The concurrency bound holds: restarts beyond it wait for a drive to end, then run.
+func TestConcurrencyBound(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{})
+	const jobs, bound = 6, 2
+	var recs []*restart.Record
+	for _, id := range e.registerMany(t, "default", "bound", jobs, 2) {
+		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
+	}
+	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) { c.Concurrency = bound })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var peakMu sync.Mutex
+	peak := 0
+	go func() {
+		for ctx.Err() == nil {
+			n := len(a.Driving())
+			peakMu.Lock()
+			peak = max(peak, n)
+			peakMu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	start(t, a)
+	for _, rec := range recs {
+		if final := e.waitEnd(t, rec); final.Status != restart.StatusSucceeded {
+			t.Errorf("restart of %s ended %s (%s)", rec.JobID, final.Status, final.Reason)
+		}
+	}
+	cancel()
+	peakMu.Lock()
+	defer peakMu.Unlock()
+	if peak > bound {
+		t.Errorf("%d drives at once, above the bound of %d", peak, bound)
 	}
 }

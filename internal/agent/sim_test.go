@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
@@ -78,6 +79,8 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 		Client:  client, Holder: holder, Metrics: m,
 		MinListGap: 20 * time.Millisecond, ViewMaxAge: time.Millisecond,
 		RetryFailed: 100 * time.Millisecond,
+		// The gate measures min_healthy_time on the simulation's clock, which runs fast.
+		Health: engine.HealthConfig{Clock: e.sim.Now, TimeScale: e.sim.TimeScale()},
 	}
 	if tweak != nil {
 		tweak(&c)
@@ -119,6 +122,35 @@ func ptr[T any](v T) *T { return &v }
 // and its deployment has ended (Nomad refuses restarts during a deployment).
 func (e *env) register(t testing.TB, ns, id string, count int, meta map[string]string) {
 	t.Helper()
+	if err := e.registerJob(ns, id, count, meta); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// registerMany registers jobs id-0 .. id-(n-1) concurrently (each waits for its deployment).
+func (e *env) registerMany(t testing.TB, ns, id string, n, count int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		ids[i] = fmt.Sprintf("%s-%03d", id, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.registerJob(ns, ids[i], count, nil)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+func (e *env) registerJob(ns, id string, count int, meta map[string]string) error {
 	job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr("service"), Namespace: ptr(ns),
 		Datacenters: []string{"dc1", "dc2"}, Region: ptr("global")}
 	tg := api.NewTaskGroup("web", count)
@@ -129,18 +161,26 @@ func (e *env) register(t testing.TB, ns, id string, count int, meta map[string]s
 	tg.AddTask(task)
 	job.AddTaskGroup(tg)
 	if _, err := e.sim.RegisterJob(job); err != nil {
-		t.Fatalf("registering job %s: %v", id, err)
+		return fmt.Errorf("registering job %s: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if err := e.sim.WaitJobRunning(ctx, ns, id); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("waiting for job %s to run: %w", id, err)
 	}
+	// Test code may wait by polling; the agent never does.
 	nc := cluster.NewNomad(e.client)
-	waitFor(t, ctx, fmt.Sprintf("deployment of %s to end", id), func() bool {
+	for {
 		d, err := nc.ActiveDeployment(ctx, ns, id)
-		return err == nil && d == nil
-	})
+		if err == nil && d == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the deployment of %s to end: %w", id, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // detached creates a pending restart of job, as `nomad-restart run -detach` does.
@@ -202,4 +242,12 @@ func waitFor(t testing.TB, ctx context.Context, what string, cond func() bool) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil || m.Counter == nil {
+		return 0
+	}
+	return m.Counter.GetValue()
 }

@@ -57,6 +57,7 @@ func (s *nomadSource) retryHeldEachPass() bool { return false }
 
 func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
 	var index uint64
+	listed := false
 	lastResync := time.Now()
 	failures := 0
 	for ctx.Err() == nil {
@@ -82,7 +83,10 @@ func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
 			p.resync = true
 			lastResync = time.Now()
 		}
-		changed := qm.LastIndex != index
+		// The first answer is always a pass (the agent is ready once it has listed), even
+		// from an empty table whose index has not moved.
+		changed := qm.LastIndex != index || !listed
+		listed = true
 		if qm.LastIndex < index { // Nomad's rule: an index going backwards resets the watch
 			index = 0
 		} else {

@@ -81,6 +81,7 @@ func commands() []command {
 		{"cancel", "Stop a restart: no more allocations are restarted", helpCancel, (*app).cmdCancel},
 		{"answer", "Answer the question a restart waits on", helpAnswer, (*app).cmdAnswer},
 		{"demo", "Restart a sample job on a simulated Nomad cluster", helpDemo, (*app).cmdDemo},
+		{"agent", "Drive detached and orphaned restarts; serve metrics and a status page", helpAgent, (*app).cmdAgent},
 		{"version", "Print the version", "Usage: nomad-restart version", (*app).cmdVersion},
 	}
 }

@@ -21,6 +21,7 @@ func TestBadInput(t *testing.T) {
 	register(t, c, simpleJob("api-a", api.JobTypeService, 1))
 	register(t, c, simpleJob("api-b", api.JobTypeService, 1))
 	register(t, c, simpleJob("sb", api.JobTypeSysbatch, 1))
+	register(t, c, checkedJob("checked", 2, "pass", time.Second, time.Minute))
 	e := newCLIEnv(t, c)
 	ctx := testCtx(t)
 
@@ -105,6 +106,12 @@ func TestBadInput(t *testing.T) {
 		{"bad healthy-deadline", nil, []string{"run", "-on-error=fail", "-healthy-deadline=soon", "web"}, "Invalid -healthy-deadline"},
 		{"negative min-healthy-time", nil, []string{"run", "-on-error=fail", "-min-healthy-time=-1s", "web"}, "Invalid -min-healthy-time"},
 		{"min-healthy-time past deadline", nil, []string{"run", "-on-error=fail", "-min-healthy-time=10m", "web"}, "shorter than -healthy-deadline"},
+		{"Consul refused, job with Consul checks", nil, []string{"run", "-on-error=fail", "-consul-address=http://127.0.0.1:1", "checked"}, "-health running"},
+		{"no Consul, job with Consul checks", nil, []string{"run", "-on-error=fail", "-health=checks", "checked"}, "Consul"},
+		{"consul client cert without key", nil, []string{"run", "-on-error=fail", "-consul-client-cert=c.pem", "web"}, "go together"},
+		{"bad consul-tls-skip-verify", nil, []string{"run", "-on-error=fail", "-consul-tls-skip-verify=maybe", "web"}, "consul-tls-skip-verify"},
+		{"zero max-unavailable", nil, []string{"run", "-on-error=fail", "-max-unavailable=0", "web"}, "Invalid -max-unavailable"},
+		{"max-unavailable smaller than a batch", nil, []string{"run", "-on-error=fail", "-batch-size=2", "-max-unavailable=1", "web"}, "lower -batch-size or raise -max-unavailable"},
 		{"bad log level", nil, []string{"run", "-on-error=fail", "-log-level=loud", "web"}, "Invalid -log-level"},
 		{"unknown job", nil, []string{"run", "-on-error=fail", "nosuch"}, `No job(s) with prefix or ID "nosuch"`},
 		{"ambiguous job", nil, []string{"run", "-on-error=fail", "api-"}, "matched multiple jobs"},

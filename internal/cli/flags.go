@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/nomad-restart/nomad-restart/internal/health"
 )
 
 // stringsFlag is a repeatable flag (-group a -group b), kept in the order given and without
@@ -35,6 +37,10 @@ type clientFlags struct {
 	caCert, caPath, clientCert, clientKey, tlsServerName string
 	insecure                                             bool
 	logLevel                                             string
+	// consul holds the -consul-* flags (run only); consulConfig is them filled from the
+	// CONSUL_* environment by withEnv.
+	consul       consulFlags
+	consulConfig health.ConsulConfig
 }
 
 // newFlagSet returns a flag set that reports errors to the caller instead of printing them,
@@ -86,6 +92,7 @@ func (c clientFlags) withEnv(env func(string) string) clientFlags {
 		}
 	}
 	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
+	c.consulConfig = c.consul.config(env)
 	if c.address == "" {
 		c.address = "http://127.0.0.1:4646"
 	}

@@ -48,7 +48,8 @@ Usage: nomad-restart run [options] <job>
   with a durable record: the restart gets an ID, can be followed, paused,
   resumed and canceled from any terminal, and a crashed or detached run is
   resumed without restarting any allocation twice. A batch is done only when
-  the restarted tasks run again ("-health running").
+  the restarted tasks run again and, where the groups define checks, those
+  checks pass ("-health auto").
 
   The job is an ID or a unique prefix. Ctrl-C detaches: the restart stops
   after the requests in flight are recorded; continue it with
@@ -105,17 +106,44 @@ Our Options:
   -json
     Print one JSON event per line, then the final record.
 
-  -health=<running|none>
-    When a restarted allocation counts as done. "running" (default): every
-    targeted task runs again after the restart (or the replacement runs).
-    "none": as Nomad, when the restart request returned.
+  -health=<auto|checks|running|none>
+    When a restarted allocation counts as done. "checks": every targeted
+    task runs again after the restart (or the replacement runs) and every
+    check that counts passes (Nomad-native checks of mode healthiness, and
+    the Consul checks of the allocation's services), all continuously for
+    the min healthy time. "running": the tasks run again. "none": as Nomad,
+    when the restart request returned. "auto" (default): "checks" where the
+    targeted groups define checks (and their update block does not say
+    health_check = "task_states"), else "running".
 
   -healthy-deadline=<duration>
-    How long an allocation may take to be running again before it fails.
-    Default 5m.
+    How long an allocation may take to be healthy before it fails (then
+    -on-error decides). Default: with checks, the group's update block, else
+    5m; otherwise 5m.
 
   -min-healthy-time=<duration>
-    How long it must stay running before it counts as done. Default 0.
+    How long it must stay healthy before it counts as done. Default: with
+    checks, the group's update block, else 10s; otherwise 0.
+
+  -dry-run
+    Print the plan (batches with allocation IDs, names, groups and nodes,
+    and what gates each batch) and change nothing.
+
+  -max-unavailable=<n|n%>
+    How many allocations of a group may be out of service at once: those
+    unhealthy for any reason plus those being restarted. A batch starts only
+    within it; otherwise the restart waits, says why, and gives up at the
+    healthy deadline (then -on-error decides). Default: the batch size.
+
+  -consul-address=<addr>, -consul-token=<token>, -consul-ca-cert=<path>,
+  -consul-client-cert=<path>, -consul-client-key=<path>,
+  -consul-tls-server-name=<name>, -consul-tls-skip-verify
+    Where Consul's health API is, for the checks of Consul services; unset
+    values come from CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_CACERT,
+    CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME,
+    CONSUL_HTTP_SSL and CONSUL_HTTP_SSL_VERIFY. A job with Consul checks is
+    refused before anything changes when Consul cannot be read, unless
+    -health running.
 `
 
 const idOptionsHelp = `

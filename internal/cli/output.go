@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -151,10 +152,12 @@ type tracker struct {
 	start                 time.Time
 	batchStart            time.Time
 	finished              []time.Duration // durations of finished batches
+	// waiting is what each allocation in flight waits for, from its latest health event.
+	waiting map[string]string
 }
 
 func newTracker(rec *restart.Record) *tracker {
-	t := &tracker{states: map[string]restart.AllocState{}}
+	t := &tracker{states: map[string]restart.AllocState{}, waiting: map[string]string{}}
 	if rec == nil {
 		return t
 	}
@@ -164,6 +167,9 @@ func newTracker(rec *restart.Record) *tracker {
 	t.start = rec.StartTime
 	for _, a := range rec.Allocs {
 		t.states[a.ID] = a.State
+		if !a.State.Terminal() && a.Waiting != "" && a.State != restart.AllocPending {
+			t.waiting[a.ID] = a.Waiting
+		}
 	}
 	return t
 }
@@ -188,12 +194,20 @@ func (t *tracker) apply(ev restart.Event) {
 			t.finished = append(t.finished, ev.Time.Sub(t.batchStart))
 			t.batchStart = time.Time{}
 		}
+	case restart.EventAllocHealth:
+		if _, what, ok := strings.Cut(ev.Message, "waits for: "); ok {
+			t.waiting[ev.AllocID] = what
+		}
 	case restart.EventAllocDone:
 		t.states[ev.AllocID] = restart.AllocDone
 	case restart.EventAllocFailed:
 		t.states[ev.AllocID] = restart.AllocFailed
 	case restart.EventAllocSkipped:
 		t.states[ev.AllocID] = restart.AllocSkipped
+	}
+	switch ev.Type {
+	case restart.EventAllocDone, restart.EventAllocFailed, restart.EventAllocSkipped, restart.EventAllocRestart:
+		delete(t.waiting, ev.AllocID)
 	}
 }
 
@@ -229,6 +243,18 @@ func (t *tracker) line(now time.Time) string {
 	}
 	if est, ok := t.estimate(now); ok && est > 0 {
 		fmt.Fprintf(&b, "  ~%s left", roundDuration(est))
+	}
+	// What the restart waits for: the first thing an operator asks when it stalls.
+	if len(t.waiting) > 0 {
+		ids := make([]string, 0, len(t.waiting))
+		for id := range t.waiting {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		fmt.Fprintf(&b, "  waiting: %s %s", shortID(ids[0], false), t.waiting[ids[0]])
+		if len(ids) > 1 {
+			fmt.Fprintf(&b, " (+%d more)", len(ids)-1)
+		}
 	}
 	return b.String()
 }

@@ -122,3 +122,26 @@ func TestExitForRun(t *testing.T) {
 		}
 	}
 }
+
+func TestTrackerSaysWhatItWaitsFor(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	id1, id2 := "aaaaaaaa-1111-4000-8000-000000000001", "bbbbbbbb-2222-4000-8000-000000000002"
+	rec := &restart.Record{Batches: 1, Allocs: []restart.AllocProgress{{ID: id1, Batch: 1}, {ID: id2, Batch: 1}}}
+	tr := newTracker(rec)
+	tr.apply(restart.Event{Type: restart.EventBatchStarted, Batch: 1, Time: t0})
+	tr.apply(restart.Event{Type: restart.EventAllocHealth, AllocID: id1, Time: t0,
+		Message: `Allocation "` + id1 + `" waits for: check ready (consul) critical: connection refused`})
+	tr.apply(restart.Event{Type: restart.EventAllocHealth, AllocID: id2, Time: t0, Message: `Allocation "` + id2 + `" waits for: task app not yet running`})
+	got := tr.line(t0.Add(2 * time.Second))
+	want := "batch 1/1  allocations 0/2 done  elapsed 2s  waiting: aaaaaaaa check ready (consul) critical: connection refused (+1 more)"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	tr.apply(restart.Event{Type: restart.EventAllocDone, AllocID: id1, Time: t0.Add(3 * time.Second)})
+	tr.apply(restart.Event{Type: restart.EventAllocHealth, AllocID: id2, Time: t0, Message: `Allocation "` + id2 + `" waits for: min healthy time: 4s of 10s`})
+	got = tr.line(t0.Add(4 * time.Second))
+	want = "batch 1/1  allocations 1/2 done  elapsed 4s  waiting: bbbbbbbb min healthy time: 4s of 10s"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}

@@ -66,6 +66,11 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		return nil
 	}
 
+	if o.dryRun {
+		a.printPlan(p, rec, o)
+		return nil
+	}
+
 	if plan.Job != nil && plan.Job.MultiRegion && !o.spec.Yes {
 		ok, err := a.confirmMultiRegion(ctx, p, rec.JobID, o.json)
 		if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -25,12 +26,15 @@ type runOptions struct {
 	detach  bool
 	json    bool
 	state   string
+	// dryRun prints the plan and changes nothing.
+	dryRun bool
 }
 
 // runFlagValues holds the raw values as typed, before validation.
 type runFlagValues struct {
 	batchSize, batchWait, onError, health string
 	healthyDeadline, minHealthyTime       string
+	maxUnavailable                        string
 	groups, tasks                         stringsFlag
 	allTasks, reschedule, noShutdown      bool
 	yes                                   bool
@@ -51,9 +55,13 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.BoolVar(&o.detach, "detach", false, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	fs.StringVar(&o.state, "state", stateAuto, "")
-	fs.StringVar(&raw.health, "health", string(restart.HealthRunning), "")
-	fs.StringVar(&raw.healthyDeadline, "healthy-deadline", restart.DefaultHealthyDeadline.String(), "")
-	fs.StringVar(&raw.minHealthyTime, "min-healthy-time", "0s", "")
+	fs.StringVar(&raw.health, "health", string(restart.HealthAuto), "")
+	// Empty: not given; the group's update block (or Nomad's default) then decides.
+	fs.StringVar(&raw.healthyDeadline, "healthy-deadline", "", "")
+	fs.StringVar(&raw.minHealthyTime, "min-healthy-time", "", "")
+	o.client.consul.add(fs)
+	fs.StringVar(&raw.maxUnavailable, "max-unavailable", "", "")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "")
 }
 
 // parseRunArgs parses and validates `run` arguments without touching the cluster.
@@ -140,25 +148,42 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	o.spec.NoShutdownDelay = raw.noShutdown
 	o.spec.Yes = raw.yes
 
-	switch restart.HealthMode(raw.health) {
-	case restart.HealthNone, restart.HealthRunning:
-		o.spec.Health = restart.HealthMode(raw.health)
+	switch h := restart.HealthMode(strings.ToLower(strings.TrimSpace(raw.health))); h {
+	case restart.HealthAuto, restart.HealthChecks, restart.HealthNone, restart.HealthRunning:
+		o.spec.Health = h
 	default:
-		return usageErrorf("Invalid -health value %q: valid options are \"running\" (default: wait until the tasks run again) and \"none\" (Nomad's behaviour)", raw.health)
+		return usageErrorf("Invalid -health value %q: valid options are \"auto\" (default: checks where the groups define them, else running), \"checks\", \"running\" and \"none\" (Nomad's behaviour)", raw.health)
 	}
-	hd, err := time.ParseDuration(raw.healthyDeadline)
-	if err != nil || hd <= 0 {
-		return usageErrorf("Invalid -healthy-deadline value %q: give a positive duration like 5m", raw.healthyDeadline)
-	}
+	hd := restart.DefaultHealthyDeadline
 	o.spec.HealthyDeadline = hd
-	mh, err := time.ParseDuration(raw.minHealthyTime)
-	if err != nil || mh < 0 {
-		return usageErrorf("Invalid -min-healthy-time value %q: give a duration like 10s, or 0", raw.minHealthyTime)
+	if raw.healthyDeadline != "" {
+		d, err := time.ParseDuration(raw.healthyDeadline)
+		if err != nil || d <= 0 {
+			return usageErrorf("Invalid -healthy-deadline value %q: give a positive duration like 5m", raw.healthyDeadline)
+		}
+		hd = d
+		o.spec.HealthyDeadline, o.spec.HealthyDeadlineGiven = d, true
 	}
-	if mh >= hd {
-		return usageErrorf("Invalid -min-healthy-time value %q: it must be shorter than -healthy-deadline (%s)", raw.minHealthyTime, hd)
+	if raw.minHealthyTime != "" {
+		mh, err := time.ParseDuration(raw.minHealthyTime)
+		if err != nil || mh < 0 {
+			return usageErrorf("Invalid -min-healthy-time value %q: give a duration like 10s, or 0", raw.minHealthyTime)
+		}
+		if mh >= hd {
+			return usageErrorf("Invalid -min-healthy-time value %q: it must be shorter than -healthy-deadline (%s)", raw.minHealthyTime, hd)
+		}
+		o.spec.MinHealthyTime, o.spec.MinHealthyTimeGiven = mh, true
 	}
-	o.spec.MinHealthyTime = mh
+	if raw.maxUnavailable != "" {
+		mu, err := restart.ParseMaxUnavailable(raw.maxUnavailable)
+		if err != nil {
+			return usageErrorf("%s", strings.Replace(firstLine(err.Error()), "invalid", "Invalid", 1))
+		}
+		o.spec.MaxUnavailable = &mu
+	}
+	if err := o.client.consul.validate(); err != nil {
+		return err
+	}
 
 	if err := validState(o.state); err != nil {
 		return err
@@ -205,5 +230,21 @@ func describeSpec(s restart.Spec) string {
 	if s.Health != "" {
 		parts = append(parts, "health="+string(s.Health))
 	}
+	for _, g := range sortedKeys(s.GroupHealth) {
+		h := s.GroupHealth[g]
+		parts = append(parts, fmt.Sprintf("%s:min-healthy-time=%s,healthy-deadline=%s", g, h.MinHealthyTime, h.HealthyDeadline))
+	}
+	if s.MaxUnavailable != nil {
+		parts = append(parts, "max-unavailable="+restart.FormatBatchSizes([]restart.BatchSize{*s.MaxUnavailable}))
+	}
 	return strings.Join(parts, " ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

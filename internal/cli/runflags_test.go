@@ -22,7 +22,8 @@ func TestParseRunArgsValid(t *testing.T) {
 			if o.job != "web" || len(s.BatchSizes) != 1 || s.BatchSizes[0] != (restart.BatchSize{N: 1}) {
 				t.Fatalf("job %q sizes %+v", o.job, s.BatchSizes)
 			}
-			if s.OnError != restart.OnErrorAsk || s.Health != restart.HealthRunning || s.HealthyDeadline != 5*time.Minute || s.BatchWait != 0 {
+			if s.OnError != restart.OnErrorAsk || s.Health != restart.HealthAuto || s.HealthyDeadline != 5*time.Minute || s.BatchWait != 0 ||
+				s.HealthyDeadlineGiven || s.MinHealthyTimeGiven {
 				t.Fatalf("spec %+v", s)
 			}
 			if o.state != stateAuto || o.detach || o.json || o.verbose {
@@ -56,11 +57,28 @@ func TestParseRunArgsValid(t *testing.T) {
 		}},
 		{"our options", []string{"-health=none", "-healthy-deadline=1m", "-min-healthy-time=10s", "-state=local", "-json", "-verbose", "-reschedule", "-no-shutdown-delay", "-yes", "web"}, false, func(t *testing.T, o *runOptions) {
 			s := o.spec
-			if s.Health != restart.HealthNone || s.HealthyDeadline != time.Minute || s.MinHealthyTime != 10*time.Second || !s.Reschedule || !s.NoShutdownDelay {
+			if s.Health != restart.HealthNone || s.HealthyDeadline != time.Minute || s.MinHealthyTime != 10*time.Second || !s.Reschedule || !s.NoShutdownDelay ||
+				!s.HealthyDeadlineGiven || !s.MinHealthyTimeGiven {
 				t.Fatalf("spec %+v", s)
 			}
 			if o.state != stateLocal || !o.json || !o.verbose {
 				t.Fatalf("options %+v", o)
+			}
+		}},
+		{"consul flags win over the environment", []string{"-health=checks", "-consul-address=http://c:8500", "-consul-token=ct", "-consul-ca-cert=ca.pem",
+			"-consul-client-cert=c.pem", "-consul-client-key=k.pem", "-consul-tls-server-name=consul.local", "-consul-tls-skip-verify", "-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {
+			env := map[string]string{"CONSUL_HTTP_ADDR": "http://env:8500", "CONSUL_HTTP_TOKEN": "envtoken", "CONSUL_HTTP_SSL_VERIFY": "true"}
+			c := o.client.withEnv(func(k string) string { return env[k] }).consulConfig
+			if o.spec.Health != restart.HealthChecks || c.Address != "http://c:8500" || c.Token != "ct" || c.CACert != "ca.pem" || c.ClientCert != "c.pem" ||
+				c.ClientKey != "k.pem" || c.TLSServerName != "consul.local" || c.SkipVerify == nil || !*c.SkipVerify {
+				t.Fatalf("consul %+v", c)
+			}
+		}},
+		{"consul from the environment", []string{"-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {
+			env := map[string]string{"CONSUL_HTTP_ADDR": "env:8501", "CONSUL_HTTP_SSL": "true", "CONSUL_HTTP_TOKEN": "envtoken", "CONSUL_HTTP_SSL_VERIFY": "false"}
+			c := o.client.withEnv(func(k string) string { return env[k] }).consulConfig
+			if c.Address != "https://env:8501" || c.Token != "envtoken" || c.SkipVerify == nil || !*c.SkipVerify {
+				t.Fatalf("consul %+v", c)
 			}
 		}},
 		{"client flags", []string{"-address=http://x:1", "-region=r", "-namespace=ns", "-token=t", "-tls-skip-verify", "-on-error=fail", "web"}, false, func(t *testing.T, o *runOptions) {

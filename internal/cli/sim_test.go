@@ -115,15 +115,34 @@ func simpleJob(id, typ string, count int) *api.Job {
 	return job
 }
 
+// checkedJob is a service job of count allocations whose task has a Consul service with
+// check "ready" following script (nomadsim's check scripts), and whose update block sets
+// the gate's times.
+func checkedJob(id string, count int, script string, minHealthy, deadline time.Duration) *api.Job {
+	job := simpleJob(id, api.JobTypeService, count)
+	tg := job.TaskGroups[0]
+	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
+	tg.Tasks[0].Services = []*api.Service{{Name: id + "-http", PortLabel: "http", Provider: "consul",
+		Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}}
+	tg.Meta = map[string]string{"nomadsim.check.ready": script}
+	tg.Update = &api.UpdateStrategy{MaxParallel: new(int), MinHealthyTime: &minHealthy, HealthyDeadline: &deadline}
+	return job
+}
+
 // cliEnv is what a command runs with: the sim's address and a private local store.
 type cliEnv struct {
 	addr     string
 	localDir string
 	token    string
+	// consul is CONSUL_HTTP_ADDR ("" unset); clock and scale are the simulation's, for
+	// the health gate.
+	consul string
+	clock  func() time.Time
+	scale  float64
 }
 
 func newCLIEnv(t *testing.T, c *nomadsim.Cluster) cliEnv {
-	return cliEnv{addr: c.Addr(), localDir: t.TempDir()}
+	return cliEnv{addr: c.Addr(), localDir: t.TempDir(), clock: c.Now, scale: c.TimeScale()}
 }
 
 // run runs one command in-process, off a terminal, and returns its exit code and output.
@@ -133,10 +152,14 @@ func (e cliEnv) run(ctx context.Context, args ...string) (int, string, string) {
 
 func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bool, args ...string) (int, string, string) {
 	var out, errb syncBuffer
-	env := map[string]string{"NOMAD_ADDR": e.addr, "NOMAD_TOKEN": e.token, "USER": "tester"}
+	env := map[string]string{"NOMAD_ADDR": e.addr, "NOMAD_TOKEN": e.token, "USER": "tester", "CONSUL_HTTP_ADDR": e.consul}
+	if e.consul == "" {
+		// Never the machine's own Consul: a closed port, so "no Consul" is deterministic.
+		env["CONSUL_HTTP_ADDR"] = "http://127.0.0.1:1"
+	}
 	a := newApp(stdin, &out, &errb, func(k string) string { return env[k] })
 	a.interactive = interactive
-	a.backend = nomadBackend{localDir: e.localDir}
+	a.backend = nomadBackend{localDir: e.localDir, clock: e.clock, timeScale: e.scale}
 	code := a.run(ctx, args)
 	return code, out.String(), errb.String()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -19,6 +20,11 @@ type nomadBackend struct {
 	// localDir overrides the local store's directory (tests, the demo); "" is the user's
 	// state directory.
 	localDir string
+	// clock and timeScale are Nomad's clock and its rate for the health gate: set for a
+	// simulated cluster (tests, the demo), whose clock runs faster than the local one;
+	// nil: estimated from Nomad's timestamps.
+	clock     health.Clock
+	timeScale float64
 }
 
 func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (session, error) {
@@ -30,7 +36,8 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 	if err != nil {
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
-	return &nomadSession{client: client, cluster: cluster.NewNomad(client), logger: logger, holder: holder, localDir: b.localDir}, nil
+	return &nomadSession{client: client, cluster: cluster.NewNomad(client), logger: logger, holder: holder, localDir: b.localDir,
+		health: engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}}, nil
 }
 
 // nomadSession is a session on one Nomad client.
@@ -40,6 +47,7 @@ type nomadSession struct {
 	logger   *slog.Logger
 	holder   string
 	localDir string
+	health   engine.HealthConfig
 
 	once     sync.Once
 	local    store.Store
@@ -74,7 +82,7 @@ func (s *nomadSession) localStore() (store.Store, error) {
 }
 
 func (s *nomadSession) engine(st store.Store) restarter {
-	return engineAdapter{e: engine.New(engine.Config{Cluster: s.cluster, Store: st, Logger: s.logger, Holder: s.holder})}
+	return engineAdapter{e: engine.New(engine.Config{Cluster: s.cluster, Store: st, Logger: s.logger, Holder: s.holder, Health: s.health})}
 }
 
 // engineAdapter maps the engine's API onto the commands' restarter.

@@ -47,6 +47,8 @@ type driver struct {
 	// placements are the batch in flight's shared placement-failure watches.
 	placements *placementWatches
 	changed    chan struct{} // a Control change was seen (buffered 1)
+	// gates are the health gates' job specification and check sources (-health checks).
+	gates gateDeps
 }
 
 // Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -30,6 +31,9 @@ type Config struct {
 	// Now is the local clock for record timestamps and batch waits only (never compared with
 	// Nomad's clock); nil: time.Now.
 	Now func() time.Time
+	// Health wires the checks gate; its zero value reads checks through Cluster, Consul
+	// from the environment, and estimates Nomad's clock.
+	Health HealthConfig
 }
 
 // Engine plans, drives and steers restarts.
@@ -39,11 +43,14 @@ type Engine struct {
 	log     *slog.Logger
 	holder  string
 	now     func() time.Time
+	health  HealthConfig
+	offset  *health.OffsetClock
 }
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
-	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now}
+	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
+		health: cfg.Health, offset: health.NewOffsetClock(nil)}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -113,6 +120,13 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, fmt.Errorf("reading the allocations of job %q: %w", job.ID, err)
 	}
 	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks})
+	kept, untargeted, err := e.target(ctx, spec, job, kept)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.resolveHealth(ctx, &spec, job, kept); err != nil {
+		return nil, err
+	}
 
 	region := job.Region
 	if region == "" {
@@ -142,10 +156,14 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		rec.Allocs = append(rec.Allocs, p)
 	}
 	rec.Batches = restart.AssignBatches(rec.Allocs, spec.BatchSizes)
+	if err := checkBudgetPlan(rec, job); err != nil {
+		return nil, err
+	}
 	plan := &Plan{Record: rec, Job: job}
 	for _, s := range skipped {
 		plan.Skipped = append(plan.Skipped, Skip{Alloc: s.Alloc, Reason: s.Reason})
 	}
+	plan.Skipped = append(plan.Skipped, untargeted...)
 	return plan, nil
 }
 

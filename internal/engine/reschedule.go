@@ -212,9 +212,20 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 			cur, index = to, 0
 			continue
 		}
-		if restart.ReplacementReady(a, p.ID, d.spec.Health, finishedOK) {
+		if restart.ReplacementReady(a, p.ID, d.readyMode(), finishedOK) {
+			if d.gated(a) {
+				if err := d.step(ctx, func(rec *restart.Record) {
+					rec.Allocs[i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
+				}); err != nil {
+					return err
+				}
+				if err := d.passGate(ctx, i, a, index, nil); err != nil {
+					return err
+				}
+				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy", a.ID))
+			}
 			ok, broke, at, err := d.stayedReady(ctx, a.ID, index, d.spec.MinHealthyTime, func(x *restart.Alloc) bool {
-				return restart.ReplacementReady(x, p.ID, d.spec.Health, finishedOK)
+				return restart.ReplacementReady(x, p.ID, d.readyMode(), finishedOK)
 			})
 			if err != nil {
 				//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`

@@ -115,6 +115,10 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 		}
 		return err
 	}
+	// The availability budget: others (allocations already unhealthy) may be spending it.
+	if ok, err := d.awaitBudget(ctx, b); err != nil || !ok {
+		return err
+	}
 	return d.step(ctx, func(r *restart.Record) {
 		r.CurrentBatch = b
 		r.NextBatchAt = time.Time{}

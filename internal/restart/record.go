@@ -201,6 +201,10 @@ const (
 	EventBatchFinished EventType = "batch-finished"
 	EventAllocRestart  EventType = "alloc-restart"
 	EventAllocWaiting  EventType = "alloc-waiting"
+	// EventAllocHealth says what a restarted allocation's health gate waits for now
+	// (a task, a failing check with its output, the min-healthy timer); one per change of
+	// kind, not one per observation.
+	EventAllocHealth   EventType = "alloc-health"
 	EventAllocDone     EventType = "alloc-done"
 	EventAllocFailed   EventType = "alloc-failed"
 	EventAllocSkipped  EventType = "alloc-skipped"

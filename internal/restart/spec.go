@@ -27,6 +27,47 @@ type Spec struct {
 	HealthyDeadline time.Duration
 	// MinHealthyTime is how long an allocation must stay healthy before it counts as done.
 	MinHealthyTime time.Duration `json:",omitempty"`
+	// GroupHealth holds, for HealthChecks, each targeted group's min-healthy time and
+	// healthy deadline as resolved at planning: the flags where given, else the group's
+	// update block, else Nomad's defaults. A group missing here uses the fields above.
+	GroupHealth map[string]GroupHealth `json:",omitempty"`
+	// ConsulAddress is where Consul's health API was reached at planning (no token is
+	// recorded), so that a driver resuming the restart elsewhere reads the same Consul;
+	// empty: the driver's own configuration (CONSUL_HTTP_ADDR).
+	ConsulAddress string `json:",omitempty"`
+	// MaxUnavailable is -max-unavailable: how many allocations of a group may be out of
+	// service at once, counting those unhealthy for any reason and those being
+	// restarted; nil: the size of the batch.
+	MaxUnavailable *BatchSize `json:",omitempty"`
+	// Filter is -filter: Nomad's filter expression on allocations; only those it matches
+	// are restarted.
+	Filter string `json:",omitempty"`
+	// Nodes (-node: node ID prefixes or names) and Datacenters (-datacenter) restrict the
+	// restart to allocations placed there.
+	Nodes       []string `json:",omitempty"`
+	Datacenters []string `json:",omitempty"`
+	// UnhealthyFirst is -unhealthy-first: allocations out of service come first in the
+	// plan, so that the restart starts with what is already broken.
+	UnhealthyFirst bool `json:",omitempty"`
+	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
+	// (flags); otherwise planning takes each group's update block. Planning inputs only:
+	// the resolved times are in GroupHealth.
+	MinHealthyTimeGiven  bool `json:"-"`
+	HealthyDeadlineGiven bool `json:"-"`
+}
+
+// GroupHealth is one group's readiness timing.
+type GroupHealth struct {
+	MinHealthyTime  time.Duration
+	HealthyDeadline time.Duration
+}
+
+// HealthTimes returns the min-healthy time and healthy deadline that apply to group.
+func (s Spec) HealthTimes(group string) (minHealthy, deadline time.Duration) {
+	if g, ok := s.GroupHealth[group]; ok {
+		return g.MinHealthyTime, g.HealthyDeadline
+	}
+	return s.MinHealthyTime, s.HealthyDeadline
 }
 
 // BatchSize is one -batch-size value: N allocations, or N percent of the eligible ones
@@ -54,6 +95,13 @@ const (
 	// HealthRunning: the allocation is running and every targeted task is running again
 	// after our request (started after it, per Nomad's task events and counters).
 	HealthRunning HealthMode = "running"
+	// HealthChecks: HealthRunning, plus every check that counts (Nomad-native checks of
+	// mode healthiness, Consul checks of the allocation's services) passing, all
+	// continuously for the min-healthy time.
+	HealthChecks HealthMode = "checks"
+	// HealthAuto is what an operator may ask for: HealthChecks where the targeted groups
+	// define checks, else HealthRunning. Planning resolves it; records hold the result.
+	HealthAuto HealthMode = "auto"
 )
 
 // DefaultHealthyDeadline is Nomad's default update.healthy_deadline.

@@ -1,0 +1,27 @@
+# ACL policy for the nomad-restart agent (least privilege).
+#
+# Apply it to the agent's workload identity (see docs/acl.md):
+#
+#   nomad acl policy apply -namespace default -job nomad-restart-agent \
+#     -description "nomad-restart agent" nomad-restart-agent deploy/agent-policy.hcl
+#
+# or to a token for an agent run outside Nomad:
+#
+#   nomad acl policy apply -description "nomad-restart agent" nomad-restart-agent deploy/agent-policy.hcl
+#   nomad acl token create -name nomad-restart-agent -policy nomad-restart-agent
+#
+# Replace "*" with the namespaces the agent should serve to narrow it further.
+namespace "*" {
+  # list-jobs: job lookup by prefix; read-job: jobs, versions, allocations, deployments,
+  # evaluations, checks and the event stream; alloc-lifecycle: restart (in place) and stop
+  # (-reschedule) allocations; submit-job: only to force an evaluation of a system job
+  # restarted with -reschedule (remove it if you never do that).
+  capabilities = ["list-jobs", "read-job", "alloc-lifecycle", "submit-job"]
+
+  variables {
+    # Restart records, their chunks, per-job markers and the drivers' leases (locks).
+    path "nomad-restart/*" {
+      capabilities = ["list", "read", "write", "destroy"]
+    }
+  }
+}

@@ -1,0 +1,19 @@
+# ACL policy for operators who start and steer restarts with nomad-restart (see docs/acl.md).
+#
+#   nomad acl policy apply -description "nomad-restart operators" nomad-restart-operator deploy/operator-policy.hcl
+#
+# Replace "*" with the namespaces these operators may restart jobs in.
+namespace "*" {
+  # Planning a restart reads the job; `run` without -detach drives it, which needs
+  # alloc-lifecycle. Operators who only file restarts for the agent (`run -detach`) and steer
+  # them (status, attach, pause, resume, cancel, answer) need list-jobs and read-job only;
+  # `resume` of a restart nobody drives makes the operator its driver and needs
+  # alloc-lifecycle too.
+  capabilities = ["list-jobs", "read-job", "alloc-lifecycle"]
+
+  variables {
+    path "nomad-restart/*" {
+      capabilities = ["list", "read", "write", "destroy"]
+    }
+  }
+}

@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/agent"
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+const helpAgent = `
+Usage: nomad-restart agent [options]
+
+  Run the agent: a long-running process that drives restarts nobody drives, those
+  started with "run -detach" and those whose driver died (a killed CI job, a closed
+  laptop), continuing each exactly once from its record. Several agents (a Nomad
+  service job with count 3, see deploy/agent.nomad.hcl) share the work through each
+  restart's lease, with no leader. On SIGTERM or Ctrl-C each restart in flight is
+  detached at its next step and its lease released, so another agent takes over at
+  once.
+
+  The agent serves a read-only web page of the restarts, /healthz and Prometheus
+  /metrics on -http-addr. Logs are structured (JSON with -log-format=json).
+
+General Options:
+
+  -address=<addr>     The address of the Nomad server (NOMAD_ADDR).
+  -region=<region>    The region of the Nomad servers (NOMAD_REGION).
+  -token=<token>      The SecretID of an ACL token (NOMAD_TOKEN).
+  -ca-cert, -ca-path, -client-cert, -client-key, -tls-server-name, -tls-skip-verify
+                      TLS options, as for Nomad's CLI (NOMAD_CACERT and the like).
+
+Agent Options:
+
+  -namespace=<ns>
+    The namespace whose restarts the agent drives; "*" (the default) is every
+    namespace the token may list. NOMAD_NAMESPACE is not read: inside a Nomad task
+    it names the agent's own namespace.
+
+  -concurrency=<n>
+    The most restarts driven at once (default 500).
+
+  -http-addr=<host:port>
+    Where to serve the web page, /healthz and /metrics (default 127.0.0.1:9646);
+    "" turns the listener off.
+
+  -state=<nomad|local>
+    Where restarts are recorded: "nomad" (Nomad Variables, the default; needed to
+    share work between agents) or "local" (this machine's state directory).
+
+  -log-level=<level>
+    debug, info (the default), warn or error (NOMAD_RESTART_LOG_LEVEL).
+
+  -log-format=<text|json>
+    The log lines' format (default text).
+`
+
+type agentOptions struct {
+	client      clientFlags
+	namespace   string
+	concurrency int
+	httpAddr    string
+	state       string
+	logFormat   string
+}
+
+func parseAgentFlags(args []string) (*agentOptions, error) {
+	o := &agentOptions{}
+	fs := newFlagSet("agent")
+	o.client.add(fs)
+	fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
+	fs.StringVar(&o.state, "state", "nomad", "")
+	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	if err := parseFlags(fs, "agent", args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(fs.Args(), " "))
+	}
+	// -namespace is the agent's scope, not the client's default namespace (see the help).
+	o.namespace = strings.TrimSpace(o.client.namespace)
+	if o.namespace == "" {
+		o.namespace = "*"
+	}
+	if o.concurrency < 1 {
+		return nil, usageErrorf("-concurrency must be at least 1, got %d", o.concurrency)
+	}
+	switch o.state {
+	case "nomad", "local":
+	default:
+		return nil, usageErrorf("Invalid -state value %q: valid options are nomad and local", o.state)
+	}
+	switch o.logFormat {
+	case "text", "json":
+	default:
+		return nil, usageErrorf("Invalid -log-format value %q: valid options are text and json", o.logFormat)
+	}
+	if o.httpAddr != "" {
+		if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
+			return nil, usageErrorf("Invalid -http-addr value %q: want host:port, like 127.0.0.1:9646", o.httpAddr)
+		}
+	}
+	return o, nil
+}
+
+func (a *app) cmdAgent(ctx context.Context, args []string) error {
+	o, err := parseAgentFlags(args)
+	if err != nil {
+		return err
+	}
+	env := a.env
+	scopeNS := o.namespace
+	o.client = o.client.withEnv(func(k string) string {
+		if k == "NOMAD_NAMESPACE" {
+			return ""
+		}
+		return env(k)
+	})
+	logger, err := a.agentLogger(o)
+	if err != nil {
+		return err
+	}
+	metrics := agent.NewMetrics()
+	conf := cluster.ClientConfig{
+		Address: o.client.address, Region: o.client.region, Token: o.client.token,
+		CACert: o.client.caCert, CAPath: o.client.caPath, ClientCert: o.client.clientCert, ClientKey: o.client.clientKey,
+		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure,
+	}.APIConfig()
+	client, err := newCountingClient(conf, metrics)
+	if err != nil {
+		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+	}
+	if err := cluster.Reachable(ctx, client); err != nil {
+		return errors.New(oneLine(err.Error()))
+	}
+	holder := "agent@" + a.holder()
+	var st store.Store
+	if o.state == "local" {
+		dir, err := store.DefaultLocalDir()
+		if err != nil {
+			return fmt.Errorf("finding the local state directory: %w", err)
+		}
+		if st, err = store.NewLocal(dir); err != nil {
+			return err
+		}
+	} else {
+		st = store.NewNomad(client, store.NomadOptions{Logger: logger})
+	}
+	ag, err := agent.New(agent.Config{
+		Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: o.client.region, Logger: logger}),
+		Store:   st, Client: client, Namespace: scopeNS, Concurrency: o.concurrency,
+		Holder: holder, Logger: logger, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	if o.httpAddr != "" {
+		ln, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			return fmt.Errorf("listening on -http-addr %s: %w; choose a free address", o.httpAddr, err)
+		}
+		srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("http server", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		logger.Info("serving the web page, /healthz and /metrics", "addr", "http://"+ln.Addr().String())
+	}
+	return ag.Run(ctx)
+}
+
+// agentLogger logs at info unless told otherwise: an agent's logs are its record.
+func (a *app) agentLogger(o *agentOptions) (*slog.Logger, error) {
+	level := o.client.logLevel
+	if level == "" || strings.EqualFold(level, "off") {
+		level = "info"
+	}
+	base, err := a.logger(level)
+	if err != nil {
+		return nil, err
+	}
+	if o.logFormat != "json" {
+		return base, nil
+	}
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(strings.ToUpper(strings.Replace(level, "trace", "debug", 1))))
+	return slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: l})), nil
+}

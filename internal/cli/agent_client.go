@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/agent"
+)
+
+// newCountingClient builds the agent's Nomad client with the metrics' counting transport.
+// The api module sets up TLS and unix sockets only on a client it builds itself, so this
+// does both as it does: TLS on the transport, and a unix:// address (the task API socket a
+// Nomad job gets with a workload identity) dialled by the transport.
+func newCountingClient(conf *api.Config, m *agent.Metrics) (*api.Client, error) {
+	tr := cleanhttp.DefaultPooledTransport()
+	// The api module's own defaults for its transport.
+	tr.TLSHandshakeTimeout = 10 * time.Second
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	tr.ForceAttemptHTTP2 = false
+	if sock, ok := strings.CutPrefix(conf.Address, "unix://"); ok {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+		conf.Address = "http://127.0.0.1"
+	}
+	conf.HttpClient = &http.Client{Transport: tr}
+	if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
+		return nil, err
+	}
+	conf.HttpClient.Transport = m.Transport(tr)
+	return api.NewClient(conf)
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"flag"
+	"strconv"
+	"strings"
+
+	"github.com/nomad-restart/nomad-restart/internal/health"
+)
+
+// consulFlags say where Consul's health API is, for the checks of Consul services. Empty
+// values fall back to the CONSUL_* environment, as Consul's own CLI reads it.
+type consulFlags struct {
+	address, token, caCert, clientCert, clientKey, tlsServerName string
+	skipVerify                                                   string // "", or a boolean
+}
+
+func (c *consulFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&c.address, "consul-address", "", "")
+	fs.StringVar(&c.token, "consul-token", "", "")
+	fs.StringVar(&c.caCert, "consul-ca-cert", "", "")
+	fs.StringVar(&c.clientCert, "consul-client-cert", "", "")
+	fs.StringVar(&c.clientKey, "consul-client-key", "", "")
+	fs.StringVar(&c.tlsServerName, "consul-tls-server-name", "", "")
+	fs.Var(boolText{&c.skipVerify}, "consul-tls-skip-verify", "")
+}
+
+func (c consulFlags) validate() error {
+	if (c.clientCert == "") != (c.clientKey == "") {
+		return usageErrorf("-consul-client-cert and -consul-client-key go together: give both, or neither")
+	}
+	return nil
+}
+
+// config is the Consul configuration: the flags, then the environment env gives (the
+// process's, or a test's).
+func (c consulFlags) config(env func(string) string) health.ConsulConfig {
+	pick := func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		return strings.TrimSpace(env(name))
+	}
+	cfg := health.ConsulConfig{
+		Address:       pick(c.address, "CONSUL_HTTP_ADDR"),
+		Token:         pick(c.token, "CONSUL_HTTP_TOKEN"),
+		CACert:        pick(c.caCert, "CONSUL_CACERT"),
+		ClientCert:    pick(c.clientCert, "CONSUL_CLIENT_CERT"),
+		ClientKey:     pick(c.clientKey, "CONSUL_CLIENT_KEY"),
+		TLSServerName: pick(c.tlsServerName, "CONSUL_TLS_SERVER_NAME"),
+	}
+	if c.skipVerify != "" {
+		v, _ := strconv.ParseBool(c.skipVerify)
+		cfg.SkipVerify = &v
+	} else if v := strings.TrimSpace(env("CONSUL_HTTP_SSL_VERIFY")); v != "" {
+		if verify, err := strconv.ParseBool(v); err == nil {
+			skip := !verify
+			cfg.SkipVerify = &skip
+		}
+	}
+	if cfg.Address != "" && !strings.Contains(cfg.Address, "://") {
+		if ssl, _ := strconv.ParseBool(strings.TrimSpace(env("CONSUL_HTTP_SSL"))); ssl {
+			cfg.Address = "https://" + cfg.Address
+		}
+	}
+	return cfg
+}
+
+// boolText is a boolean flag kept as text, so that "not given" differs from false.
+type boolText struct{ v *string }
+
+func (b boolText) String() string {
+	if b.v == nil {
+		return ""
+	}
+	return *b.v
+}
+
+func (b boolText) Set(s string) error {
+	if _, err := strconv.ParseBool(s); err != nil {
+		return err
+	}
+	*b.v = s
+	return nil
+}
+
+func (b boolText) IsBoolFlag() bool { return true }

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// printPlan prints what a restart would do (-dry-run): its batches with each allocation's
+// ID, name, group and node, and what gates each batch; nothing is recorded or restarted.
+func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
+	if o.json {
+		p.jsonLine(rec)
+		return
+	}
+	s := rec.Spec
+	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %d %s; nothing is changed",
+		rec.JobID, pluralN(len(rec.Allocs), "allocation"), rec.Batches, pluralWord(rec.Batches, "batch", "batches")))
+	p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(s))
+	for b := 1; b <= rec.Batches; b++ {
+		idx := rec.BatchAllocs(b)
+		groups := map[string]int{}
+		var order []string
+		for _, i := range idx {
+			g := rec.Allocs[i].Group
+			if groups[g] == 0 {
+				order = append(order, g)
+			}
+			groups[g]++
+		}
+		p.plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), pluralN(len(idx), "allocation"), gateText(s, len(idx), order)))
+		for _, i := range idx {
+			ap := rec.Allocs[i]
+			p.plain(fmt.Sprintf("    %s  %s  group %s  node %s", shortID(ap.ID, o.verbose), ap.Name, ap.Group, orDash(shortID(ap.NodeID, o.verbose))))
+		}
+	}
+}
+
+// gateText says what a batch waits for before it starts and before it counts as done.
+func gateText(s restart.Spec, batchSize int, groups []string) string {
+	var parts []string
+	budget := fmt.Sprintf("starts while at most %d allocation(s) of its group are out of service", batchSize)
+	if s.MaxUnavailable != nil {
+		budget = "starts within -max-unavailable " + restart.FormatBatchSizes([]restart.BatchSize{*s.MaxUnavailable}) + " per group"
+	}
+	parts = append(parts, budget)
+	switch s.Health {
+	case restart.HealthNone:
+		parts = append(parts, "done when the restart requests return")
+	case restart.HealthChecks:
+		for _, g := range groups {
+			minH, dl := s.HealthTimes(g)
+			parts = append(parts, fmt.Sprintf("group %s done when its tasks run and its checks pass for %s (deadline %s)", g, minH, dl))
+		}
+	default:
+		what := "done when its tasks run again"
+		if s.MinHealthyTime > 0 {
+			what += fmt.Sprintf(" for %s", s.MinHealthyTime)
+		}
+		parts = append(parts, fmt.Sprintf("%s (deadline %s)", what, s.HealthyDeadline))
+	}
+	if s.BatchWaitAsk {
+		parts = append(parts, "then asks before the next batch")
+	} else if s.BatchWait > 0 {
+		parts = append(parts, fmt.Sprintf("then waits %s", s.BatchWait))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func pluralN(n int, word string) string {
+	return fmt.Sprintf("%d %s", n, pluralWord(n, word, word+"s"))
+}
+
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

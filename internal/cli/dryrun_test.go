@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// TestDryRun prints the plan with progressive batches (1, then 50% of 5 rounded up, then
+// the rest) and what gates each, and changes nothing: no mutating request reaches Nomad
+// and no restart is recorded.
+func TestDryRun(t *testing.T) {
+	c := startSim(t, nomadsim.Options{})
+	register(t, c, testJob("web", api.JobTypeService))
+	register(t, c, checkedJob("checked", 2, "pass", 3*time.Second, 2*time.Minute))
+	e := newCLIEnv(t, c)
+	e.consul = c.ConsulAddr()
+	ctx := testCtx(t)
+	before := c.Stats().Mutations
+
+	code, out, errOut := e.run(ctx, "run", "-dry-run", "-on-error=fail", "-state=local", "-batch-size=1,50%", "web")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"Dry run", "would restart 5 allocations in 3 batches", "1st batch, 1 allocation;", "2nd batch, 3 allocations;",
+		"3rd batch, 1 allocation;", "batch-size=1,50%", "group single_task", "web.single_task[", "done when its tasks run again (deadline 5m0s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, a := range allocsOf(t, c, "web") {
+		if !strings.Contains(out, a.ID[:8]) || !strings.Contains(out, a.NodeID[:8]) {
+			t.Errorf("allocation %s or its node %s missing from the plan:\n%s", a.ID[:8], a.NodeID[:8], out)
+		}
+	}
+
+	code, out, errOut = e.run(ctx, "run", "-dry-run", "-on-error=fail", "-state=local", "-json", "checked")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rec restart.Record
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &rec); err != nil {
+		t.Fatalf("-json plan: %v\n%s", err, out)
+	}
+	if rec.Spec.Health != restart.HealthChecks || rec.Spec.GroupHealth["web"].MinHealthyTime != 3*time.Second || len(rec.Allocs) != 2 {
+		t.Fatalf("plan %+v", rec.Spec)
+	}
+
+	if after := c.Stats().Mutations; after != before {
+		t.Fatalf("%d mutating requests reached Nomad", after-before)
+	}
+	local, err := store.NewLocal(e.localDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := local.List(ctx, store.Filter{}); err != nil || len(recs) != 0 {
+		t.Fatalf("recorded %d restarts (%v)", len(recs), err)
+	}
+}

@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// gateEvalEvery is how often (Nomad's time) the gate is judged between observations, so
+// that the min-healthy timer and the deadline are seen to pass.
+const gateEvalEvery = 100 * time.Millisecond
+
+// waitingSaveEvery bounds how often (local time) a changing wait, like the min-healthy
+// timer's progress, is written to the record; a new kind of wait is written at once.
+const waitingSaveEvery = 2 * time.Second
+
+// passGate holds an allocation whose tasks run again (or a replacement that runs) until the
+// health gate says healthy (nil), or failed (an allocFailure with the gate's reason). It
+// follows the allocation with blocking queries and its checks with the sources, and judges
+// on Nomad's clock. tasks are the targeted tasks (nil: all).
+func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index uint64, tasks []string) error {
+	job, sources, err := d.gateDeps(ctx)
+	if err != nil {
+		return &allocFailure{err}
+	}
+	minH, deadline := d.spec.HealthTimes(a.Group)
+	d.e.observeTimes(a)
+	g := health.NewGate(health.Config{
+		Mode: health.ModeChecks, Tasks: tasks, Checks: health.AllocChecks(job, a),
+		Since: tasksStarted(a, tasks), MinHealthy: minH, Deadline: deadline,
+	})
+	g.ObserveAlloc(a)
+	now := d.e.nomadNow()
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srcErr := make(chan error, 1)
+	go func() { srcErr <- sources.Watch(wctx, g, a.ID) }()
+	type result struct {
+		a   *restart.Alloc
+		err error
+	}
+	allocs := make(chan result, 1)
+	go func() {
+		var b backoff
+		idx := index
+		for {
+			x, next, err := d.e.cluster.WatchAllocation(wctx, a.ID, idx)
+			if err != nil {
+				if wctx.Err() != nil {
+					return
+				}
+				if !transient(err) {
+					allocs <- result{err: err}
+					return
+				}
+				if b.wait(wctx) != nil {
+					return
+				}
+				continue
+			}
+			b = backoff{}
+			idx = next
+			select {
+			case allocs <- result{a: x}:
+			case <-wctx.Done():
+				return
+			}
+		}
+	}()
+	scale := d.e.health.TimeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	tick := time.NewTicker(max(time.Duration(float64(gateEvalEvery)/scale), 5*time.Millisecond))
+	defer tick.Stop()
+	var w waitSaver
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-srcErr:
+			srcErr = nil // nil: no checks to watch
+			if err != nil && ctx.Err() == nil {
+				return &allocFailure{err}
+			}
+		case r := <-allocs:
+			if r.err != nil {
+				return &allocFailure{fmt.Errorf("following allocation %q: %w", a.ID, r.err)}
+			}
+			d.e.observeTimes(r.a)
+			g.ObserveAlloc(r.a)
+		case <-tick.C:
+		}
+		v := g.Evaluate(now())
+		switch v.State {
+		case health.Healthy:
+			return nil
+		case health.Failed:
+			return &allocFailure{errors.New(v.Reason)}
+		}
+		if err := w.save(ctx, d, i, v.Reason); err != nil {
+			return err
+		}
+	}
+}
+
+// tasksStarted is when the restart took effect on Nomad's clock, as far as the gate needs:
+// the earliest start of the targeted tasks that run (all running tasks when tasks is nil).
+func tasksStarted(a *restart.Alloc, tasks []string) time.Time {
+	var at time.Time
+	consider := func(ts restart.TaskState) {
+		if ts.State == restart.TaskRunning && !ts.StartedAt.IsZero() && (at.IsZero() || ts.StartedAt.Before(at)) {
+			at = ts.StartedAt
+		}
+	}
+	if len(tasks) == 0 {
+		for _, ts := range a.Tasks {
+			consider(ts)
+		}
+	} else {
+		for _, t := range tasks {
+			consider(a.Tasks[t])
+		}
+	}
+	return at
+}
+
+// waitSaver keeps AllocProgress.Waiting current without a write per evaluation: a new kind
+// of wait (another task, another check, the timer) is written and announced at once; the
+// same kind with new figures (the timer's progress, a check's output) at most every
+// waitingSaveEvery.
+type waitSaver struct {
+	kind  string
+	saved time.Time
+	text  string
+}
+
+func (w *waitSaver) save(ctx context.Context, d *driver, i int, reason string) error {
+	if reason == w.text {
+		return nil
+	}
+	kind := waitKind(reason)
+	now := time.Now()
+	newKind := kind != w.kind
+	if !newKind && now.Sub(w.saved) < waitingSaveEvery {
+		return nil
+	}
+	w.kind, w.saved, w.text = kind, now, reason
+	return d.step(ctx, func(r *restart.Record) {
+		p := &r.Allocs[i]
+		p.Waiting = reason
+		if newKind {
+			d.eventLocked(restart.Event{Type: restart.EventAllocHealth, AllocID: p.ID, Batch: p.Batch,
+				Message: fmt.Sprintf("Allocation %q waits for: %s", p.ID, reason)})
+		}
+	})
+}
+
+// waitKind is a wait's text without its figures, so that "min healthy time: 4s of 10s"
+// and "min healthy time: 5s of 10s" are one kind; a check's output is left out as well.
+func waitKind(reason string) string {
+	if i := strings.Index(reason, ": "); i >= 0 && !strings.HasPrefix(reason, "min healthy time") {
+		reason = reason[:i]
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsDigit(r) || r == '.' {
+			return -1
+		}
+		return r
+	}, reason)
+}
+
+// gated reports whether the allocation, now running again, must pass the checks gate:
+// -health checks, unless it already completed as a batch allocation may.
+func (d *driver) gated(a *restart.Alloc) bool {
+	return d.spec.Health == restart.HealthChecks && a.ClientStatus == restart.ClientRunning
+}
+
+// readyMode is the mode the running-again rules apply before the gate: checks first need
+// everything running.
+func (d *driver) readyMode() restart.HealthMode {
+	if d.spec.Health == restart.HealthChecks {
+		return restart.HealthRunning
+	}
+	return d.spec.Health
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// HealthConfig wires the checks gate (-health checks and auto). Every field is optional.
+type HealthConfig struct {
+	// JobSpec reads the job's full specification (its services and checks); nil: read
+	// through the Cluster when it exposes the Nomad client (cluster.Nomad does).
+	JobSpec func(ctx context.Context, namespace, jobID string) (*api.Job, error)
+	// Checks reads Nomad-native check results; nil: the Cluster when it can.
+	Checks cluster.CheckReader
+	// Consul overrides what the environment (CONSUL_HTTP_ADDR...) says of Consul.
+	Consul health.ConsulConfig
+	// Clock is Nomad's clock, on which min-healthy times and deadlines are measured; nil:
+	// an estimate from the Nomad timestamps the driver reads (health.OffsetClock). Give a
+	// simulation's clock here, as its clock does not run at the local rate.
+	Clock health.Clock
+	// TimeScale is how many seconds of Nomad's clock pass per real second (0: 1).
+	TimeScale float64
+}
+
+// nomadClient is what a Cluster exposes when it is Nomad's own client.
+type nomadClient interface{ Client() *api.Client }
+
+// jobSpec reads the full job, for its services and update blocks.
+func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*api.Job, error) {
+	if e.health.JobSpec != nil {
+		return e.health.JobSpec(ctx, ns, id)
+	}
+	nc, ok := e.cluster.(nomadClient)
+	if !ok {
+		return nil, errors.New("this cluster cannot read job specifications, so service checks are unknown; choose -health running")
+	}
+	return retry(ctx, func() (*api.Job, error) {
+		job, _, err := nc.Client().Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+		return job, err
+	})
+}
+
+func (e *Engine) checkReader() cluster.CheckReader {
+	if e.health.Checks != nil {
+		return e.health.Checks
+	}
+	if r, ok := e.cluster.(cluster.CheckReader); ok {
+		return r
+	}
+	return nil
+}
+
+// nomadNow is Nomad's current time, or the estimate of it.
+func (e *Engine) nomadNow() health.Clock {
+	if e.health.Clock != nil {
+		return e.health.Clock
+	}
+	return e.offset.Now
+}
+
+// observeTimes feeds Nomad's timestamps of an allocation to the clock estimate, so that
+// check snapshots stamped with it never read as older than the tasks' start.
+func (e *Engine) observeTimes(a *restart.Alloc) {
+	if e.health.Clock != nil || a == nil {
+		return
+	}
+	for _, ts := range a.Tasks {
+		e.offset.Observe(ts.StartedAt)
+		for _, ev := range ts.Events {
+			e.offset.Observe(ev.Time)
+		}
+	}
+}
+
+// resolveHealth turns -health auto into checks or running from the targeted groups'
+// services, resolves each group's times from its update block where the flags did not set
+// them, and, when Consul checks count, makes sure Consul answers before anything changes.
+func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc) error {
+	if spec.Health != restart.HealthAuto && spec.Health != restart.HealthChecks {
+		return nil
+	}
+	apiJob, err := e.jobSpec(ctx, job.Namespace, job.ID)
+	if err != nil {
+		if spec.Health == restart.HealthAuto {
+			e.log.Warn("cannot read the job's checks; waiting for the tasks to run only", "job", job.ID, "err", err)
+			spec.Health = restart.HealthRunning
+			return nil
+		}
+		return fmt.Errorf("reading the checks of job %q: %w", job.ID, err)
+	}
+	groups := targetGroups(kept)
+	mode := health.ResolveMode(health.Mode(spec.Health), apiJob, groups)
+	if mode != health.ModeChecks {
+		spec.Health = restart.HealthRunning
+		return nil
+	}
+	spec.Health = restart.HealthChecks
+	spec.GroupHealth = map[string]restart.GroupHealth{}
+	for _, g := range groups {
+		minH, deadline, _ := health.Defaults(apiJob, g)
+		if spec.MinHealthyTimeGiven {
+			minH = spec.MinHealthyTime
+		}
+		if spec.HealthyDeadlineGiven {
+			deadline = spec.HealthyDeadline
+		}
+		if minH >= deadline {
+			return fmt.Errorf("group %q: min healthy time %s is not shorter than the healthy deadline %s; set -min-healthy-time or -healthy-deadline", g, minH, deadline)
+		}
+		spec.GroupHealth[g] = restart.GroupHealth{MinHealthyTime: minH, HealthyDeadline: deadline}
+	}
+	var services []string
+	seen := map[string]bool{}
+	for _, a := range kept {
+		for _, s := range health.ConsulServices(health.AllocChecks(apiJob, a)) {
+			if !seen[s] && !health.Unresolved(s) {
+				seen[s] = true
+				services = append(services, s)
+			}
+		}
+	}
+	needConsul := false
+	for _, g := range groups {
+		if _, c := health.Providers(health.GroupChecks(apiJob, g)); c {
+			needConsul = true
+		}
+	}
+	if !needConsul {
+		return nil
+	}
+	consul, err := health.NewConsul(e.health.Consul, e.nomadNow(), e.log)
+	if err != nil {
+		return fmt.Errorf("job %q has Consul checks: %w; set -consul-address or CONSUL_HTTP_ADDR, or choose -health running", job.ID, err)
+	}
+	if err := consul.Probe(ctx, services...); err != nil {
+		return fmt.Errorf("job %q has Consul checks, but %w", job.ID, err)
+	}
+	spec.ConsulAddress = consul.Address()
+	return nil
+}
+
+func targetGroups(kept []*restart.Alloc) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range kept {
+		if !seen[a.Group] {
+			seen[a.Group] = true
+			out = append(out, a.Group)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// gateDeps are what a driver's gates need, built once per driver on first use.
+type gateDeps struct {
+	once    sync.Once
+	job     *api.Job
+	sources health.Sources
+	err     error
+}
+
+func (d *driver) gateDeps(ctx context.Context) (*api.Job, health.Sources, error) {
+	d.gates.once.Do(func() {
+		job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
+		if err != nil {
+			d.gates.err = fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)
+			return
+		}
+		d.gates.job = job
+		src := health.Sources{TimeScale: d.e.health.TimeScale}
+		if r := d.e.checkReader(); r != nil {
+			src.Nomad = health.NewNomadChecks(r, d.e.nomadNow(), d.log)
+		}
+		// Where planning reached Consul, unless this driver was told otherwise; the
+		// environment's Consul (CONSUL_HTTP_ADDR, else the local agent) when neither says.
+		cfg := d.e.health.Consul
+		if cfg.Address == "" {
+			cfg.Address = d.spec.ConsulAddress
+		}
+		c, err := health.NewConsul(cfg, d.e.nomadNow(), d.log)
+		if err != nil {
+			d.gates.err = err
+			return
+		}
+		src.Consul = c
+		d.gates.sources = src
+	})
+	return d.gates.job, d.gates.sources, d.gates.err
+}

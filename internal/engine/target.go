@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// target narrows the selected allocations to -filter, -node and -datacenter, and puts
+// those out of service first with -unhealthy-first. The allocations left out are skipped
+// with the reason.
+func (e *Engine) target(ctx context.Context, spec restart.Spec, job *restart.Job, kept []*restart.Alloc) ([]*restart.Alloc, []Skip, error) {
+	if spec.Filter == "" && len(spec.Nodes) == 0 && len(spec.Datacenters) == 0 {
+		return orderUnhealthyFirst(spec, kept), nil, nil
+	}
+	nc, _ := e.cluster.(nomadClient)
+	if nc == nil {
+		return nil, nil, errors.New("this cluster cannot evaluate -filter, -node or -datacenter; drop them")
+	}
+	client := nc.Client()
+	var matching map[string]bool
+	if spec.Filter != "" {
+		// Nomad evaluates the expression, on the allocations list (its job allocations
+		// endpoint takes no filter); the job's own clause keeps the answer small.
+		expr := fmt.Sprintf("JobID == %q and Namespace == %q and (%s)", job.ID, job.Namespace, spec.Filter)
+		stubs, err := retry(ctx, func() ([]*api.AllocationListStub, error) {
+			s, _, err := client.Allocations().List((&api.QueryOptions{Namespace: job.Namespace, Filter: expr,
+				Params: map[string]string{"task_states": "false"}}).WithContext(ctx))
+			return s, err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("Invalid -filter %q: Nomad answered: %s; see Nomad's filter syntax (fields of an allocation, like TaskGroup == \"web\")", spec.Filter, oneLineErr(err))
+		}
+		matching = map[string]bool{}
+		for _, s := range stubs {
+			matching[s.ID] = true
+		}
+	}
+	var dcOf map[string]string
+	if len(spec.Datacenters) > 0 {
+		nodes, err := retry(ctx, func() ([]*api.NodeListStub, error) {
+			n, _, err := client.Nodes().List((&api.QueryOptions{}).WithContext(ctx))
+			return n, err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing nodes for -datacenter: %w; the token needs node:read", err)
+		}
+		dcOf = map[string]string{}
+		for _, n := range nodes {
+			dcOf[n.ID] = n.Datacenter
+		}
+	}
+	var out []*restart.Alloc
+	var skipped []Skip
+	for _, a := range kept {
+		why := ""
+		switch {
+		case matching != nil && !matching[a.ID]:
+			why = "it does not match -filter"
+		case len(spec.Nodes) > 0 && !onNode(a, spec.Nodes):
+			why = fmt.Sprintf("its node %s is not one of -node %s", short(a.NodeID), strings.Join(spec.Nodes, ", "))
+		case dcOf != nil && !contains(spec.Datacenters, dcOf[a.NodeID]):
+			why = fmt.Sprintf("its datacenter %q is not one of -datacenter %s", dcOf[a.NodeID], strings.Join(spec.Datacenters, ", "))
+		}
+		if why != "" {
+			skipped = append(skipped, Skip{Alloc: a, Reason: why})
+			continue
+		}
+		out = append(out, a)
+	}
+	return orderUnhealthyFirst(spec, out), skipped, nil
+}
+
+func onNode(a *restart.Alloc, nodes []string) bool {
+	for _, n := range nodes {
+		if strings.HasPrefix(a.NodeID, n) || (a.NodeName != "" && a.NodeName == n) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// orderUnhealthyFirst moves the allocations out of service to the front, keeping Nomad's
+// order otherwise.
+func orderUnhealthyFirst(spec restart.Spec, allocs []*restart.Alloc) []*restart.Alloc {
+	if !spec.UnhealthyFirst {
+		return allocs
+	}
+	sort.SliceStable(allocs, func(i, j int) bool { return !restart.Serving(allocs[i]) && restart.Serving(allocs[j]) })
+	return allocs
+}
+
+func oneLineErr(err error) string {
+	s := strings.TrimSpace(err.Error())
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
