@@ -28,12 +28,23 @@ func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
 	ids := sortedBefore(pre)
 	restartOnce := func(id string) {
 		t.Helper()
+		// Nomad refuses to restart a task that is not running ("Task not running").
+		waitTaskRunning(t, client, id, "main")
 		a, _, err := client.Allocations().Info(id, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := client.Allocations().Restart(a, "main", nil); err != nil {
-			t.Fatal(err)
+		// The task may show running a moment before the client takes restarts again; a
+		// refused restart changed nothing, so it is simply asked again.
+		for try := 0; ; try++ {
+			err := client.Allocations().Restart(a, "main", nil)
+			if err == nil {
+				break
+			}
+			if try == 100 || !strings.Contains(err.Error(), "Task not running") {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		waitTaskRunning(t, client, id, "main")
 	}

@@ -78,12 +78,16 @@
 // # Go API beyond the HTTP API
 //
 // Start, Close, Addr, ConsulAddr, APIClient; RegisterJob, WaitJobRunning (which also
-// waits for the job's deployment to end) and WaitDeploymentDone; ExpireLock; Nodes,
+// waits for the job's deployment to end), WaitAllocsRunning (which does not) and
+// WaitDeploymentDone; ExpireLock; Nodes,
 // AddNode, DownNode, UpNode, SetNodeEligibility; FailTaskStarts; ScriptCheck; SetFault and
 // LoseLeader; Stats and ResetStats; Now, TimeScale and RealDuration (the simulated clock);
 // BootstrapToken and CreateToken (ACLs).
 //
-// Known simplifications: no preemption, no drain, no periodic or parameterized dispatch,
-// no HCL parsing (/v1/jobs/parse accepts JSON), a single region, and the event stream's
-// replay buffer renders payloads with the state current when they are replayed.
+// Known simplifications: the client learns of a stop at once (a real client, which pulls
+// its allocations, may still accept a restart sent right after the stop); plan diffs
+// detail tasks and their driver config only; no preemption, no drain, no periodic or
+// parameterized dispatch, no HCL parsing (/v1/jobs/parse accepts JSON), a single region,
+// and the event stream's replay buffer renders payloads with the state current when they
+// are replayed.
 package nomadsim

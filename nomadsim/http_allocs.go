@@ -22,12 +22,13 @@ type allocStub struct {
 
 // stub is the allocation's list form.
 func (ar *allocRun) stub(taskStates, resources bool) allocStub {
-	a := ar.view()
+	a := ar.a
+	status, desc, states := ar.serverClientFields()
 	s := &api.AllocationListStub{
 		ID: a.ID, EvalID: a.EvalID, Name: a.Name, Namespace: a.Namespace, NodeID: a.NodeID, NodeName: a.NodeName,
 		JobID: a.JobID, JobType: ar.jobType, TaskGroup: a.TaskGroup,
 		DesiredStatus: a.DesiredStatus, DesiredDescription: a.DesiredDescription,
-		ClientStatus: a.ClientStatus, ClientDescription: a.ClientDescription,
+		ClientStatus: status, ClientDescription: desc,
 		DeploymentStatus: a.DeploymentStatus, FollowupEvalID: a.FollowupEvalID, NextAllocation: a.NextAllocation,
 		RescheduleTracker: a.RescheduleTracker, PreemptedAllocations: a.PreemptedAllocations, PreemptedByAllocation: a.PreemptedByAllocation,
 		CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
@@ -36,7 +37,7 @@ func (ar *allocRun) stub(taskStates, resources bool) allocStub {
 		s.JobVersion = deref(a.Job.Version)
 	}
 	if taskStates {
-		s.TaskStates = a.TaskStates
+		s.TaskStates = states
 	}
 	if resources {
 		s.AllocatedResources = a.AllocatedResources

@@ -505,6 +505,7 @@ func (c *Cluster) plan(job *api.Job, diff bool) *api.JobPlanResponse {
 			gd.Type = "Added"
 		case !equalJSON(findGroup(prev, name), tg):
 			gd.Type = "Edited"
+			gd.Tasks = taskDiffs(findGroup(prev, name), tg, destructiveChange(prev, job, name))
 		}
 		for _, ar := range live[:kept] {
 			switch {

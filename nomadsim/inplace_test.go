@@ -35,3 +35,16 @@ func TestInPlaceUpdateTakesEvalID(t *testing.T) {
 		t.Errorf("evaluation %s does not list the in-place updated allocation %s", resp.EvalID, a.ID)
 	}
 }
+
+// TestJobDispatchTokenEmpty: Nomad answers "" for a job's DispatchIdempotencyToken, never null.
+func TestJobDispatchTokenEmpty(t *testing.T) {
+	c, cl := startCluster(t, Options{})
+	runningAlloc(t, c, cl, serviceJob("web", 1))
+	job, _, err := cl.Jobs().Info("web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.DispatchIdempotencyToken == nil || *job.DispatchIdempotencyToken != "" {
+		t.Errorf("DispatchIdempotencyToken %v, want a pointer to \"\"", job.DispatchIdempotencyToken)
+	}
+}

@@ -139,6 +139,10 @@ func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, erro
 		// The server puts a job without a node pool in the default pool.
 		job.NodePool = ptr("default")
 	}
+	if job.DispatchIdempotencyToken == nil {
+		// Nomad's structs.Job holds a plain string: a job read back always has one.
+		job.DispatchIdempotencyToken = ptr("")
+	}
 	k := jobKey{*job.Namespace, *job.ID}
 	j := c.jobs[k]
 	now := c.clk.now()
@@ -378,17 +382,18 @@ func (c *Cluster) WaitAllocsRunning(ctx context.Context, namespace, jobID string
 }
 
 func (c *Cluster) jobRunning(ns, id string) (bool, error) {
-	ok, d, err := c.allocsRunning(ns, id)
-	return ok && deploymentSettled(d), err
+	ok, settled, err := c.allocsRunning(ns, id)
+	return ok && settled, err
 }
 
-// allocsRunning reports whether the job's allocations run, and its latest deployment.
-func (c *Cluster) allocsRunning(ns, id string) (bool, *api.Deployment, error) {
+// allocsRunning reports whether the job's allocations run, and whether its latest
+// deployment is over.
+func (c *Cluster) allocsRunning(ns, id string) (running, settled bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j := c.jobs[jobKey{ns, id}]
 	if j == nil {
-		return false, nil, fmt.Errorf("nomadsim: job %q not found in namespace %q", id, ns)
+		return false, false, fmt.Errorf("nomadsim: job %q not found in namespace %q", id, ns)
 	}
 	job := j.current()
 	batch := deref(job.Type) == api.JobTypeBatch || deref(job.Type) == api.JobTypeSysbatch
@@ -399,7 +404,7 @@ func (c *Cluster) allocsRunning(ns, id string) (bool, *api.Deployment, error) {
 	system := deref(job.Type) == api.JobTypeSystem || deref(job.Type) == api.JobTypeSysbatch
 	for _, ev := range j.evals {
 		if ev.Status == api.EvalStatusBlocked {
-			return false, nil, nil
+			return false, false, nil
 		}
 	}
 	got := 0
@@ -410,7 +415,7 @@ func (c *Cluster) allocsRunning(ns, id string) (bool, *api.Deployment, error) {
 		switch ar.serverClientStatus() {
 		case api.AllocClientStatusRunning:
 			if ar.a.Job != nil && *ar.a.Job.Version != *job.Version {
-				return false, nil, nil
+				return false, false, nil
 			}
 			got++
 		case api.AllocClientStatusComplete:
@@ -418,13 +423,13 @@ func (c *Cluster) allocsRunning(ns, id string) (bool, *api.Deployment, error) {
 				got++
 			}
 		case api.AllocClientStatusPending:
-			return false, nil, nil
+			return false, false, nil
 		}
 	}
 	if system {
 		got, want = min(got, 1), 1
 	}
-	return got >= want, j.latestDeployment(), nil
+	return got >= want, deploymentSettled(j.latestDeployment()), nil
 }
 
 // deploymentSettled reports whether a deployment (nil for none) is over: successful,

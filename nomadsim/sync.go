@@ -64,10 +64,17 @@ func (ar *allocRun) view() *api.Allocation {
 
 // serverClientStatus is the client status the servers know.
 func (ar *allocRun) serverClientStatus() string {
+	status, _, _ := ar.serverClientFields()
+	return status
+}
+
+// serverClientFields are the client status, its description and the task states the
+// servers know (without copying the allocation, for lists of thousands).
+func (ar *allocRun) serverClientFields() (status, desc string, states map[string]*api.TaskState) {
 	if ar.c.syncInterval() == 0 {
-		return ar.a.ClientStatus
+		return ar.a.ClientStatus, ar.a.ClientDescription, ar.a.TaskStates
 	}
-	return ar.srv.status
+	return ar.srv.status, ar.srv.desc, ar.srv.tasks
 }
 
 // touch records a change of the client's state of the allocation. It reaches the servers

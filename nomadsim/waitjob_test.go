@@ -1,6 +1,7 @@
 package nomadsim
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -53,4 +54,29 @@ func TestDeploymentCompletionEval(t *testing.T) {
 		}
 	}
 	t.Errorf("no deployment-watcher evaluation for deployment %s among %d evaluations", d.ID, len(evals))
+}
+
+// TestWaitAllocsRunningIgnoresDeployment: WaitAllocsRunning returns while the deployment
+// still runs; WaitJobRunning does not.
+func TestWaitAllocsRunningIgnoresDeployment(t *testing.T) {
+	c, cl := startCluster(t, Options{TimeScale: 50})
+	job := serviceJob("slowdep", 1)
+	job.TaskGroups[0].Update.MinHealthyTime = ptr(time.Hour)
+	job.TaskGroups[0].Update.HealthyDeadline = ptr(2 * time.Hour)
+	job.TaskGroups[0].Update.ProgressDeadline = ptr(3 * time.Hour)
+	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitAllocsRunning(ctxT(t), "", "slowdep"); err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := cl.Jobs().LatestDeployment("slowdep", nil)
+	if err != nil || d == nil || d.Status != api.DeploymentStatusRunning {
+		t.Fatalf("deployment after WaitAllocsRunning: %+v, %v; want running", d, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := c.WaitJobRunning(ctx, "", "slowdep"); err == nil {
+		t.Error("WaitJobRunning returned while the deployment runs")
+	}
 }

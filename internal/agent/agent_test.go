@@ -166,7 +166,7 @@ func TestHealthzUnavailableBeforeRun(t *testing.T) {
 func TestTwoAgentsNeverDriveOneRestartAtOnce(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	const jobs = 8
+	const jobs = 6
 	var recs []*restart.Record
 	for _, id := range e.registerMany(t, "default", "svc", jobs, 3) {
 		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
@@ -203,7 +203,7 @@ func TestSIGTERMHandsOverToAnotherAgent(t *testing.T) {
 	// Tasks that take 20 simulated seconds (0.4 s) to start keep each batch in flight long
 	// enough that every restart is still mid-way when the first agent stops.
 	meta := map[string]string{"nomadsim.start_delay": "20s"}
-	const jobs = 3
+	const jobs = 2
 	var recs []*restart.Record
 	for i := range jobs {
 		id := fmt.Sprintf("slow-%d", i)

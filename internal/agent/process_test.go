@@ -145,11 +145,17 @@ func registerSlow(t *testing.T, sim *nomadsim.Cluster, client *api.Client, id st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
 	defer cancel()
-	if err := sim.WaitJobRunning(ctx, "default", id); err != nil {
-		t.Fatal(err)
-	}
 	nc := cluster.NewNomad(client)
-	until(t, ctx, "the deployment to end", func() bool {
+	until(t, ctx, "the job to run and its deployment to end", func() bool {
+		stubs, _, err := client.Jobs().Allocations(id, false, (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil || len(stubs) != count {
+			return false
+		}
+		for _, a := range stubs {
+			if a.ClientStatus != api.AllocClientStatusRunning {
+				return false
+			}
+		}
 		d, err := nc.ActiveDeployment(ctx, "default", id)
 		return err == nil && d == nil
 	})

@@ -165,15 +165,14 @@ func (e *env) registerJob(ns, id string, count int, meta map[string]string) erro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := e.sim.WaitJobRunning(ctx, ns, id); err != nil {
-		return fmt.Errorf("waiting for job %s to run: %w", id, err)
-	}
-	// Test code may wait by polling; the agent never does.
+	// Test code may wait by polling (through the API, as a user would); the agent never does.
 	nc := cluster.NewNomad(e.client)
 	for {
-		d, err := nc.ActiveDeployment(ctx, ns, id)
-		if err == nil && d == nil {
-			return nil
+		if running(ctx, e.client, ns, id, count) {
+			d, err := nc.ActiveDeployment(ctx, ns, id)
+			if err == nil && d == nil {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -250,4 +249,29 @@ func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
 		return 0
 	}
 	return m.Counter.GetValue()
+}
+
+// running reports whether the job has count allocations, all running with every task
+// running, as the API shows them.
+func running(ctx context.Context, client *api.Client, ns, id string, count int) bool {
+	stubs, _, err := client.Jobs().Allocations(id, false, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, a := range stubs {
+		if a.DesiredStatus != api.AllocDesiredStatusRun {
+			continue
+		}
+		if a.ClientStatus != api.AllocClientStatusRunning {
+			return false
+		}
+		for _, ts := range a.TaskStates {
+			if ts.State != "running" {
+				return false
+			}
+		}
+		n++
+	}
+	return n == count
 }

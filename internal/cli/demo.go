@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -76,12 +77,13 @@ func (a *app) cmdDemo(ctx context.Context, args []string) error {
 		return fmt.Errorf("creating the demo's state directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	o.client = clientFlags{address: sim.Addr()}
+	o.client = clientFlags{address: sim.Addr(), consulConfig: health.ConsulConfig{Address: sim.ConsulAddr()}}
 	logger, err := a.logger(o.client.logLevel)
 	if err != nil {
 		return err
 	}
-	ses, err := nomadBackend{localDir: dir}.open(o.client, logger, a.holder())
+	// The simulation's clock runs scale times faster than this one: the health gate reads it.
+	ses, err := nomadBackend{localDir: dir, clock: sim.Now, timeScale: sim.TimeScale()}.open(o.client, logger, a.holder())
 	if err != nil {
 		return err
 	}

@@ -5,15 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// TestRunHealthChecks runs `run` on a job whose Consul check passes 2s (Nomad's time)
+// TestRunHealthChecks runs `run` on a job whose Consul check passes 6s (Nomad's time)
 // after each start: with Consul reachable the restart waits for it and says so; -health
 // running needs no Consul; a check that never passes fails at the group's deadline.
 func TestRunHealthChecks(t *testing.T) {
 	c := startSim(t, nomadsim.Options{})
-	register(t, c, checkedJob("late", 2, "pass_after=2s", 500*time.Millisecond, time.Minute))
+	// 6s of Nomad's time is 300ms of real time: long enough for a loaded machine to see
+	// the check failing first.
+	register(t, c, checkedJob("late", 2, "pass_after=6s", 500*time.Millisecond, time.Minute))
 	register(t, c, checkedJob("broken", 2, "pass", 500*time.Millisecond, 4*time.Second))
 	ctx := testCtx(t)
 
@@ -42,5 +46,37 @@ func TestRunHealthChecks(t *testing.T) {
 	}
 	if !strings.Contains(out+errOut, "not healthy within the healthy deadline of 4s") {
 		t.Errorf("output does not give the deadline's reason:\n%s\n%s", out, errOut)
+	}
+}
+
+// TestRunHealthChecksWithLifecycleTasks gates a group with a finished prestart task and a
+// poststart sidecar on a Nomad-native check, in place with -all-tasks and with
+// -reschedule: the finished prestart task is done, not waited for.
+func TestRunHealthChecksWithLifecycleTasks(t *testing.T) {
+	c := startSim(t, nomadsim.Options{})
+	job := testJob("life", "service")
+	for _, tg := range job.TaskGroups {
+		if *tg.Name != "multiple_tasks" {
+			continue
+		}
+		tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
+		tg.Services = []*api.Service{{Name: "life-http", PortLabel: "http", Provider: "nomad",
+			Checks: []api.ServiceCheck{{Name: "alive", Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}}
+		tg.Meta = map[string]string{"nomadsim.check.alive": "pass_after=2s"}
+		tg.Update.MinHealthyTime = new(500 * time.Millisecond)
+		tg.Update.HealthyDeadline = new(time.Minute)
+	}
+	register(t, c, job)
+	e := newCLIEnv(t, c)
+	ctx := testCtx(t)
+	for _, args := range [][]string{{"-all-tasks"}, {"-reschedule"}} {
+		full := append(append([]string{"run", "-on-error=fail", "-state=local", "-group=multiple_tasks", "-health=checks"}, args...), "life")
+		code, out, errOut := e.run(ctx, full...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
+		}
+		if !strings.Contains(out, "alive") {
+			t.Errorf("%v: the output never names the check it waits for:\n%s", args, out)
+		}
 	}
 }

@@ -129,6 +129,17 @@ Our Options:
     Print the plan (batches with allocation IDs, names, groups and nodes,
     and what gates each batch) and change nothing.
 
+  -filter=<expression>
+    Restart only the allocations that match Nomad's filter expression (on
+    an allocation's fields, like 'TaskGroup == "web"'), evaluated by Nomad.
+
+  -node=<id prefix or name>, -datacenter=<name>
+    Restart only the allocations on these nodes, or in these datacenters.
+    Repeatable.
+
+  -unhealthy-first
+    Put the allocations already out of service first in the plan.
+
   -max-unavailable=<n|n%>
     How many allocations of a group may be out of service at once: those
     unhealthy for any reason plus those being restarted. A batch starts only

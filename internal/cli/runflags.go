@@ -34,7 +34,9 @@ type runOptions struct {
 type runFlagValues struct {
 	batchSize, batchWait, onError, health string
 	healthyDeadline, minHealthyTime       string
-	maxUnavailable                        string
+	maxUnavailable, filter                string
+	nodes, datacenters                    stringsFlag
+	unhealthyFirst                        bool
 	groups, tasks                         stringsFlag
 	allTasks, reschedule, noShutdown      bool
 	yes                                   bool
@@ -62,6 +64,10 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	o.client.consul.add(fs)
 	fs.StringVar(&raw.maxUnavailable, "max-unavailable", "", "")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "")
+	fs.StringVar(&raw.filter, "filter", "", "")
+	fs.Var(&raw.nodes, "node", "")
+	fs.Var(&raw.datacenters, "datacenter", "")
+	fs.BoolVar(&raw.unhealthyFirst, "unhealthy-first", false, "")
 }
 
 // parseRunArgs parses and validates `run` arguments without touching the cluster.
@@ -181,6 +187,10 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 		}
 		o.spec.MaxUnavailable = &mu
 	}
+	o.spec.Filter = strings.TrimSpace(raw.filter)
+	o.spec.Nodes = raw.nodes
+	o.spec.Datacenters = raw.datacenters
+	o.spec.UnhealthyFirst = raw.unhealthyFirst
 	if err := o.client.consul.validate(); err != nil {
 		return err
 	}
@@ -236,6 +246,18 @@ func describeSpec(s restart.Spec) string {
 	}
 	if s.MaxUnavailable != nil {
 		parts = append(parts, "max-unavailable="+restart.FormatBatchSizes([]restart.BatchSize{*s.MaxUnavailable}))
+	}
+	if s.Filter != "" {
+		parts = append(parts, fmt.Sprintf("filter=%q", s.Filter))
+	}
+	for _, n := range s.Nodes {
+		parts = append(parts, "node="+n)
+	}
+	for _, dc := range s.Datacenters {
+		parts = append(parts, "datacenter="+dc)
+	}
+	if s.UnhealthyFirst {
+		parts = append(parts, "unhealthy-first")
 	}
 	return strings.Join(parts, " ")
 }

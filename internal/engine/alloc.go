@@ -289,7 +289,7 @@ func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
 			}
 		} else if restart.RunningAgain(p.Before, a, finishedOK) {
 			if d.gated(a) {
-				if err := d.passGate(ctx, i, a, index, p.Before.Targets()); err != nil {
+				if err := d.passGate(ctx, i, a, index, runningTargets(p.Before, a)); err != nil {
 					return err
 				}
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy again", p.ID))

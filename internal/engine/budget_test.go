@@ -105,3 +105,22 @@ func TestBudgetExplicit(t *testing.T) {
 		t.Fatalf("Plan: %v", err)
 	}
 }
+
+// TestUnhealthyFirst: the allocation out of service, last in Nomad's order (the oldest),
+// comes first with -unhealthy-first, and the restart then needs no budget wait.
+func TestUnhealthyFirst(t *testing.T) {
+	fc := newFakeCluster("service", map[string]int{"web": 3})
+	down := fc.degrade(true)
+	e, _ := newBudgetEngine(t, fc)
+	plain := planAndCreate(t, e, restart.Spec{Yes: true})
+	if plain.Allocs[0].ID == down {
+		t.Fatalf("the degraded allocation is first without -unhealthy-first: the test proves nothing")
+	}
+	p, err := e.Plan(t.Context(), Request{Job: "web", Spec: restart.Spec{Yes: true, UnhealthyFirst: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Record.Allocs[0].ID != down {
+		t.Fatalf("first planned %s, want the degraded %s", p.Record.Allocs[0].ID, down)
+	}
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -30,6 +33,7 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 		return &allocFailure{err}
 	}
 	minH, deadline := d.spec.HealthTimes(a.Group)
+	tasks = longRunning(job, a.Group, tasks)
 	d.e.observeTimes(a)
 	g := health.NewGate(health.Config{
 		Mode: health.ModeChecks, Tasks: tasks, Checks: health.AllocChecks(job, a),
@@ -190,4 +194,57 @@ func (d *driver) readyMode() restart.HealthMode {
 		return restart.HealthRunning
 	}
 	return d.spec.Health
+}
+
+// runningTargets are the targeted tasks that run: a targeted task that ran again and
+// finished (a prestart hook under -all-tasks) has done what it should, and the gate must
+// not wait for it to run.
+func runningTargets(before *restart.Observation, a *restart.Alloc) []string {
+	var out []string
+	for _, t := range before.Targets() {
+		if a.Tasks[t].State == restart.TaskRunning {
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return runningTasks(a)
+	}
+	return out
+}
+
+// runningTasks are the allocation's running tasks, sorted: what the gate follows on a
+// replacement, whose finished prestart tasks are done, not waited for.
+func runningTasks(a *restart.Alloc) []string {
+	var out []string
+	for name, ts := range a.Tasks {
+		if ts.State == restart.TaskRunning {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// longRunning drops the tasks the job defines as ephemeral (prestart, non-sidecar
+// poststart, poststop hooks): they run and finish by design, and the gate must not wait
+// for them to be running. Tasks the job does not name are kept.
+func longRunning(job *api.Job, group string, tasks []string) []string {
+	ephemeral := map[string]bool{}
+	for _, tg := range job.TaskGroups {
+		if tg == nil || tg.Name == nil || *tg.Name != group {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if t != nil && t.Lifecycle != nil && !t.Lifecycle.Sidecar {
+				ephemeral[t.Name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		if !ephemeral[t] {
+			out = append(out, t)
+		}
+	}
+	return out
 }

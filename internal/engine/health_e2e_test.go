@@ -137,8 +137,8 @@ func (env *simEnv) driveGate(t *testing.T, rec *restart.Record) (*restart.Record
 	return final, dt
 }
 
-// TestGateWaitsForLateChecks: checks of both providers that pass 3s (Nomad's time) after
-// the task starts, and 1s of min-healthy time: no allocation may count as done before 4s
+// TestGateWaitsForLateChecks: checks of both providers that pass 5s (Nomad's time) after
+// the task starts, and 1s of min-healthy time: no allocation may count as done before 6s
 // after its task started again, and every allocation must be restarted exactly once.
 func TestGateWaitsForLateChecks(t *testing.T) {
 	for _, tc := range []struct {
@@ -146,9 +146,9 @@ func TestGateWaitsForLateChecks(t *testing.T) {
 		nomad, consul string
 		reschedule    bool
 	}{
-		{"mixed providers in place", "pass_after=3s", "pass_after=3s", false},
-		{"nomad only in place", "pass_after=3s", "", false},
-		{"consul only, reschedule", "", "pass_after=3s", true},
+		{"mixed providers in place", "pass_after=5s", "pass_after=5s", false},
+		{"nomad only in place", "pass_after=5s", "", false},
+		{"consul only, reschedule", "", "pass_after=5s", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := startGateSim(t, "")
@@ -179,8 +179,8 @@ func TestGateWaitsForLateChecks(t *testing.T) {
 				if !ok {
 					t.Fatalf("no done event for %s", p.ID)
 				}
-				if got := done.Sub(started); got < 4*time.Second {
-					t.Errorf("allocation %s done %s after its task started; the checks pass after 3s and must then hold 1s", p.ID, got)
+				if got := done.Sub(started); got < 6*time.Second {
+					t.Errorf("allocation %s done %s after its task started; the checks pass after 5s and must then hold 1s", p.ID, got)
 				}
 			}
 			if !strings.Contains(dt.log.messages(), "ready-") {

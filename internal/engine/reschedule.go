@@ -219,7 +219,7 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 				}); err != nil {
 					return err
 				}
-				if err := d.passGate(ctx, i, a, index, nil); err != nil {
+				if err := d.passGate(ctx, i, a, index, runningTasks(a)); err != nil {
 					return err
 				}
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy", a.ID))

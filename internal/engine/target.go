@@ -35,7 +35,7 @@ func (e *Engine) target(ctx context.Context, spec restart.Spec, job *restart.Job
 			return s, err
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("Invalid -filter %q: Nomad answered: %s; see Nomad's filter syntax (fields of an allocation, like TaskGroup == \"web\")", spec.Filter, oneLineErr(err))
+			return nil, nil, fmt.Errorf("invalid -filter %q: Nomad answered: %s; see Nomad's filter syntax (fields of an allocation, like TaskGroup == \"web\")", spec.Filter, oneLineErr(err))
 		}
 		matching = map[string]bool{}
 		for _, s := range stubs {
