@@ -262,7 +262,7 @@ func TestSIGTERMHandsOverToAnotherAgent(t *testing.T) {
 // One agent drives many restarts at once, within its concurrency bound.
 func TestManyConcurrentRestarts(t *testing.T) {
 	if testing.Short() {
-		t.Skip("many jobs; run without -short")
+		t.Skip("skipped under testing.Short: many jobs; run without -short")
 	}
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{NodesPerDatacenter: 5})

@@ -140,7 +140,7 @@ func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
 // releases it, and the agent finishes the restart exactly once. One case: it takes ~20s.
 func TestAdoptsAfterDriverDiesNomadStore(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits for a Nomad lock TTL (about 20s); run without -short")
+		t.Skip("skipped under testing.Short: waits for a Nomad lock TTL (about 20s); run without -short")
 	}
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
