@@ -46,7 +46,9 @@ func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		waitTaskRunning(t, client, id, "main")
+		// The servers learn of the restart at the client's next sync: wait for the counter,
+		// not only for "running", which a stale read still shows.
+		waitRestarted(t, client, id, "main", a.TaskStates["main"].Restarts)
 	}
 	restartOnce(ids[0].ID) // exactly once: fine
 	restartOnce(ids[1].ID) // twice: a breach
@@ -131,6 +133,20 @@ func waitTaskRunning(t *testing.T, client *api.Client, allocID, task string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("task %s of %s did not run again", task, allocID)
+}
+
+// waitRestarted waits until the task's restart counter is above before and it runs again.
+func waitRestarted(t *testing.T, client *api.Client, allocID, task string, before uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		a, _, err := client.Allocations().Info(allocID, nil)
+		if err == nil && a.TaskStates[task] != nil && a.TaskStates[task].Restarts > before && a.TaskStates[task].State == "running" {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("task %s of %s was not restarted", task, allocID)
 }
 
 // waitReplacement waits until the stopped allocation's replacement runs and returns its ID.

@@ -436,9 +436,15 @@ func TestE2EStreamJobAllocations(t *testing.T) {
 func TestE2EActiveDeployment(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{})
 	job := serviceJob("default", "web", 2)
-	register(t, sim, job)
+	if _, err := sim.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
 	n := newNomad(t, sim, "")
 	ctx := testCtx(t)
+	// Wait for the allocations only: WaitJobRunning would also wait for the deployment.
+	if err := sim.WaitAllocsRunning(ctx, "default", "web"); err != nil {
+		t.Fatal(err)
+	}
 	// The first version's deployment runs until the allocations have been healthy for
 	// min_healthy_time (10 s, half a second at the time scale), then succeeds.
 	d, err := n.ActiveDeployment(ctx, "default", "web")

@@ -77,7 +77,8 @@ func deploy(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := sim.WaitJobRunning(ctx, "default", *job.ID); err != nil {
+	// The allocations only: a failing check keeps the deployment running until its deadline.
+	if err := sim.WaitAllocsRunning(ctx, "default", *job.ID); err != nil {
 		t.Fatal(err)
 	}
 	client, _ := sim.APIClient("")

@@ -133,6 +133,12 @@ func TestRestartAllTasksRerunsDeadTasks(t *testing.T) {
 			ts := a.TaskStates["init"]
 			return ts != nil && ts.State == "dead"
 		})
+		// The main task starts after the prestart task; restart only once it runs, or the
+		// restart can land while it is still starting.
+		tg.waitAlloc(t, stub.ID, "main task running", func(a *api.Allocation) bool {
+			ts := a.TaskStates["main"]
+			return ts != nil && ts.State == "running" && hasSuffixTypes(ts.Events, []string{"Started"})
+		})
 		r := tg.do(t, "PUT", "/v1/client/allocation/"+stub.ID+"/restart", tg.token, strings.NewReader(`{"AllTasks":true}`))
 		if r.status != 200 {
 			t.Fatalf("restart AllTasks: %d %q", r.status, r.body)
