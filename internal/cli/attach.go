@@ -25,15 +25,17 @@ func (a *app) cmdAttach(ctx context.Context, args []string) error {
 		return err
 	}
 	p := a.printer(o.verbose, jsonOut)
-	return a.follow(ctx, p, t, o.verbose, false)
+	return a.follow(ctx, p, t, o.verbose, false, nil)
 }
 
 // follow shows a restart from its record as it changes (store.Watch), with the same output
 // as `run`, until it ends or ctx ends (which stops the viewer only). It exits 0 only when
-// the restart succeeded. skipOld skips the events the caller has already shown.
-func (a *app) follow(ctx context.Context, p *printer, t *target, verbose, skipOld bool) error {
+// the restart succeeded. skipOld skips the events the caller has already shown. When free
+// (may be nil) closes, follow returns errLeaseFree so that the caller may take over.
+func (a *app) follow(ctx context.Context, p *printer, t *target, verbose, skipOld bool, free <-chan struct{}) error {
 	rec := t.rec
 	v := a.newView(p, t.ses.engine(t.st), t.st, rec)
+	v.hinted = free != nil // a resume waiting to take over: "no process drives it" is not so
 	if !skipOld {
 		v.lastSeq = 0
 		id := shortID(rec.ID, verbose)
@@ -75,9 +77,11 @@ func (a *app) follow(ctx context.Context, p *printer, t *target, verbose, skipOl
 		select {
 		case <-ctx.Done():
 			p.clearProgress()
-			id := shortID(rec.ID, verbose)
-			fmt.Fprintf(a.stderr, "Stopped following restart %s; it goes on without this viewer (status: %s). Follow it again with `nomad-restart attach %s`\n", id, rec.Status, id)
+			a.stoppedFollowing(ctx, t.st, rec, verbose)
 			return &exitError{code: 1}
+		case <-free:
+			p.clearProgress()
+			return errLeaseFree
 		case err := <-errs:
 			p.clearProgress()
 			return fmt.Errorf("following restart %s: %s; try `nomad-restart attach %s` again", shortID(rec.ID, verbose), oneLine(err.Error()), shortID(rec.ID, verbose))

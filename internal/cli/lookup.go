@@ -81,6 +81,10 @@ func (a *app) stores(ctx context.Context, ses session, state string) ([]store.St
 	var out []store.Store
 	if err := ses.reachable(ctx); err == nil {
 		out = append(out, ses.nomadStore())
+	} else if ctx.Err() == nil {
+		// Never silently: restarts kept in Nomad would look absent.
+		fmt.Fprintf(a.stderr, "Warning: the Nomad store could not be read (Nomad at %s: %s); only this machine's local records are shown. Check -address or NOMAD_ADDR (and -region, NOMAD_TOKEN), or pass -state local to look only here\n",
+			ses.address(), oneLine(err.Error()))
 	}
 	if st, err := ses.localStore(); err == nil {
 		out = append(out, st)

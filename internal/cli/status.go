@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -44,7 +45,7 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 		if jsonOut {
 			return writeJSON(a.stdout, t.rec)
 		}
-		a.printRecord(t.rec, t.st.Kind(), o.verbose)
+		a.printRecord(t.rec, t.st.Kind(), o.verbose, a.driverOf(ctx, t.st, t.rec))
 		return nil
 	}
 
@@ -63,6 +64,11 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	recs, kinds, err := a.listAll(ctx, stores, store.Filter{Namespace: ns, JobID: job})
 	if err != nil {
 		return err
+	}
+	if len(recs) == 0 && o.state == stateAuto && !hasKind(stores, "nomad") {
+		// Nomad could not be read (warned above) and nothing was found here: "No restarts"
+		// would be a guess.
+		return fmt.Errorf("no restarts could be listed: Nomad at %s could not be read and this machine's local store has none", ses.address())
 	}
 	if jsonOut {
 		if recs == nil {
@@ -101,8 +107,9 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // printRecord shows one restart in detail: its fields, a table of its allocations, and its
-// latest events.
-func (a *app) printRecord(r *restart.Record, kind string, verbose bool) {
+// latest events. driver says whether a process drives r now (a dead driver's name stays in
+// r.Driver, so it is shown only while the lease is held or unknown).
+func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver leaseState) {
 	w := a.stdout
 	p := a.printer(verbose, false)
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
@@ -118,7 +125,11 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool) {
 	if r.Reason != "" {
 		field("Reason", oneLine(p.ids(r.Reason)))
 	}
-	field("Progress", r.Progress(a.now()).String())
+	pr := r.Progress(a.now())
+	if driver == leaseFree {
+		pr.Estimate = 0 // nothing advances it: an estimate would be a guess
+	}
+	field("Progress", pr.String())
 	field("Options", describeSpec(r.Spec))
 	if r.Question != nil && r.Status == restart.StatusWaiting {
 		field("Question", oneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no|<duration>`)", shortID(r.ID, verbose)))
@@ -126,7 +137,10 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool) {
 	if r.Control.Intent != "" {
 		field("Intent", string(r.Control.Intent)+byWhom(r.Control.By))
 	}
-	if r.Driver != "" {
+	switch {
+	case driver == leaseFree:
+		field("Driver", fmt.Sprintf("none — resume it with `nomad-restart resume %s`", shortID(r.ID, verbose)))
+	case r.Driver != "" && !r.Status.Terminal():
 		field("Driver", r.Driver)
 	}
 	field("State", kind)
@@ -168,4 +182,41 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// hasKind says whether one of stores is of kind ("nomad" or "local").
+func hasKind(stores []store.Store, kind string) bool {
+	for _, st := range stores {
+		if st.Kind() == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseState is what status knows of a restart's lease.
+type leaseState int
+
+const (
+	leaseUnknown leaseState = iota // ended, or the store could not tell
+	leaseHeld
+	leaseFree
+)
+
+// driverOf probes whether some process drives rec: the record's Driver is only who last
+// said so, and a driver that died cannot take its name back.
+func (a *app) driverOf(ctx context.Context, st store.Store, rec *restart.Record) leaseState {
+	if rec.Status.Terminal() {
+		return leaseUnknown
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	free, err := store.LeaseFree(pctx, st, rec.Namespace, rec.ID, a.by())
+	switch {
+	case err != nil:
+		return leaseUnknown
+	case free:
+		return leaseFree
+	}
+	return leaseHeld
 }

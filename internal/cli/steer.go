@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -75,12 +76,18 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*tar
 		return endedError(t.rec, cmd, o.verbose)
 	}
 	rec, err := do(t, t.ses.engine(t.st), a.by())
+	if ce := (*engine.CancelingError)(nil); errors.As(err, &ce) {
+		return errors.New(ce.Error())
+	}
 	if err != nil {
 		return fmt.Errorf("%s restart %s: %s", cmd, shortID(t.rec.ID, o.verbose), oneLine(err.Error()))
 	}
 	p := a.printer(o.verbose, false)
 	id := shortID(rec.ID, o.verbose)
 	p.header(a.now(), fmt.Sprintf("Restart %s of job %q: %s (status: %s)", id, rec.JobID, fmt.Sprintf(done, id), rec.Status))
+	if !rec.Status.Terminal() {
+		a.noteHeldSteer(ctx, t.st, rec, cmd, o.verbose)
+	}
 	return nil
 }
 
@@ -153,6 +160,9 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 	}
 	eng := t.ses.engine(t.st)
 	rec, err := eng.Resume(ctx, t.rec.Namespace, t.rec.ID, a.by())
+	if ce := (*engine.CancelingError)(nil); errors.As(err, &ce) {
+		return errors.New(ce.Error())
+	}
 	if err != nil {
 		return fmt.Errorf("resume restart %s: %s", shortID(t.rec.ID, o.verbose), oneLine(err.Error()))
 	}
@@ -169,15 +179,7 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 	if !jsonOut {
 		p.header(a.now(), fmt.Sprintf("Resuming restart %s of job %q (state: %s)", id, rec.JobID, t.st.Kind()))
 	}
-	err = a.drive(ctx, p, eng, t.st, rec, o.verbose)
-	if errors.Is(err, store.ErrLeaseHeld) {
-		// Someone else drives it: the intent is set, so follow it instead.
-		if !jsonOut {
-			p.header(a.now(), fmt.Sprintf("Restart %s is driven by another process; following it", id))
-		}
-		return a.follow(ctx, p, t, o.verbose, true)
-	}
-	return err
+	return a.driveOrTakeOver(ctx, p, eng, t, rec, o.verbose, jsonOut)
 }
 
 // leaseHeldError says that Drive found the lease taken; it matches store.ErrLeaseHeld.

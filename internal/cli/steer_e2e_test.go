@@ -306,7 +306,7 @@ func TestResumeWhileDrivenFollows(t *testing.T) {
 	}()
 	id := waitRestart(t, ctx, e, "web", func(r *restart.Record) bool { return r.Status == restart.StatusRunning })
 	code, out, errOut := e.run(ctx, "resume", id)
-	if code != 0 || !strings.Contains(out, "driven by another process; following it") || !strings.Contains(out, "Job restarted successfully!") {
+	if code != 0 || !strings.Contains(out, "; waiting for it") || !strings.Contains(out, "Job restarted successfully!") {
 		t.Fatalf("second resume: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if r := <-done; r.code != 0 {

@@ -42,3 +42,22 @@ package engine
 //     stopped) is skipped with the reason rather than failed.
 //   - -group and -task names that no version of the job defines are refused at Plan (Nomad
 //     silently restarts nothing).
+//   - Health checks (health.go, gate.go): Plan resolves -health auto to checks or running from
+//     the targeted groups' services (reading the full job through the Nomad client), takes
+//     each group's min-healthy time and healthy deadline from its update block where the
+//     flags did not set them (Spec.GroupHealth), and probes Consul when Consul checks count,
+//     refusing before anything changes when it cannot be read. Once an allocation's tasks
+//     run again (or its replacement runs), the health gate follows it with a blocking query
+//     and its check sources (Nomad's checks endpoint, polled; Consul, blocking queries) and
+//     judges it on Nomad's clock (HealthConfig.Clock, else an estimate from Nomad's
+//     timestamps). Ephemeral lifecycle tasks are not waited for. AllocProgress.Waiting says
+//     what the gate waits for, written when the kind of wait changes (with an alloc-health
+//     event) and at most every two seconds otherwise.
+//   - Availability budget (budget.go): before a batch starts, each of its groups' allocations
+//     out of service plus the batch's must stay within -max-unavailable (default: the batch
+//     size). The job's summary answers the common case in one read; otherwise the job's
+//     allocations are watched until the batch fits, or its allocations are recorded failed
+//     at the healthy deadline and -on-error decides.
+//   - Targeting (target.go): -filter is evaluated by Nomad on its allocations list; -node and
+//     -datacenter narrow the plan; -unhealthy-first orders the allocations out of service
+//     first.

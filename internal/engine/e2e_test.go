@@ -46,7 +46,7 @@ func startSim(t testing.TB, nomadStore bool) *simEnv {
 			t.Fatal(err)
 		}
 	}
-	e := New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "e2e:1"})
+	e := New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "e2e:1", Health: HealthConfig{TimeScale: sim.TimeScale()}})
 	return &simEnv{sim: sim, client: client, e: e, store: s}
 }
 
@@ -214,7 +214,7 @@ func TestE2ECrashCampaign(t *testing.T) {
 			}
 			// Random instants, in a window that widens so that a slow machine still ends.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+rng.IntN(40+10*round))*time.Millisecond)
-			e := New(Config{Cluster: cluster.NewNomad(env.client), Store: env.store, Holder: "crash"})
+			e := New(Config{Cluster: cluster.NewNomad(env.client), Store: env.store, Holder: "crash", Health: HealthConfig{TimeScale: env.sim.TimeScale()}})
 			final, err := e.Drive(ctx, rec.Namespace, rec.ID, nil)
 			cancel()
 			if err == nil && final.Status.Terminal() {

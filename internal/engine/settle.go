@@ -14,6 +14,8 @@ import (
 // 200 ms in Nomad's client; a real agent showed the old counters for about 50 ms after the
 // restart call had returned). Reading too early would make the request look lost, and sending
 // it again would restart the tasks twice. Ten sync intervals leave room for a slow client.
+// It is Nomad's time: against a simulation running faster (HealthConfig.TimeScale) the real
+// wait is shorter by as much.
 const clientSyncGrace = 2 * time.Second
 
 // awaitRestartEvidence reads an allocation whose restart request may already have been sent
@@ -31,7 +33,11 @@ func (d *driver) awaitRestartEvidence(ctx context.Context, p restart.AllocProgre
 	if tookEffect(a) {
 		return a, true, nil
 	}
-	graceCtx, cancel := context.WithTimeout(ctx, clientSyncGrace)
+	grace := clientSyncGrace
+	if scale := d.e.health.TimeScale; scale > 0 {
+		grace = time.Duration(float64(grace) / scale)
+	}
+	graceCtx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	index := a.ModifyIndex
 	for {

@@ -10,6 +10,19 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
+// CancelingError refuses to pause or resume a restart whose cancel is pending (its driver
+// has not applied it yet).
+type CancelingError struct{ ID, By, Verb string }
+
+func (e *CancelingError) Error() string {
+	by := ""
+	if e.By != "" {
+		by = " by " + e.By
+	}
+	return fmt.Sprintf("restart %s is being canceled (asked%s), so it cannot be %s; the cancel takes effect when its driver acts, or, if no process drives it, when `nomad-restart cancel %s` is run again once its lease is free",
+		short(e.ID), by, e.Verb+"d", short(e.ID))
+}
+
 // ErrNoQuestion is returned by Answer when the restart is not waiting for an answer.
 var ErrNoQuestion = errors.New("restart is not waiting for an answer")
 
@@ -18,6 +31,11 @@ func (e *Engine) setIntent(ctx context.Context, namespace, id, by string, intent
 	rec, err := e.mutate(ctx, namespace, id, func(r *restart.Record) error {
 		if r.Status.Terminal() {
 			return fmt.Errorf("restart %s is already %s; nothing to %s", short(r.ID), r.Status, intentVerb(intent))
+		}
+		if r.Control.Intent == restart.IntentCancel && intent != restart.IntentCancel {
+			// A cancel is final: the next driver to take the lease applies it, whoever asks
+			// otherwise meanwhile.
+			return &CancelingError{ID: r.ID, By: r.Control.By, Verb: intentVerb(intent)}
 		}
 		r.Control.Intent = intent
 		r.Control.By = by

@@ -30,6 +30,9 @@ type NomadOptions struct {
 	// cluster whose clock runs faster than real time needs it shorter (LockTTL/2 divided by
 	// the time scale); renewals failing for 2×RenewEvery mean the lease is lost.
 	RenewEvery time.Duration
+	// Keep is how many ended restarts of each job are kept; older ones are deleted when a
+	// new restart of the job is created. 0 means DefaultKeep (20); negative keeps them all.
+	Keep int
 	// Logger receives the lease's renewal troubles; default slog.Default().
 	Logger *slog.Logger
 }

@@ -136,12 +136,16 @@ func (l *nomadLease) Release(ctx context.Context) error {
 		}
 		// Nomad refuses items on a release: the lock ID alone says whose it is.
 		v := &api.Variable{Namespace: l.ns, Path: l.path, Lock: &api.VariableLock{ID: l.lockID}}
-		rerr := retry(ctx, func() error {
-			_, _, err := l.n.client.Variables().ReleaseLock(v, (&api.WriteOptions{Namespace: l.ns}).WithContext(ctx))
+		var released *api.Variable
+		rerr := retry(ctx, func() (err error) {
+			released, _, err = l.n.client.Variables().ReleaseLock(v, (&api.WriteOptions{Namespace: l.ns}).WithContext(ctx))
 			return err
 		})
 		if rerr != nil && statusOf(rerr) != http.StatusConflict {
 			err = l.n.mapErr(ctx, rerr, "write", l.ns, l.path)
+		}
+		if rerr == nil && released != nil {
+			l.dropEndedLease(ctx, released.ModifyIndex)
 		}
 	})
 	return err

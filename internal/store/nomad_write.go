@@ -73,6 +73,7 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	out.CreateIndex, out.ModifyIndex = v.CreateIndex, v.ModifyIndex
 	n.rememberWrite(h, v.ModifyIndex, enc)
 	*rec = out
+	n.prune(ctx, out.Namespace, out.JobID)
 	return nil
 }
 

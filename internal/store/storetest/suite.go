@@ -41,6 +41,7 @@ func RunSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"WatchWakesOnUpdate", testWatch},
 		{"WatchHonoursContext", testWatchContext},
 		{"LeaseExclusive", testLease},
+		{"LeaseFreeProbe", testLeaseFree},
 		{"LargeRecordRoundTrip", testLargeRecord},
 	}
 	for _, c := range cases {
@@ -504,6 +505,39 @@ func testLease(t *testing.T, b Backend) {
 	}
 	if _, err := s1.AcquireLease(ctx, "default", uuid.NewString(), "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("AcquireLease of an unknown restart: got %v, want ErrNotFound", err)
+	}
+}
+
+// testLeaseFree: store.LeaseFree tells a held lease from a free one and leaves it free.
+func testLeaseFree(t *testing.T, b Backend) {
+	s1, s2 := b.Open(t), b.Open(t)
+	ctx := ctxFor(t)
+	rec := NewRecord("default", "web", 1)
+	mustCreate(t, s1, rec)
+	l1, err := s1.AcquireLease(ctx, "default", rec.ID, "driver-1")
+	if err != nil {
+		t.Fatalf("AcquireLease: %v", err)
+	}
+	if free, err := store.LeaseFree(ctx, s2, "default", rec.ID, "probe"); err != nil || free {
+		t.Fatalf("LeaseFree while held: got %v, %v; want false", free, err)
+	}
+	if got := store.LeaseHolder(ctx, s2, "default", rec.ID); got != "driver-1" {
+		t.Errorf("LeaseHolder while held: %q, want driver-1", got)
+	}
+	if err := l1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // the probe gives the lease back: a second probe finds it free too
+		if free, err := store.LeaseFree(ctx, s2, "default", rec.ID, "probe"); err != nil || !free {
+			t.Fatalf("LeaseFree #%d after Release: got %v, %v; want true", i+1, free, err)
+		}
+	}
+	l2, err := s1.AcquireLease(ctx, "default", rec.ID, "driver-2")
+	if err != nil {
+		t.Fatalf("AcquireLease after probes: %v", err)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
