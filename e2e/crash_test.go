@@ -116,6 +116,11 @@ func TestCrashCampaign(t *testing.T) {
 				for _, b := range out.bad {
 					t.Errorf("%s %s after %d kills: %s", sc, jobID, out.kills, b)
 				}
+				// Free the nodes for later rounds: a campaign of many rounds would otherwise
+				// fill them and leave new jobs blocked.
+				if _, _, err := client.Jobs().Deregister(jobID, true, nil); err != nil {
+					t.Errorf("purging %s: %v", jobID, err)
+				}
 				mu.Lock()
 				kills += out.kills
 				procs += out.processes

@@ -39,7 +39,7 @@ func TestACLCombinations(t *testing.T) {
 	}{
 		{"no token", "", "secure", 1, "Permission denied"},
 		{"alloc-lifecycle alone", token(ns(`"alloc-lifecycle"`, "")), "secure", 1, "Permission denied"},
-		{"read-job alone", token(ns(`"read-job"`, "")), "secure", 1, "Permission denied"},
+		{"read-job alone", token(ns(`"read-job"`, "")), "secure", 1, `needs the alloc-lifecycle capability in namespace "default"`},
 		{"alloc-lifecycle and read-job, record kept locally", token(ns(`"alloc-lifecycle", "read-job"`, "")), "secure", 0, "(state: local)"},
 		{"prefix without list-jobs", token(ns(`"alloc-lifecycle", "read-job"`, "")), "secu", 1, "No job(s) with prefix or ID"},
 		{"prefix with list-jobs", token(ns(`"alloc-lifecycle", "read-job", "list-jobs"`, "")), "secu", 0, "Job restarted successfully!"},

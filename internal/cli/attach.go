@@ -25,6 +25,12 @@ func (a *app) cmdAttach(ctx context.Context, args []string) error {
 		return err
 	}
 	p := a.printer(o.verbose, jsonOut)
+	if !jsonOut && !t.rec.Status.Terminal() && t.rec.Driver != "" && a.driverOf(ctx, t.st, t.rec) == leaseFree {
+		// The record names a driver that has let go or died: say so, or the viewer waits
+		// for a restart that does not move.
+		id := shortID(t.rec.ID, o.verbose)
+		p.header(a.now(), fmt.Sprintf("Restart %s was driven by %s, but no process drives it now; continue it with `nomad-restart resume %s`", id, t.rec.Driver, id))
+	}
 	return a.follow(ctx, p, t, o.verbose, false, nil)
 }
 

@@ -71,7 +71,7 @@ func (a *app) stores(ctx context.Context, ses session, state string) ([]store.St
 		if err != nil {
 			return nil, fmt.Errorf("opening the local state store: %w", err)
 		}
-		return []store.Store{st}, nil
+		return []store.Store{localScoped(ses, st)}, nil
 	case stateNomad:
 		if err := ses.reachable(ctx); err != nil {
 			return nil, err
@@ -87,7 +87,7 @@ func (a *app) stores(ctx context.Context, ses session, state string) ([]store.St
 			ses.address(), oneLine(err.Error()))
 	}
 	if st, err := ses.localStore(); err == nil {
-		out = append(out, st)
+		out = append(out, localScoped(ses, st))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("neither Nomad at %s nor the local state store can be read; set -address or NOMAD_ADDR", ses.address())
@@ -106,9 +106,12 @@ func (a *app) find(ctx context.Context, stores []store.Store, namespace, prefix 
 			return st, rec, nil
 		}
 		var amb *store.AmbiguousIDError
+		var other *store.OtherClusterError
 		switch {
 		case errors.As(err, &amb):
 			return nil, nil, errors.New(amb.Error())
+		case errors.As(err, &other):
+			return nil, nil, errors.New(other.Error())
 		case errors.Is(err, store.ErrNotFound):
 		case ctx.Err() != nil:
 			return nil, nil, ctx.Err()
@@ -149,4 +152,10 @@ func (a *app) listAll(ctx context.Context, stores []store.Store, f store.Filter)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateTime.After(out[j].CreateTime) })
 	return out, seen, nil
+}
+
+// localScoped is this machine's store as seen from the session's cluster: it holds the
+// restarts of every cluster the operator talks to, and only this one's may be seen here.
+func localScoped(ses session, st store.Store) store.Store {
+	return store.ScopeToCluster(st, store.ClusterName(ses.address()))
 }

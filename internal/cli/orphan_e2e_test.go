@@ -150,9 +150,25 @@ func TestAttachToOrphanSaysNobodyDrives(t *testing.T) {
 		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
 	}
 	id, _ := createdID(t, out)
+	// Its driver wrote its name, then died.
+	client, err := c.APIClient(c.BootstrapToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewNomad(client, store.NomadOptions{})
+	rec, err := st.Find(ctx, "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Mutate(ctx, st, rec.Namespace, rec.ID, func(r *restart.Record) error { r.Driver = "dead@host"; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	code, out, errOut = e.run(actx, "attach", id)
+	if !strings.Contains(out, "was driven by dead@host, but no process drives it now") {
+		t.Errorf("attach does not say the named driver is gone:\n%s", out)
+	}
 	if code != 1 || !strings.Contains(errOut, "no process drives it now") || strings.Contains(errOut, "goes on without this viewer") {
 		t.Fatalf("attach to an orphan, stopped: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/nomad/api"
-
-	"github.com/nomad-restart/nomad-restart/nomadsim"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
 )
 
 // closedAddr is an address nothing listens on.
@@ -33,13 +32,13 @@ func TestStatusNomadUnreachable(t *testing.T) {
 		t.Fatalf("status with nothing readable: exit %d, want 1\n%s\n%s", code, out, errOut)
 	}
 
-	// A record filed in the local store is still listed, with the warning, exit 0.
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 1))
-	live := newCLIEnv(t, c)
-	live.localDir = e.localDir
-	if code, out, errOut := live.run(ctx, "run", "-detach", "-state=local", "web"); code != 0 {
-		t.Fatalf("run -detach -state=local: exit %d\n%s\n%s", code, out, errOut)
+	// A record of this cluster in the local store is still listed, with the warning, exit 0.
+	local, err := store.NewLocal(e.localDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.ScopeToCluster(local, store.ClusterName(e.addr)).Create(ctx, storetest.NewRecord("default", "web", 1)); err != nil {
+		t.Fatal(err)
 	}
 	code, out, errOut = e.run(context.WithoutCancel(ctx), "status")
 	if code != 0 || !strings.Contains(out, "web") || !strings.Contains(errOut, "could not be read") {

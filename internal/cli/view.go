@@ -265,6 +265,9 @@ func (a *app) report(p *printer, rec *restart.Record, verbose bool, code int) er
 			for _, f := range failed {
 				fmt.Fprintf(a.stderr, "* %s\n", indent(p.ids(f.Error), 2))
 			}
+			if hint := aclHint(rec, failed); hint != "" {
+				fmt.Fprintf(a.stderr, "\n%s\n", hint)
+			}
 		case rec.Status == restart.StatusFailed && rec.Reason != "":
 			fmt.Fprintf(a.stderr, "\n%s\n", p.ids(rec.Reason))
 		}

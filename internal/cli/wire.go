@@ -78,7 +78,12 @@ func (s *nomadSession) localStore() (store.Store, error) {
 		}
 		s.local, s.localErr = store.NewLocal(dir)
 	})
-	return s.local, s.localErr
+	if s.localErr != nil {
+		return nil, s.localErr
+	}
+	// The local store holds records of every cluster this user drives: scope it to this
+	// one, so a restart is never listed or resumed against another cluster.
+	return store.ScopeToCluster(s.local, store.ClusterName(s.client.Address())), nil
 }
 
 func (s *nomadSession) engine(st store.Store) restarter {

@@ -39,7 +39,8 @@ type driver struct {
 	rec    *restart.Record
 	unsent []restart.Event
 	gen    uint64 // changes made to rec
-	// detached is set when the driver lets go: its last write clears Record.Driver.
+	// detached is set when the driver lets go: its last write clears Record.Driver (as does
+	// the write that ends the restart).
 	detached bool
 	// flushMu serialises writes; flushed is the generation last stored.
 	flushMu sync.Mutex
@@ -209,7 +210,8 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 	for d.flushed < gen {
 		d.mu.Lock()
 		d.rec.Driver = d.e.holder
-		if d.detached {
+		if d.detached || d.rec.Status.Terminal() {
+			// No one drives a restart that ended or that its driver let go.
 			d.rec.Driver = ""
 		}
 		snap := cloneRecord(d.rec)

@@ -164,6 +164,9 @@ func TestE2EInPlaceAndReschedule(t *testing.T) {
 			if final.Status != restart.StatusSucceeded {
 				t.Fatalf("status %s (%s)\n%s", final.Status, final.Reason, l.messages())
 			}
+			if final.Driver != "" {
+				t.Errorf("an ended restart still names its driver %q", final.Driver)
+			}
 			env.checkOnce(t, final)
 		})
 	}

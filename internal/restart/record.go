@@ -92,6 +92,10 @@ type Record struct {
 
 	// Driver names the process driving the restart (host and pid), for humans.
 	Driver string `json:",omitempty"`
+	// Cluster is the Nomad cluster the restart was filed against, as the address its
+	// creator used: a store on this machine serves every cluster the operator talks to, and a
+	// restart must never be resumed against another (its allocations do not exist there).
+	Cluster string `json:",omitempty"`
 
 	CreateIndex uint64
 	ModifyIndex uint64

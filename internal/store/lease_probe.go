@@ -42,6 +42,9 @@ func (n *Nomad) LeaseExpiry() (ttl, lockDelay time.Duration) {
 // when the store cannot say. It is for humans only: whether the lease is held at all is
 // LeaseFree's answer, since a dead holder's name stays behind.
 func LeaseHolder(ctx context.Context, s Store, namespace, id string) string {
+	if sc, ok := s.(*clusterScoped); ok {
+		s = sc.Store
+	}
 	switch st := s.(type) {
 	case *Nomad:
 		h, err := st.locate(ctx, namespace, id)

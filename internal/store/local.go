@@ -251,6 +251,11 @@ func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
 		return errors.New("local store: a restart record needs a JobID")
 	}
 	rec.Namespace = normNamespace(rec.Namespace)
+	defer func() {
+		if rec.CreateIndex != 0 {
+			l.prune(ctx, rec.Namespace, rec.JobID)
+		}
+	}()
 	return l.locked(ctx, func() error {
 		p := l.recordPath(rec.Namespace, rec.ID)
 		if _, err := os.Stat(p); err == nil {

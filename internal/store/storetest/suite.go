@@ -424,9 +424,10 @@ func testWatch(t *testing.T, b Backend) {
 	}
 	done := make(chan result, 1)
 	started := make(chan struct{})
+	id, after := rec.ID, rec.ModifyIndex // read here: Update below rewrites rec meanwhile
 	go func() {
 		close(started)
-		r, err := b.Open(t).Watch(ctx, "default", rec.ID, rec.ModifyIndex)
+		r, err := b.Open(t).Watch(ctx, "default", id, after)
 		done <- result{r, err}
 	}()
 	<-started

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// TestMain lets a test run this very binary as the command (NOMAD_RESTART_TEST_MAIN=1), so
+// that its signal handling is tested in a process of its own.
+func TestMain(m *testing.M) {
+	if os.Getenv("NOMAD_RESTART_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestBrokenStdoutDetaches: `run web | head -1` must not die of SIGPIPE holding the lease;
+// the broken pipe detaches like Ctrl-C, so the lease is free at once and the restart is left
+// for resume.
+func TestBrokenStdoutDetaches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	id, typ := "web", api.JobTypeService
+	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
+	tg := api.NewTaskGroup("web", 3)
+	tg.AddTask(api.NewTask("main", "mock_driver"))
+	job.AddTaskGroup(tg)
+	if _, err := c.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-batch-size=1", "-batch-wait=2s", "-yes", "web")
+	cmd.Env = append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Read up to the first batch's end, then close the pipe, as `head` does.
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), "Finished 1st batch") {
+	}
+	_ = stdout.Close()
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("command ended with %v, want exit 1 (detached); stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "Detached from restart") {
+		t.Errorf("stderr does not say it detached:\n%s", stderr.String())
+	}
+
+	client, err := c.APIClient("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewNomad(client, store.NomadOptions{})
+	recs, err := st.List(ctx, store.Filter{JobID: "web"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records: %d, %v", len(recs), err)
+	}
+	rec := recs[0]
+	if rec.Status.Terminal() || rec.Status == restart.StatusSucceeded {
+		t.Fatalf("restart status %s; want it left mid-way for resume", rec.Status)
+	}
+	free, err := store.LeaseFree(ctx, st, rec.Namespace, rec.ID, "test")
+	if err != nil || !free {
+		t.Fatalf("lease free after the broken pipe: %v, %v; want it released at once", free, err)
+	}
+}
