@@ -42,25 +42,9 @@ func (c *Cluster) handleJobServices(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleJobStable(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
-		return
-	}
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
 	var req api.JobStabilityRequest
-	if err := decodeBody(r, &req); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	if req.JobID != id {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match"))
+	q, id, ok := c.jobWriteRequest(w, r, &req, func() string { return req.JobID })
+	if !ok {
 		return
 	}
 	c.write(w, func() (uint64, any, error) {
@@ -79,25 +63,9 @@ func (c *Cluster) handleJobStable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleJobRevert(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
-		return
-	}
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
 	var req api.JobRevertRequest
-	if err := decodeBody(r, &req); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	if req.JobID != id {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match"))
+	q, id, ok := c.jobWriteRequest(w, r, &req, func() string { return req.JobID })
+	if !ok {
 		return
 	}
 	c.write(w, func() (uint64, any, error) {
@@ -144,4 +112,31 @@ func (c *Cluster) handleValidateJob(w http.ResponseWriter, r *http.Request) {
 		out.ValidationErrors = []string{err.Error()}
 	}
 	simhttp.WriteJSON(w, out)
+}
+
+// jobWriteRequest reads the front of a job write endpoint (PUT or POST) as Nomad's agent does:
+// the query options, the submit-job capability in the namespace, the JSON body into req, and
+// that the body's job ID (bodyJobID, read once req is decoded) is the path's. It answers the
+// error itself and reports ok false on any failure.
+func (c *Cluster) jobWriteRequest(w http.ResponseWriter, r *http.Request, req any, bodyJobID func() string) (q simhttp.Query, id string, ok bool) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return q, "", false
+	}
+	if q, ok = query(w, r); !ok {
+		return q, "", false
+	}
+	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return q, "", false
+	}
+	if err := decodeBody(r, req); err != nil {
+		simhttp.WriteError(w, err)
+		return q, "", false
+	}
+	id = r.PathValue("id")
+	if bodyJobID() != id {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match"))
+		return q, "", false
+	}
+	return q, id, true
 }
