@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 // benchmarks' driver spends its time.
 const profileEnv = "NOMAD_RESTART_E2E_CPUPROFILE"
 
+// heapProfileEnv, set to a file name, makes a child write its heap profile there when it
+// ends (in use as of the last collection): what the benchmarks' driver holds.
+const heapProfileEnv = "NOMAD_RESTART_E2E_HEAPPROFILE"
+
 // runChild is cmd/nomad-restart's main: signals detach, the exit code is the command's.
 func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -38,6 +42,14 @@ func runChild() int {
 				_ = f.Close()
 			}()
 		}
+	}
+	if path := os.Getenv(heapProfileEnv); path != "" {
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	return cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 }

@@ -23,6 +23,9 @@ import (
 type driverEnv struct {
 	addr      string
 	stateHome string
+	// binary, when set, is a built nomad-restart to run instead of this test binary (the
+	// benchmarks' memory figures are then the product's own).
+	binary string
 }
 
 // localDir is where the children's local store lives (store.DefaultLocalDir under
@@ -41,6 +44,9 @@ type child struct {
 func (e driverEnv) start(args ...string) (*child, error) {
 	ch := &child{done: make(chan struct{})}
 	cmd := exec.Command(os.Args[0], args...)
+	if e.binary != "" {
+		cmd = exec.Command(e.binary, args...)
+	}
 	cmd.Env = append(os.Environ(),
 		childEnv+"=1",
 		"NOMAD_ADDR="+e.addr,

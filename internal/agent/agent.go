@@ -168,6 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	srcCtx, stopSrc := context.WithCancel(ctx)
 	defer stopSrc()
 	go a.src.run(srcCtx, passes)
+	a.startSchedules(ctx) // scheduled restarts (schedule.go); Run's wait covers it
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "store", a.cfg.Store.Kind(), "concurrency", a.cfg.Concurrency)
 
 	timer := time.NewTimer(time.Hour)

@@ -25,7 +25,8 @@ var errDied = errors.New("driver process died")
 // released on the way out. The test then lets the lease go as the OS or Nomad would.
 type dyingStore struct {
 	store.Store
-	writesLeft atomic.Int64
+	writesLeft atomic.Int64 // >0: die after that many writes; 0: after the first one storing a done allocation
+	died       atomic.Bool
 	acquire    func(ctx context.Context, ns, id, holder string) (store.Lease, error)
 
 	mu    sync.Mutex
@@ -33,10 +34,18 @@ type dyingStore struct {
 }
 
 func (s *dyingStore) Update(ctx context.Context, rec *restart.Record) error {
-	if s.writesLeft.Add(-1) < 0 {
+	if s.died.Load() || (s.writesLeft.Load() > 0 && s.writesLeft.Add(-1) < 0) {
 		return errDied
 	}
-	return s.Store.Update(ctx, rec)
+	if err := s.Store.Update(ctx, rec); err != nil {
+		return err
+	}
+	// With writesLeft 0 (the default) the driver dies right after the first write that
+	// stores an allocation done: mid-restart, whatever the engine groups into its writes.
+	if s.writesLeft.Load() == 0 && rec.Progress(time.Now()).Done > 0 {
+		s.died.Store(true)
+	}
+	return nil
 }
 
 func (s *dyingStore) AcquireLease(ctx context.Context, ns, id, holder string) (store.Lease, error) {
@@ -59,10 +68,10 @@ type keptLease struct{ store.Lease }
 
 func (keptLease) Release(context.Context) error { return nil }
 
-// crashDriver drives rec until the driver dies after writes record writes, mid-restart.
-func crashDriver(t *testing.T, cl cluster.Cluster, ds *dyingStore, rec *restart.Record, writes int64) {
+// crashDriver drives rec until the driver dies mid-restart: after its first write that
+// stores an allocation done.
+func crashDriver(t *testing.T, cl cluster.Cluster, ds *dyingStore, rec *restart.Record) {
 	t.Helper()
-	ds.writesLeft.Store(writes)
 	e := engine.New(engine.Config{Cluster: cl, Store: ds, Holder: "cli:doomed"})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -107,7 +116,7 @@ func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
 	rec := p.Record
 
 	ds := &dyingStore{Store: local}
-	crashDriver(t, cl, ds, rec, 6) // started, then a few allocation steps
+	crashDriver(t, cl, ds, rec)
 	midRestart(t, local, rec)
 
 	a, err := New(Config{Cluster: cl, Store: local, Holder: "agent-1", PollEvery: 20 * time.Millisecond, ViewMaxAge: time.Millisecond})
@@ -163,7 +172,7 @@ func TestAdoptsAfterDriverDiesNomadStore(t *testing.T) {
 		}
 		return deadLease{}, nil
 	}
-	crashDriver(t, cl, ds, rec, 6)
+	crashDriver(t, cl, ds, rec)
 	midRestart(t, e.store, rec)
 
 	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)

@@ -2,16 +2,14 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 )
 
 // newCountingClient builds the agent's Nomad client with the metrics' counting transport.
@@ -19,11 +17,7 @@ import (
 // does both as it does: TLS on the transport, and a unix:// address (the task API socket a
 // Nomad job gets with a workload identity) dialled by the transport.
 func newCountingClient(conf *api.Config, m *agent.Metrics) (*api.Client, error) {
-	tr := cleanhttp.DefaultPooledTransport()
-	// The api module's own defaults for its transport.
-	tr.TLSHandshakeTimeout = 10 * time.Second
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	tr.ForceAttemptHTTP2 = false
+	tr := cluster.NewTransport()
 	if sock, ok := strings.CutPrefix(conf.Address, "unix://"); ok {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer

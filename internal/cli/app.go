@@ -82,6 +82,8 @@ func commands() []command {
 		{"answer", "Answer the question a restart waits on", helpAnswer, (*app).cmdAnswer},
 		{"demo", "Restart a sample job on a simulated Nomad cluster", helpDemo, (*app).cmdDemo},
 		{"agent", "Drive detached and orphaned restarts; serve metrics and a status page", helpAgent, (*app).cmdAgent},
+		{"schedules", "List scheduled restarts (run -at, run -every)", helpSchedules, (*app).cmdSchedules},
+		{"unschedule", "Remove a scheduled restart", helpUnschedule, (*app).cmdUnschedule},
 		{"version", "Print the version", "Usage: nomad-restart version", (*app).cmdVersion},
 	}
 }
@@ -153,7 +155,7 @@ func (a *app) usage() string {
 	b.WriteString("Usage: nomad-restart <command> [options] [args]\n\n")
 	b.WriteString("Durable, graceful rolling restarts of Nomad jobs.\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "    %-9s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(&b, "    %-10s %s\n", c.name, c.synopsis)
 	}
 	b.WriteString("\nRun `nomad-restart <command> -help` for a command's options.\n")
 	return b.String()

@@ -22,6 +22,10 @@ func TestBadInput(t *testing.T) {
 	register(t, c, simpleJob("api-b", api.JobTypeService, 1))
 	register(t, c, simpleJob("sb", api.JobTypeSysbatch, 1))
 	register(t, c, checkedJob("checked", 2, "pass", time.Second, time.Minute))
+	scaled := simpleJob("scaled", api.JobTypeService, 1)
+	scaled.TaskGroups[0].Scaling = &api.ScalingPolicy{Min: new(int64(1)), Max: new(int64(3)), Policy: map[string]any{}}
+	register(t, c, scaled)
+	register(t, c, simpleJob("batchy", api.JobTypeBatch, 1))
 	e := newCLIEnv(t, c)
 	ctx := testCtx(t)
 
@@ -70,6 +74,7 @@ func TestBadInput(t *testing.T) {
 	opEnv.token = operator
 
 	local1 := []string{"-state=local"}
+	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
 	cases := []struct {
 		name string
 		env  *cliEnv
@@ -112,6 +117,13 @@ func TestBadInput(t *testing.T) {
 		{"bad consul-tls-skip-verify", nil, []string{"run", "-on-error=fail", "-consul-tls-skip-verify=maybe", "web"}, "consul-tls-skip-verify"},
 		{"zero max-unavailable", nil, []string{"run", "-on-error=fail", "-max-unavailable=0", "web"}, "Invalid -max-unavailable"},
 		{"max-unavailable smaller than a batch", nil, []string{"run", "-on-error=fail", "-batch-size=2", "-max-unavailable=1", "web"}, "lower -batch-size or raise -max-unavailable"},
+		{"surge 0", nil, []string{"run", "-on-error=fail", "-surge=0", "web"}, `Invalid -surge value "0"`},
+		{"surge negative", nil, []string{"run", "-on-error=fail", "-surge=-1", "web"}, `Invalid -surge value "-1"`},
+		{"surge not a number", nil, []string{"run", "-on-error=fail", "-surge=two", "web"}, `Invalid -surge value "two"`},
+		{"surge-ignore-scaling without surge", nil, []string{"run", "-on-error=fail", "-surge-ignore-scaling", "web"}, "needs -surge"},
+		{"surge on a batch job", nil, []string{"run", "-on-error=fail", "-surge=1", "batchy"}, "service jobs only"},
+		{"surge on a group with a scaling policy", nil, []string{"run", "-on-error=fail", "-surge=1", "scaled"}, "-surge-ignore-scaling"},
+		{"surge past the scaling policy's max", nil, []string{"run", "-on-error=fail", "-surge=3", "-surge-ignore-scaling", "scaled"}, "lower -surge"},
 		{"bad log level", nil, []string{"run", "-on-error=fail", "-log-level=loud", "web"}, "Invalid -log-level"},
 		{"unknown job", nil, []string{"run", "-on-error=fail", "nosuch"}, `No job(s) with prefix or ID "nosuch"`},
 		{"ambiguous job", nil, []string{"run", "-on-error=fail", "api-"}, "matched multiple jobs"},
@@ -142,6 +154,23 @@ func TestBadInput(t *testing.T) {
 		{"version with arguments", nil, []string{"version", "now"}, "takes no arguments"},
 		{"demo with arguments", nil, []string{"demo", "web"}, "takes no arguments"},
 		{"demo with detach", nil, []string{"demo", "-detach"}, "cannot be detached"},
+		{"-at with -every", nil, []string{"run", "-at=" + future, "-every=@daily", "web"}, "-at and -every cannot be used together"},
+		{"-at in the past", nil, []string{"run", "-at=2020-01-01T00:00:00Z", "web"}, "in the past"},
+		{"-at unreadable", nil, []string{"run", "-at=soon", "web"}, `Invalid -at value "soon"`},
+		{"-every unreadable", nil, []string{"run", "-every=61 * * * *", "web"}, "Invalid -every value"},
+		{"-every never again", nil, []string{"run", "-every=0 0 1 1 * 2020", "web"}, "names no time after now"},
+		{"-time-zone unknown", nil, []string{"run", "-every=@daily", "-time-zone=Mars/Olympus", "web"}, "Invalid -time-zone"},
+		{"-time-zone without -every", nil, []string{"run", "-on-error=fail", "-time-zone=UTC", "web"}, "-time-zone applies to -every"},
+		{"-schedule-grace without a schedule", nil, []string{"run", "-on-error=fail", "-schedule-grace=1m", "web"}, "-schedule-grace applies"},
+		{"-schedule-grace zero", nil, []string{"run", "-every=@daily", "-schedule-grace=0s", "web"}, "Invalid -schedule-grace"},
+		{"-at with -detach", nil, []string{"run", "-at=" + future, "-detach", "web"}, "-detach cannot be used with -at"},
+		{"-every with -dry-run", nil, []string{"run", "-every=@daily", "-dry-run", "web"}, "-dry-run cannot be used with -at or -every"},
+		{"-at with -state local", nil, []string{"run", "-at=" + future, "-state=local", "web"}, "-state local cannot be used with -at"},
+		{"-at for an unknown job", nil, []string{"run", "-at=" + future, "nosuch"}, `No job(s) with prefix or ID "nosuch"`},
+		{"-every with an unknown group", nil, []string{"run", "-every=@daily", "-group=nosuch", "web"}, `group "nosuch" not found`},
+		{"schedules with an argument", nil, []string{"schedules", "web"}, "schedules takes options only"},
+		{"unschedule without ID", nil, []string{"unschedule"}, "missing schedule ID"},
+		{"unschedule: unknown ID", nil, []string{"unschedule", "ffff"}, `no schedule matches ID "ffff"`},
 	}
 	if len(cases) < 40 {
 		t.Fatalf("only %d cases", len(cases))

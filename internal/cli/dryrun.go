@@ -18,6 +18,9 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %d %s; nothing is changed",
 		rec.JobID, pluralN(len(rec.Allocs), "allocation"), rec.Batches, pluralWord(rec.Batches, "batch", "batches")))
 	p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(s))
+	if s.Surge > 0 {
+		p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Surge: before the 1st batch, scale each targeted group up by %d and wait until the new allocations are healthy; they are not restarted; scale each group back to its count before the restart ends", s.Surge))
+	}
 	for b := 1; b <= rec.Batches; b++ {
 		idx := rec.BatchAllocs(b)
 		groups := map[string]int{}

@@ -64,3 +64,36 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("recorded %d restarts (%v)", len(recs), err)
 	}
 }
+
+// TestDryRunSurge shows the surge step of a -surge restart and changes nothing.
+func TestDryRunSurge(t *testing.T) {
+	c := startSim(t, nomadsim.Options{})
+	register(t, c, simpleJob("one", api.JobTypeService, 1))
+	e := newCLIEnv(t, c)
+	ctx := testCtx(t)
+	before := c.Stats().Mutations
+	code, out, errOut := e.run(ctx, "run", "-dry-run", "-on-error=fail", "-state=local", "-surge=1", "one")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"surge=1", "Surge: before the 1st batch, scale each targeted group up by 1", "scale each group back"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if after := c.Stats().Mutations; after != before {
+		t.Fatalf("%d mutating requests reached Nomad", after-before)
+	}
+	if st, _, err := mustClient(t, c).Jobs().ScaleStatus("one", nil); err != nil || st.TaskGroups["web"].Desired != 1 || len(st.TaskGroups["web"].Events) != 0 {
+		t.Fatalf("scale status after a dry run: %+v %v", st, err)
+	}
+}
+
+func mustClient(t *testing.T, c *nomadsim.Cluster) *api.Client {
+	t.Helper()
+	cl, err := c.APIClient("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}

@@ -146,6 +146,42 @@ Our Options:
     within it; otherwise the restart waits, says why, and gives up at the
     healthy deadline (then -on-error decides). Default: the batch size.
 
+  -surge=<n>
+    Service jobs: before the first batch, scale each targeted group up by n
+    allocations (Nomad's job scale endpoint), wait until they are healthy
+    (the same gate as -health, and Nomad's deployment for the scale), then
+    restart the planned allocations only, and scale each group back before
+    the restart ends, whatever way it ends. So a one- or two-instance
+    service keeps serving. A group with a scaling policy is refused unless
+    -surge-ignore-scaling; the token needs the scale-job capability.
+
+  -surge-ignore-scaling
+    Surge even groups whose count a scaling policy (the autoscaler) manages.
+
+  -at=<time>
+    Do not restart now: store a schedule, print its ID and exit. The
+    nomad-restart agent starts the restart at that time, as a detached
+    restart planned from the allocations that exist then. An RFC 3339 time
+    (2026-12-01T02:00:00Z), a local date and time ("2026-12-01 02:00"), or
+    a time of day (02:00: the next one, today or tomorrow). Not with
+    -detach, -dry-run or -state local. List schedules with
+    "nomad-restart schedules", remove one with "nomad-restart unschedule".
+
+  -every=<cron expression>
+    As -at, for every time the cron expression names, with the semantics of
+    Nomad's periodic block ("0 2 * * *", "@daily", and a seconds field when
+    there are 6 or 7 fields). An occurrence due while the job has a restart
+    in progress is skipped, not queued.
+
+  -time-zone=<IANA name>
+    The time zone of -every (default UTC, as Nomad's periodic time_zone)
+    and of -at's local forms (default the local zone).
+
+  -schedule-grace=<duration>
+    How late an occurrence may still start (default 5m). One due longer ago
+    when an agent could first start it (no agent was running) is reported
+    as missed by "nomad-restart schedules", not run.
+
   -consul-address=<addr>, -consul-token=<token>, -consul-ca-cert=<path>,
   -consul-client-cert=<path>, -consul-client-key=<path>,
   -consul-tls-server-name=<name>, -consul-tls-skip-verify

@@ -16,6 +16,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.sched.scheduled() {
+		return a.runSchedule(ctx, o) // -at / -every: store a schedule (schedule.go)
+	}
 	return a.runRestart(ctx, o, nil)
 }
 

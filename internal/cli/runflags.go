@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,8 @@ type runOptions struct {
 	state   string
 	// dryRun prints the plan and changes nothing.
 	dryRun bool
+	// sched is -at, -every, -time-zone and -schedule-grace (schedule.go): store a schedule.
+	sched scheduleFlags
 }
 
 // runFlagValues holds the raw values as typed, before validation.
@@ -40,6 +43,10 @@ type runFlagValues struct {
 	groups, tasks                         stringsFlag
 	allTasks, reschedule, noShutdown      bool
 	yes                                   bool
+
+	// surge is -surge as typed; surgeIgnoreScaling is -surge-ignore-scaling.
+	surge              string
+	surgeIgnoreScaling bool
 }
 
 // addRunFlags registers the restart options of `nomad job restart` and ours on fs.
@@ -68,6 +75,8 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.Var(&raw.nodes, "node", "")
 	fs.Var(&raw.datacenters, "datacenter", "")
 	fs.BoolVar(&raw.unhealthyFirst, "unhealthy-first", false, "")
+	fs.StringVar(&raw.surge, "surge", "", "")
+	fs.BoolVar(&raw.surgeIgnoreScaling, "surge-ignore-scaling", false, "")
 }
 
 // parseRunArgs parses and validates `run` arguments without touching the cluster.
@@ -78,6 +87,7 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 	fs := newFlagSet("run")
 	o.client.add(fs)
 	addRunFlags(fs, &raw, o)
+	o.sched.add(fs)
 	if err := parseFlags(fs, "run", args); err != nil {
 		return nil, err
 	}
@@ -93,6 +103,9 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 		return nil, usageErrorf("empty job: give the job ID or a unique prefix")
 	}
 	if err := raw.validate(o, interactive); err != nil {
+		return nil, err
+	}
+	if err := o.sched.validate(o, time.Now()); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -114,6 +127,7 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	// Questions can be answered on this terminal, or later with `nomad-restart answer` when
 	// the restart is detached; -yes answers them all.
 	canAsk := interactive && !o.json || o.detach || raw.yes
+	canAsk = canAsk || o.sched.scheduled() // detached too: answered with nomad-restart answer
 	if strings.EqualFold(raw.batchWait, "ask") {
 		if !canAsk {
 			return usageErrorf(`Invalid -batch-wait value "ask": "ask" needs an interactive terminal; add -yes, -detach (then answer with nomad-restart answer), or give a duration like 30s`)
@@ -191,6 +205,17 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	o.spec.Nodes = raw.nodes
 	o.spec.Datacenters = raw.datacenters
 	o.spec.UnhealthyFirst = raw.unhealthyFirst
+	if raw.surge != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(raw.surge))
+		if err != nil || n < 1 {
+			return usageErrorf("Invalid -surge value %q: give the number of extra allocations per group, 1 or more", raw.surge)
+		}
+		o.spec.Surge = n
+	}
+	if raw.surgeIgnoreScaling && o.spec.Surge == 0 {
+		return usageErrorf("The -surge-ignore-scaling option needs -surge: add -surge n, or drop it")
+	}
+	o.spec.SurgeIgnoreScaling = raw.surgeIgnoreScaling
 	if err := o.client.consul.validate(); err != nil {
 		return err
 	}
@@ -258,6 +283,12 @@ func describeSpec(s restart.Spec) string {
 	}
 	if s.UnhealthyFirst {
 		parts = append(parts, "unhealthy-first")
+	}
+	if s.Surge > 0 {
+		parts = append(parts, fmt.Sprintf("surge=%d", s.Surge))
+	}
+	if s.SurgeIgnoreScaling {
+		parts = append(parts, "surge-ignore-scaling")
 	}
 	return strings.Join(parts, " ")
 }

@@ -158,6 +158,8 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	}
 	_ = tw.Flush()
 
+	printSurge(w, p, r.Surge)
+
 	events := r.Events
 	if !verbose && len(events) > recentEvents {
 		events = events[len(events)-recentEvents:]
@@ -168,6 +170,22 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 			p.event(ev)
 		}
 	}
+}
+
+// printSurge shows each group's surge (-surge), when the restart has one: how far it was
+// scaled, where it stands, and the note that says why a count was left as it is or how to
+// restore it.
+func printSurge(w io.Writer, p *printer, surge []restart.SurgeGroup) {
+	if len(surge) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nSurge")
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "Group\tFrom\tTo\tPhase\tNote")
+	for _, g := range surge {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", g.Group, g.From, g.To, g.Phase, orDash(oneLine(p.ids(g.Note))))
+	}
+	_ = tw.Flush()
 }
 
 func byWhom(by string) string {

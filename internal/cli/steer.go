@@ -85,6 +85,12 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*tar
 	p := a.printer(o.verbose, false)
 	id := shortID(rec.ID, o.verbose)
 	p.header(a.now(), fmt.Sprintf("Restart %s of job %q: %s (status: %s)", id, rec.JobID, fmt.Sprintf(done, id), rec.Status))
+	// What this command itself did on the way (a cancel scaling a surge back): its events.
+	for _, ev := range rec.EventsAfter(t.rec.LastSeq()) {
+		if ev.Type == restart.EventSurge {
+			p.event(ev)
+		}
+	}
 	if !rec.Status.Terminal() {
 		a.noteHeldSteer(ctx, t.st, rec, cmd, o.verbose)
 	}

@@ -98,6 +98,10 @@ func (a engineAdapter) Plan(ctx context.Context, namespace, job string, spec res
 	if err != nil {
 		return nil, err
 	}
+	// -surge refusals (job type, scaling policy) come before anything is recorded.
+	if err := a.e.CheckSurge(ctx, p); err != nil {
+		return nil, err
+	}
 	out := &planned{Record: p.Record, Job: p.Job}
 	for _, s := range p.Skipped {
 		out.Skipped = append(out.Skipped, skippedAlloc{Alloc: s.Alloc, Reason: s.Reason})

@@ -2,9 +2,14 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
+	"time"
 
+	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -65,11 +70,37 @@ func (cfg ClientConfig) APIConfig() *api.Config {
 // NewClient builds an official api client from Nomad's client options and environment.
 func NewClient(cfg ClientConfig) (*api.Client, error) {
 	conf := cfg.APIConfig()
+	if !strings.HasPrefix(conf.Address, "unix://") {
+		// The api module's own client for a unix socket is kept; TCP gets a bigger pool.
+		conf.HttpClient = &http.Client{Transport: NewTransport()}
+		if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
+			return nil, fmt.Errorf("configuring TLS for Nomad at %s: %w", conf.Address, err)
+		}
+	}
 	c, err := api.NewClient(conf)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
 	}
 	return c, nil
+}
+
+// MaxIdleConnsPerHost is how many idle connections to Nomad a client keeps. A driver sends
+// a whole batch's requests at once and holds a blocking query per allocation waited on;
+// the api module's default pool (GOMAXPROCS+1 idle connections) would close most of them
+// after each burst and dial (with TLS: handshake) them again for the next.
+const MaxIdleConnsPerHost = 256
+
+// NewTransport is the api module's HTTP transport (cleanhttp's pooled one, HTTP/1.1, TLS
+// 1.2 at least) with a pool sized for a driver's bursts. TLS is set up on it by
+// api.ConfigureTLS.
+func NewTransport() *http.Transport {
+	tr := cleanhttp.DefaultPooledTransport()
+	tr.TLSHandshakeTimeout = 10 * time.Second
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	// HTTP/1.1 as the api module does: its exec and websocket calls need it.
+	tr.ForceAttemptHTTP2 = false
+	tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	return tr
 }
 
 // ErrUnreachable is matched (errors.Is) by Reachable's error when no agent answered.

@@ -22,7 +22,8 @@ type Cluster interface {
 	// JobVersions returns the job's versions by version number (old versions may be gone).
 	JobVersions(ctx context.Context, namespace, jobID string) (map[uint64]*restart.Job, error)
 	// JobAllocations lists every allocation of the job (all=true), newest CreateIndex first,
-	// with task states. It returns the index to watch from.
+	// with task states. It returns the index to watch from, or 0 where the list came
+	// without one (the Nomad implementation streams it; watchers use WatchJobAllocations).
 	JobAllocations(ctx context.Context, namespace, jobID string) ([]*restart.Alloc, uint64, error)
 	// ActiveDeployment returns the job's deployment that is not terminal, or nil.
 	ActiveDeployment(ctx context.Context, namespace, jobID string) (*Deployment, error)

@@ -175,7 +175,7 @@ func TestE2ERestartInPlaceAndWatch(t *testing.T) {
 	ctx := testCtx(t)
 
 	allocs, idx, err := n.JobAllocations(ctx, "default", "web")
-	if err != nil || len(allocs) != 2 || idx == 0 {
+	if err != nil || len(allocs) != 2 || idx != 0 { // streamed: no index
 		t.Fatalf("%d allocs at %d: %v", len(allocs), idx, err)
 	}
 	target := allocs[0]

@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/url"
 	"sort"
 
 	"github.com/hashicorp/nomad/api"
@@ -131,13 +134,48 @@ func (n *Nomad) JobVersions(ctx context.Context, namespace, jobID string) (map[u
 
 // JobAllocations lists every allocation of the job (all=true, so that allocations of older
 // job versions are included), newest CreateIndex first as Nomad's command orders them, with
-// the task states the list stubs carry. It returns the index to watch from.
+// the task states the list stubs carry, in Nomad's order. The list is decoded as it arrives, one stub at a
+// time, and kept only as converted: a 10,000-allocation job's list is about 35 MB of JSON,
+// and decoding it whole would hold several times that at once. The streamed answer carries
+// no index, so the index returned is 0.
 func (n *Nomad) JobAllocations(ctx context.Context, namespace, jobID string) ([]*restart.Alloc, uint64, error) {
-	stubs, idx, err := n.jobAllocations(ctx, namespace, jobID, 0)
+	allocs, err := read(ctx, n, "listing job allocations", func(ctx context.Context) ([]*restart.Alloc, error) {
+		body, err := n.client.Raw().Response("/v1/job/"+url.PathEscape(jobID)+"/allocations?all=true", queryOpts(ctx, namespace))
+		if err != nil {
+			return nil, err
+		}
+		defer body.Close()
+		return decodeStubs(body)
+	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("listing allocations of job %q: %w", jobID, classify(err, ErrJobNotFound))
 	}
-	return convertStubs(stubs), idx, nil
+	return allocs, 0, nil
+}
+
+// decodeStubs reads a JSON array of allocation list stubs one element at a time.
+func decodeStubs(r io.Reader) ([]*restart.Alloc, error) {
+	dec := json.NewDecoder(r)
+	if tok, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("decoding the allocation list: %w", err)
+	} else if d, ok := tok.(json.Delim); !ok || d != '[' {
+		if tok == nil {
+			return nil, nil // null: no allocations
+		}
+		return nil, fmt.Errorf("decoding the allocation list: got %v, want an array", tok)
+	}
+	var out []*restart.Alloc
+	for dec.More() {
+		var stub api.AllocationListStub
+		if err := dec.Decode(&stub); err != nil {
+			return nil, fmt.Errorf("decoding the allocation list: %w", err)
+		}
+		out = append(out, convertStub(&stub))
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("decoding the allocation list: %w", err)
+	}
+	return out, nil
 }
 
 type stubsAt struct {

@@ -12,7 +12,9 @@ import (
 // WatchPlacementFailure blocks until an evaluation of the job created at or after
 // sinceIndex is blocked with failed placements for group, as Nomad's command watches after
 // a stop (monitorPlacementFailures: a blocking query on the job's evaluations from the
-// stop's index). It returns only then, or with an error (ctx's end included).
+// stop's index), except that it asks Nomad for the job's blocked evaluations only
+// (/v1/evaluations?job=&status=blocked), so each answer stays small however many
+// evaluations the job has. It returns only then, or with an error (ctx's end included).
 func (n *Nomad) WatchPlacementFailure(ctx context.Context, namespace, jobID, group string, sinceIndex uint64) (*PlacementFailure, error) {
 	waitIndex := sinceIndex
 	pace := pacer{policy: n.retry}
@@ -21,7 +23,10 @@ func (n *Nomad) WatchPlacementFailure(ctx context.Context, namespace, jobID, gro
 			q := queryOpts(ctx, namespace)
 			q.WaitIndex = waitIndex
 			q.WaitTime = n.wait
-			evals, qm, err := n.client.Jobs().Evaluations(jobID, q)
+			// Only the job's blocked evaluations, filtered by Nomad: the job's whole list
+			// grows with every stop of a -reschedule and would be read again per change.
+			q.Params = map[string]string{"job": jobID, "status": api.EvalStatusBlocked}
+			evals, qm, err := n.client.Evaluations().List(q)
 			if err != nil {
 				return evalsAt{}, err
 			}

@@ -69,37 +69,46 @@ func (d *driver) progress(i int) restart.AllocProgress {
 	return d.rec.Allocs[i]
 }
 
-func (d *driver) failAlloc(ctx context.Context, i int, err error) error {
-	return d.step(ctx, func(r *restart.Record) {
-		p := &r.Allocs[i]
-		p.State = restart.AllocFailed
-		p.Error = fmt.Sprintf("Error restarting allocation %q: %v", p.ID, err)
-		p.Unrecovered = restart.Unrecoverable(err)
-		p.EndTime = d.e.now()
-		p.Waiting = ""
-		d.eventLocked(restart.Event{Type: restart.EventAllocFailed, AllocID: p.ID, Batch: p.Batch, Message: p.Error})
-	})
+// failAlloc, skipAlloc and doneAlloc end an allocation's part lazily (see stepLazy): the
+// decision after the batch is made from the driver's copy and written with the rest.
+func (d *driver) failAlloc(_ context.Context, i int, err error) error {
+	d.stepLazy(func(*restart.Record) { d.failLocked(i, err) })
+	return nil
 }
 
-func (d *driver) skipAlloc(ctx context.Context, i int, reason string) error {
-	return d.step(ctx, func(r *restart.Record) {
-		p := &r.Allocs[i]
-		p.State = restart.AllocSkipped
-		p.Error = reason
-		p.EndTime = d.e.now()
-		d.eventLocked(restart.Event{Type: restart.EventAllocSkipped, AllocID: p.ID, Batch: p.Batch,
-			Message: fmt.Sprintf("Skipping allocation %q because %s", p.ID, reason)})
-	})
+func (d *driver) failLocked(i int, err error) {
+	p := &d.rec.Allocs[i]
+	p.State = restart.AllocFailed
+	p.Error = fmt.Sprintf("Error restarting allocation %q: %v", p.ID, err)
+	p.Unrecovered = restart.Unrecoverable(err)
+	p.EndTime = d.e.now()
+	p.Waiting = ""
+	d.eventLocked(restart.Event{Type: restart.EventAllocFailed, AllocID: p.ID, Batch: p.Batch, Message: p.Error})
 }
 
-func (d *driver) doneAlloc(ctx context.Context, i int, msg string) error {
-	return d.step(ctx, func(r *restart.Record) {
+func (d *driver) skipAlloc(_ context.Context, i int, reason string) error {
+	d.stepLazy(func(*restart.Record) { d.skipLocked(i, reason) })
+	return nil
+}
+
+func (d *driver) skipLocked(i int, reason string) {
+	p := &d.rec.Allocs[i]
+	p.State = restart.AllocSkipped
+	p.Error = reason
+	p.EndTime = d.e.now()
+	d.eventLocked(restart.Event{Type: restart.EventAllocSkipped, AllocID: p.ID, Batch: p.Batch,
+		Message: fmt.Sprintf("Skipping allocation %q because %s", p.ID, reason)})
+}
+
+func (d *driver) doneAlloc(_ context.Context, i int, msg string) error {
+	d.stepLazy(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.State = restart.AllocDone
 		p.EndTime = d.e.now()
 		p.Waiting = ""
 		d.eventLocked(restart.Event{Type: restart.EventAllocDone, AllocID: p.ID, Batch: p.Batch, Message: msg})
 	})
+	return nil
 }
 
 // readAlloc reads an allocation, retrying what passes.
@@ -121,36 +130,14 @@ func stillEligible(a *restart.Alloc) string {
 // inPlace restarts an allocation's tasks in place and waits until they run again.
 func (d *driver) inPlace(ctx context.Context, i int) error {
 	p := d.progress(i)
-	justPersisted := false
 	if p.State == restart.AllocPending {
-		a, err := d.readAlloc(ctx, p.ID)
-		if errors.Is(err, cluster.ErrAllocNotFound) {
-			return d.skipAlloc(ctx, i, "it no longer exists")
-		}
-		if err != nil {
-			return &allocFailure{err}
-		}
-		if why := stillEligible(a); why != "" {
-			return d.skipAlloc(ctx, i, why)
-		}
-		targets := restart.TargetTasks(a, p.Tasks, d.spec.AllTasks)
-		if len(p.Tasks) > 0 {
-			targets = p.Tasks // tasks known only from the job version still get their request
-		}
-		obs := restart.Observe(a, targets)
-		if err := d.step(ctx, func(r *restart.Record) {
-			q := &r.Allocs[i]
-			q.State, q.Before, q.StartTime, q.Waiting = restart.AllocRestarting, obs, d.e.now(), "the restart request"
-			q.Attempts++
-			for _, msg := range restartMessages(d.spec, q) {
-				d.eventLocked(restart.Event{Type: restart.EventAllocRestart, AllocID: q.ID, Batch: q.Batch, Message: msg})
-			}
-		}); err != nil {
+		// runBatch takes the whole batch up first; this is for an allocation it did not.
+		if err := d.takeUp(ctx, []int{i}); err != nil {
 			return err
 		}
-		justPersisted = true
 		p = d.progress(i)
 	}
+	justPersisted := d.takeFresh(i)
 	if p.State == restart.AllocRestarting {
 		if err := d.sendRestart(ctx, i, justPersisted); err != nil {
 			return err
@@ -248,8 +235,10 @@ func (d *driver) requestRestart(ctx context.Context, p restart.AllocProgress, ta
 	return errors.Join(errs...)
 }
 
-func (d *driver) toWaiting(ctx context.Context, i int) error {
-	return d.step(ctx, func(r *restart.Record) {
+// toWaiting records that the request went out. Lazily: a driver that finds the intent
+// without it asks Nomad's facts whether the request took effect.
+func (d *driver) toWaiting(_ context.Context, i int) error {
+	d.stepLazy(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.State = restart.AllocWaiting
 		p.Waiting = "the tasks to run again"
@@ -258,6 +247,7 @@ func (d *driver) toWaiting(ctx context.Context, i int) error {
 				Message: fmt.Sprintf("Waiting for the tasks of allocation %q to run again", p.ID)})
 		}
 	})
+	return nil
 }
 
 // waitRunningAgain follows the allocation with blocking queries until every targeted task runs

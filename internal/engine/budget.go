@@ -78,6 +78,7 @@ func budgets(r *restart.Record, spec restart.Spec, job *restart.Job, b int, allo
 		if spec.MaxUnavailable != nil {
 			gb.Budget = spec.MaxUnavailable.Of(gb.Count)
 		}
+		gb.Budget += surgeBudget(r, g) // -surge: its extra allocations may be spent too
 		out = append(out, *gb)
 	}
 	return out
@@ -115,10 +116,10 @@ func checkBudgetPlan(rec *restart.Record, job *restart.Job) error {
 // returns true when the batch may start; false when the operator's intent changed (the
 // caller obeys it) or when the wait passed its deadline, in which case the batch's
 // allocations are recorded failed (not restarted) and -on-error decides what follows.
-func (d *driver) awaitBudget(ctx context.Context, b int) (bool, error) {
-	job, err := retry(ctx, func() (*restart.Job, error) { return d.e.cluster.ResolveJob(ctx, d.jobNS, d.jobID) })
+func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (bool, error) {
+	job, err := first.job, first.err
 	if err != nil {
-		return false, fmt.Errorf("reading job %q for its availability budget: %w", d.jobID, err)
+		return false, err
 	}
 	d.mu.Lock()
 	var deadline time.Duration
@@ -127,7 +128,7 @@ func (d *driver) awaitBudget(ctx context.Context, b int) (bool, error) {
 		deadline = max(deadline, dl)
 	}
 	d.mu.Unlock()
-	if d.budgetAtHand(ctx, job, b) {
+	if first.atHand {
 		return true, nil
 	}
 	giveUp := time.NewTimer(deadline)
@@ -177,6 +178,22 @@ func (d *driver) awaitBudget(ctx context.Context, b int) (bool, error) {
 			return false, err
 		}
 	}
+}
+
+// budgetStart is what the budget reads before a batch: the job, and whether its summary
+// already shows the budget at hand.
+type budgetStart struct {
+	job    *restart.Job
+	err    error
+	atHand bool
+}
+
+func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
+	job, err := retry(ctx, func() (*restart.Job, error) { return d.e.cluster.ResolveJob(ctx, d.jobNS, d.jobID) })
+	if err != nil {
+		return budgetStart{err: fmt.Errorf("reading job %q for its availability budget: %w", d.jobID, err)}
+	}
+	return budgetStart{job: job, atHand: d.budgetAtHand(ctx, job, b)}
 }
 
 // budgetAtHand reports, from the job's summary (one small read), that every group of batch b

@@ -45,9 +45,15 @@ type driver struct {
 	// flushMu serialises writes; flushed is the generation last stored.
 	flushMu sync.Mutex
 	flushed uint64
+	scratch restart.Record // the slices of flush's snapshots, reused under flushMu
 	// placements are the batch in flight's shared placement-failure watches.
 	placements *placementWatches
 	changed    chan struct{} // a Control change was seen (buffered 1)
+	dirty      chan struct{} // stepLazy made a change (buffered 1)
+	// fresh holds the allocations whose intent this driver wrote and whose request it has
+	// not sent yet: their request goes out without first asking Nomad whether a former
+	// driver's did.
+	fresh map[int]bool
 	// gates are the health gates' job specification and check sources (-health checks).
 	gates gateDeps
 }
@@ -99,10 +105,12 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 		return rec, nil
 	}
 	d := &driver{e: e, ns: namespace, id: id, sink: sink, rec: rec, changed: make(chan struct{}, 1),
+		dirty: make(chan struct{}, 1), fresh: map[int]bool{},
 		spec: normalizeSpec(rec.Spec), jobNS: rec.Namespace, jobID: rec.JobID, jobType: rec.JobType,
 		log: e.log.With("restart", id, "job", rec.JobID)}
 	// Events already in the record were delivered by whoever persisted them.
 	go d.watchControl(dctx)
+	go d.flushLazily(dctx)
 
 	runErr := d.run(dctx)
 	final := d.snapshot()
@@ -142,14 +150,15 @@ func (d *driver) snapshot() *restart.Record {
 	return cloneRecord(d.rec)
 }
 
-// watchControl follows the stored record with Watch and takes operators' Control changes.
+// watchControl follows the stored record's head and takes operators' Control changes. It
+// wakes on the driver's own writes too; WatchHead keeps that cheap at any size of job.
 func (d *driver) watchControl(ctx context.Context) {
 	var b backoff
 	for {
 		d.mu.Lock()
 		after := d.rec.ModifyIndex
 		d.mu.Unlock()
-		r, err := d.e.store.Watch(ctx, d.ns, d.id, after)
+		r, err := d.e.store.WatchHead(ctx, d.ns, d.id, after)
 		if ctx.Err() != nil {
 			return
 		}
@@ -214,13 +223,22 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 			// No one drives a restart that ended or that its driver let go.
 			d.rec.Driver = ""
 		}
-		snap := cloneRecord(d.rec)
+		// The snapshot's slices reuse the last write's (flushMu is held, and a store keeps
+		// nothing of what it was given): on a big job a copy per write is most of the garbage.
+		snap := *d.rec
+		d.scratch.Allocs = append(d.scratch.Allocs[:0], d.rec.Allocs...)
+		d.scratch.Events = append(d.scratch.Events[:0], d.rec.Events...)
+		snap.Allocs, snap.Events = d.scratch.Allocs, d.scratch.Events
+		if d.rec.Question != nil {
+			q := *d.rec.Question
+			snap.Question = &q
+		}
 		upTo := d.gen
 		events := d.unsent
 		d.unsent = nil
 		d.mu.Unlock()
 
-		err := d.e.store.Update(ctx, snap)
+		err := d.e.store.Update(ctx, &snap)
 		if err == nil {
 			d.mu.Lock()
 			d.rec.ModifyIndex, d.rec.ModifyTime = snap.ModifyIndex, snap.ModifyTime

@@ -146,7 +146,7 @@ type waitSaver struct {
 	text  string
 }
 
-func (w *waitSaver) save(ctx context.Context, d *driver, i int, reason string) error {
+func (w *waitSaver) save(_ context.Context, d *driver, i int, reason string) error {
 	if reason == w.text {
 		return nil
 	}
@@ -157,7 +157,8 @@ func (w *waitSaver) save(ctx context.Context, d *driver, i int, reason string) e
 		return nil
 	}
 	w.kind, w.saved, w.text = kind, now, reason
-	return d.step(ctx, func(r *restart.Record) {
+	// Lazily: what an allocation waits for is for humans; a later driver finds it again.
+	d.stepLazy(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.Waiting = reason
 		if newKind {
@@ -165,6 +166,7 @@ func (w *waitSaver) save(ctx context.Context, d *driver, i int, reason string) e
 				Message: fmt.Sprintf("Allocation %q waits for: %s", p.ID, reason)})
 		}
 	})
+	return nil
 }
 
 // waitKind is a wait's text without its figures, so that "min healthy time: 4s of 10s"

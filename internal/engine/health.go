@@ -161,39 +161,85 @@ func targetGroups(kept []*restart.Alloc) []string {
 	return out
 }
 
-// gateDeps are what a driver's gates need, built once per driver on first use.
+// gateDeps are what a driver's gates need, read on first use and kept for the driver's life
+// once read. A read that failed because its caller's context ended (a gate canceled when its
+// batch failed, the per-allocation deadline) or that failed transiently is not kept: the
+// next gate reads again, rather than failing on an error that was only its neighbour's.
+// Concurrent gates share one read in flight; each waits for it only as long as its own
+// context lasts.
 type gateDeps struct {
-	once    sync.Once
+	mu      sync.Mutex
+	loaded  bool          // job, sources and err are final
+	loading chan struct{} // closed when the read in flight ends; nil when none runs
 	job     *api.Job
 	sources health.Sources
 	err     error
 }
 
 func (d *driver) gateDeps(ctx context.Context) (*api.Job, health.Sources, error) {
-	d.gates.once.Do(func() {
-		job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
-		if err != nil {
-			d.gates.err = fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)
-			return
+	g := &d.gates
+	for {
+		g.mu.Lock()
+		if g.loaded {
+			job, src, err := g.job, g.sources, g.err
+			g.mu.Unlock()
+			return job, src, err
 		}
-		d.gates.job = job
-		src := health.Sources{TimeScale: d.e.health.TimeScale}
-		if r := d.e.checkReader(); r != nil {
-			src.Nomad = health.NewNomadChecks(r, d.e.nomadNow(), d.log)
+		if wait := g.loading; wait != nil {
+			g.mu.Unlock()
+			select {
+			case <-wait:
+				continue // loaded, or failed in a way worth reading again
+			case <-ctx.Done():
+				return nil, health.Sources{}, fmt.Errorf("reading the checks of job %q: %w", d.jobID, ctx.Err())
+			}
 		}
-		// Where planning reached Consul, unless this driver was told otherwise; the
-		// environment's Consul (CONSUL_HTTP_ADDR, else the local agent) when neither says.
-		cfg := d.e.health.Consul
-		if cfg.Address == "" {
-			cfg.Address = d.spec.ConsulAddress
+		done := make(chan struct{})
+		g.loading = done
+		g.mu.Unlock()
+
+		job, src, err := d.loadGateDeps(ctx)
+		g.mu.Lock()
+		if err == nil || keepGateErr(ctx, err) {
+			g.loaded, g.job, g.sources, g.err = true, job, src, err
 		}
-		c, err := health.NewConsul(cfg, d.e.nomadNow(), d.log)
-		if err != nil {
-			d.gates.err = err
-			return
-		}
-		src.Consul = c
-		d.gates.sources = src
-	})
-	return d.gates.job, d.gates.sources, d.gates.err
+		g.loading = nil
+		close(done)
+		g.mu.Unlock()
+		return job, src, err
+	}
+}
+
+// keepGateErr reports whether a failed read of the gates' dependencies is final for the
+// driver: not when the caller's context ended (its own deadline, or a sibling's failure),
+// nor when the failure passes (Nomad unavailable, no leader).
+func keepGateErr(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return !transient(err)
+}
+
+// loadGateDeps reads the job's specification and builds the check sources.
+func (d *driver) loadGateDeps(ctx context.Context) (*api.Job, health.Sources, error) {
+	job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
+	if err != nil {
+		return nil, health.Sources{}, fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)
+	}
+	src := health.Sources{TimeScale: d.e.health.TimeScale}
+	if r := d.e.checkReader(); r != nil {
+		src.Nomad = health.NewNomadChecks(r, d.e.nomadNow(), d.log)
+	}
+	// Where planning reached Consul, unless this driver was told otherwise; the
+	// environment's Consul (CONSUL_HTTP_ADDR, else the local agent) when neither says.
+	cfg := d.e.health.Consul
+	if cfg.Address == "" {
+		cfg.Address = d.spec.ConsulAddress
+	}
+	c, err := health.NewConsul(cfg, d.e.nomadNow(), d.log)
+	if err != nil {
+		return nil, health.Sources{}, err
+	}
+	src.Consul = c
+	return job, src, nil
 }

@@ -109,6 +109,10 @@ func (m *memStore) Update(ctx context.Context, rec *restart.Record) error {
 	return nil
 }
 
+func (m *memStore) WatchHead(ctx context.Context, ns, id string, after uint64) (*restart.Record, error) {
+	return m.Watch(ctx, ns, id, after)
+}
+
 func (m *memStore) Watch(ctx context.Context, ns, id string, after uint64) (*restart.Record, error) {
 	for {
 		m.mu.Lock()

@@ -14,31 +14,14 @@ import (
 // follows the NextAllocation chain until the replacement runs, racing placement failures.
 func (d *driver) reschedule(ctx context.Context, i int) error {
 	p := d.progress(i)
-	fresh := false
 	if p.State == restart.AllocPending {
-		a, err := d.readAlloc(ctx, p.ID)
-		if errors.Is(err, cluster.ErrAllocNotFound) {
-			return d.skipAlloc(ctx, i, "it no longer exists")
-		}
-		if err != nil {
-			return &allocFailure{err}
-		}
-		if why := stillEligible(a); why != "" {
-			return d.skipAlloc(ctx, i, why)
-		}
-		if err := d.step(ctx, func(r *restart.Record) {
-			q := &r.Allocs[i]
-			q.State, q.StartTime, q.Waiting = restart.AllocRestarting, d.e.now(), "the stop request"
-			q.Before = &restart.Observation{AllocModifyIndex: a.ModifyIndex}
-			q.Attempts++
-			d.eventLocked(restart.Event{Type: restart.EventAllocRestart, AllocID: q.ID, Batch: q.Batch,
-				Message: fmt.Sprintf("Rescheduling allocation %q for group %q", q.ID, q.Group)})
-		}); err != nil {
+		// runBatch takes the whole batch up first; this is for an allocation it did not.
+		if err := d.takeUp(ctx, []int{i}); err != nil {
 			return err
 		}
-		fresh = true
 		p = d.progress(i)
 	}
+	fresh := d.takeFresh(i)
 	if p.State == restart.AllocRestarting {
 		if err := d.sendStop(ctx, i, fresh); err != nil {
 			return err
@@ -110,11 +93,14 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 	}
 }
 
-func (d *driver) stopped(ctx context.Context, i int, index uint64) error {
-	return d.step(ctx, func(r *restart.Record) {
+// stopped records that the stop went out. Lazily: a driver that finds the intent without it
+// asks Nomad's facts whether the stop took effect.
+func (d *driver) stopped(_ context.Context, i int, index uint64) error {
+	d.stepLazy(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.State, p.StopIndex, p.Waiting = restart.AllocWaiting, index, "a replacement allocation"
 	})
+	return nil
 }
 
 // forceEvalIfSystem creates the evaluation the system scheduler needs to replace a stopped
@@ -200,25 +186,22 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 		index = r.index
 		if a.NextAllocation != "" {
 			from, to := a.ID, a.NextAllocation
-			if err := d.step(ctx, func(rec *restart.Record) {
+			// Lazily: a later driver follows the NextAllocation chain from the allocation.
+			d.stepLazy(func(rec *restart.Record) {
 				q := &rec.Allocs[i]
 				q.Replacement = to
 				q.Waiting = fmt.Sprintf("allocation %q to start running", to)
 				d.eventLocked(restart.Event{Type: restart.EventAllocReplaced, AllocID: q.ID, Batch: q.Batch,
 					Message: fmt.Sprintf("Allocation %q replaced by %q, waiting for %q to start running", from, to, to)})
-			}); err != nil {
-				return err
-			}
+			})
 			cur, index = to, 0
 			continue
 		}
 		if restart.ReplacementReady(a, p.ID, d.readyMode(), finishedOK) {
 			if d.gated(a) {
-				if err := d.step(ctx, func(rec *restart.Record) {
+				d.stepLazy(func(rec *restart.Record) {
 					rec.Allocs[i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
-				}); err != nil {
-					return err
-				}
+				})
 				if err := d.passGate(ctx, i, a, index, runningTasks(a)); err != nil {
 					return err
 				}

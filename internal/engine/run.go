@@ -106,9 +106,18 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 			d.eventLocked(restart.Event{Type: restart.EventPaused, Message: "Restart paused" + byWho(by) + "; resume it with `nomad-restart resume " + r.ID + "`"})
 		})
 	}
+	// -surge: the extra allocations are up and healthy (and their deployment over) before
+	// the deployment guard, which must not take the surge's own deployment for another's.
+	if ok, err := d.surgeUp(ctx, b); err != nil || !ok {
+		return err
+	}
 	// Nomad checks before every allocation and may abandon a half-started batch; checking
-	// before each batch keeps batches whole.
+	// before each batch keeps batches whole. The budget's first reads (the job and its
+	// summary) do not depend on it: they are made meanwhile, and used only if it passes.
+	first := make(chan budgetStart, 1)
+	go func() { first <- d.readBudgetStart(ctx, b) }()
 	if err := d.e.checkDeployment(ctx, d.jobNS, d.jobID); err != nil {
+		<-first
 		var dep *DeploymentError
 		if errors.As(err, &dep) {
 			return d.finish(ctx, restart.StatusFailed, err.Error(), restart.EventFailed, "Stopping job restart: "+err.Error())
@@ -116,16 +125,19 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 		return err
 	}
 	// The availability budget: others (allocations already unhealthy) may be spending it.
-	if ok, err := d.awaitBudget(ctx, b); err != nil || !ok {
+	if ok, err := d.awaitBudget(ctx, b, <-first); err != nil || !ok {
 		return err
 	}
-	return d.step(ctx, func(r *restart.Record) {
+	// Lazily: the batch's intents, written before any of its requests, carry it; a driver
+	// that died before then starts the batch again from the same checks.
+	d.stepLazy(func(r *restart.Record) {
 		r.CurrentBatch = b
 		r.NextBatchAt = time.Time{}
 		n := len(r.BatchAllocs(b))
 		d.eventLocked(restart.Event{Type: restart.EventBatchStarted, Batch: b,
 			Message: fmt.Sprintf("Restarting %s batch of %s", restart.Ordinal(b), plural(n, "allocation"))})
 	})
+	return nil
 }
 
 // runBatch handles the batch's open allocations concurrently and returns when all are
@@ -134,6 +146,9 @@ func (d *driver) runBatch(ctx context.Context, b int) error {
 	d.mu.Lock()
 	idx := d.rec.BatchAllocs(b)
 	d.mu.Unlock()
+	if err := d.takeUp(ctx, idx); err != nil {
+		return err
+	}
 	stop := d.startPlacements(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -205,7 +220,10 @@ func (d *driver) afterBatch(ctx context.Context, b int) error {
 	case !spec.Yes && (waitAsk || (spec.OnError == restart.OnErrorAsk && hadErrs)):
 		return d.ask(ctx, b, hadErrs, unrecoverable, false, waitAsk)
 	}
-	return d.step(ctx, func(r *restart.Record) { d.proceedLocked(b) })
+	// Lazily: a driver that died before this was written decides the same again from the
+	// record (and waits the whole batch wait, never less).
+	d.stepLazy(func(*restart.Record) { d.proceedLocked(b) })
+	return nil
 }
 
 // proceedLocked records the decision to go on after batch b and schedules the batch wait.
@@ -304,6 +322,10 @@ func (d *driver) awaitResume(ctx context.Context) error {
 
 // finish ends the restart.
 func (d *driver) finish(ctx context.Context, status restart.Status, reason string, typ restart.EventType, msg string) error {
+	// -surge: every end of a restart scales its groups back first.
+	if err := d.surgeDown(ctx); err != nil {
+		return err
+	}
 	return d.step(ctx, func(r *restart.Record) {
 		if err := r.SetStatus(status, reason); err != nil {
 			d.log.Error("illegal status change", "err", err)

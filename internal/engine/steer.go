@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -68,7 +69,9 @@ func (e *Engine) Resume(ctx context.Context, namespace, id, by string) (*restart
 
 // Cancel asks the driver to stop starting new work and end the restart as canceled once the
 // requests in flight are recorded. A restart no driver holds (pending, detached, or whose driver
-// died) becomes canceled at once.
+// died) is ended by this call, under the restart's lease: at once, or, when its surge (-surge)
+// may be up, once each group is scaled back to its original count (see cancelUndriven). The
+// record returned is the stored one; its events say what happened.
 func (e *Engine) Cancel(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
 	rec, err := e.setIntent(ctx, namespace, id, by, restart.IntentCancel)
 	if err != nil {
@@ -82,29 +85,48 @@ func (e *Engine) Cancel(ctx context.Context, namespace, id, by string) (*restart
 		return rec, fmt.Errorf("restart %s: cancel recorded, but its lease could not be checked: %w", short(id), err)
 	}
 	defer func() {
-		if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := lease.Release(rctx); rerr != nil {
 			e.log.Warn("releasing the lease", "restart", id, "err", rerr)
 		}
 	}()
+	// Read again under the lease: the driver that held it until now may have ended the
+	// restart, or moved its surge on.
+	cur, err := retry(ctx, func() (*restart.Record, error) { return e.store.Get(ctx, namespace, id) })
+	if err != nil {
+		return rec, fmt.Errorf("restart %s: cancel recorded, but the restart could not be read again: %w; run `nomad-restart cancel %s` again", short(id), err, short(id))
+	}
+	if cur.Status.Terminal() {
+		return cur, nil
+	}
+	if cur.SurgeOpen() {
+		return e.cancelUndriven(ctx, lease, cur, by)
+	}
 	return e.mutate(ctx, namespace, id, func(r *restart.Record) error {
 		if r.Status.Terminal() {
 			return nil
 		}
 		r.Status, r.Reason, r.Question = restart.StatusCanceled, "canceled"+byWho(by), nil
 		r.EndTime = e.now()
-		inFlight := 0
-		for _, a := range r.Allocs {
-			if a.State == restart.AllocRestarting || a.State == restart.AllocWaiting {
-				inFlight++
-			}
-		}
-		msg := "Job restart canceled" + byWho(by)
-		if inFlight > 0 {
-			msg += fmt.Sprintf("; %s had a request in flight when its driver stopped and may have been restarted", plural(inFlight, "allocation"))
-		}
-		r.AppendEvent(restart.Event{Time: e.now(), Type: restart.EventCanceled, Message: msg})
+		r.AppendEvent(restart.Event{Time: e.now(), Type: restart.EventCanceled, Message: "Job restart canceled" + byWho(by) + inFlightNote(r)})
 		return nil
 	})
+}
+
+// inFlightNote names the allocations whose request was in flight when the restart's last
+// driver stopped, for the cancel's event ("" when none).
+func inFlightNote(r *restart.Record) string {
+	inFlight := 0
+	for _, a := range r.Allocs {
+		if a.State == restart.AllocRestarting || a.State == restart.AllocWaiting {
+			inFlight++
+		}
+	}
+	if inFlight == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %s had a request in flight when its driver stopped and may have been restarted", plural(inFlight, "allocation"))
 }
 
 // Answer answers the question the restart waits on, validated with restart.ParseAnswer. An

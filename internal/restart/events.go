@@ -26,15 +26,17 @@ func (r *Record) AppendEvent(e Event) Event {
 	}
 	r.EventsDropped += uint64(drop)
 	kept := real[drop:]
-	out := make([]Event, 0, MaxEvents)
-	out = append(out, Event{
+	marker := Event{
 		Seq:     0, // the marker stands outside the sequence; readers skip Seq 0 when resuming
 		Time:    kept[0].Time,
 		Type:    EventWarning,
 		Message: fmt.Sprintf(eventsDroppedFormat, r.EventsDropped),
-	})
-	out = append(out, kept...)
-	r.Events = out
+	}
+	// In place: a driver appends an event per allocation step, and a fresh slice each time
+	// would be most of what a big restart allocates.
+	n := copy(r.Events[1:], kept)
+	r.Events[0] = marker
+	r.Events = r.Events[:1+n]
 	return e
 }
 

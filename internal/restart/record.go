@@ -104,6 +104,11 @@ type Record struct {
 	StartTime   time.Time `json:",omitempty"`
 	EndTime     time.Time `json:",omitempty"`
 
+	// Surge is the state of each targeted group's surge (-surge): the extra allocations the
+	// restart runs while it restarts, scaled up before the first batch and back down before
+	// the restart ends. A resumed driver finishes what it says.
+	Surge []SurgeGroup `json:",omitempty"`
+
 	// Events is a bounded log of what happened, oldest first (see MaxEvents).
 	Events []Event
 	// EventsDropped counts the oldest events dropped from Events to keep it bounded.
@@ -183,6 +188,52 @@ type Observation struct {
 	AllocModifyIndex uint64
 }
 
+// SurgePhase is where one group's surge stands.
+type SurgePhase string
+
+const (
+	SurgeScalingUp   SurgePhase = "scaling-up"   // intent persisted; the scale-up may or may not have reached Nomad, or its allocations are not yet healthy
+	SurgeUp          SurgePhase = "up"           // the group runs To allocations, the extra ones healthy
+	SurgeScalingDown SurgePhase = "scaling-down" // intent persisted; the scale-down may or may not have reached Nomad
+	SurgeDown        SurgePhase = "down"         // the group is back to From (or was never scaled)
+	SurgeLeft        SurgePhase = "left"         // the count changed under us (or could not be restored); left as is, Note says why
+)
+
+// Done reports whether the phase needs no more work.
+func (p SurgePhase) Done() bool { return p == SurgeDown || p == SurgeLeft }
+
+// SurgeOpen reports whether a group's surge may still be up (or its request in flight):
+// such a restart must end through a driver, which scales the groups back first.
+func (r *Record) SurgeOpen() bool {
+	for _, s := range r.Surge {
+		if !s.Phase.Done() {
+			return true
+		}
+	}
+	return false
+}
+
+// SurgeGroup is one group's surge: its count was From, the restart scales it to To while it
+// restarts, then back to From. Every scale request is preceded by a persisted intent holding
+// the job's JobModifyIndex observed then, so that a later driver tells from the job's count
+// (and that index, sent as Nomad's check-and-set) whether the request took effect.
+type SurgeGroup struct {
+	Group string
+	From  int
+	To    int
+	Phase SurgePhase
+	// JobModifyIndex is the job's JobModifyIndex read just before the pending request.
+	JobModifyIndex uint64 `json:",omitempty"`
+	// ScaledIndex is the JobModifyIndex Nomad answered the last scale request with: the
+	// deployment made for it (if any) has that JobSpecModifyIndex.
+	ScaledIndex uint64    `json:",omitempty"`
+	UpTime      time.Time `json:",omitempty"`
+	DownTime    time.Time `json:",omitempty"`
+	// Note says what was found when the count was not ours any more, or why it could not
+	// be restored.
+	Note string `json:",omitempty"`
+}
+
 // Event is one line of a restart's log. It is also what `run -json` prints, one per line.
 type Event struct {
 	// Seq numbers the events of one restart from 1, so that a reader of a bounded log
@@ -223,6 +274,9 @@ const (
 	EventFailed        EventType = "failed"
 	EventDriver        EventType = "driver" // a driver took over or let go
 	EventWarning       EventType = "warning"
+	// EventSurge reports a surge step: scaling a group up, its surge allocations healthy,
+	// scaling it back down.
+	EventSurge EventType = "surge"
 )
 
 // MaxEvents bounds Record.Events; older events are dropped first, and one marker event says

@@ -49,6 +49,13 @@ type Spec struct {
 	// UnhealthyFirst is -unhealthy-first: allocations out of service come first in the
 	// plan, so that the restart starts with what is already broken.
 	UnhealthyFirst bool `json:",omitempty"`
+	// Surge is -surge: each targeted group of a service job is scaled up by this many
+	// allocations before the first batch (and waited for until healthy), and back down
+	// before the restart ends, so that a one- or two-instance service stays up.
+	Surge int `json:",omitempty"`
+	// SurgeIgnoreScaling is -surge-ignore-scaling: surge even a group whose count a
+	// scaling policy (the autoscaler) manages.
+	SurgeIgnoreScaling bool `json:",omitempty"`
 	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
 	// (flags); otherwise planning takes each group's update block. Planning inputs only:
 	// the resolved times are in GroupHealth.

@@ -464,6 +464,11 @@ func (l *Local) clearMarker(ns, job, id string) {
 	}
 }
 
+// WatchHead implements Store: a local record is read whole anyway, so it is Watch.
+func (l *Local) WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
+	return l.Watch(ctx, namespace, id, afterIndex)
+}
+
 // Watch implements Store. There is no server to block on, so it watches the record file
 // with a cheap stat, at an interval that starts short (a driver obeys a pause or cancel
 // promptly) and backs off while nothing changes.

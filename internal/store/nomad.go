@@ -59,7 +59,12 @@ type Nomad struct {
 	heads map[string]*cachedHead
 	// fitting holds the hashes of big chunks known to fit in a variable once packed.
 	fitting map[string]bool
+	// memos holds, per namespace/id, the encoding of the allocations last written.
+	memos map[string]*allocMemo
+	gzips gzipPool
 }
+
+func (n *Nomad) pack(raw []byte) (string, error) { return n.gzips.pack(raw) }
 
 func (n *Nomad) fits(hash string) bool {
 	n.mu.Lock()
@@ -104,7 +109,8 @@ func NewNomad(client *api.Client, opts NomadOptions) *Nomad {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Nomad{client: client, opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{}}
+	return &Nomad{client: client, opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{},
+		memos: map[string]*allocMemo{}}
 }
 
 // Kind implements Store.

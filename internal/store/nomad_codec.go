@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -86,6 +87,7 @@ func itemsSize(items map[string]string) int {
 type fitCache interface {
 	fits(hash string) bool
 	setFits(hash string)
+	pack(raw []byte) (string, error)
 }
 
 // surelyTooBig is a count of allocations whose JSON cannot fit in one variable (an
@@ -93,8 +95,9 @@ type fitCache interface {
 // be wasted work.
 const surelyTooBig = maxVariableSize / 200
 
-// encodeRecord cuts rec for storage.
-func encodeRecord(rec *restart.Record, fc fitCache) (*encodedRecord, error) {
+// encodeRecord cuts rec for storage. memo (may be nil) holds the ranges of allocations
+// encoded last time: unchanged ones are not encoded again.
+func encodeRecord(rec *restart.Record, fc fitCache, memo *allocMemo) (*encodedRecord, error) {
 	const headSlack = 1024 // the other items of the head
 	if len(rec.Allocs) < surelyTooBig {
 		whole, err := json.Marshal(rec)
@@ -108,8 +111,17 @@ func encodeRecord(rec *restart.Record, fc fitCache) (*encodedRecord, error) {
 	stripped := *rec
 	stripped.Allocs = nil
 	var chunks []*chunk
-	if err := cutChunks('a', rec.Allocs, allocsPerChunk, fc, &chunks); err != nil {
-		return nil, err
+	for start := 0; start < len(rec.Allocs); start += allocsPerChunk {
+		part := rec.Allocs[start:min(start+allocsPerChunk, len(rec.Allocs))]
+		if cs := memo.lookup(start, part); cs != nil {
+			chunks = append(chunks, cs...)
+			continue
+		}
+		before := len(chunks)
+		if err := cutRange('a', part, fc, &chunks); err != nil {
+			return nil, err
+		}
+		memo.store(start, part, chunks[before:])
 	}
 	head, err := json.Marshal(&stripped)
 	if err != nil {
@@ -148,7 +160,11 @@ func cutRange[T any](kind byte, items []T, fc fitCache, out *[]*chunk) error {
 	// base64 grows by 4/3 and gzip seldom grows, so below this bound the packed chunk
 	// surely fits; above it, compress to know.
 	if len(raw) > maxVariableSize*3/4-64 && (fc == nil || !fc.fits(c.hash)) {
-		packed, err := pack(raw)
+		pk := pack
+		if fc != nil {
+			pk = fc.pack
+		}
+		packed, err := pk(raw)
 		if err != nil {
 			return err
 		}
@@ -193,17 +209,35 @@ func chunkKey(name string) string {
 }
 
 // pack compresses a chunk for its variable.
-func pack(raw []byte) (string, error) {
+func pack(raw []byte) (string, error) { return (*gzipPool)(nil).pack(raw) }
+
+// gzipPool reuses gzip writers: each holds about a megabyte of compressor state, and a big
+// record's writes compress a chunk or two each. A nil pool makes a writer per call.
+type gzipPool struct{ pool sync.Pool }
+
+func (p *gzipPool) pack(raw []byte) (string, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	if err != nil {
-		return "", err
+	var zw *gzip.Writer
+	if p != nil {
+		if w, ok := p.pool.Get().(*gzip.Writer); ok {
+			zw = w
+			zw.Reset(&buf)
+		}
+	}
+	if zw == nil {
+		var err error
+		if zw, err = gzip.NewWriterLevel(&buf, gzip.BestSpeed); err != nil {
+			return "", err
+		}
 	}
 	if _, err := zw.Write(raw); err != nil {
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
 		return "", err
+	}
+	if p != nil {
+		p.pool.Put(zw)
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }

@@ -71,7 +71,7 @@ func TestCodecRoundTrip(t *testing.T) {
 					rec.Events = append(rec.Events, restart.Event{Seq: uint64(i + 1), Type: restart.EventWarning, Message: strings.Repeat("x", 400)})
 				}
 			}
-			e, err := encodeRecord(rec, nil)
+			e, err := encodeRecord(rec, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,13 +95,13 @@ func TestCodecRoundTrip(t *testing.T) {
 // reused rather than written again.
 func TestCodecStableChunks(t *testing.T) {
 	rec := bigRecord(3000)
-	a, err := encodeRecord(rec, nil)
+	a, err := encodeRecord(rec, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Allocs[1234].State = restart.AllocDone
 	rec.Allocs[1234].Error = "a long error message that grows the allocation"
-	b, err := encodeRecord(rec, nil)
+	b, err := encodeRecord(rec, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,5 +134,67 @@ func TestEscapeName(t *testing.T) {
 	got := escapeName(long, 60)
 	if len(got) > 60 || got == escapeName(long+"x", 60) {
 		t.Fatalf("long names: %q (%d chars) must fit and stay distinct", got, len(got))
+	}
+}
+
+// With a memo, each update encodes only the ranges it changed, and the result is the same
+// as encoding everything afresh.
+func TestCodecMemo(t *testing.T) {
+	memo := &allocMemo{}
+	rec := bigRecord(3000)
+	for step, change := range []func(r *restart.Record){
+		func(r *restart.Record) {},
+		func(r *restart.Record) { r.Allocs[5].State = restart.AllocDone },
+		func(r *restart.Record) {
+			r.Allocs[2999].Before = &restart.Observation{Restarts: map[string]uint64{"web": 2}, AllocModifyIndex: 9}
+		},
+		func(r *restart.Record) { r.Allocs[2999].Before.Restarts = map[string]uint64{"web": 3} }, // a new map: a new fact
+		func(r *restart.Record) { r.Allocs = r.Allocs[:2500] },                                   // ranges shorter than before
+	} {
+		change(rec)
+		withMemo, err := encodeRecord(rec, nil, memo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := encodeRecord(rec, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(withMemo.chunks) != len(fresh.chunks) {
+			t.Fatalf("step %d: %d chunks with the memo, %d without", step, len(withMemo.chunks), len(fresh.chunks))
+		}
+		for i := range fresh.chunks {
+			if withMemo.chunks[i].key() != fresh.chunks[i].key() || string(withMemo.chunks[i].raw) != string(fresh.chunks[i].raw) {
+				t.Fatalf("step %d: chunk %d differs with the memo", step, i)
+			}
+		}
+	}
+}
+
+// BenchmarkEncodeRecordUpdate is one driver write of a 10,000-allocation record after one
+// batch of 100 changed, with the memo (as the store writes) and without (every range
+// encoded again).
+func BenchmarkEncodeRecordUpdate(b *testing.B) {
+	for _, useMemo := range []bool{false, true} {
+		b.Run(fmt.Sprintf("memo=%v", useMemo), func(b *testing.B) {
+			rec := bigRecord(10000)
+			var memo *allocMemo
+			if useMemo {
+				memo = &allocMemo{}
+			}
+			if _, err := encodeRecord(rec, nil, memo); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for n := 0; b.Loop(); n++ {
+				start := (n * 100) % 10000
+				for i := start; i < start+100; i++ {
+					rec.Allocs[i].Attempts++
+				}
+				if _, err := encodeRecord(rec, nil, memo); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -292,8 +292,16 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if listed, named := chunkVars(); listed != named {
-		t.Fatalf("after updates: %d chunk variables, head names %d: replaced chunks leaked", listed, named)
+	// Replaced chunks are deleted off the writer's path: soon, not before Update returns.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		listed, named := chunkVars()
+		if listed == named {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after updates: %d chunk variables, head names %d: replaced chunks leaked", listed, named)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	orphan := &api.Variable{Path: head + "/c/a0123456789abcdef-deadbeef", Items: map[string]string{"data": "x"}}
 	if _, _, err := cl.Variables().Create(orphan, nil); err != nil {

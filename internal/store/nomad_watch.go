@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -12,6 +13,16 @@ import (
 // wait, so passing failures (a leader election, a restarted server) do not end it: it
 // keeps trying, backing off up to watchMaxBackoff, until ctx ends.
 func (n *Nomad) Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
+	return n.watch(ctx, namespace, id, afterIndex, true)
+}
+
+// WatchHead implements Store: the blocking query of Watch, decoding the head variable only
+// (no chunk is read or decoded), so a driver woken by its own writes pays for the head alone.
+func (n *Nomad) WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
+	return n.watch(ctx, namespace, id, afterIndex, false)
+}
+
+func (n *Nomad) watch(ctx context.Context, namespace, id string, afterIndex uint64, whole bool) (*restart.Record, error) {
 	h, err := n.locate(ctx, namespace, id)
 	if err != nil {
 		return nil, err
@@ -32,6 +43,15 @@ func (n *Nomad) Watch(ctx context.Context, namespace, id string, afterIndex uint
 			return nil, err
 		}
 		backoff = 50 * time.Millisecond
+		if v.ModifyIndex > afterIndex && !whole {
+			rec, _, err := decodeHead(v.Items)
+			if err != nil {
+				return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)
+			}
+			rec.Namespace = v.Namespace
+			rec.CreateIndex, rec.ModifyIndex = v.CreateIndex, v.ModifyIndex
+			return rec, nil
+		}
 		if v.ModifyIndex > afterIndex {
 			rec, err := n.load(ctx, h, v)
 			if errors.Is(err, errChunkGone) {

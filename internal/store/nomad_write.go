@@ -35,7 +35,7 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	out.ModifyTime = now
 	h := headRef{ns: out.Namespace, jobSeg: n.jobSegment(out.JobID), id: out.ID}
 
-	enc, err := encodeRecord(&out, n)
+	enc, err := encodeRecord(&out, n, n.memoFor(key(out.Namespace, out.ID)))
 	if err != nil {
 		return fmt.Errorf("nomad store: %w", err)
 	}
@@ -178,7 +178,7 @@ func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, 
 		data := c.packed
 		if data == "" {
 			var err error
-			if data, err = pack(c.raw); err != nil {
+			if data, err = n.pack(c.raw); err != nil {
 				return fmt.Errorf("nomad store: compressing a chunk: %w", err)
 			}
 		}
@@ -274,7 +274,7 @@ func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 	out := *rec
 	out.Namespace = ns
 	out.ModifyTime = time.Now().UTC()
-	enc, err := encodeRecord(&out, n)
+	enc, err := encodeRecord(&out, n, n.memoFor(k))
 	if err != nil {
 		return fmt.Errorf("nomad store: %w", err)
 	}
@@ -309,8 +309,16 @@ func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 			stale = append(stale, name)
 		}
 	}
-	n.deleteChunkNames(ctx, h, stale)
 	if out.Status.Terminal() {
+		n.deleteChunkNames(ctx, h, stale)
+	} else if len(stale) > 0 {
+		// Off the writer's path: a driver writes before each batch's requests, and nothing
+		// reads a chunk no head names. One lost with the process is swept when the record
+		// ends (sweepOrphans).
+		go n.deleteChunkNames(context.WithoutCancel(ctx), h, stale)
+	}
+	if out.Status.Terminal() {
+		n.dropMemo(k)
 		n.releaseJob(ctx, h, out.JobID)
 		n.sweepOrphans(ctx, h, v.ModifyIndex, keepNames)
 	}

@@ -95,3 +95,12 @@ func (c *clusterScoped) Watch(ctx context.Context, namespace, id string, afterIn
 	}
 	return rec, err
 }
+
+// WatchHead refuses a foreign record like Watch.
+func (c *clusterScoped) WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
+	rec, err := c.Store.WatchHead(ctx, namespace, id, afterIndex)
+	if err == nil && c.foreign(rec) {
+		return nil, &OtherClusterError{ID: rec.ID, Cluster: rec.Cluster, Current: c.cluster}
+	}
+	return rec, err
+}

@@ -29,11 +29,15 @@ type Store interface {
 	// Update writes rec if its ModifyIndex still matches the stored one, and then sets rec's
 	// ModifyIndex (and ModifyTime) to the new values. On a mismatch it returns ErrConflict
 	// and changes nothing. When rec's status becomes terminal the job is freed for a new
-	// restart.
+	// restart. It keeps nothing of rec (its slices may be reused once it returns).
 	Update(ctx context.Context, rec *restart.Record) error
 	// Watch blocks until the stored record's ModifyIndex is greater than afterIndex, then
 	// returns it. It returns ctx's error when ctx ends first.
 	Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error)
+	// WatchHead is Watch for a reader that follows only the record's status and Control (a
+	// driver watching for operators' intents): the record it returns may lack its Allocs
+	// and Events, so a wake-up costs the same whatever the job's size.
+	WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error)
 	// AcquireLease takes the driver's lease on a restart, or fails with ErrLeaseHeld. The
 	// lease renews itself until released or lost.
 	AcquireLease(ctx context.Context, namespace, id, holder string) (Lease, error)

@@ -409,46 +409,68 @@ func testJobFreed(t *testing.T, b Backend) {
 }
 
 func testWatch(t *testing.T, b Backend) {
-	s := b.Open(t)
-	ctx := ctxFor(t)
-	rec := NewRecord("default", "web", 2)
-	mustCreate(t, s, rec)
-	// Already newer than afterIndex: returns at once.
-	got, err := s.Watch(ctx, "default", rec.ID, rec.ModifyIndex-1)
-	if err != nil || got.ModifyIndex != rec.ModifyIndex {
-		t.Fatalf("Watch of an older index: %v, %v", err, got)
-	}
-	type result struct {
-		rec *restart.Record
-		err error
-	}
-	done := make(chan result, 1)
-	started := make(chan struct{})
-	id, after := rec.ID, rec.ModifyIndex // read here: Update below rewrites rec meanwhile
-	go func() {
-		close(started)
-		r, err := b.Open(t).Watch(ctx, "default", id, after)
-		done <- result{r, err}
-	}()
-	<-started
-	select {
-	case r := <-done:
-		t.Fatalf("Watch returned before any update: %+v", r)
-	case <-time.After(50 * time.Millisecond):
-	}
-	rec.Control.Intent = restart.IntentPause
-	if err := s.Update(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("Watch: %v", r.err)
-	}
-	if r.rec.ModifyIndex != rec.ModifyIndex || r.rec.Control.Intent != restart.IntentPause {
-		t.Fatalf("Watch returned index %d intent %q, want %d pause", r.rec.ModifyIndex, r.rec.Control.Intent, rec.ModifyIndex)
-	}
-	if _, err := s.Watch(ctx, "default", uuid.NewString(), 0); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Watch of an unknown restart: got %v, want ErrNotFound", err)
+	// WatchHead runs on a record big enough to be cut into chunks by the Nomad store: it
+	// must still see Status and Control without reading them.
+	for _, tc := range []struct {
+		name   string
+		allocs int
+		watch  func(s store.Store) func(ctx context.Context, ns, id string, after uint64) (*restart.Record, error)
+	}{
+		{"Watch", 2, func(s store.Store) func(context.Context, string, string, uint64) (*restart.Record, error) {
+			return s.Watch
+		}},
+		{"WatchHead", 1500, func(s store.Store) func(context.Context, string, string, uint64) (*restart.Record, error) {
+			return s.WatchHead
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := b.Open(t)
+			ctx := ctxFor(t)
+			rec := NewRecord("default", "web-"+tc.name, tc.allocs)
+			mustCreate(t, s, rec)
+			// Already newer than afterIndex: returns at once.
+			got, err := tc.watch(s)(ctx, "default", rec.ID, rec.ModifyIndex-1)
+			if err != nil || got.ModifyIndex != rec.ModifyIndex || got.Status != rec.Status {
+				t.Fatalf("%s of an older index: %v, %+v", tc.name, err, got)
+			}
+			type result struct {
+				rec *restart.Record
+				err error
+			}
+			done := make(chan result, 1)
+			started := make(chan struct{})
+			id, after := rec.ID, rec.ModifyIndex // read here: Update below rewrites rec meanwhile
+			go func() {
+				close(started)
+				r, err := tc.watch(b.Open(t))(ctx, "default", id, after)
+				done <- result{r, err}
+			}()
+			<-started
+			select {
+			case r := <-done:
+				t.Fatalf("%s returned before any update: %+v", tc.name, r)
+			case <-time.After(50 * time.Millisecond):
+			}
+			rec.Control.Intent = restart.IntentPause
+			rec.Control.By = "tester"
+			if err := s.Update(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("%s: %v", tc.name, r.err)
+			}
+			if r.rec.ModifyIndex != rec.ModifyIndex || r.rec.Control != rec.Control || r.rec.Status != rec.Status || r.rec.JobID != rec.JobID {
+				t.Fatalf("%s returned index %d control %+v status %s, want %d %+v %s", tc.name,
+					r.rec.ModifyIndex, r.rec.Control, r.rec.Status, rec.ModifyIndex, rec.Control, rec.Status)
+			}
+			if tc.name == "Watch" && len(r.rec.Allocs) != tc.allocs {
+				t.Fatalf("Watch returned %d allocations, want %d", len(r.rec.Allocs), tc.allocs)
+			}
+			if _, err := tc.watch(s)(ctx, "default", uuid.NewString(), 0); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s of an unknown restart: got %v, want ErrNotFound", tc.name, err)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,367 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/schedule"
+)
+
+// scheduleFlags are run's -at, -every, -time-zone and -schedule-grace: with -at or -every,
+// run stores a schedule instead of restarting now (see runSchedule).
+type scheduleFlags struct {
+	at, every, timeZone, grace string
+
+	// Set by validate.
+	when     time.Time // -at's time
+	cron     *schedule.Cron
+	graceDur time.Duration
+}
+
+func (f *scheduleFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.at, "at", "", "")
+	fs.StringVar(&f.every, "every", "", "")
+	fs.StringVar(&f.timeZone, "time-zone", "", "")
+	fs.StringVar(&f.grace, "schedule-grace", "", "")
+}
+
+// scheduled says run stores a schedule.
+func (f *scheduleFlags) scheduled() bool { return f.at != "" || f.every != "" }
+
+// validate checks the schedule options and their combination with run's others, at now.
+func (f *scheduleFlags) validate(o *runOptions, now time.Time) error {
+	if !f.scheduled() {
+		switch {
+		case f.timeZone != "":
+			return usageErrorf("-time-zone applies to -every (and -at): add -every \"<cron expression>\" or drop -time-zone")
+		case f.grace != "":
+			return usageErrorf("-schedule-grace applies to -at and -every: add one of them or drop -schedule-grace")
+		}
+		return nil
+	}
+	switch {
+	case f.at != "" && f.every != "":
+		return usageErrorf("-at and -every cannot be used together: give -at for one restart, or -every for a recurring one")
+	case o.detach:
+		return usageErrorf("-detach cannot be used with -at or -every: a scheduled restart is always detached (the nomad-restart agent starts and drives it); drop -detach")
+	case o.dryRun:
+		return usageErrorf("-dry-run cannot be used with -at or -every: see the plan with `nomad-restart run -dry-run <job>` (without -at/-every), then schedule")
+	case o.state == stateLocal:
+		return usageErrorf("-state local cannot be used with -at or -every: schedules live in Nomad Variables, where the nomad-restart agent reads them; drop -state local")
+	}
+	f.graceDur = schedule.DefaultGrace
+	if f.grace != "" {
+		d, err := time.ParseDuration(f.grace)
+		if err != nil || d <= 0 {
+			return usageErrorf("Invalid -schedule-grace value %q: give a positive duration like 5m, how late an occurrence may still start", f.grace)
+		}
+		f.graceDur = d
+	}
+	if f.every != "" {
+		c, err := schedule.ParseCron(f.every, f.timeZone, now)
+		if err != nil {
+			return usageErrorf("%s", capitalize(err.Error()))
+		}
+		f.cron = c
+		return nil
+	}
+	loc := time.Local
+	if f.timeZone != "" {
+		l, err := schedule.LoadZone(f.timeZone)
+		if err != nil {
+			return usageErrorf("%s", capitalize(err.Error()))
+		}
+		loc = l
+	}
+	t, err := schedule.ParseAt(f.at, now, loc)
+	if err != nil {
+		return usageErrorf("%s", capitalize(err.Error()))
+	}
+	f.when = t
+	return nil
+}
+
+func capitalize(s string) string {
+	return strings.Replace(s, "invalid", "Invalid", 1)
+}
+
+// apiClient is the Nomad client of a real session, for the schedules' variables.
+func (s *nomadSession) apiClient() *api.Client { return s.client }
+
+// scheduleStore returns the schedules' store of a session on Nomad.
+func scheduleStore(ses session) (*schedule.Store, error) {
+	c, ok := ses.(interface{ apiClient() *api.Client })
+	if !ok {
+		return nil, errors.New("schedules need Nomad Variables, and this session has no Nomad client")
+	}
+	return schedule.NewStore(c.apiClient(), ""), nil
+}
+
+// runSchedule is `run -at` / `run -every`: everything run checks (the job, its groups and
+// tasks, a plan), then a schedule is stored for the agent, and nothing else is written.
+func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
+	logger, err := a.logger(o.client.logLevel)
+	if err != nil {
+		return err
+	}
+	ses, err := a.backend.open(o.client.withEnv(a.env), logger, a.holder())
+	if err != nil {
+		return err
+	}
+	if err := ses.reachable(ctx); err != nil {
+		return err
+	}
+	ss, err := scheduleStore(ses)
+	if err != nil {
+		return err
+	}
+	plan, err := ses.engine(ses.nomadStore()).Plan(ctx, o.client.namespace, o.job, o.spec)
+	if err != nil {
+		return planError(err)
+	}
+	rec := plan.Record
+	p := a.printer(o.verbose, o.json)
+	if plan.Job != nil && plan.Job.MultiRegion && !o.spec.Yes {
+		// The agent cannot ask later: the operator confirms now, or with -yes.
+		ok, err := a.confirmMultiRegion(ctx, p, rec.JobID, o.json)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			p.plain("\nScheduling canceled.")
+			return nil
+		}
+		o.spec.Yes = true
+	}
+
+	now := a.now()
+	sc := &schedule.Schedule{Namespace: rec.Namespace, JobID: rec.JobID, Grace: o.sched.graceDur,
+		CreateTime: now.UTC(), CreatedBy: a.by(), Status: schedule.StatusActive}
+	sc.SetSpec(o.spec)
+	if o.sched.cron != nil {
+		sc.Cron, sc.TimeZone = strings.TrimSpace(o.sched.every), o.sched.timeZone
+		if sc.Next, err = o.sched.cron.Next(now); err != nil || sc.Next.IsZero() {
+			return usageErrorf("Invalid -every value %q: it names no time after now", o.sched.every)
+		}
+	} else {
+		sc.At, sc.Next = o.sched.when, o.sched.when
+	}
+	sc.Next = sc.Next.UTC()
+	sc.At = sc.At.UTC()
+	if err := ss.Create(ctx, sc); err != nil {
+		var perm *schedule.PermissionError
+		if errors.As(err, &perm) {
+			return errors.New(perm.Error())
+		}
+		return fmt.Errorf("storing the schedule of job %q: %s", rec.JobID, oneLine(err.Error()))
+	}
+	if o.json {
+		return writeJSON(a.stdout, sc)
+	}
+	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s (%s)", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), sc.When()))
+	if len(rec.Allocs) == 0 {
+		p.plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
+	}
+	id := shortID(sc.ID, o.verbose)
+	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a detached restart. List schedules with\n`nomad-restart schedules`, remove this one with `nomad-restart unschedule %s`.", id))
+	return nil
+}
+
+// cmdSchedules is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
+func (a *app) cmdSchedules(ctx context.Context, args []string) error {
+	var cf clientFlags
+	var jsonOut, verbose bool
+	var job string
+	fs := newFlagSet("schedules")
+	cf.add(fs)
+	fs.BoolVar(&jsonOut, "json", false, "")
+	fs.BoolVar(&verbose, "verbose", false, "")
+	fs.StringVar(&job, "job", "", "")
+	if err := parseFlags(fs, "schedules", args); err != nil {
+		return err
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		return usageErrorf("too many arguments %q: schedules takes options only, like -job <job>", strings.Join(rest, " "))
+	}
+	ns := cf.namespace // only as given: schedule IDs are unique, so list every namespace by default
+	if ns == "" {
+		ns = "*"
+	}
+	ss, _, err := a.openSchedules(ctx, cf)
+	if err != nil {
+		return err
+	}
+	list, err := ss.List(ctx, ns, job)
+	if err != nil {
+		return fmt.Errorf("listing schedules: %s", oneLine(err.Error()))
+	}
+	if jsonOut {
+		if list == nil {
+			list = []*schedule.Schedule{}
+		}
+		return writeJSON(a.stdout, list)
+	}
+	if len(list) == 0 {
+		if job != "" {
+			fmt.Fprintf(a.stdout, "No schedules of job %q\n", job)
+		} else {
+			fmt.Fprintln(a.stdout, "No schedules")
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed")
+	for _, s := range list {
+		next := formatTime(s.Next)
+		if s.Status == schedule.StatusDone {
+			next = "done"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID, verbose), s.JobID, s.Namespace, s.When(), next, lastRun(s, verbose), missedSummary(s))
+	}
+	return tw.Flush()
+}
+
+// lastRun is the latest occurrence's outcome: "started 1a2b3c4d at <due>", "skipped at
+// <due>: <why>", "starting <due>" while claimed, "-" before the first.
+func lastRun(s *schedule.Schedule, verbose bool) string {
+	if s.Pending != nil {
+		return fmt.Sprintf("starting %s (restart %s)", formatTime(s.Pending.Due), shortID(s.Pending.RestartID, verbose))
+	}
+	switch s.LastResult {
+	case "":
+		return "-"
+	case schedule.ResultStarted:
+		return fmt.Sprintf("started %s (restart %s)", formatTime(s.LastDue), shortID(s.LastRestartID, verbose))
+	}
+	out := fmt.Sprintf("%s %s", s.LastResult, formatTime(s.LastDue))
+	if s.LastReason != "" {
+		out += ": " + oneLine(s.LastReason)
+	}
+	return out
+}
+
+func missedSummary(s *schedule.Schedule) string {
+	if s.Missed == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (last due %s)", s.Missed, formatTime(s.LastMissed))
+}
+
+// cmdUnschedule is `nomad-restart unschedule <schedule-id-or-prefix>`.
+func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
+	var cf clientFlags
+	var verbose bool
+	fs := newFlagSet("unschedule")
+	cf.add(fs)
+	fs.BoolVar(&verbose, "verbose", false, "")
+	if err := parseFlags(fs, "unschedule", args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	switch {
+	case len(rest) == 0:
+		return usageErrorf("missing schedule ID: give the ID or a unique prefix, as in `nomad-restart unschedule <id>` (list them with `nomad-restart schedules`)")
+	case len(rest) > 1:
+		return usageErrorf("too many arguments %q: unschedule takes one schedule ID (options go before it)", strings.Join(rest, " "))
+	case strings.TrimSpace(rest[0]) == "":
+		return usageErrorf("empty schedule ID: give the ID or a unique prefix")
+	}
+	prefix := strings.TrimSpace(rest[0])
+	ns := cf.namespace
+	if ns == "" {
+		ns = "*"
+	}
+	ss, _, err := a.openSchedules(ctx, cf)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		sc, err := ss.Find(ctx, ns, prefix)
+		var amb *schedule.AmbiguousIDError
+		switch {
+		case errors.As(err, &amb):
+			return errors.New(amb.Error())
+		case errors.Is(err, schedule.ErrNotFound):
+			return fmt.Errorf("no schedule matches ID %q; list schedules with `nomad-restart schedules`", prefix)
+		case err != nil:
+			return fmt.Errorf("finding schedule %q: %s", prefix, oneLine(err.Error()))
+		}
+		err = ss.Delete(ctx, sc)
+		if errors.Is(err, schedule.ErrConflict) && attempt < 10 {
+			continue // an agent recorded an occurrence meanwhile: read it again
+		}
+		if err != nil {
+			return fmt.Errorf("removing schedule %s: %s", shortID(sc.ID, verbose), oneLine(err.Error()))
+		}
+		fmt.Fprintf(a.stdout, "Schedule %s of job %q removed (%s); restarts it already started are not affected\n", shortID(sc.ID, verbose), sc.JobID, sc.When())
+		return nil
+	}
+}
+
+// openSchedules connects for the schedule commands.
+func (a *app) openSchedules(ctx context.Context, cf clientFlags) (*schedule.Store, session, error) {
+	logger, err := a.logger(cf.logLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	ses, err := a.backend.open(cf.withEnv(a.env), logger, a.holder())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ses.reachable(ctx); err != nil {
+		return nil, nil, err
+	}
+	ss, err := scheduleStore(ses)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ss, ses, nil
+}
+
+const helpSchedules = `
+Usage: nomad-restart schedules [options]
+
+  List the scheduled restarts (nomad-restart run -at / -every) that the token
+  may read: ID, job, namespace, the time or cron expression, the next due
+  time, the last occurrence (started with its restart ID, skipped, failed)
+  and how many occurrences were missed (due while no agent ran).
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, and -log-level (see "nomad-restart run
+-help").
+
+Schedules Options:
+
+  -job=<job>
+    Only the schedules of this job (its full ID).
+
+  -json
+    Output the schedules in their JSON format.
+
+  -verbose
+    Show full IDs.
+`
+
+const helpUnschedule = `
+Usage: nomad-restart unschedule [options] <schedule-id>
+
+  Remove a scheduled restart, by its ID or a unique prefix. No further
+  occurrence starts; a restart it already started is not affected (cancel it
+  with "nomad-restart cancel <restart-id>").
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, and -log-level (see "nomad-restart run
+-help").
+
+Unschedule Options:
+
+  -verbose
+    Show full IDs.
+`

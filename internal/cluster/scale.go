@@ -1,0 +1,195 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// Scaler is what -surge needs of Nomad beyond Cluster: a job's group counts, the job scale
+// endpoint, and its deployments. *Nomad implements it; a Cluster without it cannot surge.
+type Scaler interface {
+	// JobScale reads the job's current version: its type, JobModifyIndex and each group's
+	// count, scaling policy and update strategy.
+	JobScale(ctx context.Context, namespace, jobID string) (*JobScale, error)
+	// ScaleGroup sets a group's count through Nomad's job scale endpoint (a scaling event
+	// with message, a new job version, an evaluation). A non-zero jobModifyIndex is Nomad's
+	// check-and-set: the request fails with ErrScaleConflict when the job changed since.
+	// It never sends the request twice. Errors: ErrPermissionDenied (the token lacks
+	// scale-job and submit-job), ErrScaleConflict, ErrScaleBlocked (a deployment of the job
+	// is active), or Nomad's own.
+	ScaleGroup(ctx context.Context, namespace, jobID, group string, count int, jobModifyIndex uint64, message string) (*ScaleResult, error)
+	// LatestDeployment blocks until the job's latest deployment changes past afterIndex (0:
+	// at once), then returns it (nil when the job has none) and the index to watch from.
+	LatestDeployment(ctx context.Context, namespace, jobID string, afterIndex uint64) (*DeploymentState, uint64, error)
+}
+
+// JobScale is what a surge needs of a job's current version.
+type JobScale struct {
+	ID             string
+	Type           string
+	Stopped        bool
+	Version        uint64
+	JobModifyIndex uint64
+	Groups         map[string]GroupScale
+}
+
+// GroupScale is one group's count and what manages it.
+type GroupScale struct {
+	Count int
+	// Scaling is true when the group has an enabled scaling block: a policy the
+	// autoscaler acts on. Min and Max are its bounds.
+	Scaling  bool
+	Min, Max int64
+	// Rolling is true when the group has an update strategy: Nomad then makes a
+	// deployment for a new job version of a service job, a scale included.
+	Rolling bool
+}
+
+// ScaleResult is Nomad's answer to a scale request.
+type ScaleResult struct {
+	EvalID string
+	// JobModifyIndex is the job's new JobModifyIndex; the deployment Nomad makes for the
+	// new version carries it as JobSpecModifyIndex.
+	JobModifyIndex uint64
+}
+
+// DeploymentState is what a surge needs of a deployment.
+type DeploymentState struct {
+	ID                 string
+	Status             string
+	StatusDescription  string
+	JobVersion         uint64
+	JobSpecModifyIndex uint64
+}
+
+// Active reports whether the deployment is still in progress.
+func (d *DeploymentState) Active() bool {
+	switch d.Status {
+	case api.DeploymentStatusSuccessful, api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
+		return false
+	}
+	return true
+}
+
+// Errors of ScaleGroup, to be matched with errors.Is.
+var (
+	// ErrScaleConflict: the job changed since the JobModifyIndex sent (check-and-set).
+	ErrScaleConflict = errors.New("job modified since it was read")
+	// ErrScaleBlocked: Nomad refuses to scale while a deployment of the job is active.
+	ErrScaleBlocked = errors.New("job scaling blocked due to active deployment")
+)
+
+var _ Scaler = (*Nomad)(nil)
+
+// JobScale reads the job's current version.
+func (n *Nomad) JobScale(ctx context.Context, namespace, jobID string) (*JobScale, error) {
+	job, err := read(ctx, n, "reading job", func(ctx context.Context) (*api.Job, error) {
+		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, namespace))
+		return j, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading job %q in namespace %q: %w", jobID, nsName(namespace), classify(err, ErrJobNotFound))
+	}
+	return jobScale(job), nil
+}
+
+func jobScale(job *api.Job) *JobScale {
+	out := &JobScale{ID: scaleDeref(job.ID), Type: scaleDeref(job.Type), Stopped: scaleDeref(job.Stop), Version: scaleDeref(job.Version),
+		JobModifyIndex: scaleDeref(job.JobModifyIndex), Groups: map[string]GroupScale{}}
+	if out.Type == "" {
+		out.Type = api.JobTypeService
+	}
+	for _, tg := range job.TaskGroups {
+		if tg == nil || tg.Name == nil {
+			continue
+		}
+		g := GroupScale{Count: scaleDeref(tg.Count)}
+		if s := tg.Scaling; s != nil && (s.Enabled == nil || *s.Enabled) {
+			g.Scaling = true
+			g.Min, g.Max = scaleDeref(s.Min), scaleDeref(s.Max)
+		}
+		// The job's update block is merged into its groups by Nomad's canonicalization;
+		// read both, as a job read back carries the group's.
+		u := tg.Update
+		if u == nil {
+			u = job.Update
+		}
+		g.Rolling = u != nil && (u.MaxParallel == nil || *u.MaxParallel > 0)
+		out.Groups[*tg.Name] = g
+	}
+	return out
+}
+
+// ScaleGroup sets a group's count with the job scale endpoint.
+func (n *Nomad) ScaleGroup(ctx context.Context, namespace, jobID, group string, count int, jobModifyIndex uint64, message string) (*ScaleResult, error) {
+	c := int64(count)
+	req := &api.ScalingRequest{
+		Count:          &c,
+		Target:         map[string]string{"Job": jobID, "Group": group},
+		Message:        message,
+		JobModifyIndex: jobModifyIndex,
+	}
+	resp, err := write(ctx, n, "scaling group", func(ctx context.Context) (*api.JobRegisterResponse, error) {
+		r, _, err := n.client.Jobs().ScaleWithRequest(jobID, req, (&api.WriteOptions{Namespace: namespace}).WithContext(ctx))
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scaling group %q of job %q to %d: %w", group, jobID, count, classifyScale(err))
+	}
+	return &ScaleResult{EvalID: resp.EvalID, JobModifyIndex: resp.JobModifyIndex}, nil
+}
+
+// classifyScale maps the scale endpoint's refusals onto the package's sentinels. Nomad
+// answers a failed check-and-set with a 500 whose body names the conflicting index, and an
+// active deployment with a 400.
+func classifyScale(err error) error {
+	body := responseBody(err)
+	switch {
+	case strings.Contains(body, "conflicting job modify index"):
+		return &kindError{kind: ErrScaleConflict, err: err}
+	case statusCode(err) == http.StatusBadRequest && strings.Contains(body, "blocked due to active deployment"):
+		return &kindError{kind: ErrScaleBlocked, err: err}
+	}
+	return classify(err, ErrJobNotFound)
+}
+
+// LatestDeployment follows the job's latest deployment with a blocking query.
+func (n *Nomad) LatestDeployment(ctx context.Context, namespace, jobID string, afterIndex uint64) (*DeploymentState, uint64, error) {
+	type answer struct {
+		d     *api.Deployment
+		index uint64
+	}
+	a, err := read(ctx, n, "reading the latest deployment", func(ctx context.Context) (answer, error) {
+		q := queryOpts(ctx, namespace)
+		if afterIndex > 0 {
+			q.WaitIndex, q.WaitTime = afterIndex, n.wait
+		}
+		d, qm, err := n.client.Jobs().LatestDeployment(jobID, q)
+		if err != nil {
+			return answer{}, err
+		}
+		return answer{d, qm.LastIndex}, nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the latest deployment of job %q: %w", jobID, classify(err, ErrJobNotFound))
+	}
+	if a.d == nil {
+		return nil, a.index, nil
+	}
+	return &DeploymentState{ID: a.d.ID, Status: a.d.Status, StatusDescription: a.d.StatusDescription,
+		JobVersion: a.d.JobVersion, JobSpecModifyIndex: a.d.JobSpecModifyIndex}, a.index, nil
+}
+
+// scaleDeref is *p, or the zero value for nil.
+func scaleDeref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

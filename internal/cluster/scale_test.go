@@ -1,0 +1,130 @@
+package cluster_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// TestScaleGroupE2E: JobScale reads counts, the scaling policy and the update strategy;
+// ScaleGroup scales with Nomad's scale endpoint (a scaling event with our message, a new
+// JobModifyIndex) and the deployment Nomad makes for it carries that index.
+func TestScaleGroupE2E(t *testing.T) {
+	sim := startSim(t, nomadsim.Options{})
+	job := serviceJob("default", "web", 1)
+	job.TaskGroups[0].Scaling = &api.ScalingPolicy{Min: new(int64(1)), Max: new(int64(4)), Policy: map[string]any{}}
+	register(t, sim, job)
+	n := newNomad(t, sim, "")
+	ctx := testCtx(t)
+
+	js, err := n.JobScale(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := js.Groups["web"]
+	if js.Type != "service" || g.Count != 1 || !g.Scaling || g.Min != 1 || g.Max != 4 || !g.Rolling || js.JobModifyIndex == 0 {
+		t.Fatalf("JobScale %+v group %+v", js, g)
+	}
+	res, err := n.ScaleGroup(ctx, "default", "web", "web", 2, js.JobModifyIndex, "nomad-restart test: surge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JobModifyIndex <= js.JobModifyIndex || res.EvalID == "" {
+		t.Fatalf("scale result %+v, want a new JobModifyIndex past %d and an evaluation", res, js.JobModifyIndex)
+	}
+	after, err := n.JobScale(ctx, "default", "web")
+	if err != nil || after.Groups["web"].Count != 2 || after.JobModifyIndex != res.JobModifyIndex || after.Version != js.Version+1 {
+		t.Fatalf("after the scale: %+v %v, want count 2, a new version, JobModifyIndex %d", after, err, res.JobModifyIndex)
+	}
+	st, _, err := n.Client().Jobs().ScaleStatus("web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs := st.TaskGroups["web"].Events; len(evs) != 1 || evs[0].Message != "nomad-restart test: surge" || evs[0].Count == nil || *evs[0].Count != 2 {
+		t.Fatalf("scaling events %+v", evs)
+	}
+	// The group has an update strategy: Nomad makes a deployment for the new version.
+	var idx uint64
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, next, err := n.LatestDeployment(ctx, "default", "web", idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != nil && d.JobSpecModifyIndex == res.JobModifyIndex {
+			if d.JobVersion != after.Version {
+				t.Errorf("deployment of version %d, want %d", d.JobVersion, after.Version)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no deployment for the scale; latest %+v", d)
+		}
+		idx = next
+	}
+}
+
+// TestScaleGroupPermission: a token without scale-job (or submit-job) is refused with
+// ErrPermissionDenied; one with scale-job scales.
+func TestScaleGroupPermission(t *testing.T) {
+	sim := startSim(t, nomadsim.Options{ACLs: true})
+	register(t, sim, serviceJob("default", "web", 1))
+	ctx := testCtx(t)
+	reader, err := sim.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaler, err := sim.CreateToken("scaler", map[string]string{"scaler": `namespace "default" { capabilities = ["read-job", "scale-job"] }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := newNomad(t, sim, reader).JobScale(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newNomad(t, sim, reader).ScaleGroup(ctx, "default", "web", "web", 2, js.JobModifyIndex, "x")
+	if !errors.Is(err, cluster.ErrPermissionDenied) {
+		t.Fatalf("reader scaling: %v, want permission denied", err)
+	}
+	if _, err := newNomad(t, sim, scaler).ScaleGroup(ctx, "default", "web", "web", 2, js.JobModifyIndex, "x"); err != nil {
+		t.Fatalf("scale-job token: %v", err)
+	}
+}
+
+// TestScaleGroupRefusals maps Nomad's refusals of the scale endpoint (texts of
+// nomad/job_endpoint.go's Job.Scale) onto the package's errors.
+func TestScaleGroupRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int
+		body string
+		want error
+	}{
+		{"check-and-set", http.StatusInternalServerError, "rpc error: job register enforce index 7: job exists with conflicting job modify index: 9", cluster.ErrScaleConflict},
+		{"active deployment", http.StatusBadRequest, "job scaling blocked due to active deployment", cluster.ErrScaleBlocked},
+		{"denied", http.StatusForbidden, "Permission denied", cluster.ErrPermissionDenied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, tc.body, tc.code)
+			}))
+			defer srv.Close()
+			client, err := api.NewClient(&api.Config{Address: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := cluster.NewNomadWithOptions(client, cluster.Options{Retry: cluster.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: 10 * time.Millisecond}})
+			_, err = n.ScaleGroup(testCtx(t), "default", "web", "web", 2, 7, "x")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%v, want %v", err, tc.want)
+			}
+		})
+	}
+}
