@@ -31,6 +31,7 @@ type allocRun struct {
 	cpu, mem    int
 	healthGen   uint64
 	deployStart time.Time          // when the allocation started counting for deployment health
+	healthFrom  time.Time          // the client restarted its health watch (an in-place update moved it to a new deployment)
 	svcs        map[string]*svcReg // registered services by ID
 	touched     uint64             // hold of the state lock that last gave a new index
 	restarting  int                // in-place restarts holding group services down

@@ -22,6 +22,16 @@ func (c *Cluster) activeDeployment(j *jobEntry, job *api.Job) *api.Deployment {
 	return d
 }
 
+// deploymentActive is Nomad's Deployment.Active: the deployment is not over.
+func deploymentActive(d *api.Deployment) bool {
+	switch d.Status {
+	case api.DeploymentStatusRunning, api.DeploymentStatusPaused, api.DeploymentStatusBlocked,
+		api.DeploymentStatusUnblocking, "initializing", api.DeploymentStatusPending:
+		return true
+	}
+	return false
+}
+
 // createDeployment starts a deployment for the job's current version, cancelling an older
 // one still running.
 func (c *Cluster) createDeployment(j *jobEntry, job *api.Job) *api.Deployment {
@@ -60,6 +70,41 @@ func (c *Cluster) createDeployment(j *jobEntry, job *api.Job) *api.Deployment {
 	c.publishDeployment(d, "DeploymentStatusUpdate")
 	c.armProgressDeadline(d)
 	return d
+}
+
+// moveToDeployment is the deployment side of an in-place update: Nomad's scheduler gives
+// the updated allocation the plan's deployment (none for a group without an update
+// strategy) and, when that changes its deployment, clears its deployment status; the
+// state store counts it as placed in the new deployment. The client, told of the update a
+// moment later, drops the health it had set and watches it afresh (healthy deadline and
+// min_healthy_time from then), so the allocation counts towards the new deployment once
+// healthy again, as Nomad's alloc health hook does.
+func (c *Cluster) moveToDeployment(ar *allocRun, d *api.Deployment) {
+	id := ""
+	if d != nil {
+		id = d.ID
+	}
+	if ar.a.DeploymentID == id {
+		return
+	}
+	ar.a.DeploymentID = id
+	ar.a.DeploymentStatus = nil
+	ar.healthGen++
+	if d != nil {
+		if st := d.TaskGroups[ar.a.TaskGroup]; st != nil {
+			st.PlacedAllocs++
+			c.touchDeployment(d)
+		}
+	}
+	gen := ar.healthGen
+	c.after(10*time.Millisecond, func() {
+		if ar.healthGen != gen || !ar.watchesHealth() {
+			return
+		}
+		ar.healthFrom = c.clk.now()
+		ar.armHealthDeadline()
+		ar.checkHealth()
+	})
 }
 
 // armProgressDeadline fails the deployment when a group makes no progress (no allocation
@@ -170,6 +215,12 @@ func (ar *allocRun) checkHealth() {
 		if tr.st.StartedAt.After(since) {
 			since = tr.st.StartedAt
 		}
+	}
+	// A health watch restarted by an in-place update counts min_healthy_time from its own
+	// start, as Nomad's client tracker does (it waits from the moment it sees the tasks and
+	// checks up, not from when they started).
+	if since.Before(ar.healthFrom) {
+		since = ar.healthFrom
 	}
 	var next time.Time
 	if useChecks {

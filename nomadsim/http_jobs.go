@@ -389,23 +389,29 @@ func (c *Cluster) handleJobScale(w http.ResponseWriter, r *http.Request) {
 			return c.tableIndex(tJobs, tAllocs, tScaling), out, nil
 		}, tJobs)
 	case http.MethodPut, http.MethodPost:
-		if err := c.authorizeAny(r, q.Namespace, "scale-job", "submit-job"); err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
+		// Nomad's order: the HTTP agent decodes the body and compares the job ID, then
+		// Job.Scale checks the token, validates the request and looks the job up.
 		var req api.ScalingRequest
 		if err := decodeBody(r, &req); err != nil {
 			simhttp.WriteError(w, err)
 			return
 		}
-		if req.Target["Group"] == "" {
-			simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "missing task group name for scaling action"))
+		if job := req.Target["Job"]; job != "" && job != id {
+			simhttp.WriteError(w, errBadRequest("job ID in payload did not match URL"))
+			return
+		}
+		if err := c.authorizeAny(r, q.Namespace, "scale-job", "submit-job"); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+		if err := validateScaleRequest(&req, q.Namespace); err != nil {
+			simhttp.WriteError(w, err)
 			return
 		}
 		c.write(w, func() (uint64, any, error) {
-			j, err := c.lookupJob(q.Namespace, id)
-			if err != nil {
-				return 0, nil, err
+			j := c.jobs[jobKey{q.Namespace, id}]
+			if j == nil {
+				return 0, nil, notFound(fmt.Sprintf("job %q not found", id))
 			}
 			res, err := c.scaleLocked(j, &req)
 			if err != nil {

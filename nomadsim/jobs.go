@@ -122,6 +122,13 @@ func validateJob(job *api.Job) error {
 // registerLocked stores a new version of the job (when its spec changed) and evaluates it.
 // Callers hold c.mu.
 func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, error) {
+	return c.registerVersionLocked(job, trigger, false)
+}
+
+// registerVersionLocked is registerLocked; with always it stores a new version even for an
+// unchanged spec, as a scale does (Nomad's Job.Scale writes the job without comparing it,
+// and the state store bumps the version of every write).
+func (c *Cluster) registerVersionLocked(job *api.Job, trigger string, always bool) (*regResult, error) {
 	if err := validateJob(job); err != nil {
 		return nil, err
 	}
@@ -150,7 +157,7 @@ func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, erro
 	if j != nil {
 		prev = j.current()
 	}
-	if prev != nil && !specChanged(prev, job) {
+	if prev != nil && !always && !specChanged(prev, job) {
 		// Nomad creates no new version for an unchanged spec, but still evaluates it.
 		ev := c.createEval(j, trigger, evalOpts{})
 		return &regResult{EvalID: ev.ID, EvalCreateIndex: ev.CreateIndex, JobModifyIndex: deref(prev.JobModifyIndex), Index: ev.CreateIndex}, nil
@@ -216,43 +223,6 @@ func (c *Cluster) deregisterLocked(j *jobEntry, purge bool) *regResult {
 		c.publishJob(j, "JobDeregistered")
 	}
 	return &regResult{EvalID: ev.ID, EvalCreateIndex: ev.CreateIndex, JobModifyIndex: deref(j.current().JobModifyIndex), Index: ev.CreateIndex}
-}
-
-// scaleLocked changes a group's count, recording a scaling event.
-func (c *Cluster) scaleLocked(j *jobEntry, req *api.ScalingRequest) (*regResult, error) {
-	group := req.Target["Group"]
-	cur := j.current()
-	tg := findGroup(cur, group)
-	if tg == nil {
-		return nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("job does not contain task group %q", group))
-	}
-	prevCount := int64(deref(tg.Count))
-	now := c.clk.now()
-	ev := &api.ScalingEvent{Message: req.Message, Error: req.Error, Meta: req.Meta, PreviousCount: prevCount, Time: uint64(now.UnixNano())}
-	var res *regResult
-	if req.Count != nil {
-		if *req.Count < 0 {
-			return nil, simhttp.Errorf(http.StatusBadRequest, "scaling action count can't be negative")
-		}
-		next := cloneJob(cur)
-		findGroup(next, group).Count = ptr(int(*req.Count))
-		r, err := c.registerLocked(next, "job-scaling")
-		if err != nil {
-			return nil, err
-		}
-		res = r
-		ev.Count = req.Count
-		ev.EvalID = &r.EvalID
-	}
-	i := c.bump(tScaling)
-	ev.CreateIndex = i
-	j.scaleEvents[group] = append([]api.ScalingEvent{*ev}, j.scaleEvents[group]...)
-	if res == nil {
-		res = &regResult{JobModifyIndex: deref(cur.JobModifyIndex), Index: i}
-	} else {
-		res.Index = i
-	}
-	return res, nil
 }
 
 // summary computes the job summary from its allocations (Nomad keeps it incrementally).

@@ -78,7 +78,7 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 
 	// Versions: outdated allocations are updated in place or destructively.
 	cur := *job.Version
-	var current, old []*allocRun
+	var current, old, inplace []*allocRun
 	for _, ar := range occupying {
 		if ar.a.Job == nil || *ar.a.Job.Version == cur {
 			current = append(current, ar)
@@ -90,13 +90,9 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 			continue
 		}
 		if !destructiveChange(ar.a.Job, job, name) {
-			// The scheduler's in-place update carries the evaluation that made it.
-			ar.a.EvalID = plan.ev.ID
-			ar.a.Job = job
-			ar.tg = tg
-			ar.jobType = deref(job.Type)
-			ar.touchServer("AllocationUpdated")
-			du.InPlaceUpdate++
+			// Updated in place below, once the count has stopped what it does not
+			// need (Nomad stops before it updates: a stopped allocation keeps its version).
+			inplace = append(inplace, ar)
 			current = append(current, ar)
 			continue
 		}
@@ -247,8 +243,13 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 			live++
 		}
 	}
+	updated := c.updateInPlace(inplace, job, tg, plan, rolling, getDep)
 	if len(places) == 0 {
-		du.Ignore += uint64(len(current))
+		for _, ar := range current {
+			if !ar.serverTerminal() && !updated[ar] {
+				du.Ignore++
+			}
+		}
 		return
 	}
 	p := c.newPlacer(j, job, tg)
@@ -283,6 +284,32 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 	} else {
 		plan.queued[name] = 0
 	}
+}
+
+// updateInPlace applies the in-place updates of the allocations the count kept: each
+// carries the new job version and the evaluation that made it, and joins the plan's
+// deployment (a group with an update strategy makes one for the new version, as Nomad's
+// reconciler does for any in-place update), leaving any older one.
+func (c *Cluster) updateInPlace(inplace []*allocRun, job *api.Job, tg *api.TaskGroup, plan *evalPlan, rolling bool, getDep func() *api.Deployment) map[*allocRun]bool {
+	updated := map[*allocRun]bool{}
+	for _, ar := range inplace {
+		if ar.serverTerminal() {
+			continue
+		}
+		ar.a.EvalID = plan.ev.ID
+		ar.a.Job = job
+		ar.tg = tg
+		ar.jobType = deref(job.Type)
+		var d *api.Deployment
+		if rolling {
+			d = getDep()
+		}
+		c.moveToDeployment(ar, d)
+		ar.touchServer("AllocationUpdated")
+		plan.du(*tg.Name).InPlaceUpdate++
+		updated[ar] = true
+	}
+	return updated
 }
 
 // orphans are a group's allocations stopped to be replaced (migrated, lost, rescheduled)

@@ -1,0 +1,114 @@
+package nomadsim
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
+)
+
+// trackedScalingEvents is how many scaling events Nomad keeps per group
+// (JobTrackedScalingEvents), newest first.
+const trackedScalingEvents = 20
+
+// validateScaleRequest makes the checks Nomad's JobScaleRequest.Validate makes before the
+// job is looked up, with its wording (all 400s).
+func validateScaleRequest(req *api.ScalingRequest, namespace string) error {
+	if ns := req.Target["Namespace"]; ns != "" && ns != namespace {
+		return errBadRequest("namespace in payload did not match header")
+	}
+	if req.Target["Group"] == "" {
+		return errBadRequest("missing task group name for scaling action")
+	}
+	if req.Count != nil {
+		if *req.Count < 0 {
+			return errBadRequest("scaling action count can't be negative")
+		}
+		if req.Error {
+			return errBadRequest("scaling action should not contain count if error is true")
+		}
+	}
+	return nil
+}
+
+// scaleLocked is Nomad's Job.Scale once the request is valid and the job found. With a
+// count it refuses, in Nomad's order: a system job past 1, an unknown group, a count outside
+// the group's scaling policy (enabled or not), a job whose latest deployment is active, and
+// a JobModifyIndex that is not the job's (check-and-set); then it registers a new job
+// version (always, even for the same count) and evaluates it. Without a count it only
+// records the event. Every accepted request records a scaling event. Callers hold c.mu.
+func (c *Cluster) scaleLocked(j *jobEntry, req *api.ScalingRequest) (*regResult, error) {
+	group := req.Target["Group"]
+	cur := j.current()
+	if deref(cur.Type) == api.JobTypeSystem && req.Count != nil && *req.Count > 1 {
+		return nil, errBadRequest(`jobs of type "system" can only be scaled between 0 and 1`)
+	}
+	tg := findGroup(cur, group)
+	if tg == nil {
+		return nil, errBadRequest(fmt.Sprintf("task group %q specified for scaling does not exist in job", group))
+	}
+	prevCount := int64(deref(tg.Count))
+	now := c.clk.now()
+	ev := &api.ScalingEvent{Message: req.Message, Error: req.Error, Meta: req.Meta, PreviousCount: prevCount, Time: uint64(now.UnixNano())}
+	var res *regResult
+	if req.Count != nil {
+		if err := checkScaleLocked(j, cur, tg, *req.Count, req.JobModifyIndex); err != nil {
+			return nil, err
+		}
+		next := cloneJob(cur)
+		findGroup(next, group).Count = ptr(int(*req.Count))
+		r, err := c.registerVersionLocked(next, "job-scaling", true)
+		if err != nil {
+			return nil, err
+		}
+		res = r
+		ev.Count = req.Count
+		if r.EvalID != "" {
+			ev.EvalID = &r.EvalID
+		}
+	}
+	i := c.bump(tScaling)
+	ev.CreateIndex = i
+	events := append([]api.ScalingEvent{*ev}, j.scaleEvents[group]...)
+	if len(events) > trackedScalingEvents {
+		events = events[:trackedScalingEvents]
+	}
+	j.scaleEvents[group] = events
+	if res == nil {
+		// Nomad answers a count-less request with the job's ModifyIndex (not its
+		// JobModifyIndex) and no evaluation.
+		res = &regResult{JobModifyIndex: deref(cur.ModifyIndex)}
+	}
+	res.Index = i
+	return res, nil
+}
+
+// checkScaleLocked holds Nomad's refusals of a count: the scaling policy's bounds, an
+// active deployment of the job, a stale JobModifyIndex.
+func checkScaleLocked(j *jobEntry, cur *api.Job, tg *api.TaskGroup, count int64, jobModifyIndex uint64) error {
+	if p := tg.Scaling; p != nil {
+		// Nomad reads a policy without max as -1 (its registration refuses one); min
+		// defaults to the group's count when the job is registered.
+		minCount, maxCount := deref(p.Min), int64(-1)
+		if p.Max != nil {
+			maxCount = *p.Max
+		}
+		if count < minCount {
+			return errBadRequest(fmt.Sprintf("group count was less than scaling policy minimum: %d < %d", count, minCount))
+		}
+		if maxCount < count {
+			return errBadRequest(fmt.Sprintf("group count was greater than scaling policy maximum: %d > %d", count, maxCount))
+		}
+	}
+	if d := j.latestDeployment(); d != nil && deploymentActive(d) && d.JobCreateIndex == deref(cur.CreateIndex) {
+		return errBadRequest("job scaling blocked due to active deployment")
+	}
+	if jobModifyIndex > 0 && jobModifyIndex != deref(cur.JobModifyIndex) {
+		// A plain error in Nomad's RPC: the HTTP agent answers it with a 500.
+		return simhttp.Errorf(http.StatusInternalServerError, fmt.Sprintf(
+			"Enforcing job modify index %d: job exists with conflicting job modify index: %d", jobModifyIndex, deref(cur.JobModifyIndex)))
+	}
+	return nil
+}
