@@ -20,6 +20,11 @@ func (n *Nomad) readAlloc(ctx context.Context, id string, waitIndex uint64) (all
 		if waitIndex > 0 {
 			q.WaitIndex = waitIndex
 			q.WaitTime = n.wait
+			release, err := n.holdBlocking(ctx)
+			if err != nil {
+				return allocAt{}, err
+			}
+			defer release()
 		}
 		a, qm, err := n.client.Allocations().Info(id, q)
 		if err != nil {

@@ -84,11 +84,18 @@ func NewClient(cfg ClientConfig) (*api.Client, error) {
 	return c, nil
 }
 
-// MaxIdleConnsPerHost is how many idle connections to Nomad a client keeps. A driver sends
-// a whole batch's requests at once and holds a blocking query per allocation waited on;
-// the api module's default pool (GOMAXPROCS+1 idle connections) would close most of them
-// after each burst and dial (with TLS: handshake) them again for the next.
-const MaxIdleConnsPerHost = 256
+// MaxIdleConnsPerHost is how many idle connections to Nomad a client keeps: all it may
+// open. A driver sends a whole batch's requests at once; the api module's default pool
+// (GOMAXPROCS+1 idle connections) would close most of them after each burst and dial
+// (with TLS: handshake) them again for the next.
+const MaxIdleConnsPerHost = MaxConnsPerHost
+
+// MaxConnsPerHost bounds the connections a process opens to one Nomad address; requests
+// past it wait for a free one. Nomad refuses a client address more than
+// limits.http_max_conns_per_client (100 by default) with 429, which a driver sending a
+// batch of 100 restart requests at once passed on a real agent. Blocking queries are
+// bounded separately (DefaultMaxBlocking), so that they never take every connection.
+const MaxConnsPerHost = 64
 
 // NewTransport is the api module's HTTP transport (cleanhttp's pooled one, HTTP/1.1, TLS
 // 1.2 at least) with a pool sized for a driver's bursts. TLS is set up on it by
@@ -100,6 +107,7 @@ func NewTransport() *http.Transport {
 	// HTTP/1.1 as the api module does: its exec and websocket calls need it.
 	tr.ForceAttemptHTTP2 = false
 	tr.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	tr.MaxConnsPerHost = MaxConnsPerHost
 	return tr
 }
 

@@ -189,6 +189,11 @@ func (n *Nomad) jobAllocations(ctx context.Context, namespace, jobID string, wai
 		if waitIndex > 0 {
 			q.WaitIndex = waitIndex
 			q.WaitTime = n.wait
+			release, err := n.holdBlocking(ctx)
+			if err != nil {
+				return stubsAt{}, err
+			}
+			defer release()
 		}
 		s, qm, err := n.client.Jobs().Allocations(jobID, true, q)
 		if err != nil {

@@ -26,7 +26,19 @@ type Options struct {
 	WatchWait time.Duration
 	// Logger receives debug lines about retries; nil discards them.
 	Logger *slog.Logger
+	// MaxBlocking bounds the blocking queries (watches) in flight at once; zero:
+	// DefaultMaxBlocking. See DefaultMaxBlocking.
+	MaxBlocking int
 }
+
+// DefaultMaxBlocking is how many blocking queries one process holds open at once. Nomad
+// counts each as an open connection and refuses a client address more than
+// limits.http_max_conns_per_client (100 by default) with 429 "Your IP is issuing too many
+// concurrent connections": a driver watching a batch of 100 allocations one blocking query
+// each, plus its other requests, passed it on a real agent and lost its lease (whose
+// renewals were refused). A watch waits for a slot; the ones waiting are for allocations
+// already acted on, which change soon and free their slot, so no watch waits for ever.
+const DefaultMaxBlocking = 32
 
 // Nomad implements Cluster with the official github.com/hashicorp/nomad/api client.
 // It is safe for concurrent use.
@@ -35,6 +47,9 @@ type Nomad struct {
 	retry  RetryPolicy
 	wait   time.Duration
 	log    *slog.Logger
+
+	// blocking holds a token per blocking query in flight (Options.MaxBlocking).
+	blocking chan struct{}
 
 	mu     sync.Mutex
 	region string
@@ -49,7 +64,11 @@ func NewNomad(client *api.Client) *Nomad {
 
 // NewNomadWithOptions returns a Cluster backed by client.
 func NewNomadWithOptions(client *api.Client, opts Options) *Nomad {
-	n := &Nomad{client: client, retry: opts.Retry, wait: opts.WatchWait, log: opts.Logger, region: opts.Region}
+	if opts.MaxBlocking <= 0 {
+		opts.MaxBlocking = DefaultMaxBlocking
+	}
+	n := &Nomad{client: client, retry: opts.Retry, wait: opts.WatchWait, log: opts.Logger, region: opts.Region,
+		blocking: make(chan struct{}, opts.MaxBlocking)}
 	if n.retry == (RetryPolicy{}) {
 		n.retry = DefaultRetryPolicy()
 	}
@@ -60,6 +79,17 @@ func NewNomadWithOptions(client *api.Client, opts Options) *Nomad {
 		n.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return n
+}
+
+// holdBlocking takes a slot for a blocking query, waiting for one while ctx lasts; the
+// caller releases it when the query answered.
+func (n *Nomad) holdBlocking(ctx context.Context) (release func(), err error) {
+	select {
+	case n.blocking <- struct{}{}:
+		return func() { <-n.blocking }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Client returns the api client, for callers that need an endpoint Cluster does not cover.

@@ -23,6 +23,11 @@ func (n *Nomad) WatchPlacementFailure(ctx context.Context, namespace, jobID, gro
 			q := queryOpts(ctx, namespace)
 			q.WaitIndex = waitIndex
 			q.WaitTime = n.wait
+			release, err := n.holdBlocking(ctx)
+			if err != nil {
+				return evalsAt{}, err
+			}
+			defer release()
 			// Only the job's blocked evaluations, filtered by Nomad: the job's whole list
 			// grows with every stop of a -reschedule and would be read again per change.
 			q.Params = map[string]string{"job": jobID, "status": api.EvalStatusBlocked}

@@ -26,6 +26,8 @@ type Scaler interface {
 	// LatestDeployment blocks until the job's latest deployment changes past afterIndex (0:
 	// at once), then returns it (nil when the job has none) and the index to watch from.
 	LatestDeployment(ctx context.Context, namespace, jobID string, afterIndex uint64) (*DeploymentState, uint64, error)
+	// FailDeployment marks a deployment failed (`nomad deployment fail`).
+	FailDeployment(ctx context.Context, namespace, deploymentID string) error
 }
 
 // JobScale is what a surge needs of a job's current version.
@@ -43,7 +45,10 @@ type GroupScale struct {
 	Count int
 	// Scaling is true when the group has an enabled scaling block: a policy the
 	// autoscaler acts on. Min and Max are its bounds.
-	Scaling  bool
+	Scaling bool
+	// Bounded is true when the group has a scaling block, enabled or not: Nomad refuses a
+	// count outside Min and Max either way.
+	Bounded  bool
 	Min, Max int64
 	// Rolling is true when the group has an update strategy: Nomad then makes a
 	// deployment for a new job version of a service job, a scale included.
@@ -109,8 +114,11 @@ func jobScale(job *api.Job) *JobScale {
 			continue
 		}
 		g := GroupScale{Count: scaleDeref(tg.Count)}
-		if s := tg.Scaling; s != nil && (s.Enabled == nil || *s.Enabled) {
-			g.Scaling = true
+		if s := tg.Scaling; s != nil {
+			// Nomad holds a scale within the block's bounds even when the policy is
+			// disabled; only an enabled one means an autoscaler manages the count.
+			g.Scaling = s.Enabled == nil || *s.Enabled
+			g.Bounded = true
 			g.Min, g.Max = scaleDeref(s.Min), scaleDeref(s.Max)
 		}
 		// The job's update block is merged into its groups by Nomad's canonicalization;
@@ -159,6 +167,20 @@ func classifyScale(err error) error {
 }
 
 // LatestDeployment follows the job's latest deployment with a blocking query.
+// FailDeployment marks a deployment failed, as `nomad deployment fail` does, so that Nomad
+// accepts a new scale of its job.
+func (n *Nomad) FailDeployment(ctx context.Context, namespace, deploymentID string) error {
+	_, err := write(ctx, n, "failing deployment", func(ctx context.Context) (struct{}, error) {
+		wo := (&api.WriteOptions{Namespace: namespace}).WithContext(ctx)
+		_, _, err := n.client.Deployments().Fail(deploymentID, wo)
+		return struct{}{}, err
+	})
+	if err != nil {
+		return fmt.Errorf("failing deployment %q: %w", deploymentID, classify(err, nil))
+	}
+	return nil
+}
+
 func (n *Nomad) LatestDeployment(ctx context.Context, namespace, jobID string, afterIndex uint64) (*DeploymentState, uint64, error) {
 	type answer struct {
 		d     *api.Deployment
@@ -168,6 +190,11 @@ func (n *Nomad) LatestDeployment(ctx context.Context, namespace, jobID string, a
 		q := queryOpts(ctx, namespace)
 		if afterIndex > 0 {
 			q.WaitIndex, q.WaitTime = afterIndex, n.wait
+			release, err := n.holdBlocking(ctx)
+			if err != nil {
+				return answer{}, err
+			}
+			defer release()
 		}
 		d, qm, err := n.client.Jobs().LatestDeployment(jobID, q)
 		if err != nil {

@@ -85,22 +85,30 @@ func (e *Engine) observeTimes(a *restart.Alloc) {
 // services, resolves each group's times from its update block where the flags did not set
 // them, and, when Consul checks count, makes sure Consul answers before anything changes.
 func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc) error {
-	if spec.Health != restart.HealthAuto && spec.Health != restart.HealthChecks {
+	if spec.Health == restart.HealthNone {
 		return nil
 	}
 	apiJob, err := e.jobSpec(ctx, job.Namespace, job.ID)
 	if err != nil {
-		if spec.Health == restart.HealthAuto {
+		switch spec.Health {
+		case restart.HealthAuto:
 			e.log.Warn("cannot read the job's checks; waiting for the tasks to run only", "job", job.ID, "err", err)
 			spec.Health = restart.HealthRunning
+			return nil
+		case restart.HealthRunning:
+			e.log.Warn("cannot read the job's update block; the healthy deadline is the flag's or Nomad's default", "job", job.ID, "err", err)
 			return nil
 		}
 		return fmt.Errorf("reading the checks of job %q: %w", job.ID, err)
 	}
 	groups := targetGroups(kept)
-	mode := health.ResolveMode(health.Mode(spec.Health), apiJob, groups)
+	mode := health.ModeRunning
+	if spec.Health != restart.HealthRunning {
+		mode = health.ResolveMode(health.Mode(spec.Health), apiJob, groups)
+	}
 	if mode != health.ModeChecks {
 		spec.Health = restart.HealthRunning
+		resolveRunningTimes(spec, apiJob, groups)
 		return nil
 	}
 	spec.Health = restart.HealthChecks
@@ -146,6 +154,24 @@ func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *res
 	}
 	spec.ConsulAddress = consul.Address()
 	return nil
+}
+
+// resolveRunningTimes gives -health running each group's healthy deadline from its update
+// block (Nomad's healthy_deadline, the bound of a deployment's wait for the same thing) where
+// -healthy-deadline is not given. The min-healthy time stays the flag's (none by default):
+// without checks there is nothing to watch stay healthy but the tasks themselves.
+func resolveRunningTimes(spec *restart.Spec, apiJob *api.Job, groups []string) {
+	if spec.HealthyDeadlineGiven {
+		return
+	}
+	spec.GroupHealth = map[string]restart.GroupHealth{}
+	for _, g := range groups {
+		_, deadline, _ := health.Defaults(apiJob, g)
+		if deadline <= spec.MinHealthyTime {
+			deadline = spec.HealthyDeadline // the flag's min-healthy time needs room
+		}
+		spec.GroupHealth[g] = restart.GroupHealth{MinHealthyTime: spec.MinHealthyTime, HealthyDeadline: deadline}
+	}
 }
 
 func targetGroups(kept []*restart.Alloc) []string {

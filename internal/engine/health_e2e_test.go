@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -264,12 +265,37 @@ func TestGateRefusesUnreachableConsul(t *testing.T) {
 	}
 }
 
-// TestGateAutoWithoutChecks: -health auto on a job without checks waits for running only.
+// TestGateAutoWithoutChecks: -health auto on a job without checks waits for running only,
+// within the update block's healthy deadline; so does -health running, unless
+// -healthy-deadline is given.
 func TestGateAutoWithoutChecks(t *testing.T) {
 	env := startGateSim(t, "http://127.0.0.1:1")
 	env.registerJob(t, checkedJob("web", 1, "", "", time.Second, time.Minute))
-	rec := env.plan(t, "web", restart.Spec{Health: restart.HealthAuto, Yes: true})
-	if rec.Spec.Health != restart.HealthRunning || rec.Spec.GroupHealth != nil {
-		t.Fatalf("auto resolved to %q %v, want running", rec.Spec.Health, rec.Spec.GroupHealth)
+	fromBlock := map[string]restart.GroupHealth{"web": {HealthyDeadline: time.Minute}}
+	for _, tc := range []struct {
+		name string
+		spec restart.Spec
+		want map[string]restart.GroupHealth
+	}{
+		{"auto", restart.Spec{Health: restart.HealthAuto, Yes: true}, fromBlock},
+		{"running", restart.Spec{Health: restart.HealthRunning, Yes: true}, fromBlock},
+		{"running with -healthy-deadline", restart.Spec{Health: restart.HealthRunning, Yes: true,
+			HealthyDeadline: 2 * time.Minute, HealthyDeadlineGiven: true}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			p, err := env.e.Plan(ctx, Request{Job: "web", Spec: tc.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := p.Record
+			if rec.Spec.Health != restart.HealthRunning || !maps.Equal(rec.Spec.GroupHealth, tc.want) {
+				t.Fatalf("resolved to %q %v, want running %v", rec.Spec.Health, rec.Spec.GroupHealth, tc.want)
+			}
+			if _, deadline := rec.Spec.HealthTimes("web"); deadline != max(time.Minute, tc.spec.HealthyDeadline) {
+				t.Fatalf("healthy deadline %s", deadline)
+			}
+		})
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 // stayedReady waits minTime (local clock: a duration, never compared with Nomad's times) while
 // following the allocation with blocking queries from index. It reports true when ok held for
-// the whole time, or false with the allocation that broke it and the index reached.
+// the whole time (as a last read confirms), or false with the allocation that broke it and
+// the index reached.
 func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTime time.Duration, ok func(*restart.Alloc) bool) (bool, *restart.Alloc, uint64, error) {
 	if minTime <= 0 {
 		return true, nil, index, nil
@@ -32,6 +33,16 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 		}(index)
 		select {
 		case <-timer.C:
+			// The watch may have waited for a slot (blocking queries are bounded per
+			// process) and seen nothing: confirm with a plain read before saying so.
+			cancel()
+			a, err := d.readAlloc(ctx, id)
+			if err != nil {
+				return false, nil, index, err
+			}
+			if !ok(a) {
+				return false, a, max(index, a.ModifyIndex), nil
+			}
 			return true, nil, index, nil
 		case <-ctx.Done():
 			return false, nil, index, ctx.Err()

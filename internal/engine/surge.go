@@ -77,7 +77,7 @@ func surgeRefusal(spec restart.Spec, js *cluster.JobScale, groups []string) erro
 			return fmt.Errorf("group %q of job %q has a scaling policy (count %d, min %d, max %d): its count is managed by the autoscaler, which may undo the surge or be undone by it; add -surge-ignore-scaling to surge anyway, or drop -surge",
 				g, js.ID, gs.Count, gs.Min, gs.Max)
 		}
-		if gs.Scaling && int64(gs.Count+spec.Surge) > gs.Max {
+		if gs.Bounded && int64(gs.Count+spec.Surge) > gs.Max {
 			return fmt.Errorf("group %q of job %q may run at most %d allocations (its scaling policy's max), so -surge %d from %d is refused by Nomad; lower -surge",
 				g, js.ID, gs.Max, spec.Surge, gs.Count)
 		}
@@ -371,6 +371,7 @@ func (d *driver) surgeGroupDown(ctx context.Context, sc cluster.Scaler, group st
 				sg.Phase, sg.DownTime = restart.SurgeDown, d.e.now()
 				return d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Group %q was not scaled; its count stays %d", group, sg.From))
 			case gs.Count == sg.To:
+				sg.UpIndex = sg.ScaledIndex
 				sg.Phase, sg.JobModifyIndex, sg.ScaledIndex = restart.SurgeScalingDown, js.JobModifyIndex, 0
 				if err := d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Scaling group %q back to %d", group, sg.From)); err != nil {
 					return err
@@ -424,8 +425,15 @@ func (d *driver) surgeGroupDown(ctx context.Context, sc cluster.Scaler, group st
 			}
 			continue
 		case errors.Is(err, cluster.ErrScaleBlocked):
-			// Nomad refuses to scale while a deployment runs (ours, when the restart ends
-			// during the surge's own deployment): wait for it to end.
+			// Nomad refuses to scale while a deployment runs. The surge's own (its new
+			// allocations never got healthy, and the restart is ending) would run until the
+			// job's own deadlines: fail it, so that the count comes back now. Another's
+			// is waited for.
+			if failed, ferr := d.failSurgeDeployment(ctx, sc, *sg); ferr != nil {
+				d.log.Warn("failing the surge's own deployment", "group", group, "err", ferr)
+			} else if failed {
+				continue
+			}
 			if werr := d.awaitDeploymentEnd(ctx, sc, 0, time.Until(giveUp)); werr != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -442,6 +450,22 @@ func (d *driver) surgeGroupDown(ctx context.Context, sc cluster.Scaler, group st
 		}
 		return restore(*sg, err)
 	}
+}
+
+// failSurgeDeployment fails the job's active deployment when it is the one the surge's
+// scale-up made (its JobSpecModifyIndex is the scale-up's), and reports whether it did.
+func (d *driver) failSurgeDeployment(ctx context.Context, sc cluster.Scaler, sg restart.SurgeGroup) (bool, error) {
+	if sg.UpIndex == 0 {
+		return false, nil // the scale-up's index is unknown: never fail another's
+	}
+	dep, _, err := sc.LatestDeployment(ctx, d.jobNS, d.jobID, 0)
+	if err != nil || dep == nil || !dep.Active() || dep.JobSpecModifyIndex != sg.UpIndex {
+		return false, err
+	}
+	if err := sc.FailDeployment(ctx, d.jobNS, dep.ID); err != nil {
+		return false, err
+	}
+	return true, d.saveSurge(ctx, sg, restart.EventSurge, fmt.Sprintf("Failed deployment %q of the surge of group %q, so that it can scale back", short(dep.ID), sg.Group))
 }
 
 // plannedIDs are the planned allocations and their replacements: the allocations the

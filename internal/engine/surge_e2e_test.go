@@ -19,14 +19,9 @@ import (
 )
 
 // surgeJob is a service job of one group "web" of count allocations, with a Nomad-native
-// check scripted as given and max_parallel 0 (no deployments): nomadsim's deployment for a
-// scale never completes (it leaves the allocations updated in place out of it, where Nomad
-// puts them in), so these tests keep Nomad from making one; surge_test.go covers the
-// deployment wait.
+// check scripted as given and an update block: each scale makes a deployment, as on Nomad.
 func surgeJob(count int, script string) *api.Job {
-	j := checkedJob("web", count, script, "", time.Second, 20*time.Second)
-	j.TaskGroups[0].Update = &api.UpdateStrategy{MaxParallel: ptr(0)}
-	return j
+	return checkedJob("web", count, script, "", time.Second, 20*time.Second)
 }
 
 // surgeSpec is -health checks with the gate's times given as flags (the job has no update
@@ -253,6 +248,15 @@ func TestSurgeRestoredOnFailure(t *testing.T) {
 	}
 	if g := final.Surge[0]; g.Phase != restart.SurgeDown {
 		t.Errorf("surge %+v, want down", g)
+	}
+	// The scale-up's deployment could never succeed; Nomad refuses to scale during it, so
+	// the restart failed it (its own, and only its own) to scale back.
+	failedDep := false
+	for _, ev := range final.Events {
+		failedDep = failedDep || strings.HasPrefix(ev.Message, "Failed deployment")
+	}
+	if !failedDep {
+		t.Errorf("no event says the surge's deployment was failed:\n%s", dt.log.messages())
 	}
 	checkSurgeEvents(t, env.client, final, 1, 2)
 }

@@ -54,6 +54,8 @@ func (f *fakeScaler) ScaleGroup(ctx context.Context, ns, jobID, group string, co
 	return &cluster.ScaleResult{JobModifyIndex: f.jmi}, nil
 }
 
+func (f *fakeScaler) FailDeployment(ctx context.Context, ns, id string) error { return nil }
+
 func (f *fakeScaler) LatestDeployment(ctx context.Context, ns, jobID string, after uint64) (*cluster.DeploymentState, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -186,9 +188,10 @@ func TestSurgeRefusal(t *testing.T) {
 		{"service", restart.Spec{Surge: 1}, job("service", cluster.GroupScale{Count: 1}), ""},
 		{"batch", restart.Spec{Surge: 1}, job("batch", cluster.GroupScale{Count: 1}), "service jobs only"},
 		{"system", restart.Spec{Surge: 1}, job("system", cluster.GroupScale{Count: 1}), "service jobs only"},
-		{"scaling policy", restart.Spec{Surge: 1}, job("service", cluster.GroupScale{Count: 1, Scaling: true, Min: 1, Max: 5}), "-surge-ignore-scaling"},
-		{"scaling policy ignored", restart.Spec{Surge: 1, SurgeIgnoreScaling: true}, job("service", cluster.GroupScale{Count: 1, Scaling: true, Min: 1, Max: 5}), ""},
-		{"past the policy's max", restart.Spec{Surge: 2, SurgeIgnoreScaling: true}, job("service", cluster.GroupScale{Count: 4, Scaling: true, Min: 1, Max: 5}), "lower -surge"},
+		{"scaling policy", restart.Spec{Surge: 1}, job("service", cluster.GroupScale{Count: 1, Scaling: true, Bounded: true, Min: 1, Max: 5}), "-surge-ignore-scaling"},
+		{"scaling policy ignored", restart.Spec{Surge: 1, SurgeIgnoreScaling: true}, job("service", cluster.GroupScale{Count: 1, Scaling: true, Bounded: true, Min: 1, Max: 5}), ""},
+		{"past the policy's max", restart.Spec{Surge: 2, SurgeIgnoreScaling: true}, job("service", cluster.GroupScale{Count: 4, Scaling: true, Bounded: true, Min: 1, Max: 5}), "lower -surge"},
+		{"past a disabled policy's max", restart.Spec{Surge: 2}, job("service", cluster.GroupScale{Count: 4, Bounded: true, Min: 1, Max: 5}), "lower -surge"},
 		{"group gone", restart.Spec{Surge: 1}, &cluster.JobScale{ID: "web", Type: "service"}, "no longer in job"},
 		{"stopped", restart.Spec{Surge: 1}, &cluster.JobScale{ID: "web", Type: "service", Stopped: true}, "stopped"},
 	} {

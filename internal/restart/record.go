@@ -226,9 +226,13 @@ type SurgeGroup struct {
 	JobModifyIndex uint64 `json:",omitempty"`
 	// ScaledIndex is the JobModifyIndex Nomad answered the last scale request with: the
 	// deployment made for it (if any) has that JobSpecModifyIndex.
-	ScaledIndex uint64    `json:",omitempty"`
-	UpTime      time.Time `json:",omitempty"`
-	DownTime    time.Time `json:",omitempty"`
+	ScaledIndex uint64 `json:",omitempty"`
+	// UpIndex is the ScaledIndex of the scale-up, kept while scaling down: a deployment
+	// with that JobSpecModifyIndex is the surge's own, which the restart may fail to
+	// scale back.
+	UpIndex  uint64    `json:",omitempty"`
+	UpTime   time.Time `json:",omitempty"`
+	DownTime time.Time `json:",omitempty"`
 	// Note says what was found when the count was not ours any more, or why it could not
 	// be restored.
 	Note string `json:",omitempty"`

@@ -27,9 +27,10 @@ type Spec struct {
 	HealthyDeadline time.Duration
 	// MinHealthyTime is how long an allocation must stay healthy before it counts as done.
 	MinHealthyTime time.Duration `json:",omitempty"`
-	// GroupHealth holds, for HealthChecks, each targeted group's min-healthy time and
-	// healthy deadline as resolved at planning: the flags where given, else the group's
-	// update block, else Nomad's defaults. A group missing here uses the fields above.
+	// GroupHealth holds each targeted group's min-healthy time and healthy deadline as
+	// resolved at planning: the flags where given, else the group's update block, else
+	// Nomad's defaults (for HealthRunning only the deadline comes from the update block).
+	// A group missing here uses the fields above.
 	GroupHealth map[string]GroupHealth `json:",omitempty"`
 	// ConsulAddress is where Consul's health API was reached at planning (no token is
 	// recorded), so that a driver resuming the restart elsewhere reads the same Consul;
