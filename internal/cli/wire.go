@@ -28,26 +28,35 @@ type nomadBackend struct {
 }
 
 func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (session, error) {
-	client, err := cluster.NewClient(cluster.ClientConfig{
+	cc := cluster.ClientConfig{
 		Address: cf.address, Region: cf.region, Namespace: cf.namespace, Token: cf.token,
 		CACert: cf.caCert, CAPath: cf.caPath, ClientCert: cf.clientCert, ClientKey: cf.clientKey,
 		TLSServerName: cf.tlsServerName, Insecure: cf.insecure,
-	})
+	}
+	client, err := cluster.NewClient(cc)
 	if err != nil {
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
-	return &nomadSession{client: client, cluster: cluster.NewNomad(client), logger: logger, holder: holder, localDir: b.localDir,
-		health: engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}}, nil
+	// The records get a client of their own (cluster.StoreMaxConns).
+	cc.MaxConns = cluster.StoreMaxConns
+	storeClient, err := cluster.NewClient(cc)
+	if err != nil {
+		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+	}
+	return &nomadSession{client: client, storeClient: storeClient, cluster: cluster.NewNomad(client), logger: logger, holder: holder,
+		localDir: b.localDir, health: engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}}, nil
 }
 
 // nomadSession is a session on one Nomad client.
 type nomadSession struct {
-	client   *api.Client
-	cluster  *cluster.Nomad
-	logger   *slog.Logger
-	holder   string
-	localDir string
-	health   engine.HealthConfig
+	client *api.Client
+	// storeClient is client with a connection pool of its own, for the record store.
+	storeClient *api.Client
+	cluster     *cluster.Nomad
+	logger      *slog.Logger
+	holder      string
+	localDir    string
+	health      engine.HealthConfig
 
 	once     sync.Once
 	local    store.Store

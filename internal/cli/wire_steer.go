@@ -27,10 +27,16 @@ func (a engineAdapter) Answer(ctx context.Context, namespace, id, answer, by str
 	return a.e.Answer(ctx, namespace, id, answer, by)
 }
 
-// nomadStore is the Nomad Variables store of this session (built once: it holds no
-// connection of its own, only the client).
+// nomadStore is the Nomad Variables store of this session (built once), on the session's
+// store client.
 func (s *nomadSession) nomadStore() store.Store {
-	s.nomadOnce.Do(func() { s.nomad = store.NewNomad(s.client, store.NomadOptions{}) })
+	s.nomadOnce.Do(func() {
+		c := s.storeClient
+		if c == nil {
+			c = s.client
+		}
+		s.nomad = store.NewNomad(c, store.NomadOptions{})
+	})
 	return s.nomad
 }
 

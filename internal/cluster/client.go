@@ -28,6 +28,8 @@ type ClientConfig struct {
 	ClientKey     string
 	TLSServerName string
 	Insecure      bool
+	// MaxConns bounds the connections the client opens to Nomad; zero: MaxConnsPerHost.
+	MaxConns int
 }
 
 // APIConfig layers cfg over api.DefaultConfig() exactly as Nomad's Meta.clientConfig does:
@@ -72,7 +74,11 @@ func NewClient(cfg ClientConfig) (*api.Client, error) {
 	conf := cfg.APIConfig()
 	if !strings.HasPrefix(conf.Address, "unix://") {
 		// The api module's own client for a unix socket is kept; TCP gets a bigger pool.
-		conf.HttpClient = &http.Client{Transport: NewTransport()}
+		tr := NewTransport()
+		if cfg.MaxConns > 0 {
+			tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = cfg.MaxConns, cfg.MaxConns
+		}
+		conf.HttpClient = &http.Client{Transport: tr}
 		if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
 			return nil, fmt.Errorf("configuring TLS for Nomad at %s: %w", conf.Address, err)
 		}
@@ -96,6 +102,12 @@ const MaxIdleConnsPerHost = MaxConnsPerHost
 // batch of 100 restart requests at once passed on a real agent. Blocking queries are
 // bounded separately (DefaultMaxBlocking), so that they never take every connection.
 const MaxConnsPerHost = 64
+
+// StoreMaxConns bounds the connections of the client that keeps restart records (its
+// writes, its record watch, its lease renewals): a pool of its own, so that a renewal never
+// waits behind a batch's requests (a restart request lasts as long as the task takes to
+// stop), and small, so that with MaxConnsPerHost the process stays under Nomad's 100.
+const StoreMaxConns = 16
 
 // NewTransport is the api module's HTTP transport (cleanhttp's pooled one, HTTP/1.1, TLS
 // 1.2 at least) with a pool sized for a driver's bursts. TLS is set up on it by
