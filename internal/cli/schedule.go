@@ -165,7 +165,11 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 	if o.json {
 		return writeJSON(a.stdout, sc)
 	}
-	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s (%s)", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), sc.When()))
+	when := ""
+	if sc.Cron != "" {
+		when = " (" + sc.When() + ")"
+	}
+	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), when))
 	if len(rec.Allocs) == 0 {
 		p.plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
 	}
