@@ -39,8 +39,15 @@ func TestRunHealthChecks(t *testing.T) {
 		t.Fatalf("-health running: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 
+	// Every allocation fails its check: with the default budget (the batch size, 1) the
+	// other one's failing check holds the batch back (the budget counts it); a budget of
+	// 2 lets the batch start, and the restarted allocation fails at the deadline.
 	c.ScriptCheck("default", "broken", "ready", "fail")
 	code, out, errOut = e.run(ctx, "run", "-on-error=fail", "-state=local", "broken")
+	if code != 1 || !strings.Contains(out+errOut, "failing its health checks") {
+		t.Fatalf("exit %d, want 1 naming the failing checks\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = e.run(ctx, "run", "-on-error=fail", "-state=local", "-max-unavailable=2", "broken")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

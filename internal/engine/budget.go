@@ -23,6 +23,12 @@ type jobAllocWatcher interface {
 // budgets computes, for each group of batch b, how the batch would spend its availability
 // budget given the job's allocations now.
 func budgets(r *restart.Record, spec restart.Spec, job *restart.Job, b int, allocs []*restart.Alloc) []restart.GroupBudget {
+	return budgetsWith(r, spec, job, b, allocs, nil)
+}
+
+// budgetsWith is budgets where the allocations of failing (by ID: what they fail) run by
+// their task states but fail their health checks: out of service (budgetChecks).
+func budgetsWith(r *restart.Record, spec restart.Spec, job *restart.Job, b int, allocs []*restart.Alloc, failing map[string]string) []restart.GroupBudget {
 	idx := r.BatchAllocs(b)
 	inBatch := map[string]bool{}
 	for _, i := range idx {
@@ -56,6 +62,11 @@ func budgets(r *restart.Record, spec restart.Spec, job *restart.Job, b int, allo
 			live[a.Group]++
 		}
 		switch {
+		case restart.Serving(a) && failing[a.ID] != "" && !inBatch[a.ID] && !failed[a.ID]:
+			gb.Failing++
+			if gb.FailingWhy == "" {
+				gb.FailingWhy = fmt.Sprintf("allocation %s: %s", short(a.ID), failing[a.ID])
+			}
 		case restart.Serving(a):
 			gb.Serving++
 			if inBatch[a.ID] {
@@ -128,6 +139,8 @@ func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (boo
 		deadline = max(deadline, dl)
 	}
 	d.mu.Unlock()
+	checks := first.checks
+	d.noteBudgetChecks(b, checks)
 	if first.atHand {
 		return true, nil
 	}
@@ -139,8 +152,11 @@ func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (boo
 	updates := d.watchJobAllocs(wctx)
 	var w waitSaver
 	var why string
+	var allocs []*restart.Alloc
+	// recheck re-reads the checks while allocations fail them: they have no blocking
+	// query (budgetChecksEvery); nil while nothing fails.
+	var recheck <-chan time.Time
 	for {
-		var allocs []*restart.Alloc
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
@@ -149,6 +165,12 @@ func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (boo
 				return false, fmt.Errorf("reading the allocations of job %q for its availability budget: %w", d.jobID, u.err)
 			}
 			allocs = u.allocs
+			if checks.due() <= 0 {
+				checks.read(ctx, allocs)
+			}
+		case <-recheck:
+			recheck = nil
+			checks.read(ctx, allocs)
 		case <-d.changed:
 			d.mu.Lock()
 			intent := d.rec.Control.Intent
@@ -160,8 +182,13 @@ func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (boo
 		case <-giveUp.C:
 			return false, d.failBatch(ctx, b, fmt.Errorf("gave up after %s waiting for the %s", deadline, why))
 		}
+		if ctx.Err() != nil {
+			return false, ctx.Err() // a read cut short is no verdict
+		}
+		failing := checks.failing(allocs)
+		d.noteBudgetChecks(b, checks)
 		d.mu.Lock()
-		bs := budgets(d.rec, d.spec, job, b, allocs)
+		bs := budgetsWith(d.rec, d.spec, job, b, allocs, failing)
 		d.mu.Unlock()
 		why = ""
 		for _, g := range bs {
@@ -172,6 +199,9 @@ func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (boo
 		}
 		if why == "" {
 			return true, nil
+		}
+		if len(failing) > 0 && recheck == nil {
+			recheck = time.After(max(checks.due(), 0))
 		}
 		d.log.Info("batch waits for the availability budget", "batch", b, "why", why)
 		if err := w.saveBatch(ctx, d, b, why); err != nil {
@@ -186,6 +216,9 @@ type budgetStart struct {
 	job    *restart.Job
 	err    error
 	atHand bool
+	// checks reads the health checks of the batch's groups (nil: the restart waits for no
+	// checks); the fast path read them once already when it could.
+	checks *budgetChecks
 }
 
 func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
@@ -193,7 +226,21 @@ func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
 	if err != nil {
 		return budgetStart{err: fmt.Errorf("reading job %q for its availability budget: %w", d.jobID, err)}
 	}
-	return budgetStart{job: job, atHand: d.budgetAtHand(ctx, job, b)}
+	st := budgetStart{job: job, atHand: d.budgetAtHand(ctx, job, b), checks: newBudgetChecks(d, b)}
+	// Groups too big to have their checks read are not: nor is the job's whole list of
+	// allocations read before each batch for them (its size grows with the job).
+	if st.atHand && st.checks != nil && !st.checks.allTooBig(job) {
+		// Every allocation runs, but some may fail their checks: the fast path holds only
+		// when none of the batch's groups has one that does.
+		allocs, _, err := d.e.cluster.JobAllocations(ctx, d.jobNS, d.jobID)
+		if err != nil {
+			st.atHand = false
+		} else {
+			st.checks.read(ctx, allocs)
+			st.atHand = len(st.checks.failing(allocs)) == 0
+		}
+	}
+	return st
 }
 
 // budgetAtHand reports, from the job's summary (one small read), that every group of batch b

@@ -55,6 +55,12 @@ type GroupBudget struct {
 	Group string
 	// Count is the group's allocation count; Serving how many of its allocations serve now.
 	Count, Serving int
+	// Failing are allocations outside the batch that run by their task states but fail
+	// their health checks (-health checks): out of service, and not counted in Serving.
+	// FailingWhy is what the first of them fails ("allocation 1a2b3c4d: check http
+	// (consul) critical"), for the operator.
+	Failing    int
+	FailingWhy string
 	// Accepted are allocations this restart already reported failed (the operator chose to
 	// go on past them): they are not counted again.
 	Accepted int
@@ -80,6 +86,17 @@ func (g GroupBudget) Fits() bool {
 
 // Why says what the batch waits for, in the operator's words.
 func (g GroupBudget) Why() string {
-	return fmt.Sprintf("availability budget of group %q: %d of %d allocations out of service, %d more to restart, at most %d at once",
-		g.Group, max(g.Count-g.Serving-g.Accepted, 0), g.Count, g.InBatch, g.Budget)
+	failing := ""
+	if g.Failing > 0 {
+		failing = fmt.Sprintf(" (%d failing their health checks", g.Failing)
+		if g.Failing == 1 {
+			failing = " (1 failing its health checks"
+		}
+		if g.FailingWhy != "" {
+			failing += ", " + g.FailingWhy
+		}
+		failing += ")"
+	}
+	return fmt.Sprintf("availability budget of group %q: %d of %d allocations out of service%s, %d more to restart, at most %d at once",
+		g.Group, max(g.Count-g.Serving-g.Accepted, 0), g.Count, failing, g.InBatch, g.Budget)
 }
