@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ const benchBatch = 100
 //	             variables included)
 //	bytes/alloc  response bytes Nomad sent back per restarted allocation
 //	ms/batch     the driver's added latency per batch, median (see batchLatency)
-//	MiB-rss      the driver process's peak resident memory
+//	MiB-rss      the driver process's peak resident memory (its VmHWM: see peakRSS)
 //
 // Run it with -benchtime=1x: one iteration is a whole restart.
 func BenchmarkRestart(b *testing.B) {
@@ -77,7 +76,7 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: benchScale, Seed: 7})
+	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: benchScale, Seed: 7, MaxConnsPerClient: 100})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +100,10 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	rctx, stopRSS := context.WithCancel(ctx)
+	peak := peakRSS(rctx, ch.cmd.Process.Pid)
 	code, err := ch.wait(ctx)
+	stopRSS()
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
@@ -124,14 +126,11 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	}
 	// The least any graceful driver pays per batch, measured on the same cluster and job
 	// right after: what nomad-restart adds beyond it is its own overhead.
-	minimal, err := minimalBatches(ctx, client, "bench", resched, 10)
+	minimal, err := minimalBatches(ctx, c.Addr(), "bench", resched, 10)
 	if err != nil {
 		b.Fatalf("minimal driver: %v", err)
 	}
-	var rss float64
-	if ru, ok := ch.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = float64(ru.Maxrss) / 1024 // Linux reports KiB
-	}
+	rss := float64(peak()) / 1024 // KiB
 	b.ReportMetric(float64(stats.Requests)/float64(n), "req/alloc")
 	b.ReportMetric(float64(stats.ResponseBytes)/float64(n), "bytes/alloc")
 	b.ReportMetric(lat.median.Seconds()*1000, "ms/batch")

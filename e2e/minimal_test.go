@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 )
 
 // minimalBatches restarts up to batches batches of benchBatch allocations of the job the
@@ -17,7 +20,14 @@ import (
 // and job right after nomad-restart, it tells how much of a batch's time is the
 // simulation's and the request round trips' that any driver pays, and so what
 // nomad-restart adds beyond them.
-func minimalBatches(ctx context.Context, client *api.Client, job string, resched bool, batches int) ([]time.Duration, error) {
+func minimalBatches(ctx context.Context, addr string, job string, resched bool, batches int) ([]time.Duration, error) {
+	// A pool of at most 64 connections, as nomad-restart's: under Nomad's limit of 100 per
+	// client address (nomadsim enforces it here), which one connection per allocation of a
+	// batch of 100 passes.
+	client, err := api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: cluster.NewTransport()}})
+	if err != nil {
+		return nil, err
+	}
 	stubs, _, err := client.Jobs().Allocations(job, false, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return nil, err
