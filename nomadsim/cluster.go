@@ -42,6 +42,12 @@ type Options struct {
 	// the servers, in simulated time: 0 is Nomad's allocSyncIntv (200ms); negative makes
 	// client changes visible to server reads at once (an unfaithful shortcut).
 	AllocSyncInterval time.Duration
+	// MaxConnsPerClient is the agent's limits.http_max_conns_per_client: how many TCP
+	// connections one client IP may hold open on the Nomad listener at once (idle
+	// keep-alive ones included); the next is answered 429 and closed, as Nomad does. 0 is
+	// no limit (Nomad's default is 100: cmd/nomadsim uses that); negative is an error. The
+	// Consul listener is never limited.
+	MaxConnsPerClient int
 	// Logger receives the simulation's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -114,6 +120,7 @@ type Cluster struct {
 	statsMu sync.Mutex // guards stats and mutations (recorded outside mu)
 
 	timers *timerQueue
+	conns  *connLimiter // the Nomad listener's connections per client
 
 	listener, consulListener net.Listener
 	srv, consulSrv           *http.Server
@@ -123,6 +130,9 @@ type Cluster struct {
 // Start builds a cluster and serves its HTTP APIs until ctx ends or Close is called.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	opts.defaults()
+	if opts.MaxConnsPerClient < 0 {
+		return nil, fmt.Errorf("nomadsim: MaxConnsPerClient must be >= 0 (0 for no limit), not %d", opts.MaxConnsPerClient)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Cluster{
 		opts:           opts,
@@ -146,6 +156,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		depPending:     map[string]bool{},
 		checkOverrides: map[jobKey]map[string]checkScript{},
 		stats:          map[statKey]*EndpointStats{},
+		conns:          newConnLimiter(opts.MaxConnsPerClient, opts.Logger),
 	}
 	c.events = newBroker()
 	c.mu.onUnlock = c.flushEvents
@@ -171,7 +182,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("nomadsim: listen for consul on %s: %w", opts.ConsulAddr, err)
 	}
 	c.listener, c.consulListener = ln, cln
-	c.srv = &http.Server{Handler: c.handler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
+	c.srv = &http.Server{Handler: c.handler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: c.conns.connState}
 	c.consulSrv = &http.Server{Handler: c.consulHandler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
 	c.wg.Add(4)
 	go func() { defer c.wg.Done(); c.runTimers(ctx) }()

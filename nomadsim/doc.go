@@ -70,6 +70,14 @@
 // on a real agent. The simulated scheduler and deployment watcher react to the client's
 // state as it changes (they do not wait for the tick).
 //
+// Options.MaxConnsPerClient enforces Nomad's limits.http_max_conns_per_client on the Nomad
+// listener (cmd/nomadsim defaults it to Nomad's 100; the Go default 0 is no limit): every
+// open TCP connection of a client IP counts, idle keep-alive ones included, and the one
+// over the limit gets Nomad's raw 429 answer before any request is read, then is closed.
+// As on Nomad, handlers other than the event stream do not end when their client goes
+// away: a canceled blocking query keeps its connection, and its slot, until its wait ends.
+// Cluster.ConnStats counts refusals and the peak of connections per client.
+//
 // Variable locks: TTLs and lock delays run in real time by default, because real clients
 // renew on their own wall clock (the api's LockLeaser renews at TTL/2 of real time);
 // Options.ScaleLockTTL runs them on the simulated clock. Cluster.ExpireLock ends a held
@@ -77,7 +85,7 @@
 //
 // # Go API beyond the HTTP API
 //
-// Start, Close, Addr, ConsulAddr, APIClient; RegisterJob, WaitJobRunning (which also
+// Start, Close, Addr, ConsulAddr, APIClient; ConnStats and ResetConnStats; RegisterJob, WaitJobRunning (which also
 // waits for the job's deployment to end), WaitAllocsRunning (which does not) and
 // WaitDeploymentDone; ExpireLock; Nodes,
 // AddNode, DownNode, UpNode, SetNodeEligibility; FailTaskStarts; ScriptCheck; SetFault and

@@ -2,6 +2,7 @@ package nomadsim
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
@@ -121,7 +124,16 @@ func isMutation(method, route string) bool {
 func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := &countingWriter{ResponseWriter: w}
-		defer func() { c.record(r.Method, route, cw.n, isMutation(r.Method, route)) }()
+		// A request is accounted once: when its handler ends, or when its client goes away
+		// first (the handler may then run on, see below, but the client has had all it
+		// will get).
+		method := r.Method
+		var once sync.Once
+		account := func() {
+			once.Do(func() { c.record(method, route, cw.n.Load(), isMutation(method, route)) })
+		}
+		defer account()
+		defer context.AfterFunc(r.Context(), account)()
 		latency, fail := c.faultFor(r.Method, route, r.URL.Path)
 		if latency > 0 {
 			t := time.NewTimer(latency)
@@ -144,6 +156,16 @@ func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 			simhttp.WriteError(cw, simhttp.Errorf(fail.Status, body))
 			return
 		}
+		if route != eventStreamRoute {
+			// Nomad's handlers run their RPC (a blocking query's wait, a restart) without the
+			// request's context: a client that gives up does not end them, and its connection
+			// stays open on the agent, counted against MaxConnsPerClient, until the handler
+			// returns. Only the cluster's end stops them here. The event stream does end with
+			// its client, as Nomad's does.
+			ctx, cancel := detachedContext(r.Context(), c.ctx)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		if reg := r.URL.Query().Get("region"); reg != "" && reg != c.opts.Region {
 			// A single-region cluster has no server to forward to.
 			simhttp.WriteError(cw, simhttp.Errorf(http.StatusInternalServerError, "No path to region"))
@@ -158,15 +180,29 @@ func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 	})
 }
 
+// eventStreamRoute is the one route whose handler ends when its client goes away.
+const eventStreamRoute = "/v1/event/stream"
+
+// detachedContext keeps the values of a request's context but ends only with life (the
+// cluster), not with the client's connection.
+func detachedContext(req, life context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req))
+	stop := context.AfterFunc(life, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
 // countingWriter counts the bytes of a response body.
 type countingWriter struct {
 	http.ResponseWriter
-	n int64
+	n atomic.Int64 // read by the accounting while a handler may still write
 }
 
 func (w *countingWriter) Write(b []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(b)
-	w.n += int64(n)
+	w.n.Add(int64(n))
 	return n, err
 }
 

@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	region := fs.String("region", "global", "region name")
 	verbose := fs.Bool("v", false, "log simulation events")
 	syncEvery := fs.Duration("alloc-sync", 0, "simulated interval of the clients' updates to the servers (0: Nomad's 200ms; negative: at once)")
+	maxConns := fs.Int("http-max-conns-per-client", 100, "concurrent HTTP connections one client IP may hold, like Nomad's limits.http_max_conns_per_client (0: no limit)")
 	scaleLocks := fs.Bool("scale-lock-ttl", false, "run variable lock TTLs on the simulated clock instead of real time")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,14 +51,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	if *nodes < 1 || *scale <= 0 || *dcs == "" {
-		return fmt.Errorf("-nodes must be at least 1, -time-scale positive and -dcs not empty")
+	if *nodes < 1 || *scale <= 0 || *dcs == "" || *maxConns < 0 {
+		return fmt.Errorf("-nodes must be at least 1, -time-scale positive, -dcs not empty and -http-max-conns-per-client at least 0")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c, err := nomadsim.Start(ctx, nomadsim.Options{
 		Region: *region, Datacenters: strings.Split(*dcs, ","), NodesPerDatacenter: *nodes,
 		TimeScale: *scale, Seed: *seed, ACLs: *acls, Addr: *addr, ConsulAddr: *consulAddr, Logger: logger,
-		AllocSyncInterval: *syncEvery, ScaleLockTTL: *scaleLocks,
+		AllocSyncInterval: *syncEvery, ScaleLockTTL: *scaleLocks, MaxConnsPerClient: *maxConns,
 	})
 	if err != nil {
 		return err

@@ -111,6 +111,9 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 	return o, nil
 }
 
+// agentStoreMaxConns bounds the agent's connections for its records.
+const agentStoreMaxConns = 24
+
 func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	o, err := parseAgentFlags(args)
 	if err != nil {
@@ -129,12 +132,19 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		return err
 	}
 	metrics := agent.NewMetrics()
-	conf := cluster.ClientConfig{
+	cc := cluster.ClientConfig{
 		Address: o.client.address, Region: o.client.region, Token: o.client.token,
 		CACert: o.client.caCert, CAPath: o.client.caPath, ClientCert: o.client.clientCert, ClientKey: o.client.clientKey,
 		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure,
-	}.APIConfig()
-	client, err := newCountingClient(conf, metrics)
+	}
+	client, err := newCountingClient(cc.APIConfig(), metrics, 0)
+	if err != nil {
+		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+	}
+	// The records get a pool of their own, so that lease renewals never wait behind the
+	// restarts' requests (cluster.StoreMaxConns; more for the many drivers of an agent,
+	// still under Nomad's 100 per client address with the cluster's).
+	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns)
 	if err != nil {
 		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
@@ -152,7 +162,7 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
-		st = store.NewNomad(client, store.NomadOptions{Logger: logger})
+		st = store.NewNomad(storeClient, store.NomadOptions{Logger: logger, SharedWatch: true})
 	}
 	ag, err := agent.New(agent.Config{
 		Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: o.client.region, Logger: logger}),

@@ -16,8 +16,12 @@ import (
 // The api module sets up TLS and unix sockets only on a client it builds itself, so this
 // does both as it does: TLS on the transport, and a unix:// address (the task API socket a
 // Nomad job gets with a workload identity) dialled by the transport.
-func newCountingClient(conf *api.Config, m *agent.Metrics) (*api.Client, error) {
+// maxConns (0: cluster.MaxConnsPerHost) bounds its connections to Nomad.
+func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int) (*api.Client, error) {
 	tr := cluster.NewTransport()
+	if maxConns > 0 {
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
+	}
 	if sock, ok := strings.CutPrefix(conf.Address, "unix://"); ok {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer

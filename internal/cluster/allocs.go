@@ -19,7 +19,7 @@ func (n *Nomad) readAlloc(ctx context.Context, id string, waitIndex uint64) (all
 		q := queryOpts(ctx, "")
 		if waitIndex > 0 {
 			q.WaitIndex = waitIndex
-			q.WaitTime = n.wait
+			q.WaitTime = n.watchWait(ctx)
 			release, err := n.holdBlocking(ctx)
 			if err != nil {
 				return allocAt{}, err

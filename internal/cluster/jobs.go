@@ -188,7 +188,7 @@ func (n *Nomad) jobAllocations(ctx context.Context, namespace, jobID string, wai
 		q := queryOpts(ctx, namespace)
 		if waitIndex > 0 {
 			q.WaitIndex = waitIndex
-			q.WaitTime = n.wait
+			q.WaitTime = n.watchWait(ctx)
 			release, err := n.holdBlocking(ctx)
 			if err != nil {
 				return stubsAt{}, err

@@ -81,6 +81,18 @@ func NewNomadWithOptions(client *api.Client, opts Options) *Nomad {
 	return n
 }
 
+// watchWait is a blocking query's wait: the client's, or less when ctx ends sooner. Nomad
+// does not end a blocking query whose client went away: it keeps the connection, counted
+// against the client address's limit, until the wait ends. A wait no longer than the
+// caller's deadline frees it when the caller gives up.
+func (n *Nomad) watchWait(ctx context.Context) time.Duration {
+	w := n.wait
+	if dl, ok := ctx.Deadline(); ok {
+		w = min(w, max(time.Until(dl), 10*time.Millisecond))
+	}
+	return w
+}
+
 // holdBlocking takes a slot for a blocking query, waiting for one while ctx lasts; the
 // caller releases it when the query answered.
 func (n *Nomad) holdBlocking(ctx context.Context) (release func(), err error) {

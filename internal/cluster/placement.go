@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -22,7 +23,9 @@ func (n *Nomad) WatchPlacementFailure(ctx context.Context, namespace, jobID, gro
 		r, err := read(ctx, n, "listing evaluations", func(ctx context.Context) (evalsAt, error) {
 			q := queryOpts(ctx, namespace)
 			q.WaitIndex = waitIndex
-			q.WaitTime = n.wait
+			// Short: the watch is canceled at the end of each batch, and Nomad holds a
+			// canceled query's connection until its wait ends.
+			q.WaitTime = min(n.watchWait(ctx), placementWait)
 			release, err := n.holdBlocking(ctx)
 			if err != nil {
 				return evalsAt{}, err
@@ -50,6 +53,9 @@ func (n *Nomad) WatchPlacementFailure(ctx context.Context, namespace, jobID, gro
 		}
 	}
 }
+
+// placementWait is the wait of each query of WatchPlacementFailure.
+const placementWait = 10 * time.Second
 
 type evalsAt struct {
 	evals []*api.Evaluation

@@ -189,7 +189,7 @@ func (n *Nomad) LatestDeployment(ctx context.Context, namespace, jobID string, a
 	a, err := read(ctx, n, "reading the latest deployment", func(ctx context.Context) (answer, error) {
 		q := queryOpts(ctx, namespace)
 		if afterIndex > 0 {
-			q.WaitIndex, q.WaitTime = afterIndex, n.wait
+			q.WaitIndex, q.WaitTime = afterIndex, n.watchWait(ctx)
 			release, err := n.holdBlocking(ctx)
 			if err != nil {
 				return answer{}, err

@@ -55,7 +55,10 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 		var b backoff
 		idx := index
 		for {
-			x, next, err := d.e.cluster.WatchAllocation(wctx, a.ID, idx)
+			x, next, err := d.watchAllocFor(wctx, a.ID, idx, gateWatchWait)
+			if err == nil && x == nil {
+				continue // the wait ended with no change
+			}
 			if err != nil {
 				if wctx.Err() != nil {
 					return
@@ -117,6 +120,24 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 
 // tasksStarted is when the restart took effect on Nomad's clock, as far as the gate needs:
 // the earliest start of the targeted tasks that run (all running tasks when tasks is nil).
+// gateWatchWait bounds each blocking read of an allocation that a gate follows. The gate
+// ends (and abandons its read) when the checks pass, and Nomad holds an abandoned blocking
+// query's connection, counted against the client address's limit, until its wait ends:
+// with a batch of gates ending together, long waits would pile up there.
+const gateWatchWait = 5 * time.Second
+
+// watchAllocFor is WatchAllocation with Nomad's wait bounded by wait. It returns a nil
+// allocation and no error when the wait ended with no change.
+func (d *driver) watchAllocFor(ctx context.Context, id string, index uint64, wait time.Duration) (*restart.Alloc, uint64, error) {
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	a, next, err := d.e.cluster.WatchAllocation(cctx, id, index)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		return nil, index, nil
+	}
+	return a, next, err
+}
+
 func tasksStarted(a *restart.Alloc, tasks []string) time.Time {
 	var at time.Time
 	consider := func(ts restart.TaskState) {

@@ -16,6 +16,7 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 		return true, nil, index, nil
 	}
 	timer := time.NewTimer(minTime)
+	deadline := time.Now().Add(minTime)
 	defer timer.Stop()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -28,7 +29,9 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 	for {
 		res := make(chan result, 1)
 		go func(after uint64) {
-			a, next, err := d.e.cluster.WatchAllocation(wctx, id, after)
+			// Bounded by the time left: the watch is abandoned when the timer fires, and
+			// Nomad holds an abandoned query's connection until its wait ends.
+			a, next, err := d.watchAllocFor(wctx, id, after, max(time.Until(deadline), time.Millisecond))
 			res <- result{a, next, err}
 		}(index)
 		select {
@@ -47,6 +50,9 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 		case <-ctx.Done():
 			return false, nil, index, ctx.Err()
 		case r := <-res:
+			if r.err == nil && r.a == nil {
+				continue // the wait ended with no change; the timer decides
+			}
 			if r.err != nil {
 				if !transient(r.err) {
 					return false, nil, index, r.err

@@ -736,7 +736,10 @@ func (d *driver) surgeGate(ctx context.Context, a *restart.Alloc) error {
 		var b backoff
 		idx := a.ModifyIndex
 		for {
-			x, next, err := d.e.cluster.WatchAllocation(wctx, a.ID, idx)
+			x, next, err := d.watchAllocFor(wctx, a.ID, idx, gateWatchWait)
+			if err == nil && x == nil {
+				continue // the wait ended with no change
+			}
 			if err != nil {
 				if wctx.Err() != nil {
 					return

@@ -35,6 +35,15 @@ type NomadOptions struct {
 	Keep int
 	// Logger receives the lease's renewal troubles; default slog.Default().
 	Logger *slog.Logger
+	// SharedWatch makes every concurrent Watch and WatchHead of this handle share one
+	// blocking list query per namespace on Prefix (see nomad_hub.go), instead of one
+	// blocking read each: a process driving many restarts at once then holds a few
+	// connections to Nomad, which caps each client address's concurrent connections
+	// (limits.http_max_conns_per_client, 100 by default).
+	SharedWatch bool
+	// SharedWatchGap is the least time between two list queries of a shared watch; default
+	// DefaultSharedWatchGap (250ms).
+	SharedWatchGap time.Duration
 }
 
 // Nomad keeps restart records in Nomad Variables, in the job's namespace:
@@ -62,6 +71,8 @@ type Nomad struct {
 	// memos holds, per namespace/id, the encoding of the allocations last written.
 	memos map[string]*allocMemo
 	gzips gzipPool
+	// hubs are the shared watches (SharedWatch), one per namespace.
+	hubs hubSet
 }
 
 func (n *Nomad) pack(raw []byte) (string, error) { return n.gzips.pack(raw) }
@@ -108,6 +119,9 @@ func NewNomad(client *api.Client, opts NomadOptions) *Nomad {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.SharedWatchGap <= 0 {
+		opts.SharedWatchGap = DefaultSharedWatchGap
 	}
 	return &Nomad{client: client, opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{},
 		memos: map[string]*allocMemo{}}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -27,12 +29,20 @@ func (n *Nomad) watch(ctx context.Context, namespace, id string, afterIndex uint
 	if err != nil {
 		return nil, err
 	}
+	if n.opts.SharedWatch {
+		return n.watchShared(ctx, h, afterIndex, whole)
+	}
+	return n.watchBlocking(ctx, h, afterIndex, whole)
+}
+
+// watchBlocking follows one head with blocking reads of it.
+func (n *Nomad) watchBlocking(ctx context.Context, h headRef, afterIndex uint64, whole bool) (*restart.Record, error) {
 	var wait uint64
 	backoff := 50 * time.Millisecond
 	for {
 		v, qm, err := n.readHead(ctx, h, wait)
 		if err != nil && transient(err) {
-			n.opts.Logger.Debug("watching a restart record: retrying", "restart", id, "error", err)
+			n.opts.Logger.Debug("watching a restart record: retrying", "restart", h.id, "error", err)
 			if serr := sleepCtx(ctx, backoff); serr != nil {
 				return nil, serr
 			}
@@ -44,13 +54,7 @@ func (n *Nomad) watch(ctx context.Context, namespace, id string, afterIndex uint
 		}
 		backoff = 50 * time.Millisecond
 		if v.ModifyIndex > afterIndex && !whole {
-			rec, _, err := decodeHead(v.Items)
-			if err != nil {
-				return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)
-			}
-			rec.Namespace = v.Namespace
-			rec.CreateIndex, rec.ModifyIndex = v.CreateIndex, v.ModifyIndex
-			return rec, nil
+			return headOnly(h, v)
 		}
 		if v.ModifyIndex > afterIndex {
 			rec, err := n.load(ctx, h, v)
@@ -69,3 +73,67 @@ func (n *Nomad) watch(ctx context.Context, namespace, id string, afterIndex uint
 
 // watchMaxBackoff caps the wait between a failing watch's tries.
 const watchMaxBackoff = 2 * time.Second
+
+// headOnly is WatchHead's answer: the record as its head holds it, no chunk read.
+func headOnly(h headRef, v *api.Variable) (*restart.Record, error) {
+	rec, _, err := decodeHead(v.Items)
+	if err != nil {
+		return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)
+	}
+	rec.Namespace = v.Namespace
+	rec.CreateIndex, rec.ModifyIndex = v.CreateIndex, v.ModifyIndex
+	return rec, nil
+}
+
+// watchShared is watch under SharedWatch: it waits on the namespace's hub, and reads the
+// head (plainly) only when a listing shows it passed afterIndex or lacks it.
+func (n *Nomad) watchShared(ctx context.Context, h headRef, afterIndex uint64, whole bool) (*restart.Record, error) {
+	hub := n.hubs.get(n, h.ns)
+	w := &hubWaiter{path: n.headPath(h.jobSeg, h.id), after: afterIndex, note: make(chan hubNote, 1)}
+	backoff := hubMinBackoff
+	for {
+		hub.add(w)
+		var note hubNote
+		select {
+		case <-ctx.Done():
+			hub.remove(w)
+			return nil, ctx.Err()
+		case note = <-w.note:
+		}
+		if note.err != nil {
+			return nil, note.err
+		}
+		v, _, err := n.readHead(ctx, h, 0)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			n.forget(h)
+			return nil, ErrNotFound
+		case err != nil && hubTransient(err):
+			n.opts.Logger.Debug("watching a restart record: retrying", "restart", h.id, "error", err)
+			if serr := sleepCtx(ctx, backoff); serr != nil {
+				return nil, serr
+			}
+			backoff = min(2*backoff, watchMaxBackoff)
+			w.minGen = note.gen // the listing still says to read: read again
+			continue
+		case err != nil:
+			return nil, err
+		}
+		backoff = hubMinBackoff
+		if v.ModifyIndex <= afterIndex {
+			// The listing was older than the head: wait for the next one. (A head the token
+			// can read is always listed: Nomad's ACLs grant list with read.)
+			w.minGen = note.gen + 1
+			continue
+		}
+		if !whole {
+			return headOnly(h, v)
+		}
+		rec, err := n.load(ctx, h, v)
+		if errors.Is(err, errChunkGone) {
+			w.minGen = note.gen // a newer head exists: read it at once
+			continue
+		}
+		return rec, err
+	}
+}
