@@ -3,15 +3,19 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"runtime"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -33,7 +37,8 @@ func BenchmarkAgentConcurrentRestarts(b *testing.B) {
 
 func benchOnce(b *testing.B, n int) {
 	b.StopTimer()
-	e := startEnv(b, nomadsim.Options{NodesPerDatacenter: 10})
+	// Nomad's limit of 100 connections per client address, enforced as a real agent does.
+	e := startEnv(b, nomadsim.Options{NodesPerDatacenter: 10, MaxConnsPerClient: 100})
 	ids := e.registerMany(b, "default", "bench", n, 2)
 	recs := make([]*restart.Record, n)
 	var wg sync.WaitGroup
@@ -48,11 +53,16 @@ func benchOnce(b *testing.B, n int) {
 		}()
 	}
 	wg.Wait()
-	a := e.newAgent(b, "bench-agent", e.sim.BootstrapToken(), func(c *Config) { c.Concurrency = n; c.MinListGap = time.Second })
+	a := e.newAgent(b, "bench-agent", e.sim.BootstrapToken(), func(c *Config) {
+		c.Concurrency = n
+		c.MinListGap = time.Second
+		productWiring(b, e, c)
+	})
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
 	e.sim.ResetStats()
+	e.sim.ResetConnStats()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -93,6 +103,31 @@ func benchOnce(b *testing.B, n int) {
 	for _, k := range keys[:min(len(keys), 12)] {
 		b.Logf("%-60s %8d requests %10d bytes", k, st.Endpoints[k].Requests, st.Endpoints[k].ResponseBytes)
 	}
+	cs := e.sim.ConnStats()
+	b.ReportMetric(float64(cs.Refused), "conns-refused")
+	b.Logf("connections to the simulated Nomad: peak %d from one address (limit 100), %d refused", cs.PeakPerClient, cs.Refused)
 	b.Logf("%d restarts: %v, %.0f agent requests (%.1f/s), simulated Nomad served %d (test's own reads included), peak heap %.1f MiB (simulation included)",
 		n, elapsed.Round(time.Millisecond), reqs, reqs/elapsed.Seconds(), st.Requests, float64(peakHeap)/(1<<20))
+}
+
+// productWiring gives the agent the clients `nomad-restart agent` builds (internal/cli's
+// agent.go): a pool of cluster.MaxConnsPerHost connections for the cluster, a pool of its own
+// for the records, whose store shares one blocking list among all drivers.
+func productWiring(b *testing.B, e *env, c *Config) {
+	newClient := func(maxConns int) *api.Client {
+		tr := cluster.NewTransport()
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
+		cfg := api.DefaultConfig()
+		cfg.Address, cfg.SecretID = e.sim.Addr(), e.sim.BootstrapToken()
+		cfg.Region, cfg.Namespace = "", ""
+		cfg.HttpClient = &http.Client{Transport: c.Metrics.Transport(tr)}
+		client, err := api.NewClient(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return client
+	}
+	client := newClient(cluster.MaxConnsPerHost)
+	c.Cluster, c.Client = cluster.NewNomad(client), client
+	c.Store = store.NewNomad(newClient(24), store.NomadOptions{SharedWatch: true})
 }
