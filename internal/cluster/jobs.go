@@ -27,6 +27,12 @@ func (n *Nomad) ResolveJob(ctx context.Context, namespace, prefix string) (*rest
 	if err != nil {
 		return nil, err
 	}
+	return n.Job(ctx, jobNS, jobID)
+}
+
+// Job reads a job by its exact ID in its namespace: one request, where ResolveJob lists by
+// prefix first. ErrJobNotFound when there is none.
+func (n *Nomad) Job(ctx context.Context, jobNS, jobID string) (*restart.Job, error) {
 	job, err := read(ctx, n, "reading job", func(ctx context.Context) (*api.Job, error) {
 		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, jobNS))
 		return j, err

@@ -222,11 +222,15 @@ type budgetStart struct {
 }
 
 func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
-	job, err := retry(ctx, func() (*restart.Job, error) { return d.e.cluster.ResolveJob(ctx, d.jobNS, d.jobID) })
+	// The job and its summary are read together: neither depends on the other.
+	summary := make(chan *api.JobSummary, 1)
+	go func() { summary <- d.jobSummary(ctx) }()
+	job, err := retry(ctx, func() (*restart.Job, error) { return d.readJob(ctx) })
+	sum := <-summary
 	if err != nil {
 		return budgetStart{err: fmt.Errorf("reading job %q for its availability budget: %w", d.jobID, err)}
 	}
-	st := budgetStart{job: job, atHand: d.budgetAtHand(ctx, job, b), checks: newBudgetChecks(d, b)}
+	st := budgetStart{job: job, atHand: d.budgetAtHand(job, b, sum), checks: newBudgetChecks(d, b)}
 	// Groups too big to have their checks read are not: nor is the job's whole list of
 	// allocations read before each batch for them (its size grows with the job).
 	if st.atHand && st.checks != nil && !st.checks.allTooBig(job) {
@@ -250,13 +254,8 @@ func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
 // each batch, which for a large job costs more than the batch itself. A task restarting
 // inside a running allocation does not show in the summary: such an allocation is
 // counted only once the summary shows its group short.
-func (d *driver) budgetAtHand(ctx context.Context, job *restart.Job, b int) bool {
-	nc, ok := d.e.cluster.(nomadClient)
-	if !ok || sysLike(job.Type) {
-		return false
-	}
-	sum, _, err := nc.Client().Jobs().Summary(d.jobID, (&api.QueryOptions{Namespace: d.jobNS}).WithContext(ctx))
-	if err != nil || sum == nil {
+func (d *driver) budgetAtHand(job *restart.Job, b int, sum *api.JobSummary) bool {
+	if sum == nil || sysLike(job.Type) {
 		return false
 	}
 	d.mu.Lock()
@@ -270,6 +269,34 @@ func (d *driver) budgetAtHand(ctx context.Context, job *restart.Job, b int) bool
 		}
 	}
 	return true
+}
+
+// jobSummary reads the job's summary (nil when the cluster offers none or the read failed:
+// the budget then reads the allocations themselves).
+func (d *driver) jobSummary(ctx context.Context) *api.JobSummary {
+	nc, ok := d.e.cluster.(nomadClient)
+	if !ok {
+		return nil
+	}
+	sum, _, err := nc.Client().Jobs().Summary(d.jobID, (&api.QueryOptions{Namespace: d.jobNS}).WithContext(ctx))
+	if err != nil {
+		return nil
+	}
+	return sum
+}
+
+// jobReader reads a job by its exact ID in one request (cluster.Nomad).
+type jobReader interface {
+	Job(ctx context.Context, namespace, jobID string) (*restart.Job, error)
+}
+
+// readJob reads the restart's job: by its exact ID where the cluster can, else as planning
+// resolved it.
+func (d *driver) readJob(ctx context.Context) (*restart.Job, error) {
+	if jr, ok := d.e.cluster.(jobReader); ok {
+		return jr.Job(ctx, d.jobNS, d.jobID)
+	}
+	return d.e.cluster.ResolveJob(ctx, d.jobNS, d.jobID)
 }
 
 type allocsUpdate struct {
