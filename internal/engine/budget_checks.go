@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -354,7 +353,7 @@ func (c *budgetChecks) readConsulServices(ctx context.Context, names []string, i
 		if cfg.Address == "" {
 			cfg.Address = c.d.spec.ConsulAddress
 		}
-		client, addr, err := consulClient(cfg)
+		client, addr, err := cfg.Client(false) // dropped with the batch
 		if err != nil {
 			for _, n := range names {
 				errs[n] = err
@@ -407,49 +406,6 @@ func readConsulChecks(ctx context.Context, client *consulapi.Client, addr, servi
 		return nil, fmt.Errorf("the checks of service %q are hidden from this token by Consul at %s: set -consul-token or CONSUL_HTTP_TOKEN to a token with service:read and node:read", service, addr)
 	}
 	return checks, nil
-}
-
-// consulClient is a Consul client configured as the gates' Consul source is (the flags'
-// overrides over consul/api's defaults from the environment), and its address for
-// messages. The source keeps its client to itself and reads one allocation's instances at
-// a time; the budget reads every instance of a service at once.
-func consulClient(c health.ConsulConfig) (*consulapi.Client, string, error) {
-	// Not pooled: a batch's client is dropped when the batch starts, and idle connections
-	// must not outlive it.
-	cfg := consulapi.DefaultNonPooledConfig()
-	if c.Address != "" {
-		cfg.Address = c.Address
-	}
-	if c.Token != "" {
-		cfg.Token = c.Token
-	}
-	if c.CACert != "" {
-		cfg.TLSConfig.CAFile = c.CACert
-	}
-	if c.ClientCert != "" {
-		cfg.TLSConfig.CertFile = c.ClientCert
-	}
-	if c.ClientKey != "" {
-		cfg.TLSConfig.KeyFile = c.ClientKey
-	}
-	if c.TLSServerName != "" {
-		cfg.TLSConfig.Address = c.TLSServerName
-	}
-	if c.SkipVerify != nil {
-		cfg.TLSConfig.InsecureSkipVerify = *c.SkipVerify
-	}
-	if !strings.Contains(cfg.Address, "://") && (c.CACert != "" || c.ClientCert != "") {
-		cfg.Scheme = "https"
-	}
-	addr := cfg.Address
-	if !strings.Contains(addr, "://") {
-		addr = cfg.Scheme + "://" + addr
-	}
-	client, err := consulapi.NewClient(cfg)
-	if err != nil {
-		return nil, addr, fmt.Errorf("configuring the Consul client for %s: %w", addr, err)
-	}
-	return client, addr, nil
 }
 
 // noteBudgetChecks says, once per restart, what the budget of batch b does not count (a

@@ -55,13 +55,17 @@ func (d *driver) takeUp(ctx context.Context, idx []int) error {
 	return d.step(ctx, func(r *restart.Record) {
 		for k, i := range pending {
 			a, err := reads[k].a, reads[k].err
+			var why string
+			if err == nil {
+				why = stillEligible(a)
+			}
 			switch {
 			case errors.Is(err, cluster.ErrAllocNotFound):
 				d.skipLocked(i, "it no longer exists")
 			case err != nil:
 				d.failLocked(i, err)
-			case stillEligible(a) != "":
-				d.skipLocked(i, stillEligible(a))
+			case why != "":
+				d.skipLocked(i, why)
 			case d.spec.Reschedule:
 				d.stopIntentLocked(i, a)
 			default:

@@ -37,8 +37,11 @@ type ConsulConfig struct {
 }
 
 // apiConfig merges the overrides onto consul/api's defaults from the environment.
-func (c ConsulConfig) apiConfig() *consulapi.Config {
-	cfg := consulapi.DefaultConfig()
+func (c ConsulConfig) apiConfig(pooled bool) *consulapi.Config {
+	cfg := consulapi.DefaultNonPooledConfig()
+	if pooled {
+		cfg = consulapi.DefaultConfig()
+	}
 	if c.Address != "" {
 		cfg.Address = c.Address
 	}
@@ -81,10 +84,9 @@ type Consul struct {
 // NewConsul returns a Consul check source. clock is Nomad's clock, which stamps snapshots
 // (Consul's answers carry no time); log may be nil. It does not contact Consul: see Probe.
 func NewConsul(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error) {
-	ac := cfg.apiConfig()
-	client, err := consulapi.NewClient(ac)
+	client, addr, err := cfg.Client(true)
 	if err != nil {
-		return nil, fmt.Errorf("configuring the Consul client for %s: %w", ac.Address, err)
+		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -93,11 +95,24 @@ func NewConsul(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error)
 	if wait <= 0 {
 		wait = time.Minute
 	}
+	return &Consul{client: client, addr: addr, clock: clock, wait: wait, log: log}, nil
+}
+
+// Client is a Consul client configured as the gates' source is (the flags' overrides over
+// consul/api's defaults from the environment), and its address for messages. Unpooled
+// (pooled false), its idle connections do not outlive it: for a client made and dropped
+// often.
+func (c ConsulConfig) Client(pooled bool) (*consulapi.Client, string, error) {
+	ac := c.apiConfig(pooled)
 	addr := ac.Address
 	if !strings.Contains(addr, "://") {
 		addr = ac.Scheme + "://" + addr
 	}
-	return &Consul{client: client, addr: addr, clock: clock, wait: wait, log: log}, nil
+	client, err := consulapi.NewClient(ac)
+	if err != nil {
+		return nil, addr, fmt.Errorf("configuring the Consul client for %s: %w", addr, err)
+	}
+	return client, addr, nil
 }
 
 // Address is the Consul address in use, for messages.

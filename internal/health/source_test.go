@@ -205,12 +205,12 @@ func TestConsulConfigOverrides(t *testing.T) {
 	t.Setenv("CONSUL_HTTP_ADDR", "consul.env:8500")
 	t.Setenv("CONSUL_HTTP_TOKEN", "env-token")
 	t.Setenv("CONSUL_HTTP_SSL_VERIFY", "false")
-	cfg := ConsulConfig{}.apiConfig()
+	cfg := ConsulConfig{}.apiConfig(true)
 	if cfg.Address != "consul.env:8500" || cfg.Token != "env-token" || !cfg.TLSConfig.InsecureSkipVerify {
 		t.Fatalf("environment not read: %+v", cfg)
 	}
 	verify := false
-	cfg = ConsulConfig{Address: "consul.flag:8501", Token: "flag-token", CACert: "ca.pem", TLSServerName: "consul.internal", SkipVerify: &verify}.apiConfig()
+	cfg = ConsulConfig{Address: "consul.flag:8501", Token: "flag-token", CACert: "ca.pem", TLSServerName: "consul.internal", SkipVerify: &verify}.apiConfig(true)
 	if cfg.Address != "consul.flag:8501" || cfg.Token != "flag-token" || cfg.TLSConfig.CAFile != "ca.pem" ||
 		cfg.TLSConfig.Address != "consul.internal" || cfg.TLSConfig.InsecureSkipVerify || cfg.Scheme != "https" {
 		t.Fatalf("flags did not override: %+v", cfg)

@@ -310,17 +310,16 @@ func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 		}
 	}
 	if out.Status.Terminal() {
-		n.deleteChunkNames(ctx, h, stale)
+		// The record will not be written again: its sweep removes the replaced chunks
+		// with any orphans, now.
+		n.dropMemo(k)
+		n.releaseJob(ctx, h, out.JobID)
+		n.sweepOrphans(ctx, h, v.ModifyIndex, keepNames)
 	} else if len(stale) > 0 {
 		// Off the writer's path: a driver writes before each batch's requests, and nothing
 		// reads a chunk no head names. One lost with the process is swept when the record
 		// ends (sweepOrphans).
 		go n.deleteChunkNames(context.WithoutCancel(ctx), h, stale)
-	}
-	if out.Status.Terminal() {
-		n.dropMemo(k)
-		n.releaseJob(ctx, h, out.JobID)
-		n.sweepOrphans(ctx, h, v.ModifyIndex, keepNames)
 	}
 	rec.Namespace, rec.CreateIndex, rec.ModifyIndex, rec.ModifyTime = ns, v.CreateIndex, v.ModifyIndex, out.ModifyTime
 	return nil
