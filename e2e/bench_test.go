@@ -130,14 +130,30 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	if err != nil {
 		b.Fatalf("minimal driver: %v", err)
 	}
+	// The least that any driver pays: requests only, seen done from the event stream.
+	idealRun, err := idealBatches(ctx, c.Addr(), "bench", resched, 10)
+	if err != nil {
+		b.Fatalf("ideal driver: %v", err)
+	}
+	ideal := idealSpans(idealRun)
+	idealTL, err := idealTimeline(c, client, idealRun, resched)
+	if err != nil {
+		b.Fatalf("ideal driver's timeline: %v", err)
+	}
 	rss := float64(peak()) / 1024 // KiB
 	b.ReportMetric(float64(stats.Requests)/float64(n), "req/alloc")
 	b.ReportMetric(float64(stats.ResponseBytes)/float64(n), "bytes/alloc")
 	b.ReportMetric(lat.median.Seconds()*1000, "ms/batch")
+	b.ReportMetric(lat.knownMedian.Seconds()*1000, "ms/batch-known")
 	b.ReportMetric((lat.spanMedian-quantile(minimal, 0.5)).Seconds()*1000, "ms/batch-over-minimal")
+	b.ReportMetric((lat.spanMedian-quantile(ideal, 0.5)).Seconds()*1000, "ms/batch-over-ideal")
 	b.ReportMetric(rss, "MiB-rss")
-	b.Logf("%d allocs, %d batches: %d requests, %d response bytes; batch latency added median %v (p90 %v, sim's own restart median %v; batch start to intents written %v, to last alloc done %v, from there to the next batch %v); batch span median %v, a minimal driver's %v",
-		n, rec.Batches, stats.Requests, stats.ResponseBytes, lat.median, lat.p90, lat.simMedian, lat.takeUp, lat.inBatch, lat.between, lat.spanMedian, quantile(minimal, 0.5))
+	b.Logf("%d allocs, %d batches: %d requests, %d response bytes; batch latency added median %v (p90 %v, sim's own restart median %v, first signal to last start %v; batch start to intents written %v, to last alloc done %v, from there to the next batch %v); batch span median %v, a minimal driver's %v, an ideal driver's %v",
+		n, rec.Batches, stats.Requests, stats.ResponseBytes, lat.median, lat.p90, lat.simMedian, lat.simSpan, lat.takeUp, lat.inBatch, lat.between, lat.spanMedian, quantile(minimal, 0.5), quantile(ideal, 0.5))
+	b.Logf("a batch's timeline from its start (medians): intents %v, first restart signal %v, last %v, last task start %v, known to the servers %v, last done %v, next batch %v; added beyond the servers' knowledge %v",
+		lat.takeUp, lat.timeline[0], lat.timeline[1], lat.timeline[2], lat.timeline[3], lat.timeline[4], lat.spanMedian, lat.knownMedian)
+	b.Logf("the ideal driver's (medians): first restart signal %v, last %v, last task start %v, known to the servers %v, next batch %v",
+		idealTL[0], idealTL[1], idealTL[2], idealTL[3], quantile(ideal, 0.5))
 	for _, line := range topEndpoints(stats, n, 8) {
 		b.Log(line)
 	}
@@ -200,6 +216,18 @@ type latency struct {
 	// takeUp is the median time from a batch's start to its intents (the allocations read
 	// and their restart or stop about to be written).
 	takeUp time.Duration
+	// simSpan is the median time (Nomad's, converted to real time) from the batch's first
+	// restart signal (or kill) to its last task start: the simulation's own time plus the
+	// spread of the driver's requests.
+	simSpan time.Duration
+	// knownMedian is the median added latency beyond Nomad's time until its servers knew
+	// the tasks ran again (the allocation's ModifyTime: the client's sync that carried the
+	// task's start), rather than until the task started on its client.
+	knownMedian time.Duration
+	// timeline is, from the batch's start (medians over the batches): its first and last
+	// restart signal, its last task start, the last start known to the servers, and the
+	// driver's last "done".
+	timeline [5]time.Duration
 }
 
 // batchLatency measures what the driver adds to each batch beyond the simulated restart.
@@ -242,17 +270,29 @@ func batchLatency(c *nomadsim.Cluster, client *api.Client, events []restart.Even
 			end = e.Time
 		}
 	}
-	sim := map[int]time.Duration{}
+	sim, simKnown := map[int]time.Duration{}, map[int]time.Duration{}
+	firstSignal, lastSignal, lastStart, lastKnown := map[int]int64{}, map[int]int64{}, map[int]int64{}, map[int]int64{}
 	for _, p := range rec.Allocs {
-		d, err := simRestartTime(client, p, resched)
+		t, err := simRestartTime(client, p, resched)
 		if err != nil {
 			return latency{}, err
 		}
-		if d > sim[p.Batch] {
-			sim[p.Batch] = d
+		sim[p.Batch] = max(sim[p.Batch], time.Duration(t.started-t.signal))
+		simKnown[p.Batch] = max(simKnown[p.Batch], time.Duration(t.known-t.signal))
+		if f, ok := firstSignal[p.Batch]; !ok || t.signal < f {
+			firstSignal[p.Batch] = t.signal
 		}
+		lastSignal[p.Batch] = max(lastSignal[p.Batch], t.signal)
+		lastStart[p.Batch] = max(lastStart[p.Batch], t.started)
+		lastKnown[p.Batch] = max(lastKnown[p.Batch], t.known)
 	}
-	var added, simDur, inBatch, between, takeUp, spans []time.Duration
+	// Nomad's clock to the driver's: both are this machine's, the simulated one scaled.
+	nowReal, nowSim, scale := time.Now(), c.Now().UnixNano(), c.TimeScale()
+	realAt := func(simNanos int64) time.Time {
+		return nowReal.Add(-time.Duration(float64(nowSim-simNanos) / scale))
+	}
+	var added, addedKnown, simDur, inBatch, between, takeUp, spans, simSpans []time.Duration
+	var tl [5][]time.Duration // first signal, last signal, last start, last known, last done
 	for b := 1; b <= rec.Batches; b++ {
 		s, ok := starts[b]
 		if !ok {
@@ -264,57 +304,74 @@ func batchLatency(c *nomadsim.Cluster, client *api.Client, events []restart.Even
 		}
 		own := c.RealDuration(sim[b])
 		added = append(added, next.Sub(s)-own)
+		addedKnown = append(addedKnown, next.Sub(s)-c.RealDuration(simKnown[b]))
 		spans = append(spans, next.Sub(s))
 		simDur = append(simDur, own)
+		simSpans = append(simSpans, c.RealDuration(time.Duration(lastStart[b]-firstSignal[b])))
 		if t, ok := intents[b]; ok {
 			takeUp = append(takeUp, t.Sub(s))
 		}
 		if d, ok := lastDone[b]; ok {
 			inBatch = append(inBatch, d.Sub(s))
 			between = append(between, next.Sub(d))
+			tl[4] = append(tl[4], d.Sub(s))
+		}
+		for k, at := range []int64{firstSignal[b], lastSignal[b], lastStart[b], lastKnown[b]} {
+			tl[k] = append(tl[k], realAt(at).Sub(s))
 		}
 	}
+	var timeline [5]time.Duration
+	for k := range tl {
+		timeline[k] = quantile(tl[k], 0.5)
+	}
 	return latency{median: quantile(added, 0.5), p90: quantile(added, 0.9), simMedian: quantile(simDur, 0.5),
-		inBatch: quantile(inBatch, 0.5), between: quantile(between, 0.5), takeUp: quantile(takeUp, 0.5), spanMedian: quantile(spans, 0.5)}, nil
+		inBatch: quantile(inBatch, 0.5), between: quantile(between, 0.5), takeUp: quantile(takeUp, 0.5), spanMedian: quantile(spans, 0.5),
+		simSpan: quantile(simSpans, 0.5), knownMedian: quantile(addedKnown, 0.5), timeline: timeline}, nil
 }
 
-// simRestartTime is Nomad's own time (simulated) to restart one allocation, from its task
-// events.
-func simRestartTime(client *api.Client, p restart.AllocProgress, resched bool) (time.Duration, error) {
+// restartTimes are one allocation's restart on Nomad's clock (nanoseconds): the restart
+// signal (with -reschedule: the kill), the task's start after it (the replacement's), and
+// when the servers had that start (the allocation's ModifyTime, set by the client's sync
+// that carried it; nothing else changes the allocation afterwards in these benchmarks).
+type restartTimes struct{ signal, started, known int64 }
+
+// simRestartTime reads one allocation's restart times from its task events.
+func simRestartTime(client *api.Client, p restart.AllocProgress, resched bool) (restartTimes, error) {
+	var t restartTimes
 	a, _, err := client.Allocations().Info(p.ID, nil)
 	if err != nil {
-		return 0, fmt.Errorf("allocation %s: %w", p.ID, err)
+		return t, fmt.Errorf("allocation %s: %w", p.ID, err)
 	}
 	ts := a.TaskStates["main"]
 	if ts == nil {
-		return 0, fmt.Errorf("allocation %s has no state of task main", p.ID)
+		return t, fmt.Errorf("allocation %s has no state of task main", p.ID)
 	}
-	var from int64
 	for _, e := range ts.Events {
 		if (!resched && e.Type == api.TaskRestartSignal) || (resched && e.Type == api.TaskKilling) {
-			from = e.Time
+			t.signal = e.Time
 		}
 	}
-	if from == 0 {
-		return 0, fmt.Errorf("allocation %s: no restart or kill event", p.ID)
+	if t.signal == 0 {
+		return t, fmt.Errorf("allocation %s: no restart or kill event", p.ID)
 	}
 	if resched {
 		if p.Replacement == "" {
-			return 0, fmt.Errorf("allocation %s: no replacement recorded", p.ID)
+			return t, fmt.Errorf("allocation %s: no replacement recorded", p.ID)
 		}
 		if a, _, err = client.Allocations().Info(p.Replacement, nil); err != nil {
-			return 0, fmt.Errorf("replacement %s: %w", p.Replacement, err)
+			return t, fmt.Errorf("replacement %s: %w", p.Replacement, err)
 		}
 		if ts = a.TaskStates["main"]; ts == nil {
-			return 0, fmt.Errorf("replacement %s has no state of task main", p.Replacement)
+			return t, fmt.Errorf("replacement %s has no state of task main", p.Replacement)
 		}
 	}
 	for _, e := range ts.Events {
-		if e.Type == api.TaskStarted && e.Time > from {
-			return time.Duration(e.Time - from), nil
+		if e.Type == api.TaskStarted && e.Time > t.signal {
+			t.started, t.known = e.Time, max(e.Time, a.ModifyTime)
+			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("allocation %s: task main did not start after the restart", p.ID)
+	return t, fmt.Errorf("allocation %s: task main did not start after the restart", p.ID)
 }
 
 func quantile(ds []time.Duration, q float64) time.Duration {

@@ -24,7 +24,10 @@ func minimalBatches(ctx context.Context, addr string, job string, resched bool, 
 	// A pool of at most 64 connections, as nomad-restart's: under Nomad's limit of 100 per
 	// client address (nomadsim enforces it here), which one connection per allocation of a
 	// batch of 100 passes.
-	client, err := api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: cluster.NewTransport()}})
+	transport := cluster.NewTransport()
+	// Its idle connections still count against the address's limit once it is done.
+	defer transport.CloseIdleConnections()
+	client, err := api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: transport}})
 	if err != nil {
 		return nil, err
 	}

@@ -161,27 +161,39 @@ func (n *Nomad) JobAllocations(ctx context.Context, namespace, jobID string) ([]
 
 // decodeStubs reads a JSON array of allocation list stubs one element at a time.
 func decodeStubs(r io.Reader) ([]*restart.Alloc, error) {
+	var out []*restart.Alloc
+	err := eachStub(r, func(stub *api.AllocationListStub) bool {
+		out = append(out, convertStub(stub))
+		return true
+	})
+	return out, err
+}
+
+// eachStub decodes a JSON array of allocation list stubs one element at a time and hands
+// each to fn, until fn returns false; only one stub is held at a time.
+func eachStub(r io.Reader, fn func(*api.AllocationListStub) bool) error {
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("decoding the allocation list: %w", err)
+		return fmt.Errorf("decoding the allocation list: %w", err)
 	} else if d, ok := tok.(json.Delim); !ok || d != '[' {
 		if tok == nil {
-			return nil, nil // null: no allocations
+			return nil // null: no allocations
 		}
-		return nil, fmt.Errorf("decoding the allocation list: got %v, want an array", tok)
+		return fmt.Errorf("decoding the allocation list: got %v, want an array", tok)
 	}
-	var out []*restart.Alloc
 	for dec.More() {
 		var stub api.AllocationListStub
 		if err := dec.Decode(&stub); err != nil {
-			return nil, fmt.Errorf("decoding the allocation list: %w", err)
+			return fmt.Errorf("decoding the allocation list: %w", err)
 		}
-		out = append(out, convertStub(&stub))
+		if !fn(&stub) {
+			return nil
+		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("decoding the allocation list: %w", err)
+		return fmt.Errorf("decoding the allocation list: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 type stubsAt struct {

@@ -113,7 +113,11 @@ func (d *driver) doneAlloc(_ context.Context, i int, msg string) error {
 
 // readAlloc reads an allocation, retrying what passes.
 func (d *driver) readAlloc(ctx context.Context, id string) (*restart.Alloc, error) {
-	return retry(ctx, func() (*restart.Alloc, error) { return d.e.cluster.Allocation(ctx, id) })
+	a, err := retry(ctx, func() (*restart.Alloc, error) { return d.e.cluster.Allocation(ctx, id) })
+	if err == nil {
+		d.feed.offer(a)
+	}
+	return a, err
 }
 
 // stillEligible tells why an allocation planned earlier is no longer to be touched, if so.
@@ -255,10 +259,15 @@ func (d *driver) toWaiting(_ context.Context, i int) error {
 func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
 	p := d.progress(i)
 	finishedOK := restart.BatchLike(d.jobType)
+	// From the observation on: only what changed after it can show the restart (and the
+	// feed answers without a read where it holds the allocation since).
 	var index uint64
+	if p.Before != nil {
+		index = p.Before.AllocModifyIndex
+	}
 	var b backoff
 	for {
-		a, next, err := d.e.cluster.WatchAllocation(ctx, p.ID, index)
+		a, next, err := d.watchAlloc(ctx, p.ID, index)
 		if err != nil {
 			if errors.Is(err, cluster.ErrAllocNotFound) {
 				return &allocFailure{fmt.Errorf("allocation disappeared while waiting for its tasks to run again")}

@@ -56,6 +56,8 @@ type driver struct {
 	fresh map[int]bool
 	// gates are the health gates' job specification and check sources (-health checks).
 	gates gateDeps
+	// feed follows the job's allocations from the event stream (nil: blocking queries).
+	feed *allocFeed
 }
 
 // Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the
@@ -108,6 +110,7 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 		dirty: make(chan struct{}, 1), fresh: map[int]bool{},
 		spec: normalizeSpec(rec.Spec), jobNS: rec.Namespace, jobID: rec.JobID, jobType: rec.JobType,
 		log: e.log.With("restart", id, "job", rec.JobID)}
+	d.feed = e.startFeed(dctx, d.jobNS, d.jobID)
 	// Events already in the record were delivered by whoever persisted them.
 	go d.watchControl(dctx)
 	go d.flushLazily(dctx)

@@ -45,12 +45,13 @@ type Engine struct {
 	now     func() time.Time
 	health  HealthConfig
 	offset  *health.OffsetClock
+	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
 }
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, offset: health.NewOffsetClock(nil)}
+		health: cfg.Health, offset: health.NewOffsetClock(nil), feeds: make(chan struct{}, maxFeeds)}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

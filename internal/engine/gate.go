@@ -131,9 +131,28 @@ const gateWatchWait = 5 * time.Second
 func (d *driver) watchAllocFor(ctx context.Context, id string, index uint64, wait time.Duration) (*restart.Alloc, uint64, error) {
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	a, next, err := d.e.cluster.WatchAllocation(cctx, id, index)
+	a, next, err := d.watchAlloc(cctx, id, index)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
 		return nil, index, nil
+	}
+	return a, next, err
+}
+
+// watchAlloc is WatchAllocation answered from the driver's allocation feed where it can
+// (no request), from a blocking query otherwise.
+func (d *driver) watchAlloc(ctx context.Context, id string, index uint64) (*restart.Alloc, uint64, error) {
+	if d.feed != nil {
+		a, err := d.feed.wait(ctx, id, index)
+		switch {
+		case err == nil:
+			return a, a.ModifyIndex, nil
+		case ctx.Err() != nil:
+			return nil, 0, fmt.Errorf("watching allocation %q: %w", id, ctx.Err())
+		}
+	}
+	a, next, err := d.e.cluster.WatchAllocation(ctx, id, index)
+	if err == nil {
+		d.feed.offer(a)
 	}
 	return a, next, err
 }

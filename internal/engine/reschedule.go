@@ -148,12 +148,18 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 	}
 	finishedOK := restart.BatchLike(d.jobType)
 	cur := p.ID
+	var index uint64
 	if p.Replacement != "" {
 		cur = p.Replacement
+	} else if p.Before != nil {
+		// From the observation on: only what changed after it shows the stop's effect.
+		index = p.Before.AllocModifyIndex
 	}
-	var index uint64
 	var b backoff
 	var seen *restart.Alloc // an answer already read, to judge before watching again
+	// The feed keeps the allocation followed current between watches.
+	d.feed.pin(cur)
+	defer func() { d.feed.unpin(cur) }()
 	for {
 		var r result
 		if seen != nil {
@@ -161,7 +167,7 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 		} else {
 			res := make(chan result, 1)
 			go func() {
-				a, idx, err := d.e.cluster.WatchAllocation(wctx, cur, index)
+				a, idx, err := d.watchAlloc(wctx, cur, index)
 				res <- result{a, idx, err}
 			}()
 			select {
@@ -194,6 +200,8 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 				d.eventLocked(restart.Event{Type: restart.EventAllocReplaced, AllocID: q.ID, Batch: q.Batch,
 					Message: fmt.Sprintf("Allocation %q replaced by %q, waiting for %q to start running", from, to, to)})
 			})
+			d.feed.pin(to)
+			d.feed.unpin(cur)
 			cur, index = to, 0
 			continue
 		}

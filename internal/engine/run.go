@@ -145,7 +145,14 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 func (d *driver) runBatch(ctx context.Context, b int) error {
 	d.mu.Lock()
 	idx := d.rec.BatchAllocs(b)
+	ids := make([]string, len(idx))
+	for k, i := range idx {
+		ids[k] = d.rec.Allocs[i].ID
+	}
 	d.mu.Unlock()
+	// The feed keeps the batch's allocations' full states while it runs.
+	d.feed.pin(ids...)
+	defer d.feed.unpin(ids...)
 	if err := d.takeUp(ctx, idx); err != nil {
 		return err
 	}

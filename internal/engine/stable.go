@@ -37,11 +37,15 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 		select {
 		case <-timer.C:
 			// The watch may have waited for a slot (blocking queries are bounded per
-			// process) and seen nothing: confirm with a plain read before saying so.
+			// process) and seen nothing: confirm before saying so, from the feed where it
+			// holds the allocation (as current as a read), else with a plain read.
 			cancel()
-			a, err := d.readAlloc(ctx, id)
-			if err != nil {
-				return false, nil, index, err
+			a, held := d.feed.held(id)
+			if !held {
+				var err error
+				if a, err = d.readAlloc(ctx, id); err != nil {
+					return false, nil, index, err
+				}
 			}
 			if !ok(a) {
 				return false, a, max(index, a.ModifyIndex), nil

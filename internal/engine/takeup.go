@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -12,6 +13,10 @@ import (
 
 // maxTakeUpReads bounds the allocation reads takeUp has in flight at once.
 const maxTakeUpReads = 64
+
+// firstSyncWait bounds how long takeUp waits for a new feed to sync: about the time of a
+// batch's reads at 10,000 allocations, after which it reads.
+const firstSyncWait = time.Second
 
 // takeUp reads the allocations among idx that no driver has taken up yet (state pending),
 // concurrently, and writes the intent for all of them in one step before any request goes
@@ -30,25 +35,14 @@ func (d *driver) takeUp(ctx context.Context, idx []int) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	type read struct {
-		a   *restart.Alloc
-		err error
-	}
-	reads := make([]read, len(pending))
-	sem := make(chan struct{}, maxTakeUpReads)
-	var wg sync.WaitGroup
+	// A new driver's feed lists the job once before it answers; what the batch would read
+	// is in that list.
+	d.feed.awaitFirstSync(ctx, firstSyncWait)
+	ids := make([]string, len(pending))
 	for k, i := range pending {
-		id := d.progress(i).ID
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			a, err := d.readAlloc(ctx, id)
-			reads[k] = read{a, err}
-		}()
+		ids[k] = d.progress(i).ID
 	}
-	wg.Wait()
+	reads := d.readAllocs(ctx, ids)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -73,6 +67,36 @@ func (d *driver) takeUp(ctx context.Context, idx []int) error {
 			}
 		}
 	})
+}
+
+// allocRead is an allocation read for takeUp, or why it could not be.
+type allocRead struct {
+	a   *restart.Alloc
+	err error
+}
+
+// readAllocs reads the allocations concurrently; those the driver's feed holds as current as
+// a read are taken from it without a request.
+func (d *driver) readAllocs(ctx context.Context, ids []string) []allocRead {
+	reads := make([]allocRead, len(ids))
+	sem := make(chan struct{}, maxTakeUpReads)
+	var wg sync.WaitGroup
+	for k, id := range ids {
+		if a, ok := d.feed.observed(id); ok {
+			reads[k] = allocRead{a: a}
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a, err := d.readAlloc(ctx, id)
+			reads[k] = allocRead{a, err}
+		}()
+	}
+	wg.Wait()
+	return reads
 }
 
 // takeFresh reports (once) whether this driver wrote allocation i's intent itself and has

@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// maxFeeds bounds the event streams one process holds (one per driver that has one): a
+// stream holds a connection for the driver's life, and Nomad limits a client address to 100
+// connections. Drivers beyond it follow their allocations with blocking queries.
+const maxFeeds = 8
+
+// allocFollower is what a feed needs of the cluster: *cluster.Nomad has it.
+type allocFollower interface {
+	FollowJobAllocations(ctx context.Context, namespace, jobID string, fromIndex uint64) <-chan cluster.AllocUpdate
+}
+
+// errFeedMiss says the feed cannot answer for an allocation now (it is not synced, it holds
+// no state of that allocation newer than the caller's, or it ended): the caller reads
+// Nomad instead, for this once.
+var errFeedMiss = errors.New("the allocation feed cannot answer")
+
+// allocFeed keeps the job's allocations current from one event stream of the job, instead
+// of a read before each request and a blocking query per allocation after it: a batch of
+// 100 then waits on one connection, with no request per change and no limit on how many
+// wait at once.
+//
+// It keeps every allocation's state in brief (each task's newest event only: what an
+// intent's observation and the eligibility checks read), and the full state of pinned
+// allocations (those being followed), whose task events the waits judge. What it holds is
+// as current as a read while it is synced: every change since the stream subscribed is
+// applied, and a lost connection is resynced from the job's list before it answers again.
+type allocFeed struct {
+	mu     sync.Mutex
+	synced bool
+	ended  bool
+	// firstSync is closed once the feed synced the first time, or ended.
+	firstSync chan struct{}
+	index     map[string]uint64         // every allocation seen: its ModifyIndex
+	brief     map[string]*restart.Alloc // every allocation seen, task events cut to the newest
+	pinned    map[string]int            // allocation ID -> pins
+	// adopted maps a pinned allocation to its replacement, pinned with it when the stream
+	// showed the replacement's creation: its full state is then at hand when the driver
+	// turns to follow it.
+	adopted map[string]string
+	latest  map[string]*restart.Alloc // the newest full state of pinned allocations
+	wake    map[string]chan struct{}  // closed at the allocation's next change
+	anyway  chan struct{}             // closed when the feed's state changes (sync, gap, end)
+}
+
+// startFeed follows the job's allocations until ctx ends; nil where the cluster has no event
+// stream or the process holds maxFeeds already (the driver then uses blocking queries).
+func (e *Engine) startFeed(ctx context.Context, namespace, jobID string) *allocFeed {
+	f, ok := e.cluster.(allocFollower)
+	if !ok {
+		return nil
+	}
+	select {
+	case e.feeds <- struct{}{}:
+	default:
+		return nil
+	}
+	feed := newAllocFeed()
+	updates := f.FollowJobAllocations(ctx, namespace, jobID, 0)
+	e.log.Debug("following the job's allocations through Nomad's event stream", "job", jobID)
+	go func() {
+		defer func() { <-e.feeds }()
+		defer feed.end()
+		for u := range updates {
+			switch {
+			case u.Err != nil:
+				e.log.Warn("the job's allocation event stream ended; following allocations with blocking queries", "job", jobID, "err", u.Err)
+				return
+			case u.Synced, u.Gap:
+				e.log.Debug("allocation event stream", "job", jobID, "synced", u.Synced, "index", u.Index)
+				feed.setSynced(u.Synced)
+			case u.Alloc != nil:
+				feed.apply(u.Alloc)
+			}
+		}
+	}()
+	return feed
+}
+
+func newAllocFeed() *allocFeed {
+	return &allocFeed{index: map[string]uint64{}, brief: map[string]*restart.Alloc{}, pinned: map[string]int{}, adopted: map[string]string{},
+		latest: map[string]*restart.Alloc{}, wake: map[string]chan struct{}{}, anyway: make(chan struct{}),
+		firstSync: make(chan struct{})}
+}
+
+func (f *allocFeed) setSynced(synced bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.synced != synced {
+		f.synced = synced
+		f.wakeAllLocked()
+	}
+	if synced {
+		f.closeFirstSyncLocked()
+	}
+}
+
+func (f *allocFeed) closeFirstSyncLocked() {
+	select {
+	case <-f.firstSync:
+	default:
+		close(f.firstSync)
+	}
+}
+
+// awaitFirstSync waits up to limit for the feed's first sync (the job's list read after
+// subscribing), so that a driver's first batch is observed from it rather than read
+// allocation by allocation; it reports whether the feed is synced.
+func (f *allocFeed) awaitFirstSync(ctx context.Context, limit time.Duration) {
+	if f == nil {
+		return
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-f.firstSync:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (f *allocFeed) end() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ended, f.synced = true, false
+	f.latest, f.brief = map[string]*restart.Alloc{}, map[string]*restart.Alloc{}
+	f.closeFirstSyncLocked()
+	f.wakeAllLocked()
+}
+
+func (f *allocFeed) wakeAllLocked() {
+	close(f.anyway)
+	f.anyway = make(chan struct{})
+	for id, ch := range f.wake {
+		close(ch)
+		delete(f.wake, id)
+	}
+}
+
+// apply takes one allocation's new state from the stream.
+func (f *allocFeed) apply(a *restart.Alloc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.offerLocked(a, true)
+}
+
+// offer takes an allocation read from Nomad, so that a pinned one's state is the newest
+// of reads and events.
+func (f *allocFeed) offer(a *restart.Alloc) {
+	if f == nil || a == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.offerLocked(a, false)
+}
+
+// offerLocked takes a new state of an allocation; owned says that nobody else holds a, so
+// that it may be cut down in place.
+func (f *allocFeed) offerLocked(a *restart.Alloc, owned bool) {
+	if f.ended || a.ModifyIndex < f.index[a.ID] {
+		return
+	}
+	f.index[a.ID] = a.ModifyIndex
+	if prev := a.PreviousAllocation; f.pinned[a.ID] == 0 && prev != "" && f.pinned[prev] > 0 && f.adopted[prev] == "" {
+		f.adopted[prev] = a.ID
+		f.pinned[a.ID]++
+	}
+	if f.pinned[a.ID] == 0 {
+		f.brief[a.ID] = inBrief(a, !owned)
+		return
+	}
+	f.brief[a.ID] = a
+	if cur := f.latest[a.ID]; cur != nil && cur.ModifyIndex >= a.ModifyIndex {
+		return
+	}
+	f.latest[a.ID] = a
+	if ch, ok := f.wake[a.ID]; ok {
+		close(ch)
+		delete(f.wake, a.ID)
+	}
+}
+
+// inBrief cuts each task's events of a down to the newest, which is all that an intent's
+// observation (restart.Observe), the targeted tasks and the eligibility checks read: a
+// 10,000-allocation job's states then take a few MB. With clone, a is left as it was.
+func inBrief(a *restart.Alloc, clone bool) *restart.Alloc {
+	if clone {
+		cp := *a
+		cp.Tasks = maps.Clone(a.Tasks)
+		a = &cp
+	}
+	for name, ts := range a.Tasks {
+		if n := len(ts.Events); n > 1 {
+			newest := ts.Events[0]
+			for _, e := range ts.Events[1:] {
+				if e.Time.After(newest.Time) {
+					newest = e
+				}
+			}
+			ts.Events = []restart.TaskEvent{newest}
+			a.Tasks[name] = ts
+		}
+	}
+	return a
+}
+
+// pin makes the feed keep the allocations' states from now on; unpin lets them go.
+func (f *allocFeed) pin(ids ...string) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range ids {
+		f.pinned[id]++
+	}
+}
+
+func (f *allocFeed) unpin(ids ...string) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(ids) > 0 {
+		id := ids[0]
+		ids = ids[1:]
+		if f.pinned[id]--; f.pinned[id] <= 0 {
+			delete(f.pinned, id)
+			delete(f.latest, id)
+			if next, ok := f.adopted[id]; ok {
+				delete(f.adopted, id)
+				ids = append(ids, next)
+			}
+			if b := f.brief[id]; b != nil {
+				// A waiter may still read the full state it was given.
+				f.brief[id] = inBrief(b, true)
+			}
+		}
+	}
+}
+
+// observed returns an allocation's state as current as a read, with each task's newest
+// event at least (see allocFeed), if the feed has it.
+func (f *allocFeed) observed(id string) (*restart.Alloc, bool) {
+	if f == nil {
+		return nil, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.brief[id]
+	if !f.synced || a == nil || f.index[id] > a.ModifyIndex {
+		return nil, false
+	}
+	return a, true
+}
+
+// held returns a pinned allocation's full state if the feed holds one as current as a read.
+func (f *allocFeed) held(id string) (*restart.Alloc, bool) {
+	if f == nil {
+		return nil, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.latest[id]
+	if !f.synced || a == nil || f.index[id] > a.ModifyIndex {
+		return nil, false
+	}
+	return a, true
+}
+
+// wait returns the allocation once the feed holds a state of it with a ModifyIndex above
+// after. errFeedMiss: the feed cannot tell (not synced, ended, or it saw a change of an
+// allocation whose state it did not hold); the caller reads Nomad for this once.
+func (f *allocFeed) wait(ctx context.Context, id string, after uint64) (*restart.Alloc, error) {
+	f.pin(id)
+	defer f.unpin(id)
+	for {
+		f.mu.Lock()
+		if !f.synced {
+			f.mu.Unlock()
+			return nil, errFeedMiss
+		}
+		a := f.latest[id]
+		if a != nil && a.ModifyIndex > after && a.ModifyIndex >= f.index[id] {
+			f.mu.Unlock()
+			return a, nil
+		}
+		if (a == nil && f.index[id] > after) || (a != nil && f.index[id] > a.ModifyIndex) {
+			f.mu.Unlock()
+			return nil, errFeedMiss
+		}
+		ch, ok := f.wake[id]
+		if !ok {
+			ch = make(chan struct{})
+			f.wake[id] = ch
+		}
+		anyway := f.anyway
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ch:
+		case <-anyway:
+		}
+	}
+}

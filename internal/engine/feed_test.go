@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+func at(id string, modify uint64) *restart.Alloc { return &restart.Alloc{ID: id, ModifyIndex: modify} }
+
+// withEvents is an allocation whose task app has events at the given seconds.
+func withEvents(id string, modify uint64, secs ...int) *restart.Alloc {
+	a := at(id, modify)
+	ts := restart.TaskState{State: restart.TaskRunning, Restarts: 1}
+	for _, s := range secs {
+		ts.Events = append(ts.Events, restart.TaskEvent{Type: "e", Time: time.Unix(int64(s), 0)})
+	}
+	a.Tasks = map[string]restart.TaskState{"app": ts}
+	return a
+}
+
+func TestFeedObservedOnlyWhenSynced(t *testing.T) {
+	f := newAllocFeed()
+	f.apply(withEvents("a", 10, 1, 3, 2))
+	if _, ok := f.observed("a"); ok {
+		t.Fatal("not synced: nothing is observed")
+	}
+	f.setSynced(true)
+	a, ok := f.observed("a")
+	if !ok || a.ModifyIndex != 10 {
+		t.Fatalf("observed = %v, %v; want index 10", a, ok)
+	}
+	// In brief: the newest event only, which is what an observation reads.
+	if ev := a.Tasks["app"].Events; len(ev) != 1 || ev[0].Time.Unix() != 3 {
+		t.Fatalf("events in brief = %v, want the newest (3)", ev)
+	}
+	if got := restart.Observe(a, []string{"app"}).LastEventTime.Unix(); got != 3 {
+		t.Fatalf("observation's newest event at %d, want 3", got)
+	}
+	f.offer(at("a", 9)) // a read older than what the stream showed changes nothing
+	if a, _ := f.observed("a"); a.ModifyIndex != 10 {
+		t.Fatalf("an older read replaced the state: index %d", a.ModifyIndex)
+	}
+	f.setSynced(false) // a lost connection
+	if _, ok := f.observed("a"); ok {
+		t.Fatal("a gap makes nothing observed")
+	}
+	f.setSynced(true)
+	f.end()
+	if _, ok := f.observed("a"); ok {
+		t.Fatal("an ended feed observes nothing")
+	}
+}
+
+func TestFeedKeepsFullStatesOfPinnedOnly(t *testing.T) {
+	f := newAllocFeed()
+	f.setSynced(true)
+	f.pin("a")
+	full := withEvents("a", 5, 1, 2, 3)
+	f.apply(full)
+	if a, _ := f.observed("a"); len(a.Tasks["app"].Events) != 3 {
+		t.Fatalf("a pinned allocation keeps its events: %v", a.Tasks["app"].Events)
+	}
+	f.unpin("a")
+	if len(full.Tasks["app"].Events) != 3 {
+		t.Fatal("unpinning cut the events of a state a waiter may hold")
+	}
+	if a, _ := f.observed("a"); len(a.Tasks["app"].Events) != 1 {
+		t.Fatalf("unpinned: kept in brief, got %v", a.Tasks["app"].Events)
+	}
+	read := withEvents("b", 7, 1, 2)
+	f.offer(read) // a read: the caller keeps its allocation whole
+	if len(read.Tasks["app"].Events) != 2 {
+		t.Fatal("offering a read cut the caller's events")
+	}
+}
+
+func TestFeedWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f := newAllocFeed()
+	f.setSynced(true)
+	f.apply(at("a", 5))
+
+	// A change it saw but did not hold: the caller reads.
+	if _, err := f.wait(ctx, "a", 3); !errors.Is(err, errFeedMiss) {
+		t.Fatalf("wait after a change not held = %v, want errFeedMiss", err)
+	}
+	// Waiting from the last change: answered by the next event.
+	got := make(chan *restart.Alloc, 1)
+	go func() {
+		a, err := f.wait(ctx, "a", 5)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- a
+	}()
+	for !f.hasWaiter("a") {
+		time.Sleep(time.Millisecond)
+	}
+	f.apply(at("a", 7))
+	if a := <-got; a == nil || a.ModifyIndex != 7 {
+		t.Fatalf("wait = %v, want index 7", a)
+	}
+	// A gap while waiting: the caller falls back to a blocking query.
+	errs := make(chan error, 1)
+	go func() {
+		_, err := f.wait(ctx, "a", 7)
+		errs <- err
+	}()
+	for !f.hasWaiter("a") {
+		time.Sleep(time.Millisecond)
+	}
+	f.setSynced(false)
+	if err := <-errs; !errors.Is(err, errFeedMiss) {
+		t.Fatalf("wait across a gap = %v, want errFeedMiss", err)
+	}
+	// The feed's end: the same.
+	f.setSynced(true)
+	f.end()
+	if _, err := f.wait(ctx, "a", 7); !errors.Is(err, errFeedMiss) {
+		t.Fatalf("wait on an ended feed = %v, want errFeedMiss", err)
+	}
+	// The caller's context ends the wait.
+	g := newAllocFeed()
+	g.setSynced(true)
+	short, stop := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer stop()
+	if _, err := g.wait(short, "b", 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait past the deadline = %v", err)
+	}
+}
+
+func TestFeedNilIsInert(t *testing.T) {
+	var f *allocFeed
+	f.pin("a")
+	f.offer(at("a", 1))
+	f.unpin("a")
+	if _, ok := f.observed("a"); ok {
+		t.Fatal("a nil feed holds nothing")
+	}
+}
+
+// hasWaiter is for tests: whether a wait on the allocation has registered.
+func (f *allocFeed) hasWaiter(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.wake[id]
+	return ok
+}
