@@ -97,7 +97,7 @@ func (p *printer) jsonLine(v any) {
 
 // setProgress redraws the progress line (terminals only).
 func (p *printer) setProgress(s string) {
-	if !p.tty || p.json {
+	if !p.showsProgress() {
 		return
 	}
 	p.mu.Lock()
@@ -108,6 +108,10 @@ func (p *printer) setProgress(s string) {
 	fmt.Fprint(p.out, "\r\x1b[2K"+s)
 	p.progress = s
 }
+
+// showsProgress reports whether the live progress line is shown (on a terminal, without
+// -json): callers skip rendering it otherwise.
+func (p *printer) showsProgress() bool { return p.tty && !p.json }
 
 // clearProgress removes the progress line, before a prompt or at the end.
 func (p *printer) clearProgress() {
@@ -149,6 +153,7 @@ func indent(s string, n int) string {
 type tracker struct {
 	total, batches, batch int
 	states                map[string]restart.AllocState
+	done, failed, skipped int // allocations in each ended state (setState)
 	start                 time.Time
 	batchStart            time.Time
 	finished              []time.Duration // durations of finished batches
@@ -166,7 +171,7 @@ func newTracker(rec *restart.Record) *tracker {
 	t.batch = rec.CurrentBatch
 	t.start = rec.StartTime
 	for _, a := range rec.Allocs {
-		t.states[a.ID] = a.State
+		t.setState(a.ID, a.State)
 		if !a.State.Terminal() && a.Waiting != "" && a.State != restart.AllocPending {
 			t.waiting[a.ID] = a.Waiting
 		}
@@ -199,11 +204,11 @@ func (t *tracker) apply(ev restart.Event) {
 			t.waiting[ev.AllocID] = what
 		}
 	case restart.EventAllocDone:
-		t.states[ev.AllocID] = restart.AllocDone
+		t.setState(ev.AllocID, restart.AllocDone)
 	case restart.EventAllocFailed:
-		t.states[ev.AllocID] = restart.AllocFailed
+		t.setState(ev.AllocID, restart.AllocFailed)
 	case restart.EventAllocSkipped:
-		t.states[ev.AllocID] = restart.AllocSkipped
+		t.setState(ev.AllocID, restart.AllocSkipped)
 	}
 	switch ev.Type {
 	case restart.EventAllocDone, restart.EventAllocFailed, restart.EventAllocSkipped, restart.EventAllocRestart:
@@ -211,19 +216,28 @@ func (t *tracker) apply(ev restart.Event) {
 	}
 }
 
+// setState records an allocation's state and keeps the counts of ended ones, so that the
+// progress line costs the same whatever the job's size.
+func (t *tracker) setState(id string, s restart.AllocState) {
+	t.count(t.states[id], -1)
+	t.states[id] = s
+	t.count(s, 1)
+}
+
+func (t *tracker) count(s restart.AllocState, delta int) {
+	switch s {
+	case restart.AllocDone:
+		t.done += delta
+	case restart.AllocFailed:
+		t.failed += delta
+	case restart.AllocSkipped:
+		t.skipped += delta
+	}
+}
+
 // counts returns the allocations done (restarted), failed and skipped.
 func (t *tracker) counts() (done, failed, skipped int) {
-	for _, s := range t.states {
-		switch s {
-		case restart.AllocDone:
-			done++
-		case restart.AllocFailed:
-			failed++
-		case restart.AllocSkipped:
-			skipped++
-		}
-	}
-	return
+	return t.done, t.failed, t.skipped
 }
 
 // line renders the progress line: batches, allocations, failures, elapsed and an estimate

@@ -145,3 +145,23 @@ func TestTrackerSaysWhatItWaitsFor(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
+
+// The tracker counts ended allocations as their states change, from the record it started
+// from: an event seen twice (a resumed view replays some) counts once.
+func TestTrackerCountsStateChanges(t *testing.T) {
+	rec := &restart.Record{Batches: 2, Allocs: []restart.AllocProgress{
+		{ID: "a", Batch: 1, State: restart.AllocDone}, {ID: "b", Batch: 1, State: restart.AllocSkipped},
+		{ID: "c", Batch: 2, State: restart.AllocWaiting}, {ID: "d", Batch: 2}}}
+	tr := newTracker(rec)
+	for _, ev := range []restart.Event{
+		{Type: restart.EventAllocDone, AllocID: "c"},
+		{Type: restart.EventAllocDone, AllocID: "c"},
+		{Type: restart.EventAllocFailed, AllocID: "d"},
+		{Type: restart.EventAllocDone, AllocID: "d"}, // a failure answered by a retry that worked
+	} {
+		tr.apply(ev)
+	}
+	if done, failed, skipped := tr.counts(); done != 3 || failed != 0 || skipped != 1 {
+		t.Fatalf("counts = %d done, %d failed, %d skipped; want 3, 0, 1", done, failed, skipped)
+	}
+}

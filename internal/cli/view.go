@@ -116,7 +116,9 @@ func (v *view) handleEvent(ctx context.Context, ev restart.Event) {
 		v.answeredHere = false
 	}
 	v.p.event(ev)
-	v.p.setProgress(v.tr.line(v.a.now()))
+	if v.p.showsProgress() {
+		v.p.setProgress(v.tr.line(v.a.now()))
+	}
 }
 
 // question shows the restart's open question: a prompt on a terminal, or the question and
@@ -224,7 +226,7 @@ func (a *app) drive(ctx context.Context, p *printer, eng restarter, st store.Sto
 			}
 			v.line(ctx, text, ok)
 		case <-ticker.C:
-			if v.asking == nil {
+			if v.asking == nil && p.showsProgress() {
 				p.setProgress(v.tr.line(a.now()))
 			}
 		}
