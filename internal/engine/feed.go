@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"maps"
 	"sync"
 	"time"
 
@@ -42,9 +41,9 @@ type allocFeed struct {
 	ended  bool
 	// firstSync is closed once the feed synced the first time, or ended.
 	firstSync chan struct{}
-	index     map[string]uint64         // every allocation seen: its ModifyIndex
-	brief     map[string]*restart.Alloc // every allocation seen, task events cut to the newest
-	pinned    map[string]int            // allocation ID -> pins
+	index     map[string]uint64      // every allocation seen: its ModifyIndex
+	brief     map[string]*briefAlloc // every allocation seen, task events cut to the newest
+	pinned    map[string]int         // allocation ID -> pins
 	// adopted maps a pinned allocation to its replacement, pinned with it when the stream
 	// showed the replacement's creation: its full state is then at hand when the driver
 	// turns to follow it.
@@ -89,7 +88,7 @@ func (e *Engine) startFeed(ctx context.Context, namespace, jobID string) *allocF
 }
 
 func newAllocFeed() *allocFeed {
-	return &allocFeed{index: map[string]uint64{}, brief: map[string]*restart.Alloc{}, pinned: map[string]int{}, adopted: map[string]string{},
+	return &allocFeed{index: map[string]uint64{}, brief: map[string]*briefAlloc{}, pinned: map[string]int{}, adopted: map[string]string{},
 		latest: map[string]*restart.Alloc{}, wake: map[string]chan struct{}{}, anyway: make(chan struct{}),
 		firstSync: make(chan struct{})}
 }
@@ -134,7 +133,7 @@ func (f *allocFeed) end() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ended, f.synced = true, false
-	f.latest, f.brief = map[string]*restart.Alloc{}, map[string]*restart.Alloc{}
+	f.latest, f.brief = map[string]*restart.Alloc{}, map[string]*briefAlloc{}
 	f.closeFirstSyncLocked()
 	f.wakeAllLocked()
 }
@@ -152,7 +151,7 @@ func (f *allocFeed) wakeAllLocked() {
 func (f *allocFeed) apply(a *restart.Alloc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.offerLocked(a, true)
+	f.offerLocked(a)
 }
 
 // offer takes an allocation read from Nomad, so that a pinned one's state is the newest
@@ -163,12 +162,11 @@ func (f *allocFeed) offer(a *restart.Alloc) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.offerLocked(a, false)
+	f.offerLocked(a)
 }
 
-// offerLocked takes a new state of an allocation; owned says that nobody else holds a, so
-// that it may be cut down in place.
-func (f *allocFeed) offerLocked(a *restart.Alloc, owned bool) {
+// offerLocked takes a new state of an allocation.
+func (f *allocFeed) offerLocked(a *restart.Alloc) {
 	if f.ended || a.ModifyIndex < f.index[a.ID] {
 		return
 	}
@@ -177,11 +175,10 @@ func (f *allocFeed) offerLocked(a *restart.Alloc, owned bool) {
 		f.adopted[prev] = a.ID
 		f.pinned[a.ID]++
 	}
+	f.brief[a.ID] = inBrief(a)
 	if f.pinned[a.ID] == 0 {
-		f.brief[a.ID] = inBrief(a, !owned)
 		return
 	}
-	f.brief[a.ID] = a
 	if cur := f.latest[a.ID]; cur != nil && cur.ModifyIndex >= a.ModifyIndex {
 		return
 	}
@@ -192,17 +189,28 @@ func (f *allocFeed) offerLocked(a *restart.Alloc, owned bool) {
 	}
 }
 
-// inBrief cuts each task's events of a down to the newest, which is all that an intent's
-// observation (restart.Observe), the targeted tasks and the eligibility checks read: a
-// 10,000-allocation job's states then take a few MB. With clone, a is left as it was.
-func inBrief(a *restart.Alloc, clone bool) *restart.Alloc {
-	if clone {
-		cp := *a
-		cp.Tasks = maps.Clone(a.Tasks)
-		a = &cp
+// briefAlloc is an allocation with only each task's newest event, which is all that an
+// intent's observation (restart.Observe), the targeted tasks and the eligibility checks
+// read; its tasks are a slice, not a map (a map of one task state takes a kilobyte), so
+// that a 10,000-allocation job's states take a few MB.
+type briefAlloc struct {
+	alloc restart.Alloc // Tasks nil
+	tasks []briefTask
+}
+
+type briefTask struct {
+	name  string
+	state restart.TaskState // Events: the newest at most
+}
+
+func inBrief(a *restart.Alloc) *briefAlloc {
+	b := &briefAlloc{alloc: *a}
+	b.alloc.Tasks = nil
+	if a.Tasks != nil {
+		b.tasks = make([]briefTask, 0, len(a.Tasks))
 	}
 	for name, ts := range a.Tasks {
-		if n := len(ts.Events); n > 1 {
+		if n := len(ts.Events); n > 0 {
 			newest := ts.Events[0]
 			for _, e := range ts.Events[1:] {
 				if e.Time.After(newest.Time) {
@@ -210,10 +218,22 @@ func inBrief(a *restart.Alloc, clone bool) *restart.Alloc {
 				}
 			}
 			ts.Events = []restart.TaskEvent{newest}
-			a.Tasks[name] = ts
+		}
+		b.tasks = append(b.tasks, briefTask{name: name, state: ts})
+	}
+	return b
+}
+
+// expand returns the allocation the brief stands for (a new one: callers may keep it).
+func (b *briefAlloc) expand() *restart.Alloc {
+	a := b.alloc
+	if b.tasks != nil {
+		a.Tasks = make(map[string]restart.TaskState, len(b.tasks))
+		for _, t := range b.tasks {
+			a.Tasks[t.name] = t.state
 		}
 	}
-	return a
+	return &a
 }
 
 // pin makes the feed keep the allocations' states from now on; unpin lets them go.
@@ -244,10 +264,6 @@ func (f *allocFeed) unpin(ids ...string) {
 				delete(f.adopted, id)
 				ids = append(ids, next)
 			}
-			if b := f.brief[id]; b != nil {
-				// A waiter may still read the full state it was given.
-				f.brief[id] = inBrief(b, true)
-			}
 		}
 	}
 }
@@ -260,11 +276,11 @@ func (f *allocFeed) observed(id string) (*restart.Alloc, bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := f.brief[id]
-	if !f.synced || a == nil || f.index[id] > a.ModifyIndex {
+	b := f.brief[id]
+	if !f.synced || b == nil || f.index[id] > b.alloc.ModifyIndex {
 		return nil, false
 	}
-	return a, true
+	return b.expand(), true
 }
 
 // held returns a pinned allocation's full state if the feed holds one as current as a read.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -61,20 +62,43 @@ func TestFeedKeepsFullStatesOfPinnedOnly(t *testing.T) {
 	f.pin("a")
 	full := withEvents("a", 5, 1, 2, 3)
 	f.apply(full)
-	if a, _ := f.observed("a"); len(a.Tasks["app"].Events) != 3 {
-		t.Fatalf("a pinned allocation keeps its events: %v", a.Tasks["app"].Events)
+	if a, ok := f.held("a"); !ok || len(a.Tasks["app"].Events) != 3 {
+		t.Fatalf("a pinned allocation keeps its events: %v, %v", a, ok)
+	}
+	if a, _ := f.observed("a"); len(a.Tasks["app"].Events) != 1 || len(full.Tasks["app"].Events) != 3 {
+		t.Fatal("the brief has the newest event only, and leaves the state given whole")
 	}
 	f.unpin("a")
-	if len(full.Tasks["app"].Events) != 3 {
-		t.Fatal("unpinning cut the events of a state a waiter may hold")
+	if _, ok := f.held("a"); ok {
+		t.Fatal("unpinned: its full state is let go")
 	}
-	if a, _ := f.observed("a"); len(a.Tasks["app"].Events) != 1 {
-		t.Fatalf("unpinned: kept in brief, got %v", a.Tasks["app"].Events)
+	if a, ok := f.observed("a"); !ok || a.ModifyIndex != 5 {
+		t.Fatalf("unpinned: still observed in brief, got %v, %v", a, ok)
 	}
 	read := withEvents("b", 7, 1, 2)
 	f.offer(read) // a read: the caller keeps its allocation whole
 	if len(read.Tasks["app"].Events) != 2 {
 		t.Fatal("offering a read cut the caller's events")
+	}
+	stub := at("c", 8) // a list stub without task states
+	f.apply(stub)
+	if a, _ := f.observed("c"); a.Tasks != nil {
+		t.Fatalf("a stub's brief has task states: %v", a.Tasks)
+	}
+}
+
+// The brief of an allocation expands to the same allocation but for the older events.
+func TestFeedBriefExpands(t *testing.T) {
+	a := withEvents("a", 9, 4, 8, 6)
+	a.Name, a.Group, a.ClientStatus, a.DesiredStatus, a.NextAllocation = "web[0]", "web", "running", "run", ""
+	got := inBrief(a).expand()
+	want := *a
+	want.Tasks = map[string]restart.TaskState{"app": a.Tasks["app"]}
+	ts := want.Tasks["app"]
+	ts.Events = []restart.TaskEvent{a.Tasks["app"].Events[1]}
+	want.Tasks["app"] = ts
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("expanded\n%+v\nwant\n%+v", got, &want)
 	}
 }
 
