@@ -222,13 +222,23 @@ type budgetStart struct {
 }
 
 func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
-	// The job and its summary are read together: neither depends on the other.
+	// The job and its summary are read together: neither depends on the other. Where the
+	// driver's feed is synced it counts the groups' allocations itself: the summary is
+	// one request less, and a server computes it over every allocation of the job.
+	counts, fromFeed := d.feed.groupCounts()
 	summary := make(chan *api.JobSummary, 1)
-	go func() { summary <- d.jobSummary(ctx) }()
+	if fromFeed {
+		summary <- nil
+	} else {
+		go func() { summary <- d.jobSummary(ctx) }()
+	}
 	job, err := retry(ctx, func() (*restart.Job, error) { return d.readJob(ctx) })
 	sum := <-summary
 	if err != nil {
 		return budgetStart{err: fmt.Errorf("reading job %q for its availability budget: %w", d.jobID, err)}
+	}
+	if fromFeed {
+		sum = &api.JobSummary{Summary: counts}
 	}
 	st := budgetStart{job: job, atHand: d.budgetAtHand(job, b, sum), checks: newBudgetChecks(d, b)}
 	// Groups too big to have their checks read are not: nor is the job's whole list of

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -281,6 +283,32 @@ func (f *allocFeed) observed(id string) (*restart.Alloc, bool) {
 		return nil, false
 	}
 	return b.expand(), true
+}
+
+// groupCounts counts the job's allocations by group and client status, as Nomad's job
+// summary does (Running and Starting; Queued stays 0: a group with queued allocations
+// runs fewer than its count), if the feed is synced.
+func (f *allocFeed) groupCounts() (map[string]api.TaskGroupSummary, bool) {
+	if f == nil {
+		return nil, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.synced {
+		return nil, false
+	}
+	out := map[string]api.TaskGroupSummary{}
+	for _, b := range f.brief {
+		g := out[b.alloc.Group]
+		switch b.alloc.ClientStatus {
+		case restart.ClientRunning:
+			g.Running++
+		case restart.ClientPending:
+			g.Starting++
+		}
+		out[b.alloc.Group] = g
+	}
+	return out, true
 }
 
 // held returns a pinned allocation's full state if the feed holds one as current as a read.

@@ -175,3 +175,20 @@ func (f *allocFeed) hasWaiter(id string) bool {
 	_, ok := f.wake[id]
 	return ok
 }
+
+func TestFeedGroupCounts(t *testing.T) {
+	f := newAllocFeed()
+	for i, st := range []string{restart.ClientRunning, restart.ClientRunning, restart.ClientPending, restart.ClientComplete} {
+		a := at(string(rune('a'+i)), uint64(i+1))
+		a.Group, a.ClientStatus = "web", st
+		f.apply(a)
+	}
+	if _, ok := f.groupCounts(); ok {
+		t.Fatal("not synced: no counts")
+	}
+	f.setSynced(true)
+	c, ok := f.groupCounts()
+	if !ok || c["web"].Running != 2 || c["web"].Starting != 1 {
+		t.Fatalf("counts = %+v, %v; want 2 running, 1 starting", c, ok)
+	}
+}
