@@ -159,10 +159,12 @@ func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e))
 	start(t, a)
 	var gotAt, gotDaily *schedule.Schedule
+	// The metric is counted once a claim is recorded: wait for both.
 	waitFor(t, ctx, "both schedules to record the missed occurrences", func() bool {
 		gotAt, _ = e.schedules().Get(ctx, "default", at.ID)
 		gotDaily, _ = e.schedules().Get(ctx, "default", daily.ID)
-		return gotAt != nil && gotDaily != nil && gotAt.Missed > 0 && gotDaily.Missed > 0
+		return gotAt != nil && gotDaily != nil && gotAt.Missed > 0 && gotDaily.Missed > 0 &&
+			testutil.ToFloat64(a.Metrics().scheduleMetrics().missed) >= 2
 	})
 	if gotAt.Status != schedule.StatusDone || gotAt.Missed != 1 || gotAt.Started != 0 || !gotAt.LastMissed.Equal(at.At) {
 		t.Errorf("-at schedule: %+v", gotAt)
