@@ -68,15 +68,23 @@ func (e *Engine) startFeed(ctx context.Context, namespace, jobID string) *allocF
 		return nil
 	}
 	feed := newAllocFeed()
-	updates := f.FollowJobAllocations(ctx, namespace, jobID, 0)
+	sctx, stop := context.WithCancel(ctx)
+	updates := f.FollowJobAllocations(sctx, namespace, jobID, 0)
 	e.log.Debug("following the job's allocations through Nomad's event stream", "job", jobID)
 	go func() {
 		defer func() { <-e.feeds }()
 		defer feed.end()
+		defer stop()
+		var gaps []time.Time
 		for u := range updates {
 			switch {
 			case u.Err != nil:
 				e.log.Warn("the job's allocation event stream ended; following allocations with blocking queries", "job", jobID, "err", u.Err)
+				return
+			case u.Gap && tooManyGaps(&gaps, time.Now()):
+				// Each reconnection lists the job again: a stream cut again and again (a
+				// proxy that does not hold it, say) would cost more than it saves.
+				e.log.Warn("the job's allocation event stream keeps breaking; following allocations with blocking queries", "job", jobID, "breaks", len(gaps))
 				return
 			case u.Synced, u.Gap:
 				e.log.Debug("allocation event stream", "job", jobID, "synced", u.Synced, "index", u.Index)
@@ -87,6 +95,25 @@ func (e *Engine) startFeed(ctx context.Context, namespace, jobID string) *allocF
 		}
 	}()
 	return feed
+}
+
+// maxFeedGaps lost connections within feedGapWindow end a feed.
+const (
+	maxFeedGaps   = 5
+	feedGapWindow = time.Minute
+)
+
+// tooManyGaps records a lost connection at now and reports whether the stream broke
+// maxFeedGaps times within feedGapWindow.
+func tooManyGaps(gaps *[]time.Time, now time.Time) bool {
+	kept := (*gaps)[:0]
+	for _, t := range *gaps {
+		if now.Sub(t) < feedGapWindow {
+			kept = append(kept, t)
+		}
+	}
+	*gaps = append(kept, now)
+	return len(*gaps) >= maxFeedGaps
 }
 
 func newAllocFeed() *allocFeed {
@@ -117,7 +144,7 @@ func (f *allocFeed) closeFirstSyncLocked() {
 
 // awaitFirstSync waits up to limit for the feed's first sync (the job's list read after
 // subscribing), so that a driver's first batch is observed from it rather than read
-// allocation by allocation; it reports whether the feed is synced.
+// allocation by allocation.
 func (f *allocFeed) awaitFirstSync(ctx context.Context, limit time.Duration) {
 	if f == nil {
 		return

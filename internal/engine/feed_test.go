@@ -192,3 +192,25 @@ func TestFeedGroupCounts(t *testing.T) {
 		t.Fatalf("counts = %+v, %v; want 2 running, 1 starting", c, ok)
 	}
 }
+
+func TestFeedTooManyGaps(t *testing.T) {
+	var gaps []time.Time
+	t0 := time.Unix(1000, 0)
+	for i := range maxFeedGaps - 1 {
+		if tooManyGaps(&gaps, t0.Add(time.Duration(i)*20*time.Second)) {
+			t.Fatalf("gap %d ended the feed", i+1)
+		}
+	}
+	// The first gaps are older than the window by now: still fine.
+	if tooManyGaps(&gaps, t0.Add(2*feedGapWindow)) {
+		t.Fatal("gaps outside the window counted")
+	}
+	for i := range maxFeedGaps - 2 {
+		if tooManyGaps(&gaps, t0.Add(2*feedGapWindow+time.Duration(i+1)*time.Second)) {
+			t.Fatalf("gap %d within the window ended the feed too early", i+2)
+		}
+	}
+	if !tooManyGaps(&gaps, t0.Add(2*feedGapWindow+10*time.Second)) {
+		t.Fatalf("%d gaps within a minute did not end the feed", maxFeedGaps)
+	}
+}
