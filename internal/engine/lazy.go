@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // lazyLinger is how long a change made with stepLazy may stay unwritten. Operators
@@ -49,7 +50,9 @@ func (d *driver) flushLazily(ctx context.Context) {
 		d.mu.Lock()
 		gen := d.gen
 		d.mu.Unlock()
-		if err := d.flush(ctx, gen); err != nil && ctx.Err() == nil {
+		// Unhurried: nobody waits on this write, so the store may leave the next one (maybe
+		// a batch's intents, which its requests wait on) less to do.
+		if err := d.flush(store.Unhurried(ctx), gen); err != nil && ctx.Err() == nil {
 			d.log.Debug("writing progress failed; the next step writes it", "err", err)
 		}
 	}

@@ -96,6 +96,7 @@ type cachedHead struct {
 	modifyIndex uint64
 	names       []string
 	raws        map[string][]byte // by chunk name
+	carried     map[string]string // the chunks the head carries: packed data by name
 }
 
 var _ Store = (*Nomad)(nil)
@@ -253,10 +254,23 @@ func (n *Nomad) load(ctx context.Context, h headRef, v *api.Variable) (*restart.
 	n.mu.Unlock()
 	raws := make([][]byte, len(names))
 	var missing []int
+	var carried map[string]string
 	for i, name := range names {
-		if old != nil && old.raws[name] != nil {
+		data, inHead := v.Items[itemChunkData+name]
+		if inHead {
+			if carried == nil {
+				carried = map[string]string{}
+			}
+			carried[name] = data
+		}
+		switch {
+		case old != nil && old.raws[name] != nil:
 			raws[i] = old.raws[name]
-		} else {
+		case inHead:
+			if raws[i], err = unpack(data); err != nil {
+				return nil, fmt.Errorf("nomad store: chunk %s of restart %s is corrupt: %w", name, h.id, err)
+			}
+		default:
 			missing = append(missing, i)
 		}
 	}
@@ -292,20 +306,20 @@ func (n *Nomad) load(ctx context.Context, h headRef, v *api.Variable) (*restart.
 	}
 	rec.Namespace = v.Namespace
 	rec.CreateIndex, rec.ModifyIndex = v.CreateIndex, v.ModifyIndex
-	n.remember(k, h.jobSeg, v.ModifyIndex, names, fresh)
+	n.remember(k, h.jobSeg, v.ModifyIndex, names, fresh, carried)
 	return rec, nil
 }
 
 var errChunkGone = errors.New("a chunk of the record was replaced while reading")
 
-func (n *Nomad) remember(k, jobSeg string, modifyIndex uint64, names []string, raws map[string][]byte) {
+func (n *Nomad) remember(k, jobSeg string, modifyIndex uint64, names []string, raws map[string][]byte, carried map[string]string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.where[k] = jobSeg
 	if cur := n.heads[k]; cur != nil && cur.modifyIndex > modifyIndex {
 		return // a newer head is already known
 	}
-	n.heads[k] = &cachedHead{modifyIndex: modifyIndex, names: names, raws: raws}
+	n.heads[k] = &cachedHead{modifyIndex: modifyIndex, names: names, raws: raws, carried: carried}
 }
 
 // getAt reads the whole record at h, retrying when a writer replaced chunks under it.

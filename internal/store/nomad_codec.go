@@ -29,16 +29,27 @@ import (
 // points at them and deleted only after the head stopped pointing at them, so a reader
 // never sees a half-written record: at worst it finds a chunk gone (a newer head exists)
 // and reads again.
+//
+// A chunk written since the head last moved its chunks out may be carried in the head itself
+// (an item "c.<name>" with the chunk's data) instead of a variable of its own: an update
+// that changes one range is then one write, not a chunk's and then the head's. Such heads
+// say format "2"; older readers refuse them with a clear message instead of looking for
+// chunk variables that do not exist.
 const (
 	maxVariableSize = 65536 // Nomad's limit on a variable's items: keys plus values
 	allocsPerChunk  = 128   // a fixed range, so that unchanged ranges keep their chunk
 	eventsPerChunk  = 100
 	headFormat      = "1"
+	headFormatInner = "2" // some chunks are carried in the head
+	// maxCarried bounds the bytes of chunks carried in a head: each write and each read of
+	// the head carries them again.
+	maxCarried = 48 << 10
 
-	itemFormat = "format"
-	itemRecord = "record"
-	itemChunks = "chunks"
-	itemData   = "data"
+	itemFormat    = "format"
+	itemRecord    = "record"
+	itemChunks    = "chunks"
+	itemData      = "data"
+	itemChunkData = "c." // + chunk name: a chunk carried in the head
 )
 
 // encodedRecord is a record cut into a head and chunks.
@@ -49,11 +60,12 @@ type encodedRecord struct {
 
 // chunk is one slice of allocations or events.
 type chunk struct {
-	kind   byte   // 'a' allocations, 'e' events
-	hash   string // of raw
-	raw    []byte // the JSON array
-	packed string // raw compressed for its variable, when already computed
-	name   string // set once the chunk has a variable (new or reused)
+	kind    byte   // 'a' allocations, 'e' events
+	hash    string // of raw
+	raw     []byte // the JSON array
+	packed  string // raw compressed for its variable, when already computed
+	name    string // set once the chunk has a variable (new or reused)
+	carried bool   // its data is an item of the head, not a variable of its own
 }
 
 func (c *chunk) key() string { return string(c.kind) + c.hash }
@@ -65,6 +77,10 @@ func headItems(e *encodedRecord) (map[string]string, error) {
 		names := make([]string, len(e.chunks))
 		for i, c := range e.chunks {
 			names[i] = c.name
+			if c.carried {
+				items[itemChunkData+c.name] = c.packed
+				items[itemFormat] = headFormatInner
+			}
 		}
 		items[itemChunks] = strings.Join(names, " ")
 	}
@@ -123,12 +139,20 @@ func encodeRecord(rec *restart.Record, fc fitCache, memo *allocMemo) (*encodedRe
 		}
 		memo.store(start, part, chunks[before:])
 	}
+	// A record cut in chunks has a long event log: its events go in chunks too, compressed,
+	// which leaves the head room to carry the chunks an update changed (see writeChunks).
+	if len(stripped.Events) > eventsPerChunk/2 {
+		stripped.Events = nil
+		if err := cutChunks('e', rec.Events, eventsPerChunk, fc, &chunks); err != nil {
+			return nil, err
+		}
+	}
 	head, err := json.Marshal(&stripped)
 	if err != nil {
 		return nil, err
 	}
 	// The head also carries the chunk names; leave them room.
-	if len(head)+headSlack+len(chunks)*40 > maxVariableSize {
+	if stripped.Events != nil && len(head)+headSlack+len(chunks)*40 > maxVariableSize {
 		stripped.Events = nil
 		if err := cutChunks('e', rec.Events, eventsPerChunk, fc, &chunks); err != nil {
 			return nil, err
@@ -256,9 +280,9 @@ func unpack(data string) ([]byte, error) {
 }
 
 // decodeHead reads a head's items: the record (maybe without allocations and events) and
-// the names of its chunks.
+// the names of its chunks (those it carries are items itemChunkData+name).
 func decodeHead(items map[string]string) (*restart.Record, []string, error) {
-	if f := items[itemFormat]; f != headFormat {
+	if f := items[itemFormat]; f != headFormat && f != headFormatInner {
 		return nil, nil, fmt.Errorf("unknown restart record format %q (written by a newer nomad-restart?)", f)
 	}
 	var rec restart.Record

@@ -43,8 +43,8 @@ func (m *allocMemo) lookup(start int, allocs []restart.AllocProgress) []*chunk {
 	}
 	out := make([]*chunk, len(r.chunks))
 	for i := range r.chunks {
-		c := r.chunks[i] // a copy: the writer names its chunks
-		c.name = ""
+		c := r.chunks[i] // a copy: the writer names and places its chunks
+		c.name, c.carried = "", false
 		out[i] = &c
 	}
 	return out
@@ -61,7 +61,7 @@ func (m *allocMemo) store(start int, allocs []restart.AllocProgress, chunks []*c
 	}
 	for i, c := range chunks {
 		r.chunks[i] = *c
-		r.chunks[i].name = ""
+		r.chunks[i].name, r.chunks[i].carried = "", false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -155,8 +155,11 @@ func (n *Nomad) holderBusy(ctx context.Context, h headRef) (bool, error) {
 	return !rec.Status.Terminal(), nil
 }
 
-// writeChunks gives every chunk of enc a variable: reusing old's chunk of the same content,
-// else writing a new one (create-only).
+// writeChunks gives every chunk of enc a place: reusing old's chunk of the same content
+// (a variable, or data the old head carried), else a new one. New chunks, with those the
+// old head carried, are carried by the new head when they fit in maxCarried: the write is
+// then the head's alone. Otherwise, and in an unhurried write (see Unhurried), they all get
+// variables (create-only) before the head, which leaves the next write's head room.
 func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, old *cachedHead) error {
 	reuse := map[string]string{}
 	if old != nil {
@@ -164,32 +167,46 @@ func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, 
 			reuse[chunkKey(name)] = name
 		}
 	}
-	var toWrite []*chunk
+	var place []*chunk // chunks that need a place now: new ones, and those the old head carried
 	for _, c := range enc.chunks {
+		c.carried = false
 		if name, ok := reuse[c.key()]; ok {
 			c.name = name
+			if data, inHead := old.carried[name]; inHead {
+				c.packed = data
+				place = append(place, c)
+			}
 			continue
 		}
 		c.name = c.freshName()
-		toWrite = append(toWrite, c)
+		place = append(place, c)
 	}
-	err := forEach(ctx, len(toWrite), chunkWorkers, func(ctx context.Context, i int) error {
-		c := toWrite[i]
-		data := c.packed
-		if data == "" {
+	carried := 0
+	for _, c := range place {
+		if c.packed == "" {
 			var err error
-			if data, err = n.pack(c.raw); err != nil {
+			if c.packed, err = n.pack(c.raw); err != nil {
 				return fmt.Errorf("nomad store: compressing a chunk: %w", err)
 			}
 		}
+		carried += len(itemChunkData) + len(c.name) + len(c.packed)
+	}
+	if !unhurried(ctx) && carried <= maxCarried && carried+headSize(enc) <= maxVariableSize-headSlackBytes {
+		for _, c := range place {
+			c.carried = true
+		}
+		return nil
+	}
+	err := forEach(ctx, len(place), chunkWorkers, func(ctx context.Context, i int) error {
+		c := place[i]
 		path := n.headPath(h.jobSeg, h.id) + "/c/" + c.name
 		err := retry(ctx, func() error {
-			v := &api.Variable{Namespace: h.ns, Path: path, Items: map[string]string{itemData: data}}
+			v := &api.Variable{Namespace: h.ns, Path: path, Items: map[string]string{itemData: c.packed}}
 			_, _, err := n.client.Variables().CheckedCreate(v, n.wo(ctx, h.ns))
 			var conflict api.ErrCASConflict
 			if errors.As(err, &conflict) {
-				// The name is fresh and random: it exists only because an earlier try
-				// of this very write landed and its answer was lost.
+				// The name is fresh and random (or was carried, never a variable): it exists
+				// only because an earlier try of this very write landed and its answer was lost.
 				return nil
 			}
 			return err
@@ -198,10 +215,22 @@ func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, 
 	})
 	if err != nil {
 		// Some may have been written: remove them all (a missing one is no error).
-		n.deleteChunks(ctx, h, toWrite)
+		n.deleteChunks(ctx, h, place)
 		return err
 	}
 	return nil
+}
+
+// headSlackBytes is room left in a head for what headSize does not count.
+const headSlackBytes = 1024
+
+// headSize is the size of enc's head items without the chunks it may carry.
+func headSize(enc *encodedRecord) int {
+	n := len(itemFormat) + len(headFormatInner) + len(itemRecord) + len(enc.head) + len(itemChunks)
+	for _, c := range enc.chunks {
+		n += len(c.name) + 1
+	}
+	return n
 }
 
 // deleteChunks removes chunk variables no head points at; best effort (an orphan costs
@@ -209,7 +238,7 @@ func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, 
 func (n *Nomad) deleteChunks(ctx context.Context, h headRef, chunks []*chunk) {
 	names := make([]string, 0, len(chunks))
 	for _, c := range chunks {
-		if c.name != "" {
+		if c.name != "" && !c.carried {
 			names = append(names, c.name)
 		}
 	}
@@ -234,11 +263,18 @@ func (n *Nomad) deleteChunkNames(ctx context.Context, h headRef, names []string)
 func (n *Nomad) rememberWrite(h headRef, modifyIndex uint64, enc *encodedRecord) {
 	names := make([]string, len(enc.chunks))
 	raws := make(map[string][]byte, len(enc.chunks))
+	var carried map[string]string
 	for i, c := range enc.chunks {
 		names[i] = c.name
 		raws[c.name] = c.raw
+		if c.carried {
+			if carried == nil {
+				carried = map[string]string{}
+			}
+			carried[c.name] = c.packed
+		}
 	}
-	n.remember(key(h.ns, h.id), h.jobSeg, modifyIndex, names, raws)
+	n.remember(key(h.ns, h.id), h.jobSeg, modifyIndex, names, raws, carried)
 }
 
 // Update implements Store.
@@ -269,6 +305,14 @@ func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 			return fmt.Errorf("nomad store: restart %s: %w", rec.ID, err)
 		}
 		old = &cachedHead{modifyIndex: v.ModifyIndex, names: names}
+		for _, name := range names {
+			if data, inHead := v.Items[itemChunkData+name]; inHead {
+				if old.carried == nil {
+					old.carried = map[string]string{}
+				}
+				old.carried[name] = data
+			}
+		}
 	}
 
 	out := *rec
@@ -305,7 +349,7 @@ func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 	}
 	var stale []string
 	for _, name := range old.names {
-		if !keepNames[name] {
+		if _, inHead := old.carried[name]; !keepNames[name] && !inHead {
 			stale = append(stale, name)
 		}
 	}

@@ -121,3 +121,18 @@ func Mutate(ctx context.Context, s Store, namespace, id string, change func(*res
 		}
 	}
 }
+
+type unhurriedKey struct{}
+
+// Unhurried marks a write that nobody waits for (progress written in the background): a
+// store may then spend a round trip more to leave the next write less to do. The Nomad
+// store moves the chunks its head carries out to variables of their own, so that the next
+// write, which may be one a driver waits on before its requests, can carry what it changes.
+func Unhurried(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unhurriedKey{}, true)
+}
+
+func unhurried(ctx context.Context) bool {
+	v, _ := ctx.Value(unhurriedKey{}).(bool)
+	return v
+}
