@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -43,9 +44,10 @@ type allocFeed struct {
 	ended  bool
 	// firstSync is closed once the feed synced the first time, or ended.
 	firstSync chan struct{}
-	index     map[string]uint64      // every allocation seen: its ModifyIndex
-	brief     map[string]*briefAlloc // every allocation seen, task events cut to the newest
-	pinned    map[string]int         // allocation ID -> pins
+	index     map[string]uint64               // every allocation seen: its ModifyIndex
+	brief     map[string]*briefAlloc          // every allocation seen, task events cut to the newest
+	groups    map[string]api.TaskGroupSummary // the briefs counted by group and status
+	pinned    map[string]int                  // allocation ID -> pins
 	// adopted maps a pinned allocation to its replacement, pinned with it when the stream
 	// showed the replacement's creation: its full state is then at hand when the driver
 	// turns to follow it.
@@ -117,7 +119,7 @@ func tooManyGaps(gaps *[]time.Time, now time.Time) bool {
 }
 
 func newAllocFeed() *allocFeed {
-	return &allocFeed{index: map[string]uint64{}, brief: map[string]*briefAlloc{}, pinned: map[string]int{}, adopted: map[string]string{},
+	return &allocFeed{index: map[string]uint64{}, brief: map[string]*briefAlloc{}, groups: map[string]api.TaskGroupSummary{}, pinned: map[string]int{}, adopted: map[string]string{},
 		latest: map[string]*restart.Alloc{}, wake: map[string]chan struct{}{}, anyway: make(chan struct{}),
 		firstSync: make(chan struct{})}
 }
@@ -162,7 +164,7 @@ func (f *allocFeed) end() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ended, f.synced = true, false
-	f.latest, f.brief = map[string]*restart.Alloc{}, map[string]*briefAlloc{}
+	f.latest, f.brief, f.groups = map[string]*restart.Alloc{}, map[string]*briefAlloc{}, map[string]api.TaskGroupSummary{}
 	f.closeFirstSyncLocked()
 	f.wakeAllLocked()
 }
@@ -204,6 +206,10 @@ func (f *allocFeed) offerLocked(a *restart.Alloc) {
 		f.adopted[prev] = a.ID
 		f.pinned[a.ID]++
 	}
+	if prev := f.brief[a.ID]; prev != nil {
+		f.count(prev.alloc.Group, prev.alloc.ClientStatus, -1)
+	}
+	f.count(a.Group, a.ClientStatus, 1)
 	f.brief[a.ID] = inBrief(a)
 	if f.pinned[a.ID] == 0 {
 		return
@@ -312,9 +318,23 @@ func (f *allocFeed) observed(id string) (*restart.Alloc, bool) {
 	return b.expand(), true
 }
 
-// groupCounts counts the job's allocations by group and client status, as Nomad's job
-// summary does (Running and Starting; Queued stays 0: a group with queued allocations
-// runs fewer than its count), if the feed is synced.
+// count keeps the groups' counts by client status as allocations change (see groupCounts).
+func (f *allocFeed) count(group, clientStatus string, delta int) {
+	g := f.groups[group]
+	switch clientStatus {
+	case restart.ClientRunning:
+		g.Running += delta
+	case restart.ClientPending:
+		g.Starting += delta
+	default:
+		return
+	}
+	f.groups[group] = g
+}
+
+// groupCounts returns the job's allocations counted by group and client status, as Nomad's
+// job summary counts them (Running and Starting; Queued stays 0: a group with queued
+// allocations runs fewer than its count), if the feed is synced.
 func (f *allocFeed) groupCounts() (map[string]api.TaskGroupSummary, bool) {
 	if f == nil {
 		return nil, false
@@ -324,18 +344,7 @@ func (f *allocFeed) groupCounts() (map[string]api.TaskGroupSummary, bool) {
 	if !f.synced {
 		return nil, false
 	}
-	out := map[string]api.TaskGroupSummary{}
-	for _, b := range f.brief {
-		g := out[b.alloc.Group]
-		switch b.alloc.ClientStatus {
-		case restart.ClientRunning:
-			g.Running++
-		case restart.ClientPending:
-			g.Starting++
-		}
-		out[b.alloc.Group] = g
-	}
-	return out, true
+	return maps.Clone(f.groups), true
 }
 
 // held returns a pinned allocation's full state if the feed holds one as current as a read.

@@ -191,6 +191,13 @@ func TestFeedGroupCounts(t *testing.T) {
 	if !ok || c["web"].Running != 2 || c["web"].Starting != 1 {
 		t.Fatalf("counts = %+v, %v; want 2 running, 1 starting", c, ok)
 	}
+	// The pending one runs, a running one completes, and an older state arrives late.
+	f.apply(&restart.Alloc{ID: "c", ModifyIndex: 10, Group: "web", ClientStatus: restart.ClientRunning})
+	f.apply(&restart.Alloc{ID: "a", ModifyIndex: 11, Group: "web", ClientStatus: restart.ClientComplete})
+	f.apply(&restart.Alloc{ID: "a", ModifyIndex: 5, Group: "web", ClientStatus: restart.ClientRunning})
+	if c, _ := f.groupCounts(); c["web"].Running != 2 || c["web"].Starting != 0 {
+		t.Fatalf("counts after changes = %+v; want 2 running, 0 starting", c["web"])
+	}
 }
 
 func TestFeedTooManyGaps(t *testing.T) {
