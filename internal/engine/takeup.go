@@ -18,9 +18,10 @@ const maxTakeUpReads = 64
 // batch's reads at 10,000 allocations, after which it reads.
 const firstSyncWait = time.Second
 
-// takeUp reads the allocations among idx that no driver has taken up yet (state pending),
-// concurrently, and writes the intent for all of them in one step before any request goes
-// out: each one's observation (what a later driver compares Nomad's facts with) and state
+// takeUp observes the allocations among idx that no driver has taken up yet (state
+// pending), from the driver's feed where it is synced, else by reading them concurrently,
+// and writes the intent for all of them in one step before any request goes out: each
+// one's observation (what a later driver compares Nomad's facts with) and state
 // restarting, or skipped where it is no longer to be touched. A batch then costs one
 // write before its requests instead of one per allocation.
 func (d *driver) takeUp(ctx context.Context, idx []int) error {
