@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -25,25 +24,17 @@ import (
 // the servers, and the connection limit's queueing. What nomad-restart's span adds to it
 // is the tool's cost.
 func idealBatches(ctx context.Context, addr string, job string, resched bool, batches int) ([]idealBatch, error) {
-	transport := cluster.NewTransport()
-	// Its idle connections still count against the address's limit once it is done.
-	defer transport.CloseIdleConnections()
-	client, err := api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: transport}})
+	client, stubs, done, err := baselineStart(ctx, addr, job)
 	if err != nil {
 		return nil, err
 	}
-	stubs, _, err := client.Jobs().Allocations(job, false, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return nil, err
-	}
+	defer done()
 	before := map[string]uint64{}
 	var ids []string
 	for _, s := range stubs {
-		if s.ClientStatus == api.AllocClientStatusRunning && s.DesiredStatus == api.AllocDesiredStatusRun {
-			ids = append(ids, s.ID)
-			if ts := s.TaskStates["main"]; ts != nil {
-				before[s.ID] = ts.Restarts
-			}
+		ids = append(ids, s.ID)
+		if ts := s.TaskStates["main"]; ts != nil {
+			before[s.ID] = ts.Restarts
 		}
 	}
 	sctx, stop := context.WithCancel(ctx)

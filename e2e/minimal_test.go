@@ -21,25 +21,14 @@ import (
 // simulation's and the request round trips' that any driver pays, and so what
 // nomad-restart adds beyond them.
 func minimalBatches(ctx context.Context, addr string, job string, resched bool, batches int) ([]time.Duration, error) {
-	// A pool of at most 64 connections, as nomad-restart's: under Nomad's limit of 100 per
-	// client address (nomadsim enforces it here), which one connection per allocation of a
-	// batch of 100 passes.
-	transport := cluster.NewTransport()
-	// Its idle connections still count against the address's limit once it is done.
-	defer transport.CloseIdleConnections()
-	client, err := api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: transport}})
+	client, stubs, done, err := baselineStart(ctx, addr, job)
 	if err != nil {
 		return nil, err
 	}
-	stubs, _, err := client.Jobs().Allocations(job, false, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return nil, err
-	}
+	defer done()
 	var ids []string
 	for _, s := range stubs {
-		if s.ClientStatus == api.AllocClientStatusRunning && s.DesiredStatus == api.AllocDesiredStatusRun {
-			ids = append(ids, s.ID)
-		}
+		ids = append(ids, s.ID)
 	}
 	var out []time.Duration
 	for b := 0; b < batches && (b+1)*benchBatch <= len(ids); b++ {
@@ -63,6 +52,31 @@ func minimalBatches(ctx context.Context, addr string, job string, resched bool, 
 		out = append(out, time.Since(start))
 	}
 	return out, nil
+}
+
+// baselineStart is a baseline driver's client and the job's running allocations. The
+// client keeps a pool of at most 64 connections, as nomad-restart's: under Nomad's limit of
+// 100 per client address (nomadsim enforces it here), which one connection per allocation
+// of a batch of 100 passes. done closes its idle connections, which still count against the
+// address's limit once it is done.
+func baselineStart(ctx context.Context, addr, job string) (*api.Client, []*api.AllocationListStub, func(), error) {
+	transport := cluster.NewTransport()
+	client, err := api.NewClient(&api.Config{Address: addr, HttpClient: &http.Client{Transport: transport}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	stubs, _, err := client.Jobs().Allocations(job, false, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		transport.CloseIdleConnections()
+		return nil, nil, nil, err
+	}
+	var running []*api.AllocationListStub
+	for _, s := range stubs {
+		if s.ClientStatus == api.AllocClientStatusRunning && s.DesiredStatus == api.AllocDesiredStatusRun {
+			running = append(running, s)
+		}
+	}
+	return client, running, transport.CloseIdleConnections, nil
 }
 
 func minimalOne(ctx context.Context, client *api.Client, id string, resched bool) error {

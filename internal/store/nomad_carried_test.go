@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -86,20 +88,27 @@ func TestNomadHeadCarriesChangedChunks(t *testing.T) {
 	// Nothing leaks: the variables under the record are exactly the chunks the head names
 	// and does not carry, once the replaced ones are deleted (off the writer's path).
 	waitFor(t, ctx, "replaced chunks to be deleted", func() bool {
-		metas, _, err := cl.Variables().PrefixList(head+"/c/", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _, err := cl.Variables().Read(head, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		named := 0
-		for _, name := range strings.Fields(v.Items["chunks"]) {
-			if _, carried := v.Items["c."+name]; !carried {
-				named++
-			}
-		}
-		return len(metas) == named
+		listed, named := chunkVariables(t, cl, head)
+		return listed == named
 	})
+}
+
+// chunkVariables counts the chunk variables under a record's head, and the chunks the head
+// names that are variables (not those it carries).
+func chunkVariables(t *testing.T, cl *api.Client, head string) (listed, named int) {
+	t.Helper()
+	metas, _, err := cl.Variables().PrefixList(head+"/c/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := cl.Variables().Read(head, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strings.Fields(v.Items["chunks"]) {
+		if _, carried := v.Items["c."+name]; !carried {
+			named++
+		}
+	}
+	return len(metas), named
 }

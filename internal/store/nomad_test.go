@@ -271,23 +271,9 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := "nomad-restart/big/" + rec.ID
-	// named counts the chunks the head names that are variables (not those it carries).
 	chunkVars := func() (listed, named int) {
 		t.Helper()
-		metas, _, err := cl.Variables().PrefixList(head+"/c/", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _, err := cl.Variables().Read(head, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range strings.Fields(v.Items["chunks"]) {
-			if _, carried := v.Items["c."+name]; !carried {
-				named++
-			}
-		}
-		return len(metas), named
+		return chunkVariables(t, cl, head)
 	}
 	if listed, named := chunkVars(); named < 2 || listed != named {
 		t.Fatalf("after Create: %d chunk variables, head names %d", listed, named)
