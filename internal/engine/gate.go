@@ -46,46 +46,8 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 	defer cancel()
 	srcErr := make(chan error, 1)
 	go func() { srcErr <- sources.Watch(wctx, g, a.ID) }()
-	type result struct {
-		a   *restart.Alloc
-		err error
-	}
-	allocs := make(chan result, 1)
-	go func() {
-		var b backoff
-		idx := index
-		for {
-			x, next, err := d.watchAllocFor(wctx, a.ID, idx, gateWatchWait)
-			if err == nil && x == nil {
-				continue // the wait ended with no change
-			}
-			if err != nil {
-				if wctx.Err() != nil {
-					return
-				}
-				if !transient(err) {
-					allocs <- result{err: err}
-					return
-				}
-				if b.wait(wctx) != nil {
-					return
-				}
-				continue
-			}
-			b = backoff{}
-			idx = next
-			select {
-			case allocs <- result{a: x}:
-			case <-wctx.Done():
-				return
-			}
-		}
-	}()
-	scale := d.e.health.TimeScale
-	if scale <= 0 {
-		scale = 1
-	}
-	tick := time.NewTicker(max(time.Duration(float64(gateEvalEvery)/scale), 5*time.Millisecond))
+	allocs := d.followAlloc(wctx, a.ID, index)
+	tick := d.gateTicker()
 	defer tick.Stop()
 	var w waitSaver
 	for {
@@ -118,8 +80,58 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 	}
 }
 
-// tasksStarted is when the restart took effect on Nomad's clock, as far as the gate needs:
-// the earliest start of the targeted tasks that run (all running tasks when tasks is nil).
+// allocChange is an allocation's new state, or the error that ended following it.
+type allocChange struct {
+	a   *restart.Alloc
+	err error
+}
+
+// followAlloc sends the allocation's every change after index until ctx ends, retrying
+// passing failures; a lasting one is sent as the last change. Each wait is bounded by
+// gateWatchWait.
+func (d *driver) followAlloc(ctx context.Context, id string, index uint64) <-chan allocChange {
+	out := make(chan allocChange, 1)
+	go func() {
+		var b backoff
+		for {
+			x, next, err := d.watchAllocFor(ctx, id, index, gateWatchWait)
+			if err == nil && x == nil {
+				continue // the wait ended with no change
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !transient(err) {
+					out <- allocChange{err: err}
+					return
+				}
+				if b.wait(ctx) != nil {
+					return
+				}
+				continue
+			}
+			b = backoff{}
+			index = next
+			select {
+			case out <- allocChange{a: x}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// gateTicker ticks every gateEvalEvery of Nomad's time, so that a gate sees its timers pass.
+func (d *driver) gateTicker() *time.Ticker {
+	scale := d.e.health.TimeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	return time.NewTicker(max(time.Duration(float64(gateEvalEvery)/scale), 5*time.Millisecond))
+}
+
 // gateWatchWait bounds each blocking read of an allocation that a gate follows. The gate
 // ends (and abandons its read) when the checks pass, and Nomad holds an abandoned blocking
 // query's connection, counted against the client address's limit, until its wait ends:
@@ -157,6 +169,8 @@ func (d *driver) watchAlloc(ctx context.Context, id string, index uint64) (*rest
 	return a, next, err
 }
 
+// tasksStarted is when the restart took effect on Nomad's clock, as far as the gate needs:
+// the earliest start of the targeted tasks that run (all running tasks when tasks is nil).
 func tasksStarted(a *restart.Alloc, tasks []string) time.Time {
 	var at time.Time
 	consider := func(ts restart.TaskState) {

@@ -727,46 +727,8 @@ func (d *driver) surgeGate(ctx context.Context, a *restart.Alloc) error {
 	if cfg.Mode == health.ModeChecks {
 		go func() { srcErr <- sources.Watch(wctx, g, a.ID) }()
 	}
-	type result struct {
-		a   *restart.Alloc
-		err error
-	}
-	allocs := make(chan result, 1)
-	go func() {
-		var b backoff
-		idx := a.ModifyIndex
-		for {
-			x, next, err := d.watchAllocFor(wctx, a.ID, idx, gateWatchWait)
-			if err == nil && x == nil {
-				continue // the wait ended with no change
-			}
-			if err != nil {
-				if wctx.Err() != nil {
-					return
-				}
-				if !transient(err) {
-					allocs <- result{err: err}
-					return
-				}
-				if b.wait(wctx) != nil {
-					return
-				}
-				continue
-			}
-			b = backoff{}
-			idx = next
-			select {
-			case allocs <- result{a: x}:
-			case <-wctx.Done():
-				return
-			}
-		}
-	}()
-	scale := d.e.health.TimeScale
-	if scale <= 0 {
-		scale = 1
-	}
-	tick := time.NewTicker(max(time.Duration(float64(gateEvalEvery)/scale), 5*time.Millisecond))
+	allocs := d.followAlloc(wctx, a.ID, a.ModifyIndex)
+	tick := d.gateTicker()
 	defer tick.Stop()
 	for {
 		select {
