@@ -46,6 +46,25 @@ func (p RetryPolicy) backoff(attempt int) time.Duration {
 	return half + rand.N(half+1)
 }
 
+// Retry is the project's one retry loop: it runs op until it succeeds, fails with an error
+// that is not transient (IsTransient), ctx ends, or p's time is spent, backing off with
+// jitter between attempts; what names the operation in the debug log (log may be nil).
+//
+// Use it for reads and for writes that are safe to repeat, once per operation: never
+// around a call that retries already (the Cluster's reads, the stores' requests), so that
+// how long an outage takes to surface is bounded by one policy.
+func Retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what string, op func(context.Context) (T, error)) (T, error) {
+	return retry(ctx, p, log, what, IsTransient, op)
+}
+
+// RetryDo is Retry for an operation that returns only an error.
+func RetryDo(ctx context.Context, p RetryPolicy, log *slog.Logger, what string, op func(context.Context) error) error {
+	_, err := retry(ctx, p, log, what, IsTransient, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, op(ctx)
+	})
+	return err
+}
+
 // retry runs op until it succeeds, fails with an error retryable does not accept, ctx ends,
 // or the policy's time is spent. what names the operation for logs.
 func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what string, retryable func(error) bool, op func(context.Context) (T, error)) (T, error) {
@@ -66,7 +85,9 @@ func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what str
 		if p.MaxElapsed > 0 && time.Since(start)+wait > p.MaxElapsed {
 			return v, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1, time.Since(start).Round(time.Millisecond))
 		}
-		log.Debug("retrying Nomad request", "op", what, "attempt", attempt+1, "wait", wait, "err", err)
+		if log != nil {
+			log.Debug("retrying Nomad request", "op", what, "attempt", attempt+1, "wait", wait, "err", err)
+		}
 		if !sleepCtx(ctx, wait) {
 			var zero T
 			return zero, ctxErr(ctx, err)
