@@ -1,0 +1,74 @@
+// Package simtest is the tests' shared support for running against nomadsim, the simulated
+// Nomad: starting a cluster that ends with the test, an API client for it, and waiting on a
+// condition. Only tests import it; the product never does (internal/archtest checks).
+package simtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// Start starts a simulated cluster with opts and closes it when the test ends.
+func Start(t testing.TB, opts nomadsim.Options) *nomadsim.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := nomadsim.Start(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("starting nomadsim: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Close()
+		cancel()
+	})
+	return c
+}
+
+// Client returns an official Nomad API client for c, without a token.
+func Client(t testing.TB, c *nomadsim.Cluster) *api.Client {
+	t.Helper()
+	client, err := c.APIClient("")
+	if err != nil {
+		t.Fatalf("nomadsim's API client: %v", err)
+	}
+	return client
+}
+
+// StartWithClient is Start and Client together, for the tests that need both.
+func StartWithClient(t testing.TB, opts nomadsim.Options) (*nomadsim.Cluster, *api.Client) {
+	t.Helper()
+	c := Start(t, opts)
+	return c, Client(t, c)
+}
+
+// pollEvery is how often WaitFor asks its condition again: short, since what tests wait
+// for (an allocation's state, a record's write) changes within milliseconds.
+const pollEvery = 5 * time.Millisecond
+
+// WaitFor asks cond again and again until it holds, and fails the test, naming what it
+// waited for, when ctx ends first.
+func WaitFor(t testing.TB, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitWithin is WaitFor with a deadline of d from now instead of a context.
+func WaitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	WaitFor(t, ctx, what, cond)
+}
