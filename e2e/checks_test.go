@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -15,7 +17,7 @@ import (
 // by hand, through Nomad's API, and expect the checks to say so.
 
 func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
-	c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 3})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 3})
 	client := apiClient(t, c)
 	ctx := context.Background()
 	if err := register(ctx, c, newJob("twice", "service", 3)); err != nil {
@@ -76,7 +78,7 @@ func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
 }
 
 func TestCheckRescheduledCatchesReplacedReplacements(t *testing.T) {
-	c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 4})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 4})
 	client := apiClient(t, c)
 	ctx := context.Background()
 	if err := register(ctx, c, newJob("chain", "service", 3)); err != nil {
@@ -124,45 +126,36 @@ func TestCheckRescheduledCatchesReplacedReplacements(t *testing.T) {
 
 func waitTaskRunning(t *testing.T, client *api.Client, allocID, task string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	simtest.WaitWithin(t, 20*time.Second, fmt.Sprintf("task %s of %s to run again", task, allocID), func() bool {
 		a, _, err := client.Allocations().Info(allocID, nil)
-		if err == nil && a.TaskStates[task] != nil && a.TaskStates[task].State == "running" {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("task %s of %s did not run again", task, allocID)
+		return err == nil && a.TaskStates[task] != nil && a.TaskStates[task].State == "running"
+	})
 }
 
 // waitRestarted waits until the task's restart counter is above before and it runs again.
 func waitRestarted(t *testing.T, client *api.Client, allocID, task string, before uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	simtest.WaitWithin(t, 20*time.Second, fmt.Sprintf("task %s of %s to be restarted", task, allocID), func() bool {
 		a, _, err := client.Allocations().Info(allocID, nil)
-		if err == nil && a.TaskStates[task] != nil && a.TaskStates[task].Restarts > before && a.TaskStates[task].State == "running" {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("task %s of %s was not restarted", task, allocID)
+		return err == nil && a.TaskStates[task] != nil && a.TaskStates[task].Restarts > before && a.TaskStates[task].State == "running"
+	})
 }
 
 // waitReplacement waits until the stopped allocation's replacement runs and returns its ID.
 func waitReplacement(t *testing.T, client *api.Client, allocID string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var replacement string
+	simtest.WaitWithin(t, 20*time.Second, "a running replacement of "+allocID, func() bool {
 		a, _, err := client.Allocations().Info(allocID, nil)
-		if err == nil && a.NextAllocation != "" {
-			n, _, err := client.Allocations().Info(a.NextAllocation, nil)
-			if err == nil && n.ClientStatus == api.AllocClientStatusRunning {
-				return n.ID
-			}
+		if err != nil || a.NextAllocation == "" {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no running replacement of %s", allocID)
-	return ""
+		n, _, err := client.Allocations().Info(a.NextAllocation, nil)
+		if err != nil || n.ClientStatus != api.AllocClientStatusRunning {
+			return false
+		}
+		replacement = n.ID
+		return true
+	})
+	return replacement
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -25,7 +26,7 @@ func TestConnLimitBatchOf100(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := startSim(t, nomadsim.Options{NodesPerDatacenter: 10, TimeScale: 20, Seed: 21, MaxConnsPerClient: limit})
+	c := simtest.Start(t, nomadsim.Options{NodesPerDatacenter: 10, TimeScale: 20, Seed: 21, MaxConnsPerClient: limit})
 	client := apiClient(t, c)
 	job := newJob("connlimit", "service", allocs)
 	job.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(20), MemoryMB: new(16)}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -97,9 +98,9 @@ func readRecord(ctx context.Context, t *testing.T, st store.Store, jobID string)
 	return nil
 }
 
-// waitFor polls the store until cond holds for the job's record (errors of the store under
+// waitForRecord polls the store until cond holds for the job's record (errors of the store under
 // the fault are ignored); it reports whether it did before the restart ended.
-func waitFor(ctx context.Context, st store.Store, jobID string, cond func(*restart.Record) bool) (*restart.Record, bool) {
+func waitForRecord(ctx context.Context, st store.Store, jobID string, cond func(*restart.Record) bool) (*restart.Record, bool) {
 	for ctx.Err() == nil {
 		rec, err := latestRecord(ctx, st, jobID)
 		if err == nil && rec != nil {
@@ -177,7 +178,7 @@ func TestFaultErrorRate(t *testing.T) {
 		{jobType: "system", reschedule: true, state: "local", batchSize: 2},
 	} {
 		t.Run(strings.ReplaceAll(sc.String(), "/", "-"), func(t *testing.T) {
-			c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 11})
+			c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 11})
 			run := runUnderFault(t, c, sc, "flaky", func(context.Context, store.Store) func() {
 				// Every endpoint, every method: a tenth of requests answer 500.
 				return c.SetFault(nomadsim.Fault{Path: "/", ErrorRate: 0.1, Status: 500})
@@ -192,7 +193,7 @@ func TestFaultErrorRate(t *testing.T) {
 
 func TestFaultLatency(t *testing.T) {
 	sc := scenario{jobType: "service", count: 6, reschedule: true, state: "nomad", batchSize: 2}
-	c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 12})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 12})
 	run := runUnderFault(t, c, sc, "slow", func(context.Context, store.Store) func() {
 		return c.SetFault(nomadsim.Fault{Path: "/", Latency: 25 * time.Millisecond})
 	})
@@ -206,11 +207,11 @@ func TestFaultLeaderLost(t *testing.T) {
 		{jobType: "service", count: 6, reschedule: true, state: "local", batchSize: 2},
 	} {
 		t.Run(strings.ReplaceAll(sc.String(), "/", "-"), func(t *testing.T) {
-			c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 13})
+			c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 13})
 			lost := false
 			run := runUnderFault(t, c, sc, "leaderless", func(ctx context.Context, st store.Store) func() {
 				// Mid-batch, the servers lose their leader for 10 s of simulated time.
-				if _, ok := waitFor(ctx, st, "leaderless", inFlight); ok {
+				if _, ok := waitForRecord(ctx, st, "leaderless", inFlight); ok {
 					c.LoseLeader(10 * time.Second)
 					lost = true
 				}
@@ -236,13 +237,13 @@ func TestFaultNodeLost(t *testing.T) {
 				which = "node-of-batch-in-flight"
 			}
 			t.Run(strings.ReplaceAll(sc.String(), "/", "-")+"/"+which, func(t *testing.T) {
-				c := startSim(t, nomadsim.Options{TimeScale: 10, Seed: 14})
+				c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 14})
 				var down string
 				run := runUnderFault(t, c, sc, "nodeloss", func(ctx context.Context, st store.Store) func() {
 					// Mid-batch, a node goes down: its allocations are lost (and replaced by
 					// Nomad). Either the node of an allocation the driver waits on, or one
 					// whose allocations all wait for a later batch.
-					rec, ok := waitFor(ctx, st, "nodeloss", inFlight)
+					rec, ok := waitForRecord(ctx, st, "nodeloss", inFlight)
 					if !ok {
 						return func() {}
 					}

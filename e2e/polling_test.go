@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -21,7 +22,7 @@ func TestNoFixedIntervalPolling(t *testing.T) {
 	for _, resched := range []bool{false, true} {
 		sc := scenario{jobType: "service", count: 4, reschedule: resched, state: "nomad", batchSize: 2}
 		t.Run(fmt.Sprintf("reschedule=%v", resched), func(t *testing.T) {
-			c := startSim(t, nomadsim.Options{TimeScale: 20, Seed: 21})
+			c := simtest.Start(t, nomadsim.Options{TimeScale: 20, Seed: 21})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			job := newJob("patient", "service", sc.count)
@@ -46,7 +47,7 @@ func TestNoFixedIntervalPolling(t *testing.T) {
 				}
 				return n == sc.batchSize
 			}
-			if _, ok := waitFor(ctx, st, "patient", allWaiting); !ok {
+			if _, ok := waitForRecord(ctx, st, "patient", allWaiting); !ok {
 				t.Fatalf("the first batch never waited on its allocations:\n%s", ch.out.String())
 			}
 			// Let the driver settle into its waits (its last write and the watches it

@@ -11,22 +11,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// startSim starts a simulated cluster that lives as long as the test.
-func startSim(t testing.TB, opts nomadsim.Options) *nomadsim.Cluster {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := nomadsim.Start(ctx, opts)
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = c.Close()
-		cancel()
-	})
-	return c
-}
-
 // apiClient is an official Nomad client on the cluster.
 func apiClient(t testing.TB, c *nomadsim.Cluster) *api.Client {
 	t.Helper()

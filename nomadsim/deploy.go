@@ -192,29 +192,11 @@ func (ar *allocRun) checkHealth() {
 	if !ar.watchesHealth() {
 		return
 	}
-	c := ar.c
-	now := c.clk.now()
+	now := ar.c.clk.now()
 	minHealthy, _, useChecks := ar.healthSettings()
-	var since time.Time
-	for _, tr := range ar.tasks {
-		switch {
-		case tr.kind == kindPoststop:
-			continue
-		case tr.ephemeral():
-			if tr.st.State == taskDead && !tr.st.Failed {
-				continue
-			}
-			if tr.kind == kindPoststart && tr.st.State == taskRunning {
-				continue
-			}
-			return
-		}
-		if tr.st.State != taskRunning || tr.killing {
-			return
-		}
-		if tr.st.StartedAt.After(since) {
-			since = tr.st.StartedAt
-		}
+	since, up := ar.tasksUpSince()
+	if !up {
+		return
 	}
 	// A health watch restarted by an in-place update counts min_healthy_time from its own
 	// start, as Nomad's client tracker does (it waits from the moment it sees the tasks and
@@ -222,47 +204,11 @@ func (ar *allocRun) checkHealth() {
 	if since.Before(ar.healthFrom) {
 		since = ar.healthFrom
 	}
-	var next time.Time
 	if useChecks {
-		ok := true
-		visit := func(tr *taskRun, svc *api.Service) {
-			for k := range svc.Checks {
-				chk := &svc.Checks[k]
-				if checkMode(chk) != "healthiness" {
-					continue
-				}
-				start, up := ar.base(tr)
-				if !up {
-					ok = false
-					continue
-				}
-				s := ar.scriptFor(tr, svc, chk)
-				start = s.origin(start)
-				el := now.Sub(start)
-				ps, passing := s.passingSince(el)
-				if nc, more := s.nextChange(el); more {
-					if t := start.Add(nc); next.IsZero() || t.Before(next) {
-						next = t
-					}
-				}
-				if !passing {
-					ok = false
-					continue
-				}
-				if t := start.Add(ps); t.After(since) {
-					since = t
-				}
-			}
-		}
-		for _, svc := range ar.tg.Services {
-			visit(nil, svc)
-		}
-		for _, tr := range ar.tasks {
-			for _, svc := range tr.t.Services {
-				visit(tr, svc)
-			}
-		}
-		if !ok {
+		var next time.Time
+		var passing bool
+		since, next, passing = ar.checksPassingSince(now, since)
+		if !passing {
 			if !next.IsZero() {
 				ar.rearmHealth(next)
 			}
@@ -275,6 +221,79 @@ func (ar *allocRun) checkHealth() {
 		return
 	}
 	ar.rearmHealth(healthyAt)
+}
+
+// tasksUpSince reports whether every task that counts is up (running and not being killed;
+// ephemeral ones finished successfully, or running poststart ones) and since when: the
+// latest start of a running task.
+func (ar *allocRun) tasksUpSince() (since time.Time, up bool) {
+	for _, tr := range ar.tasks {
+		switch {
+		case tr.kind == kindPoststop:
+			continue
+		case tr.ephemeral():
+			if tr.st.State == taskDead && !tr.st.Failed {
+				continue
+			}
+			if tr.kind == kindPoststart && tr.st.State == taskRunning {
+				continue
+			}
+			return since, false
+		}
+		if tr.st.State != taskRunning || tr.killing {
+			return since, false
+		}
+		if tr.st.StartedAt.After(since) {
+			since = tr.st.StartedAt
+		}
+	}
+	return since, true
+}
+
+// checksPassingSince reports whether every healthiness check of the group's and the tasks'
+// services passes at now, since moved to when the last of them started passing, and the
+// next moment a check's answer changes (zero when none will).
+func (ar *allocRun) checksPassingSince(now, since time.Time) (time.Time, time.Time, bool) {
+	var next time.Time
+	ok := true
+	visit := func(tr *taskRun, svc *api.Service) {
+		for k := range svc.Checks {
+			chk := &svc.Checks[k]
+			if checkMode(chk) != "healthiness" {
+				continue
+			}
+			start, up := ar.base(tr)
+			if !up {
+				ok = false
+				continue
+			}
+			s := ar.scriptFor(tr, svc, chk)
+			start = s.origin(start)
+			el := now.Sub(start)
+			ps, passing := s.passingSince(el)
+			if nc, more := s.nextChange(el); more {
+				if t := start.Add(nc); next.IsZero() || t.Before(next) {
+					next = t
+				}
+			}
+			if !passing {
+				ok = false
+				continue
+			}
+			if t := start.Add(ps); t.After(since) {
+				since = t
+			}
+		}
+	}
+	for _, svc := range ar.tg.Services {
+		visit(nil, svc)
+	}
+	for _, tr := range ar.tasks {
+		for _, svc := range tr.t.Services {
+			visit(tr, svc)
+		}
+	}
+	return since, next, ok
 }
 
 func (ar *allocRun) rearmHealth(at time.Time) {

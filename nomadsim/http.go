@@ -240,6 +240,29 @@ func query(w http.ResponseWriter, r *http.Request) (simhttp.Query, bool) {
 	return q, true
 }
 
+// readQuery reads the front of a read endpoint: GET only (405 otherwise), then the common
+// query options (400 when malformed).
+func readQuery(w http.ResponseWriter, r *http.Request) (simhttp.Query, bool) {
+	if !methodIs(w, r, http.MethodGet) {
+		return simhttp.Query{}, false
+	}
+	return query(w, r)
+}
+
+// listQuery reads the front of a list endpoint: readQuery, then the capability in the
+// queried namespace; allowed says which namespaces' objects the list may show.
+func (c *Cluster) listQuery(w http.ResponseWriter, r *http.Request, capability string) (q simhttp.Query, allowed func(ns string) bool, ok bool) {
+	if q, ok = readQuery(w, r); !ok {
+		return q, nil, false
+	}
+	allowed, err := c.authorizeList(r, q.Namespace, capability)
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return q, nil, false
+	}
+	return q, allowed, true
+}
+
 // blocking runs a read as a blocking query: run is called under c.mu and returns the index
 // of the data it read and the value, which is encoded under the lock (state is shared).
 func (c *Cluster) blocking(w http.ResponseWriter, r *http.Request, q simhttp.Query, run func() (uint64, any, error)) {

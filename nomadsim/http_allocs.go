@@ -46,16 +46,8 @@ func (ar *allocRun) stub(taskStates, resources bool) allocStub {
 }
 
 func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, allowed, ok := c.listQuery(w, r, "read-job")
 	if !ok {
-		return
-	}
-	allowed, err := c.authorizeList(r, q.Namespace, "read-job")
-	if err != nil {
-		simhttp.WriteError(w, err)
 		return
 	}
 	taskStates, resources := true, false
@@ -83,10 +75,15 @@ func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleAllocation(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	c.allocRead(w, r, tAllocs, func(ar *allocRun) (uint64, any, error) {
+		return ar.a.ModifyIndex, ar.view(), nil
+	})
+}
+
+// allocRead is the shape of a blocking read of one allocation by the path's ID: read-job in
+// its namespace, and a 404 when it is unknown; run reads it under c.mu.
+func (c *Cluster) allocRead(w http.ResponseWriter, r *http.Request, table string, run func(ar *allocRun) (uint64, any, error)) {
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
@@ -98,9 +95,9 @@ func (c *Cluster) handleAllocation(w http.ResponseWriter, r *http.Request) {
 	c.blocking(w, r, q, func() (uint64, any, error) {
 		ar := c.allocs[id]
 		if ar == nil {
-			return c.tableIndex(tAllocs), nil, notFound("alloc not found")
+			return c.tableIndex(table), nil, notFound("alloc not found")
 		}
-		return ar.a.ModifyIndex, ar.view(), nil
+		return run(ar)
 	})
 }
 
@@ -164,23 +161,7 @@ func (c *Cluster) handleAllocStop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleAllocServices(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
-		ar := c.allocs[id]
-		if ar == nil {
-			return c.tableIndex(tServices), nil, notFound("alloc not found")
-		}
+	c.allocRead(w, r, tServices, func(ar *allocRun) (uint64, any, error) {
 		out := []*api.ServiceRegistration{}
 		for _, reg := range sortedRegs(ar.svcs) {
 			if r := ar.svcs[reg.ID]; r != nil && !r.consul {
@@ -328,49 +309,39 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 }
 
 func (c *Cluster) handleAllocChecks(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	id := r.PathValue("id")
-	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	// The checks endpoint is a client endpoint: no blocking query, no index.
-	c.mu.Lock()
-	ar := c.allocs[id]
-	var out map[string]*checkResult
-	if ar != nil {
-		out = ar.checkStatuses()
-	}
-	c.mu.Unlock()
-	if ar == nil {
-		simhttp.WriteError(w, notFound(fmt.Sprintf("Unknown allocation %q", id)))
-		return
-	}
-	simhttp.WriteJSON(w, out)
+	c.clientAllocRead(w, r, func(ar *allocRun) any { return ar.checkStatuses() })
 }
 
 func (c *Cluster) handleAllocStats(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	id := r.PathValue("id")
-	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	c.mu.Lock()
-	ar := c.allocs[id]
-	var out *api.AllocResourceUsage
-	if ar != nil {
+	c.clientAllocRead(w, r, func(ar *allocRun) any {
 		ts := c.nowNano()
-		out = &api.AllocResourceUsage{ResourceUsage: &api.ResourceUsage{MemoryStats: &api.MemoryStats{}, CpuStats: &api.CpuStats{}}, Tasks: map[string]*api.TaskResourceUsage{}, Timestamp: ts}
+		out := &api.AllocResourceUsage{ResourceUsage: &api.ResourceUsage{MemoryStats: &api.MemoryStats{}, CpuStats: &api.CpuStats{}}, Tasks: map[string]*api.TaskResourceUsage{}, Timestamp: ts}
 		for _, tr := range ar.tasks {
 			if tr.st != nil && tr.st.State == taskRunning {
 				out.Tasks[tr.t.Name] = &api.TaskResourceUsage{ResourceUsage: &api.ResourceUsage{MemoryStats: &api.MemoryStats{RSS: 16 << 20}, CpuStats: &api.CpuStats{Percent: 1}}, Timestamp: ts}
 			}
 		}
+		return out
+	})
+}
+
+// clientAllocRead answers a client endpoint about the allocation the path's ID names: no
+// blocking query, no index; read-job in its namespace; an unknown allocation is the
+// client's 404. read builds the answer under c.mu.
+func (c *Cluster) clientAllocRead(w http.ResponseWriter, r *http.Request, read func(ar *allocRun) any) {
+	if !methodIs(w, r, http.MethodGet) {
+		return
+	}
+	id := r.PathValue("id")
+	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.mu.Lock()
+	ar := c.allocs[id]
+	var out any
+	if ar != nil {
+		out = read(ar)
 	}
 	c.mu.Unlock()
 	if ar == nil {

@@ -10,16 +10,8 @@ import (
 )
 
 func (c *Cluster) handleDeployments(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, allowed, ok := c.listQuery(w, r, "read-job")
 	if !ok {
-		return
-	}
-	allowed, err := c.authorizeList(r, q.Namespace, "read-job")
-	if err != nil {
-		simhttp.WriteError(w, err)
 		return
 	}
 	c.blocking(w, r, q, func() (uint64, any, error) {
@@ -36,51 +28,20 @@ func (c *Cluster) handleDeployments(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleDeployment(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
-		d := c.deployments[id]
-		if d == nil {
-			return c.tableIndex(tDeployments), nil, notFound("deployment not found")
-		}
-		if err := c.authorize(r, d.Namespace, "read-job"); err != nil {
-			return c.tableIndex(tDeployments), nil, err
-		}
-		return d.ModifyIndex, d, nil
-	})
+	c.readOne(w, r, tDeployments, "deployment not found", c.deploymentRef)
 }
 
 func (c *Cluster) handleDeploymentAllocations(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
+	c.readAllocsOf(w, r, c.deploymentRef, func(a *api.Allocation, id string) bool { return a.DeploymentID == id })
+}
+
+// deploymentRef finds a deployment for readOne and readAllocsOf. Callers hold c.mu.
+func (c *Cluster) deploymentRef(id string) (objectRef, bool) {
+	d := c.deployments[id]
+	if d == nil {
+		return objectRef{}, false
 	}
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
-		out := []allocStub{}
-		if d := c.deployments[id]; d != nil {
-			if err := c.authorize(r, d.Namespace, "read-job"); err != nil {
-				return c.tableIndex(tAllocs), nil, err
-			}
-			if j := c.jobs[jobKey{d.Namespace, d.JobID}]; j != nil {
-				for _, ar := range j.sortedAllocs() {
-					if ar.a.DeploymentID == id {
-						out = append(out, ar.stub(true, false))
-					}
-				}
-			}
-		}
-		return c.tableIndex(tAllocs), out, nil
-	})
+	return objectRef{v: d, ns: d.Namespace, jobID: d.JobID, index: d.ModifyIndex}, true
 }
 
 // deploymentUpdateResponse is Nomad's DeploymentUpdateResponse.

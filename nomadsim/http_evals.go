@@ -5,21 +5,11 @@ import (
 	"sort"
 
 	"github.com/hashicorp/nomad/api"
-
-	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
 )
 
 func (c *Cluster) handleEvaluations(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, allowed, ok := c.listQuery(w, r, "read-job")
 	if !ok {
-		return
-	}
-	allowed, err := c.authorizeList(r, q.Namespace, "read-job")
-	if err != nil {
-		simhttp.WriteError(w, err)
 		return
 	}
 	status := r.URL.Query().Get("status")
@@ -42,45 +32,67 @@ func (c *Cluster) handleEvaluations(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleEvaluation(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
+	c.readOne(w, r, tEvals, "eval not found", c.evalRef)
+}
+
+func (c *Cluster) handleEvaluationAllocations(w http.ResponseWriter, r *http.Request) {
+	c.readAllocsOf(w, r, c.evalRef, func(a *api.Allocation, id string) bool { return a.EvalID == id })
+}
+
+// evalRef finds an evaluation for readOne and readAllocsOf. Callers hold c.mu.
+func (c *Cluster) evalRef(id string) (objectRef, bool) {
+	ev := c.evals[id]
+	if ev == nil {
+		return objectRef{}, false
 	}
-	q, ok := query(w, r)
+	return objectRef{v: ev, ns: ev.Namespace, jobID: ev.JobID, index: ev.ModifyIndex}, true
+}
+
+// objectRef is what the reads of one deployment or evaluation by ID need of it.
+type objectRef struct {
+	v         any // the object, as the endpoint answers it
+	ns, jobID string
+	index     uint64 // its ModifyIndex
+}
+
+// readOne answers the blocking read of one object of table by the path's ID: find looks it
+// up under c.mu (unknown: a 404 saying missing); reading it needs read-job in its namespace.
+func (c *Cluster) readOne(w http.ResponseWriter, r *http.Request, table, missing string, find func(id string) (objectRef, bool)) {
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
 	id := r.PathValue("id")
 	c.blocking(w, r, q, func() (uint64, any, error) {
-		ev := c.evals[id]
-		if ev == nil {
-			return c.tableIndex(tEvals), nil, notFound("eval not found")
+		o, ok := find(id)
+		if !ok {
+			return c.tableIndex(table), nil, notFound(missing)
 		}
-		if err := c.authorize(r, ev.Namespace, "read-job"); err != nil {
-			return c.tableIndex(tEvals), nil, err
+		if err := c.authorize(r, o.ns, "read-job"); err != nil {
+			return c.tableIndex(table), nil, err
 		}
-		return ev.ModifyIndex, ev, nil
+		return o.index, o.v, nil
 	})
 }
 
-func (c *Cluster) handleEvaluationAllocations(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+// readAllocsOf answers the blocking read of the allocations of the object (a deployment, an
+// evaluation) the path's ID names: those of its job that belongs keeps; none when find
+// does not know it.
+func (c *Cluster) readAllocsOf(w http.ResponseWriter, r *http.Request, find func(id string) (objectRef, bool), belongs func(a *api.Allocation, id string) bool) {
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
 	id := r.PathValue("id")
 	c.blocking(w, r, q, func() (uint64, any, error) {
 		out := []allocStub{}
-		ev := c.evals[id]
-		if ev != nil {
-			if err := c.authorize(r, ev.Namespace, "read-job"); err != nil {
+		if o, ok := find(id); ok {
+			if err := c.authorize(r, o.ns, "read-job"); err != nil {
 				return c.tableIndex(tAllocs), nil, err
 			}
-			if j := c.jobs[jobKey{ev.Namespace, ev.JobID}]; j != nil {
+			if j := c.jobs[jobKey{o.ns, o.jobID}]; j != nil {
 				for _, ar := range j.sortedAllocs() {
-					if ar.a.EvalID == id {
+					if belongs(ar.a, id) {
 						out = append(out, ar.stub(true, false))
 					}
 				}

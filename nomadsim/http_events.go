@@ -1,6 +1,7 @@
 package nomadsim
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -32,31 +33,15 @@ func (c *Cluster) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		simhttp.WriteError(w, err)
 		return
 	}
-	topics := map[string][]string{}
-	for _, t := range v["topic"] {
-		topic, key, found := strings.Cut(t, ":")
-		if !found {
-			key = "*"
-		}
-		switch topic {
-		case "*", "Job", "Allocation", "Deployment", "Evaluation", "Node", "Service", "ACLToken", "ACLPolicy", "ACLRole", "NodePool", "HostVolume", "CSIVolume", "CSIPlugin":
-		default:
-			simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Invalid topic value: "+topic))
-			return
-		}
-		topics[topic] = append(topics[topic], key)
+	topics, err := eventTopics(v["topic"])
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
 	}
-	if len(topics) == 0 {
-		topics["*"] = []string{"*"}
-	}
-	var from uint64
-	if s := v.Get("index"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Unable to parse index: "+err.Error()))
-			return
-		}
-		from = n
+	from, err := eventIndex(v.Get("index"))
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
 	}
 	sub := &subscription{ns: ns, topics: topics, ch: make(chan streamEvent, 8192), done: make(chan struct{})}
 	c.mu.Lock()
@@ -67,62 +52,116 @@ func (c *Cluster) handleEventStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	enc := json.NewEncoder(w)
-	send := func(events []streamEvent) bool {
-		// Events of one index make one frame, as Nomad's broker batches them.
-		for len(events) > 0 {
-			n := 1
-			for n < len(events) && events[n].Index == events[0].Index {
-				n++
-			}
-			if err := enc.Encode(streamFrame{Index: events[0].Index, Events: events[:n]}); err != nil {
-				return false
-			}
-			events = events[n:]
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
-	if err := enc.Encode(struct{}{}); err != nil {
+	out := &frameWriter{enc: json.NewEncoder(w), flusher: flusher}
+	if !out.heartbeat() || !out.send(replay) {
 		return
 	}
-	if flusher != nil {
-		flusher.Flush()
+	out.stream(r.Context(), sub)
+}
+
+// eventTopics parses the topic parameters ("Topic" or "Topic:key"; all topics when none).
+func eventTopics(params []string) (map[string][]string, error) {
+	topics := map[string][]string{}
+	for _, t := range params {
+		topic, key, found := strings.Cut(t, ":")
+		if !found {
+			key = "*"
+		}
+		switch topic {
+		case "*", "Job", "Allocation", "Deployment", "Evaluation", "Node", "Service", "ACLToken", "ACLPolicy", "ACLRole", "NodePool", "HostVolume", "CSIVolume", "CSIPlugin":
+		default:
+			return nil, simhttp.Errorf(http.StatusBadRequest, "Invalid topic value: "+topic)
+		}
+		topics[topic] = append(topics[topic], key)
 	}
-	if !send(replay) {
-		return
+	if len(topics) == 0 {
+		topics["*"] = []string{"*"}
 	}
+	return topics, nil
+}
+
+// eventIndex parses the index parameter: the stream starts after it (0 when absent).
+func eventIndex(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, simhttp.Errorf(http.StatusBadRequest, "Unable to parse index: "+err.Error())
+	}
+	return n, nil
+}
+
+// frameWriter writes an event stream's frames, flushing each write to the client.
+type frameWriter struct {
+	enc     *json.Encoder
+	flusher http.Flusher // nil when the writer cannot flush
+}
+
+func (f *frameWriter) flush() {
+	if f.flusher != nil {
+		f.flusher.Flush()
+	}
+}
+
+// heartbeat sends "{}", as Nomad does first and whenever the stream is idle.
+func (f *frameWriter) heartbeat() bool {
+	if err := f.enc.Encode(struct{}{}); err != nil {
+		return false
+	}
+	f.flush()
+	return true
+}
+
+// send writes events, those of one index as one frame, as Nomad's broker batches them.
+func (f *frameWriter) send(events []streamEvent) bool {
+	for len(events) > 0 {
+		n := 1
+		for n < len(events) && events[n].Index == events[0].Index {
+			n++
+		}
+		if err := f.enc.Encode(streamFrame{Index: events[0].Index, Events: events[:n]}); err != nil {
+			return false
+		}
+		events = events[n:]
+	}
+	f.flush()
+	return true
+}
+
+// stream sends the subscription's events as they come, with heartbeats while idle, until
+// the client goes away, the subscription ends or a write fails.
+func (f *frameWriter) stream(ctx context.Context, sub *subscription) {
 	hb := time.NewTicker(heartbeatInterval)
 	defer hb.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-sub.done:
 			return
 		case <-hb.C:
-			if err := enc.Encode(struct{}{}); err != nil {
+			if !f.heartbeat() {
 				return
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
 		case ev := <-sub.ch:
-			batch := []streamEvent{ev}
-		drain:
-			for len(batch) < 256 {
-				select {
-				case ev := <-sub.ch:
-					batch = append(batch, ev)
-				default:
-					break drain
-				}
-			}
-			if !send(batch) {
+			if !f.send(drainEvents(ev, sub.ch)) {
 				return
 			}
 		}
 	}
+}
+
+// drainEvents is first and the events already waiting behind it, up to 256 in all.
+func drainEvents(first streamEvent, ch <-chan streamEvent) []streamEvent {
+	batch := []streamEvent{first}
+	for len(batch) < 256 {
+		select {
+		case ev := <-ch:
+			batch = append(batch, ev)
+		default:
+			return batch
+		}
+	}
+	return batch
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
 )
 
-// jobNamespace resolves the namespace of a job request: ?namespace=, default "default".
+// lookupJob is the job id of namespace ns, or Nomad's 404.
 func (c *Cluster) lookupJob(ns, id string) (*jobEntry, error) {
 	j := c.jobs[jobKey{ns, id}]
 	if j == nil {
@@ -202,10 +202,7 @@ func (c *Cluster) handleJob(w http.ResponseWriter, r *http.Request) {
 
 // jobRead is the shape of every read of a job's sub-resource.
 func (c *Cluster) jobRead(w http.ResponseWriter, r *http.Request, capability string, run func(j *jobEntry, q simhttp.Query) (uint64, any, error), tables ...string) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
@@ -223,25 +220,38 @@ func (c *Cluster) jobRead(w http.ResponseWriter, r *http.Request, capability str
 	})
 }
 
-// jobVersionsResponse is Nomad's JobVersionsResponse with its query meta.
-type jobVersionsResponse struct {
-	Versions    []*api.Job
-	Diffs       []*api.JobDiff
-	Index       uint64
-	LastContact int64
-	KnownLeader bool
-	NextToken   string
-}
-
-func (c *Cluster) handleJobVersions(w http.ResponseWriter, r *http.Request) {
-	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
-		out := &jobVersionsResponse{KnownLeader: true}
-		for k := len(j.versions) - 1; k >= 0; k-- {
-			out.Versions = append(out.Versions, j.versions[k])
+// jobWrite is the shape of a write to an existing job (PUT or POST), read as Nomad's agent
+// does: the query options, the submit-job capability in the namespace, the JSON body into
+// req, and that the body's job ID (bodyJobID, read once req is decoded) is the path's; it
+// answers any of those errors itself. run then writes under c.mu to the job, which must exist.
+func (c *Cluster) jobWrite(w http.ResponseWriter, r *http.Request, req any, bodyJobID func() string, run func(j *jobEntry, q simhttp.Query, id string) (uint64, any, error)) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if err := decodeBody(r, req); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	if bodyJobID() != id {
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match"))
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		j, err := c.lookupJob(q.Namespace, id)
+		if err != nil {
+			return 0, nil, err
 		}
-		out.Index = c.tableIndex(tJobs)
-		return out.Index, out, nil
-	}, tJobs)
+		return run(j, q, id)
+	})
 }
 
 func (c *Cluster) handleJobAllocations(w http.ResponseWriter, r *http.Request) {
@@ -551,26 +561,4 @@ func (c *Cluster) plan(job *api.Job, diff bool) *api.JobPlanResponse {
 		out.Diff = jd
 	}
 	return out
-}
-
-// handleJobsParse answers /v1/jobs/parse. HCL parsing is not simulated: a JSON job body
-// (as "nomad job run -json" sends) is accepted, HCL is refused with a clear message.
-func (c *Cluster) handleJobsParse(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
-		return
-	}
-	var req api.JobsParseRequest
-	if err := decodeBody(r, &req); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	job, err := parseJobSpec(req.JobHCL)
-	if err != nil {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, err.Error()))
-		return
-	}
-	if req.Canonicalize {
-		job.Canonicalize()
-	}
-	simhttp.WriteJSON(w, job)
 }

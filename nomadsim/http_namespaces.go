@@ -12,10 +12,7 @@ import (
 )
 
 func (c *Cluster) handleNamespaces(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}

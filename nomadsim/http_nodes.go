@@ -10,10 +10,7 @@ import (
 )
 
 func (c *Cluster) handleNodes(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
@@ -35,19 +32,7 @@ func (c *Cluster) handleNodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleNode(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorizeLevel(r, "node", "read"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.nodeRead(w, r, func(id string) (uint64, any, error) {
 		n := c.nodeByID[id]
 		if n == nil {
 			return c.tableIndex(tNodes), nil, notFound("node not found")
@@ -56,11 +41,10 @@ func (c *Cluster) handleNode(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (c *Cluster) handleNodeAllocations(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+// nodeRead is the shape of a blocking read about the node the path's ID names: node read
+// rights first; run reads under c.mu.
+func (c *Cluster) nodeRead(w http.ResponseWriter, r *http.Request, run func(id string) (uint64, any, error)) {
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
@@ -69,7 +53,11 @@ func (c *Cluster) handleNodeAllocations(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.blocking(w, r, q, func() (uint64, any, error) { return run(id) })
+}
+
+func (c *Cluster) handleNodeAllocations(w http.ResponseWriter, r *http.Request) {
+	c.nodeRead(w, r, func(id string) (uint64, any, error) {
 		out := []*api.Allocation{}
 		if n := c.nodeByID[id]; n != nil {
 			for _, ar := range n.allocs {

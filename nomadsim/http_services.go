@@ -11,16 +11,8 @@ import (
 )
 
 func (c *Cluster) handleServices(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, allowed, ok := c.listQuery(w, r, "read-job")
 	if !ok {
-		return
-	}
-	allowed, err := c.authorizeList(r, q.Namespace, "read-job")
-	if err != nil {
-		simhttp.WriteError(w, err)
 		return
 	}
 	c.blocking(w, r, q, func() (uint64, any, error) {
@@ -61,10 +53,7 @@ func (c *Cluster) handleServices(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleService(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodGet) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := readQuery(w, r)
 	if !ok {
 		return
 	}
@@ -79,4 +68,18 @@ func (c *Cluster) handleService(w http.ResponseWriter, r *http.Request) {
 		out, err := filterList(q.Filter, out)
 		return c.tableIndex(tServices), out, err
 	})
+}
+
+func (c *Cluster) handleJobServices(w http.ResponseWriter, r *http.Request) {
+	c.jobRead(w, r, "read-job", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
+		out := []*api.ServiceRegistration{}
+		for _, ar := range j.sortedAllocs() {
+			for _, reg := range sortedRegs(ar.svcs) {
+				if !ar.svcs[reg.ID].consul {
+					out = append(out, reg)
+				}
+			}
+		}
+		return c.tableIndex(tServices), out, nil
+	}, tServices)
 }

@@ -124,19 +124,30 @@ func (c *Cluster) SetNodeEligibility(nodeID string, eligible bool) {
 	}
 }
 
+// setNodeStatus moves the node to status, as a Nomad node status update does, and returns
+// it; nil when the node is unknown or has that status already (nothing changes). Callers
+// hold c.mu.
+func (c *Cluster) setNodeStatus(nodeID, status, desc string) *simNode {
+	n := c.nodeByID[nodeID]
+	if n == nil || n.n.Status == status {
+		return nil
+	}
+	n.n.Status = status
+	n.n.StatusDescription = desc
+	n.n.StatusUpdatedAt = c.clk.now().Unix()
+	n.n.ModifyIndex = c.bump(tNodes)
+	return n
+}
+
 // DownNode marks a node down: its allocations become lost and are replaced elsewhere per
 // Nomad's rules (system allocations are not replaced).
 func (c *Cluster) DownNode(nodeID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.nodeByID[nodeID]
-	if n == nil || n.n.Status == api.NodeStatusDown {
+	n := c.setNodeStatus(nodeID, api.NodeStatusDown, "node is down")
+	if n == nil {
 		return
 	}
-	n.n.Status = api.NodeStatusDown
-	n.n.StatusDescription = "node is down"
-	n.n.StatusUpdatedAt = c.clk.now().Unix()
-	n.n.ModifyIndex = c.bump(tNodes)
 	jobs := map[jobKey]bool{}
 	for _, ar := range n.allocs {
 		if ar.clientTerminal() {
@@ -157,14 +168,10 @@ func (c *Cluster) DownNode(nodeID string) {
 func (c *Cluster) UpNode(nodeID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.nodeByID[nodeID]
-	if n == nil || n.n.Status == api.NodeStatusReady {
+	n := c.setNodeStatus(nodeID, api.NodeStatusReady, "")
+	if n == nil {
 		return
 	}
-	n.n.Status = api.NodeStatusReady
-	n.n.StatusDescription = ""
-	n.n.StatusUpdatedAt = c.clk.now().Unix()
-	n.n.ModifyIndex = c.bump(tNodes)
 	for _, j := range c.sortedJobs("*") {
 		switch deref(j.current().Type) {
 		case api.JobTypeSystem, api.JobTypeSysbatch:

@@ -37,224 +37,290 @@ type placement struct {
 	resch  bool
 }
 
+// groupReconcile is the reconciliation of one task group (Nomad's allocReconciler for a
+// group): its steps run in order, each working on what the earlier ones found.
+type groupReconcile struct {
+	c    *Cluster
+	j    *jobEntry
+	job  *api.Job
+	tg   *api.TaskGroup
+	plan *evalPlan
+	name string
+	du   *api.DesiredUpdates
+	// places are the allocations to place, in the order they are found.
+	places []placement
+	// current are the allocations at the job's version (or kept at theirs), old the
+	// outdated ones a destructive change replaces, inplace the outdated ones updated in place.
+	current, old, inplace []*allocRun
+	// rolling: the group has an update strategy, so updates run in a deployment (dep, made
+	// when first needed).
+	rolling bool
+	dep     *api.Deployment
+}
+
 func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, plan *evalPlan, o evalOpts) {
-	name := *tg.Name
-	du := plan.du(name)
-	plan.queued[name] = 0
-	count := deref(tg.Count)
+	g := &groupReconcile{c: c, j: j, job: job, tg: tg, plan: plan, name: *tg.Name, du: plan.du(*tg.Name)}
+	plan.queued[g.name] = 0
+	g.splitByVersion(g.replaceLostAndFailed(o))
+	upd := tg.Update
+	g.rolling = deref(job.Type) == api.JobTypeService && upd != nil && deref(upd.MaxParallel) > 0
+	if g.rolling {
+		g.dep = c.activeDeployment(j, job)
+	}
+	g.updateOutdated()
+	g.matchCount(deref(tg.Count))
+	updated := c.updateInPlace(g.inplace, job, tg, plan, g.rolling, g.deployment)
+	if len(g.places) == 0 {
+		for _, ar := range g.current {
+			if !ar.serverTerminal() && !updated[ar] {
+				g.du.Ignore++
+			}
+		}
+		return
+	}
+	g.placeAll()
+}
+
+// deployment is the deployment the group's updates run in, created when first needed; nil
+// without an update strategy.
+func (g *groupReconcile) deployment() *api.Deployment {
+	if !g.rolling {
+		return nil
+	}
+	if g.dep == nil {
+		g.dep = g.c.createDeployment(g.j, g.job)
+	}
+	// The evaluation names the deployment its plan created or advanced.
+	g.plan.ev.DeploymentID = g.dep.ID
+	return g.dep
+}
+
+// replaceLostAndFailed stops the allocations of lost nodes, those asked to migrate and the
+// failed ones due for rescheduling, adding their replacements to the places, and returns
+// the allocations that keep their place.
+func (g *groupReconcile) replaceLostAndFailed(o evalOpts) (occupying []*allocRun) {
+	c, du := g.c, g.du
 	now := c.clk.now()
-	var places []placement
-	var occupying []*allocRun
-	for _, ar := range groupAllocs(j, name) {
+	for _, ar := range groupAllocs(g.j, g.name) {
 		switch {
 		case ar.a.ClientStatus == api.AllocClientStatusLost:
 			c.stopAlloc(ar, descLost, false)
 			du.Stop++
 			if ar.a.NextAllocation == "" {
-				places = append(places, placement{name: ar.a.Name, prev: ar})
+				g.places = append(g.places, placement{name: ar.a.Name, prev: ar})
 				du.Migrate++
 			}
 		case ar.a.DesiredTransition.Migrate != nil && *ar.a.DesiredTransition.Migrate:
 			c.stopAlloc(ar, descMigrating, deref(ar.a.DesiredTransition.NoShutdownDelay))
 			du.Migrate++
-			places = append(places, placement{name: ar.a.Name, prev: ar})
+			g.places = append(g.places, placement{name: ar.a.Name, prev: ar})
 		case ar.a.ClientStatus == api.AllocClientStatusFailed && ar.a.NextAllocation == "":
 			when, ok := c.rescheduleTime(ar, now)
 			if ok && (o.forceReschedule || !when.After(now) || deref(ar.a.DesiredTransition.ForceReschedule)) {
 				c.stopAlloc(ar, descRescheduled, false)
 				du.RescheduleNow++
-				places = append(places, placement{name: ar.a.Name, prev: ar, resch: true})
+				g.places = append(g.places, placement{name: ar.a.Name, prev: ar, resch: true})
 				continue
 			}
 			if ok && ar.a.FollowupEvalID == "" {
 				du.RescheduleLater++
-				c.scheduleFollowup(j, ar, when)
+				c.scheduleFollowup(g.j, ar, when)
 			}
 			occupying = append(occupying, ar)
 		default:
 			occupying = append(occupying, ar)
 		}
 	}
+	return occupying
+}
 
-	// Versions: outdated allocations are updated in place or destructively.
-	cur := *job.Version
-	var current, old, inplace []*allocRun
+// splitByVersion sorts the occupying allocations by version: outdated allocations are
+// updated in place or destructively.
+func (g *groupReconcile) splitByVersion(occupying []*allocRun) {
+	cur := *g.job.Version
 	for _, ar := range occupying {
 		if ar.a.Job == nil || *ar.a.Job.Version == cur {
-			current = append(current, ar)
+			g.current = append(g.current, ar)
 			continue
 		}
 		if ar.clientTerminal() {
 			// Terminal batch work keeps its version.
-			current = append(current, ar)
+			g.current = append(g.current, ar)
 			continue
 		}
-		if !destructiveChange(ar.a.Job, job, name) {
+		if !destructiveChange(ar.a.Job, g.job, g.name) {
 			// Updated in place below, once the count has stopped what it does not
 			// need (Nomad stops before it updates: a stopped allocation keeps its version).
-			inplace = append(inplace, ar)
-			current = append(current, ar)
+			g.inplace = append(g.inplace, ar)
+			g.current = append(g.current, ar)
 			continue
 		}
-		old = append(old, ar)
+		g.old = append(g.old, ar)
 	}
+}
 
-	upd := tg.Update
-	rolling := deref(job.Type) == api.JobTypeService && upd != nil && deref(upd.MaxParallel) > 0
-	var dep *api.Deployment
-	if rolling {
-		dep = c.activeDeployment(j, job)
-	}
-	getDep := func() *api.Deployment {
-		if !rolling {
-			return nil
-		}
-		if dep == nil {
-			dep = c.createDeployment(j, job)
-		}
-		// The evaluation names the deployment its plan created or advanced.
-		plan.ev.DeploymentID = dep.ID
-		return dep
-	}
-
+// updateOutdated replaces the outdated allocations: all at once without an update strategy,
+// else canaries first (when the group wants them and they are not promoted), then at most
+// max_parallel at a time.
+func (g *groupReconcile) updateOutdated() {
 	switch {
-	case len(old) > 0 && !rolling:
+	case len(g.old) == 0:
+	case !g.rolling:
 		// No update strategy: every outdated allocation is replaced at once.
-		for _, ar := range old {
-			c.stopAlloc(ar, descUpdating, false)
-			du.DestructiveUpdate++
-			places = append(places, placement{name: ar.a.Name, prev: ar})
+		for _, ar := range g.old {
+			g.c.stopAlloc(ar, descUpdating, false)
+			g.du.DestructiveUpdate++
+			g.places = append(g.places, placement{name: ar.a.Name, prev: ar})
 		}
-		old = nil
-	case len(old) > 0:
-		d := getDep()
-		st := d.TaskGroups[name]
-		canaries := deref(upd.Canary)
-		if canaries > 0 && !st.Promoted {
-			// Canaries are wanted only when a destructive change meets running
-			// allocations (never on a first deployment).
-			if st.DesiredCanaries != canaries {
-				st.DesiredCanaries = canaries
-				if !deref(upd.AutoPromote) {
-					d.StatusDescription = "Deployment is running but requires manual promotion"
-				}
-				c.touchDeployment(d)
-			}
-			placed := 0
-			for _, ar := range current {
-				if ar.a.DeploymentID == d.ID && ar.a.DeploymentStatus != nil && ar.a.DeploymentStatus.Canary {
-					placed++
-				}
-			}
-			sortByName(old)
-			for k := placed; k < canaries && k < len(old); k++ {
-				places = append(places, placement{name: old[k].a.Name, canary: true, inDep: true})
-				du.Canary++
-			}
-			du.Ignore += uint64(len(old))
-			// During the canary phase the old allocations stay and count stays met.
-			current = append(current, old...)
-			old = nil
-			break
+		g.old = nil
+	default:
+		d := g.deployment()
+		if canaries := deref(g.tg.Update.Canary); canaries > 0 && !d.TaskGroups[g.name].Promoted {
+			g.placeCanaries(d, canaries)
+			return
 		}
-		// Promoted canaries replace the old allocations of the same names.
-		canaryNames := map[string]bool{}
-		inflight := 0
-		for _, ar := range current {
-			if ar.a.DeploymentID != d.ID {
-				continue
-			}
-			if ar.a.DeploymentStatus != nil && ar.a.DeploymentStatus.Canary {
-				canaryNames[ar.a.Name] = true
-			}
-			if ar.a.DeploymentStatus == nil || ar.a.DeploymentStatus.Healthy == nil {
-				inflight++
-			}
-		}
-		var rest []*allocRun
-		for _, ar := range old {
-			if canaryNames[ar.a.Name] {
-				c.stopAlloc(ar, descCanaryDone, false)
-				du.Stop++
-				continue
-			}
-			rest = append(rest, ar)
-		}
-		limit := deref(upd.MaxParallel) - inflight
-		sortByName(rest)
-		var keep []*allocRun
-		for _, ar := range rest {
-			if limit > 0 {
-				limit--
-				c.stopAlloc(ar, descUpdating, false)
-				du.DestructiveUpdate++
-				places = append(places, placement{name: ar.a.Name, prev: ar, inDep: true})
-				continue
-			}
-			keep = append(keep, ar)
-			du.Ignore++
-		}
-		old = keep
+		g.rollOutdated(d)
 	}
+}
 
-	// Count: place what is missing, stop what is extra.
-	live := len(current) + len(old) + len(places)
-	for _, p := range places {
+// placeCanaries places the canaries still missing; the outdated allocations all stay.
+func (g *groupReconcile) placeCanaries(d *api.Deployment, canaries int) {
+	st := d.TaskGroups[g.name]
+	// Canaries are wanted only when a destructive change meets running
+	// allocations (never on a first deployment).
+	if st.DesiredCanaries != canaries {
+		st.DesiredCanaries = canaries
+		if !deref(g.tg.Update.AutoPromote) {
+			d.StatusDescription = "Deployment is running but requires manual promotion"
+		}
+		g.c.touchDeployment(d)
+	}
+	placed := 0
+	for _, ar := range g.current {
+		if ar.a.DeploymentID == d.ID && ar.a.DeploymentStatus != nil && ar.a.DeploymentStatus.Canary {
+			placed++
+		}
+	}
+	sortByName(g.old)
+	for k := placed; k < canaries && k < len(g.old); k++ {
+		g.places = append(g.places, placement{name: g.old[k].a.Name, canary: true, inDep: true})
+		g.du.Canary++
+	}
+	g.du.Ignore += uint64(len(g.old))
+	// During the canary phase the old allocations stay and count stays met.
+	g.current = append(g.current, g.old...)
+	g.old = nil
+}
+
+// rollOutdated stops the outdated allocations that promoted canaries replace, then replaces
+// as many others as max_parallel leaves room for beside the deployment's unhealthy ones.
+func (g *groupReconcile) rollOutdated(d *api.Deployment) {
+	// Promoted canaries replace the old allocations of the same names.
+	canaryNames := map[string]bool{}
+	inflight := 0
+	for _, ar := range g.current {
+		if ar.a.DeploymentID != d.ID {
+			continue
+		}
+		if ar.a.DeploymentStatus != nil && ar.a.DeploymentStatus.Canary {
+			canaryNames[ar.a.Name] = true
+		}
+		if ar.a.DeploymentStatus == nil || ar.a.DeploymentStatus.Healthy == nil {
+			inflight++
+		}
+	}
+	var rest []*allocRun
+	for _, ar := range g.old {
+		if canaryNames[ar.a.Name] {
+			g.c.stopAlloc(ar, descCanaryDone, false)
+			g.du.Stop++
+			continue
+		}
+		rest = append(rest, ar)
+	}
+	limit := deref(g.tg.Update.MaxParallel) - inflight
+	sortByName(rest)
+	var keep []*allocRun
+	for _, ar := range rest {
+		if limit > 0 {
+			limit--
+			g.c.stopAlloc(ar, descUpdating, false)
+			g.du.DestructiveUpdate++
+			g.places = append(g.places, placement{name: ar.a.Name, prev: ar, inDep: true})
+			continue
+		}
+		keep = append(keep, ar)
+		g.du.Ignore++
+	}
+	g.old = keep
+}
+
+// matchCount places what is missing from the group's count and stops what is extra.
+func (g *groupReconcile) matchCount(count int) {
+	live := len(g.current) + len(g.old) + len(g.places)
+	for _, p := range g.places {
 		if p.canary {
 			live--
 		}
 	}
 	if live > count {
-		extra := live - count
-		all := append(append([]*allocRun{}, old...), current...)
-		// Stop the highest name indexes first, as Nomad does when scaling down.
-		sortByName(all)
-		for k := len(all) - 1; k >= 0 && extra > 0; k-- {
-			c.stopAlloc(all[k], descNotNeeded, false)
-			du.Stop++
-			extra--
-		}
+		g.stopExtra(live - count)
 	}
 	if live < count {
-		used := map[string]bool{}
-		for _, ar := range append(append([]*allocRun{}, current...), old...) {
-			used[ar.a.Name] = true
-		}
-		for _, p := range places {
-			used[p.name] = true
-		}
-		// Allocations stopped for a migration, a lost node or a reschedule whose
-		// replacement could not be placed then are replaced first, linked to them.
-		for _, orphan := range orphans(j, name) {
-			if live >= count || used[orphan.a.Name] {
-				continue
-			}
-			used[orphan.a.Name] = true
-			places = append(places, placement{name: orphan.a.Name, prev: orphan, resch: orphan.a.DesiredDescription == descRescheduled})
-			live++
-		}
-		for k := 0; live < count; k++ {
-			n := allocName(j.key.id, name, k)
-			if used[n] {
-				continue
-			}
-			used[n] = true
-			places = append(places, placement{name: n, inDep: true})
-			live++
-		}
+		g.placeMissing(live, count)
 	}
-	updated := c.updateInPlace(inplace, job, tg, plan, rolling, getDep)
-	if len(places) == 0 {
-		for _, ar := range current {
-			if !ar.serverTerminal() && !updated[ar] {
-				du.Ignore++
-			}
-		}
-		return
+}
+
+// stopExtra stops extra allocations, the highest name indexes first, as Nomad does when
+// scaling down.
+func (g *groupReconcile) stopExtra(extra int) {
+	all := append(append([]*allocRun{}, g.old...), g.current...)
+	sortByName(all)
+	for k := len(all) - 1; k >= 0 && extra > 0; k-- {
+		g.c.stopAlloc(all[k], descNotNeeded, false)
+		g.du.Stop++
+		extra--
 	}
-	p := c.newPlacer(j, job, tg)
+}
+
+// placeMissing adds placements until live reaches count: the replacements of orphans first,
+// then new allocations under the lowest free names.
+func (g *groupReconcile) placeMissing(live, count int) {
+	used := map[string]bool{}
+	for _, ar := range append(append([]*allocRun{}, g.current...), g.old...) {
+		used[ar.a.Name] = true
+	}
+	for _, p := range g.places {
+		used[p.name] = true
+	}
+	// Allocations stopped for a migration, a lost node or a reschedule whose
+	// replacement could not be placed then are replaced first, linked to them.
+	for _, orphan := range orphans(g.j, g.name) {
+		if live >= count || used[orphan.a.Name] {
+			continue
+		}
+		used[orphan.a.Name] = true
+		g.places = append(g.places, placement{name: orphan.a.Name, prev: orphan, resch: orphan.a.DesiredDescription == descRescheduled})
+		live++
+	}
+	for k := 0; live < count; k++ {
+		n := allocName(g.j.key.id, g.name, k)
+		if used[n] {
+			continue
+		}
+		used[n] = true
+		g.places = append(g.places, placement{name: n, inDep: true})
+		live++
+	}
+}
+
+// placeAll places the placements on nodes; those no node fits are the plan's failed and
+// queued allocations.
+func (g *groupReconcile) placeAll() {
+	c := g.c
+	p := c.newPlacer(g.j, g.job, g.tg)
 	failedN := 0
-	for _, pl := range places {
+	for _, pl := range g.places {
 		avoid := ""
 		if pl.resch && pl.prev != nil {
 			avoid = pl.prev.node.n.ID
@@ -266,23 +332,23 @@ func (c *Cluster) reconcileGroup(j *jobEntry, job *api.Job, tg *api.TaskGroup, p
 		}
 		var d *api.Deployment
 		if pl.inDep || pl.canary {
-			d = getDep()
+			d = g.deployment()
 		}
-		ar := c.placeAlloc(j, job, tg, pl.name, n, plan.ev, pl.prev, d, pl.canary, p.metric)
+		ar := c.placeAlloc(g.j, g.job, g.tg, pl.name, n, g.plan.ev, pl.prev, d, pl.canary, p.metric)
 		if pl.resch && pl.prev != nil {
 			ar.a.RescheduleTracker = rescheduleTracker(pl.prev, c.clk.now())
 		}
 		if !pl.canary && pl.prev == nil {
-			du.Place++
+			g.du.Place++
 		}
 	}
 	if failedN > 0 {
 		m := *p.metric
 		m.CoalescedFailures = failedN - 1
-		plan.failed[name] = &m
-		plan.queued[name] = failedN
+		g.plan.failed[g.name] = &m
+		g.plan.queued[g.name] = failedN
 	} else {
-		plan.queued[name] = 0
+		g.plan.queued[g.name] = 0
 	}
 }
 

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -26,8 +25,7 @@ func TestACLTokenWithoutRightsGetsNothingDone(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{ACLs: true})
 	e.register(t, "default", "web", 3, nil)
 	rec := e.detached(t, "default", "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 
 	weak, err := e.sim.CreateToken("weak", map[string]string{
 		"elsewhere": `namespace "elsewhere" { policy = "write" variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } } }`,
@@ -39,7 +37,7 @@ func TestACLTokenWithoutRightsGetsNothingDone(t *testing.T) {
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
 	stop := start(t, a)
-	waitFor(t, ctx, "a listing by the weak agent", func() bool {
+	simtest.WaitFor(t, ctx, "a listing by the weak agent", func() bool {
 		return testutil.ToFloat64(a.metrics.discoveryPass) >= 1 && a.Ready()
 	})
 	page := get(t, srv.URL+"/", http.StatusOK)
@@ -58,7 +56,7 @@ func TestACLTokenWithoutRightsGetsNothingDone(t *testing.T) {
 	if cur.Status != restart.StatusPending || cur.ModifyIndex != rec.ModifyIndex {
 		t.Errorf("the weak agent changed the restart: status %s, index %d -> %d", cur.Status, rec.ModifyIndex, cur.ModifyIndex)
 	}
-	counts, err := enginetest.CountRestarts(ctx, e.client, "default", "web")
+	counts, err := simtest.CountRestarts(ctx, e.client, "default", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +65,7 @@ func TestACLTokenWithoutRightsGetsNothingDone(t *testing.T) {
 	}
 
 	// The agent policy of docs/acl.md (deploy/agent-policy.hcl) is enough.
-	agentToken, err := e.sim.CreateToken("agent", map[string]string{"nomad-restart-agent": policy(t, "agent-policy.hcl")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentToken := e.shippedToken(t, "agent")
 	good := e.newAgent(t, "agent", agentToken, nil)
 	start(t, good)
 	final := e.waitEnd(t, rec)
@@ -96,18 +91,10 @@ func TestACLShippedPoliciesSuffice(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{ACLs: true})
 	e.register(t, "default", "web", 2, nil)
-	opToken, err := e.sim.CreateToken("operator", map[string]string{"nomad-restart-operator": policy(t, "operator-policy.hcl")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opClient, err := e.sim.APIClient(opToken)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opClient := e.shippedClient(t, "operator")
 	opStore := store.NewNomad(opClient, store.NomadOptions{})
 	operator := engine.New(engine.Config{Cluster: cluster.NewNomad(opClient), Store: opStore, Holder: "operator"})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	p, err := operator.Plan(ctx, engine.Request{Namespace: "default", Job: "web"})
 	if err != nil {
 		t.Fatalf("planning with the operator policy: %v", err)
@@ -115,10 +102,7 @@ func TestACLShippedPoliciesSuffice(t *testing.T) {
 	if err := operator.Create(ctx, p.Record); err != nil {
 		t.Fatalf("filing the restart with the operator policy: %v", err)
 	}
-	agentToken, err := e.sim.CreateToken("agent", map[string]string{"nomad-restart-agent": policy(t, "agent-policy.hcl")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentToken := e.shippedToken(t, "agent")
 	a := e.newAgent(t, "agent", agentToken, nil)
 	start(t, a)
 	final := e.waitEnd(t, p.Record)

@@ -145,7 +145,7 @@ func New(cfg Config) (*Agent, error) {
 		known: map[string]*entry{}, kick: make(chan struct{}, 1)}
 	a.eng = engine.New(engine.Config{Cluster: cfg.Cluster, Store: cfg.Store, Logger: cfg.Logger, Holder: cfg.Holder, Now: cfg.Now, Health: cfg.Health})
 	if cfg.Client != nil && cfg.Store.Kind() == "nomad" {
-		a.src = &nomadSource{client: cfg.Client, prefix: cfg.Prefix, namespace: cfg.Namespace, wait: cfg.ListWait,
+		a.src = &nomadSource{lister: store.NewNomadRestartLister(cfg.Client, cfg.Prefix), namespace: cfg.Namespace, wait: cfg.ListWait,
 			minGap: cfg.MinListGap, resync: cfg.Resync, log: a.log, metrics: a.metrics}
 	} else {
 		a.src = &listSource{store: cfg.Store, namespace: cfg.Namespace, every: cfg.PollEvery, log: a.log, metrics: a.metrics}
@@ -168,7 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	srcCtx, stopSrc := context.WithCancel(ctx)
 	defer stopSrc()
 	go a.src.run(srcCtx, passes)
-	a.startSchedules(ctx) // scheduled restarts (schedule.go); Run's wait covers it
+	a.startScheduleRunner(ctx) // scheduled restarts (schedule_runner.go); Run's wait covers it
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "store", a.cfg.Store.Kind(), "concurrency", a.cfg.Concurrency)
 
 	timer := time.NewTimer(time.Hour)
@@ -196,13 +196,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-a.kick:
 		case <-timer.C:
 		}
-		next := a.schedule(ctx)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		next := a.dispatchDrives(ctx)
 		timer.Reset(next)
 	}
 }
@@ -242,9 +236,10 @@ func (a *Agent) drivingCount() int {
 	return n
 }
 
-// schedule starts drives for the restarts of the last pass that are due, within the bound,
-// and returns how long until the earliest retry is due.
-func (a *Agent) schedule(ctx context.Context) time.Duration {
+// dispatchDrives starts drives for the restarts of the last pass that are due, within the
+// bound (Concurrency), and returns how long until the earliest retry is due. (Scheduled
+// restarts, `run -at` and `run -every`, are the scheduleRunner's: schedule_runner.go.)
+func (a *Agent) dispatchDrives(ctx context.Context) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
@@ -272,7 +267,7 @@ func (a *Agent) schedule(ctx context.Context) time.Duration {
 			continue
 		}
 		if inFlight >= a.cfg.Concurrency {
-			continue // a drive's end kicks the scheduler again
+			continue // a drive's end kicks the dispatch again
 		}
 		inFlight++
 		e.driving = true
@@ -290,7 +285,7 @@ func (a *Agent) schedule(ctx context.Context) time.Duration {
 	return wake
 }
 
-// drive runs one restart through the engine and records the outcome for the scheduler.
+// drive runs one restart through the engine and records the outcome for dispatchDrives.
 func (a *Agent) drive(ctx context.Context, c candidate) {
 	defer a.wg.Done()
 	obs := &driveObserver{m: a.metrics}

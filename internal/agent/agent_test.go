@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -79,10 +80,9 @@ func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
 	}
 
 	m := a.Metrics()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	// The drive's outcome is recorded just after the record's last write.
-	waitFor(t, ctx, "the lease release to be counted", func() bool {
+	simtest.WaitFor(t, ctx, "the lease release to be counted", func() bool {
 		return testutil.ToFloat64(m.leases.WithLabelValues("released")) == 1
 	})
 	if got := testutil.ToFloat64(m.allocs.WithLabelValues("restarted")); got != 4 {
@@ -153,9 +153,8 @@ func TestHealthzUnavailableBeforeRun(t *testing.T) {
 	defer srv.Close()
 	get(t, srv.URL+"/healthz", http.StatusServiceUnavailable)
 	stop := start(t, a)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	waitFor(t, ctx, "the agent to be ready", a.Ready)
+	ctx := testContext(t)
+	simtest.WaitFor(t, ctx, "the agent to be ready", a.Ready)
 	get(t, srv.URL+"/healthz", http.StatusOK)
 	stop()
 	get(t, srv.URL+"/healthz", http.StatusServiceUnavailable)
@@ -176,21 +175,14 @@ func TestTwoAgentsNeverDriveOneRestartAtOnce(t *testing.T) {
 	start(t, a1)
 	start(t, a2)
 	for _, rec := range recs {
-		final := e.waitEnd(t, rec)
-		if final.Status != restart.StatusSucceeded {
-			t.Errorf("restart of %s ended %s (%s)", rec.JobID, final.Status, final.Reason)
-		}
-		if bad := driverOverlaps(final); bad != nil {
-			t.Errorf("restart of %s: %v", rec.JobID, bad)
-		}
+		final := e.waitSucceeded(t, rec)
 		if s, took, _ := driverEvents(final); s != 1 || took != 0 {
 			t.Errorf("restart of %s: started %d times, taken over %d times; want one driver", rec.JobID, s, took)
 		}
 		e.checkOnce(t, final)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	waitFor(t, ctx, "both agents to count their adoptions", func() bool {
+	ctx := testContext(t)
+	simtest.WaitFor(t, ctx, "both agents to count their adoptions", func() bool {
 		return testutil.ToFloat64(a1.metrics.adoptions)+testutil.ToFloat64(a2.metrics.adoptions) == jobs
 	})
 }
@@ -212,9 +204,8 @@ func TestSIGTERMHandsOverToAnotherAgent(t *testing.T) {
 	}
 	a1 := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
 	stop1 := start(t, a1)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	waitFor(t, ctx, "agent-1 to have restarted an allocation of every job", func() bool {
+	ctx := testContext(t)
+	simtest.WaitFor(t, ctx, "agent-1 to have restarted an allocation of every job", func() bool {
 		for _, rec := range recs {
 			r, err := e.store.Get(ctx, rec.Namespace, rec.ID)
 			if err != nil || r.Status.Terminal() {
@@ -239,13 +230,7 @@ func TestSIGTERMHandsOverToAnotherAgent(t *testing.T) {
 		t.Fatalf("agent-1 still drives %d restarts after stopping", n)
 	}
 	for _, rec := range recs {
-		final := e.waitEnd(t, rec)
-		if final.Status != restart.StatusSucceeded {
-			t.Errorf("restart of %s ended %s (%s)", rec.JobID, final.Status, final.Reason)
-		}
-		if bad := driverOverlaps(final); bad != nil {
-			t.Errorf("restart of %s: %v", rec.JobID, bad)
-		}
+		final := e.waitSucceeded(t, rec)
 		if s, took, det := driverEvents(final); s != 1 || took != 1 || det != 1 {
 			t.Errorf("restart of %s: started %d, taken over %d, detached %d; want 1 each", rec.JobID, s, took, det)
 		}

@@ -44,13 +44,11 @@ func benchOnce(b *testing.B, n int) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
 	for i, id := range ids {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			recs[i] = e.detached(b, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}})
-		}()
+		})
 	}
 	wg.Wait()
 	a := e.newAgent(b, "bench-agent", e.sim.BootstrapToken(), func(c *Config) {

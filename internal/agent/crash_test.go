@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -73,8 +74,7 @@ func (keptLease) Release(context.Context) error { return nil }
 func crashDriver(t *testing.T, cl cluster.Cluster, ds *dyingStore, rec *restart.Record) {
 	t.Helper()
 	e := engine.New(engine.Config{Cluster: cl, Store: ds, Holder: "cli:doomed"})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	_, err := e.Drive(ctx, rec.Namespace, rec.ID, nil)
 	if !errors.Is(err, errDied) {
 		t.Fatalf("the doomed driver ended with %v, want it to die", err)
@@ -104,8 +104,7 @@ func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
 	e.register(t, "default", "web", 4, nil)
 	cl := cluster.NewNomad(e.client)
 	pl := engine.New(engine.Config{Cluster: cl, Store: local, Holder: "cli:detached"})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	p, err := pl.Plan(ctx, engine.Request{Namespace: "default", Job: "web", Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +124,7 @@ func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
 	}
 	start(t, a)
 	// While the dead driver's lease is held (the process has not exited yet), nothing moves.
-	waitFor(t, ctx, "the agent to try the held lease", func() bool {
+	simtest.WaitFor(t, ctx, "the agent to try the held lease", func() bool {
 		return a.metrics.leases.WithLabelValues("held_elsewhere") != nil && counterValue(a.metrics.leases.WithLabelValues("held_elsewhere")) >= 1
 	})
 	ds.mu.Lock()
@@ -210,8 +209,7 @@ func leasePath(t *testing.T, e *env, ns, id string) string {
 
 func waitEndIn(t *testing.T, s store.Store, rec *restart.Record) *restart.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	cur := rec
 	for !cur.Status.Terminal() {
 		next, err := s.Watch(ctx, rec.Namespace, rec.ID, cur.ModifyIndex)

@@ -34,53 +34,19 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		reg: reg,
-		restarts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "nomad_restart", Name: "restarts",
-			Help: "Restarts the agent can see, by status.",
-		}, []string{"status"}),
-		driving: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "nomad_restart", Name: "restarts_driving",
-			Help: "Restarts this agent drives now (holding their lease).",
-		}),
-		allocs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "allocations_total",
-			Help: "Allocations this agent finished, by result (restarted, failed, skipped).",
-		}, []string{"result"}),
-		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "nomad_restart", Name: "batch_duration_seconds",
-			Help:    "Time from a batch's start to its end, for batches this agent saw start and finish.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
-		}),
-		gateSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "nomad_restart", Name: "health_gate_wait_seconds",
-			Help:    "Time an allocation spent in the health gate: from Nomad accepting the restart to the allocation counting as healthy again (or failing).",
-			Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
-		}),
-		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "nomad_api_errors_total",
-			Help: "Requests to Nomad that failed, by HTTP status code (\"transport\" when no answer came).",
-		}, []string{"code"}),
-		apiRequests: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "nomad_api_requests_total",
-			Help: "Requests sent to Nomad.",
-		}),
-		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "lease_changes_total",
-			Help: "Changes of restart leases seen by this agent: acquired, released, lost, held_elsewhere.",
-		}, []string{"change"}),
-		discoveryPass: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "discovery_passes_total",
-			Help: "Listings of the restart records this agent made to find work.",
-		}),
-		adoptions: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "adoptions_total",
-			Help: "Restarts this agent took up (started detached, or continued after another driver).",
-		}),
-		driveFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "nomad_restart", Name: "drive_errors_total",
-			Help: "Drives that ended with an error other than a lease held elsewhere (retried later).",
-		}),
+		reg:          reg,
+		restarts:     newGaugeVec("restarts", "Restarts the agent can see, by status.", "status"),
+		driving:      newGauge("restarts_driving", "Restarts this agent drives now (holding their lease)."),
+		allocs:       newCounterVec("allocations_total", "Allocations this agent finished, by result (restarted, failed, skipped).", "result"),
+		batchSeconds: newHistogram("batch_duration_seconds", "Time from a batch's start to its end, for batches this agent saw start and finish.", prometheus.ExponentialBuckets(1, 2, 14)),
+		gateSeconds: newHistogram("health_gate_wait_seconds", "Time an allocation spent in the health gate: from Nomad accepting the restart to the allocation counting as healthy again (or failing).",
+			prometheus.ExponentialBuckets(0.25, 2, 14)),
+		apiErrors:     newCounterVec("nomad_api_errors_total", "Requests to Nomad that failed, by HTTP status code (\"transport\" when no answer came).", "code"),
+		apiRequests:   newCounter("nomad_api_requests_total", "Requests sent to Nomad."),
+		leases:        newCounterVec("lease_changes_total", "Changes of restart leases seen by this agent: acquired, released, lost, held_elsewhere.", "change"),
+		discoveryPass: newCounter("discovery_passes_total", "Listings of the restart records this agent made to find work."),
+		adoptions:     newCounter("adoptions_total", "Restarts this agent took up (started detached, or continued after another driver)."),
+		driveFailures: newCounter("drive_errors_total", "Drives that ended with an error other than a lease held elsewhere (retried later)."),
 	}
 	reg.MustRegister(m.restarts, m.driving, m.allocs, m.batchSeconds, m.gateSeconds, m.apiErrors,
 		m.apiRequests, m.leases, m.discoveryPass, m.adoptions, m.driveFailures,
@@ -96,6 +62,29 @@ func NewMetrics() *Metrics {
 		m.leases.WithLabelValues(c)
 	}
 	return m
+}
+
+// metricsNamespace prefixes every metric name, so the agent's metrics sort together.
+const metricsNamespace = "nomad_restart"
+
+func newGauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help})
+}
+
+func newGaugeVec(name, help, label string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help}, []string{label})
+}
+
+func newCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help})
+}
+
+func newCounterVec(name, help, label string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help}, []string{label})
+}
+
+func newHistogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: name, Help: help, Buckets: buckets})
 }
 
 // Registry is the registry the metrics live on, for embedding programs that add their own.

@@ -19,8 +19,8 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cli"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
-	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -110,22 +110,6 @@ func (p *proc) exitCode(t *testing.T) int {
 	return 0
 }
 
-func startSim(t *testing.T) (*nomadsim.Cluster, *api.Client) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sim, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 20, Seed: 3})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = sim.Close() })
-	client, err := sim.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sim, client
-}
-
 func ptr[T any](v T) *T { return &v }
 
 func registerSlow(t *testing.T, sim *nomadsim.Cluster, client *api.Client, id string, count int) {
@@ -201,19 +185,11 @@ func waitTerminal(t *testing.T, st store.Store, ns, id string, after uint64) *re
 
 func checkOnce(t *testing.T, client *api.Client, rec *restart.Record) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), procTimeout)
-	defer cancel()
-	c, err := enginetest.CountRestarts(ctx, client, rec.Namespace, rec.JobID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for _, a := range rec.Allocs {
 		ids = append(ids, a.ID)
 	}
-	for _, bad := range c.ExactlyOnce(ids, false) {
-		t.Error(bad)
-	}
+	simtest.CheckOnce(t, client, rec.Namespace, rec.JobID, ids, false, procTimeout)
 }
 
 // A `nomad-restart run` process SIGKILLed mid-restart (local store: its file lock dies with
@@ -221,7 +197,7 @@ func checkOnce(t *testing.T, client *api.Client, rec *restart.Record) {
 // once and exits 0 on SIGTERM.
 func TestProcessAgentAdoptsAfterCLIDriverSIGKILL(t *testing.T) {
 	t.Parallel()
-	sim, client := startSim(t)
+	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 20, Seed: 3})
 	registerSlow(t, sim, client, "web", 4)
 	home := t.TempDir()
 	local, err := store.NewLocal(filepath.Join(home, "nomad-restart"))
@@ -265,7 +241,7 @@ func TestProcessAgentAdoptsAfterCLIDriverSIGKILL(t *testing.T) {
 // detach and release the lease; the other takes over at once (no lease TTL to wait for).
 func TestProcessSIGTERMHandover(t *testing.T) {
 	t.Parallel()
-	sim, client := startSim(t)
+	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 20, Seed: 3})
 	registerSlow(t, sim, client, "web", 8)
 	home := t.TempDir()
 	st := store.NewNomad(client, store.NomadOptions{})

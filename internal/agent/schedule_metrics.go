@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// scheduleMetrics are the scheduler's metrics, registered on the agent's registry when the
-// scheduler starts (registering again, as a second scheduler of one registry would, returns
+// scheduleMetrics are the scheduleRunner's metrics, registered on the agent's registry when
+// it starts (registering again, as a second runner of one registry would, returns
 // the collectors already there).
 type scheduleMetrics struct {
 	missed      prometheus.Counter

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -37,8 +37,7 @@ func TestScheduleEveryAcrossReplicasStartsEachOccurrenceOnce(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
 	e.register(t, "default", "cron", 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 
 	const spec = "*/4 * * * * * *"
 	c, err := schedule.ParseCron(spec, "", e.sim.Now())
@@ -57,7 +56,7 @@ func TestScheduleEveryAcrossReplicasStartsEachOccurrenceOnce(t *testing.T) {
 	stop1, stop2 := start(t, a1), start(t, a2)
 
 	var cur atomic.Pointer[schedule.Schedule]
-	waitFor(t, ctx, "3 started occurrences and 12 handled", func() bool {
+	simtest.WaitFor(t, ctx, "3 started occurrences and 12 handled", func() bool {
 		s, err := e.schedules().Get(ctx, "default", sc.ID)
 		if err != nil {
 			return false
@@ -135,8 +134,7 @@ func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
 	e.register(t, "default", "late", 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	now := e.sim.Now()
 
 	at := &schedule.Schedule{JobID: "late", At: now.Add(-10 * time.Minute), Next: now.Add(-10 * time.Minute), Grace: 5 * time.Minute}
@@ -160,7 +158,7 @@ func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 	start(t, a)
 	var gotAt, gotDaily *schedule.Schedule
 	// The metric is counted once a claim is recorded: wait for both.
-	waitFor(t, ctx, "both schedules to record the missed occurrences", func() bool {
+	simtest.WaitFor(t, ctx, "both schedules to record the missed occurrences", func() bool {
 		gotAt, _ = e.schedules().Get(ctx, "default", at.ID)
 		gotDaily, _ = e.schedules().Get(ctx, "default", daily.ID)
 		return gotAt != nil && gotDaily != nil && gotAt.Missed > 0 && gotDaily.Missed > 0 &&
@@ -193,8 +191,7 @@ func TestScheduleFinishesTheClaimOfADeadAgent(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{})
 	e.register(t, "default", "created", 1, nil)
 	e.register(t, "default", "claimed", 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	due := e.sim.Now().Add(-10 * time.Minute)
 	claim := func(job string) *schedule.Schedule {
 		sc := &schedule.Schedule{JobID: job, At: due, Next: due, Grace: 5 * time.Minute, Status: schedule.StatusActive}
@@ -227,7 +224,7 @@ func TestScheduleFinishesTheClaimOfADeadAgent(t *testing.T) {
 	start(t, e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e)))
 	for _, sc := range []*schedule.Schedule{created, claimed} {
 		var got *schedule.Schedule
-		waitFor(t, ctx, "schedule of "+sc.JobID+" to record its occurrence", func() bool {
+		simtest.WaitFor(t, ctx, "schedule of "+sc.JobID+" to record its occurrence", func() bool {
 			got, _ = e.schedules().Get(ctx, "default", sc.ID)
 			return got != nil && got.Status == schedule.StatusDone
 		})
@@ -261,30 +258,19 @@ func TestScheduleShippedPoliciesSuffice(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{ACLs: true})
 	e.register(t, "default", "nightly", 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	opToken, err := e.sim.CreateToken("operator", map[string]string{"nomad-restart-operator": policy(t, "operator-policy.hcl")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opClient, err := e.sim.APIClient(opToken)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := testContext(t)
+	opClient := e.shippedClient(t, "operator")
 	due := e.sim.Now().Add(10 * time.Second) // simulated: a fraction of a real second
 	sc := &schedule.Schedule{JobID: "nightly", At: due, Next: due, Grace: 5 * time.Minute}
 	sc.SetSpec(scheduleSpec())
 	if err := schedule.NewStore(opClient, "").Create(ctx, sc); err != nil {
 		t.Fatalf("storing a schedule with the operator policy: %v", err)
 	}
-	agentToken, err := e.sim.CreateToken("agent", map[string]string{"nomad-restart-agent": policy(t, "agent-policy.hcl")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentToken := e.shippedToken(t, "agent")
 	a := e.newAgent(t, "agent", agentToken, simClock(e))
 	start(t, a)
 	var got *schedule.Schedule
-	waitFor(t, ctx, "the occurrence to be recorded", func() bool {
+	simtest.WaitFor(t, ctx, "the occurrence to be recorded", func() bool {
 		got, _ = e.schedules().Get(ctx, "default", sc.ID)
 		return got != nil && got.Status == schedule.StatusDone
 	})
@@ -312,8 +298,7 @@ func TestScheduleSkipsWhileTheJobHasARestart(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
 	e.register(t, "default", "busy", 2, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	// A restart that waits for an answer after its first batch: in progress until answered.
 	held := e.detached(t, "default", "busy", restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
 	due := e.sim.Now().Add(10 * time.Second)
@@ -325,7 +310,7 @@ func TestScheduleSkipsWhileTheJobHasARestart(t *testing.T) {
 	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e))
 	start(t, a)
 	var got *schedule.Schedule
-	waitFor(t, ctx, "the occurrence to be recorded", func() bool {
+	simtest.WaitFor(t, ctx, "the occurrence to be recorded", func() bool {
 		got, _ = e.schedules().Get(ctx, "default", sc.ID)
 		return got != nil && got.Status == schedule.StatusDone
 	})

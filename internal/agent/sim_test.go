@@ -13,8 +13,8 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -42,13 +42,7 @@ func startEnv(t testing.TB, opts nomadsim.Options) *env {
 	if opts.Seed == 0 {
 		opts.Seed = 7
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sim, err := nomadsim.Start(ctx, opts)
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
-	}
-	t.Cleanup(func() { cancel(); _ = sim.Close() })
+	sim := simtest.Start(t, opts)
 	client, err := sim.APIClient(sim.BootstrapToken())
 	if err != nil {
 		t.Fatal(err)
@@ -185,8 +179,7 @@ func (e *env) registerJob(ns, id string, count int, meta map[string]string) erro
 // detached creates a pending restart of job, as `nomad-restart run -detach` does.
 func (e *env) detached(t testing.TB, ns, job string, spec restart.Spec) *restart.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	p, err := e.planner.Plan(ctx, engine.Request{Namespace: ns, Job: job, Spec: spec})
 	if err != nil {
 		t.Fatalf("planning a restart of %s: %v", job, err)
@@ -200,8 +193,7 @@ func (e *env) detached(t testing.TB, ns, job string, spec restart.Spec) *restart
 // waitEnd watches a restart's record (blocking queries) until it is terminal.
 func (e *env) waitEnd(t testing.TB, rec *restart.Record) *restart.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	ctx := testContext(t)
 	cur := rec
 	for !cur.Status.Terminal() {
 		next, err := e.store.Watch(ctx, rec.Namespace, rec.ID, cur.ModifyIndex)
@@ -216,31 +208,11 @@ func (e *env) waitEnd(t testing.TB, rec *restart.Record) *restart.Record {
 // checkOnce asserts from Nomad's facts that each planned allocation was restarted once.
 func (e *env) checkOnce(t testing.TB, rec *restart.Record) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c, err := enginetest.CountRestarts(ctx, e.client, rec.Namespace, rec.JobID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for _, a := range rec.Allocs {
 		ids = append(ids, a.ID)
 	}
-	for _, bad := range c.ExactlyOnce(ids, false) {
-		t.Error(bad)
-	}
-}
-
-// waitFor polls cond (test code only: the agent never polls) until it holds.
-func waitFor(t testing.TB, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	simtest.CheckOnce(t, e.client, rec.Namespace, rec.JobID, ids, false, testTimeout)
 }
 
 func counterValue(c interface{ Write(*dto.Metric) error }) float64 {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/hashicorp/nomad/api"
-
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -40,11 +37,10 @@ type source interface {
 }
 
 // nomadSource watches the store's variables with one blocking list query across the
-// namespaces: it wakes when any record or lease changes (created, updated, lock released or
-// expired), never on a fixed interval.
+// namespaces (store.NomadRestartLister): it wakes when any record or lease changes
+// (created, updated, lock released or expired), never on a fixed interval.
 type nomadSource struct {
-	client    *api.Client
-	prefix    string
+	lister    *store.NomadRestartLister
 	namespace string
 	wait      time.Duration // each blocking query's wait
 	minGap    time.Duration // least time between passes, so a busy cluster is listed at a bounded rate
@@ -59,45 +55,38 @@ func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
 	var index uint64
 	listed := false
 	lastResync := time.Now()
-	failures := 0
+	backoff := cluster.NewBackoff(watchRetryPolicy())
 	for ctx.Err() == nil {
-		q := (&api.QueryOptions{Namespace: s.namespace, WaitIndex: index, WaitTime: s.wait}).WithContext(ctx)
-		metas, qm, err := s.client.Variables().PrefixList(s.prefix+"/", q)
+		listing, err := s.lister.List(ctx, s.namespace, index, s.wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
-			delay := min(time.Duration(failures)*time.Second, 30*time.Second)
-			s.log.Warn("listing restart records failed; retrying", "prefix", s.prefix, "namespace", s.namespace, "retry_in", delay, "err", err)
-			if !sleep(ctx, delay) {
+			s.log.Warn("listing restart records failed; retrying", "prefix", s.lister.Prefix(), "namespace", s.namespace, "err", err)
+			if !backoff.Wait(ctx) {
 				return
 			}
 			index = 0 // the index may belong to a leader that is gone
 			continue
 		}
-		failures = 0
+		backoff.Reset()
 		s.metrics.discoveryPass.Inc()
-		p := pass{cands: s.candidates(metas)}
+		p := pass{cands: candidates(listing.Restarts)}
 		if time.Since(lastResync) >= s.resync {
 			p.resync = true
 			lastResync = time.Now()
 		}
 		// The first answer is always a pass (the agent is ready once it has listed), even
 		// from an empty table whose index has not moved.
-		changed := qm.LastIndex != index || !listed
+		changed := listing.Index != index || !listed
 		listed = true
-		if qm.LastIndex < index { // Nomad's rule: an index going backwards resets the watch
+		if listing.Index < index { // Nomad's rule: an index going backwards resets the watch
 			index = 0
 		} else {
-			index = qm.LastIndex
+			index = listing.Index
 		}
-		if changed || p.resync {
-			select {
-			case out <- p:
-			case <-ctx.Done():
-				return
-			}
+		if (changed || p.resync) && !send(ctx, out, p) {
+			return
 		}
 		if !sleep(ctx, s.minGap) {
 			return
@@ -105,46 +94,13 @@ func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
 	}
 }
 
-// candidates turns a listing into restarts: heads are <prefix>/<job>/<id>, leases
-// <prefix>/<job>/<id>/lease; chunks and the per-job active marker are ignored.
-func (s *nomadSource) candidates(metas []*api.VariableMetadata) []candidate {
-	byKey := map[string]*candidate{}
-	var order []string
-	get := func(ns, id string) *candidate {
-		k := ns + "\x00" + id
-		c := byKey[k]
-		if c == nil {
-			c = &candidate{ns: ns, id: id}
-			byKey[k] = c
-			order = append(order, k)
-		}
-		return c
-	}
-	for _, m := range metas {
-		rest, ok := strings.CutPrefix(m.Path, s.prefix+"/")
-		if !ok {
-			continue
-		}
-		parts := strings.Split(rest, "/")
-		switch {
-		case len(parts) == 2 && isRestartID(parts[1]):
-			get(m.Namespace, parts[1]).headIndex = m.ModifyIndex
-		case len(parts) == 3 && parts[2] == "lease" && isRestartID(parts[1]):
-			get(m.Namespace, parts[1]).leaseIndex = m.ModifyIndex
-		}
-	}
-	out := make([]candidate, 0, len(order))
-	for _, k := range order {
-		if c := byKey[k]; c.headIndex != 0 { // a lease without its record: nothing to drive
-			out = append(out, *c)
-		}
+// candidates turns the restarts a listing found into a pass's candidates.
+func candidates(listed []store.ListedRestart) []candidate {
+	out := make([]candidate, 0, len(listed))
+	for _, r := range listed {
+		out = append(out, candidate{ns: r.Namespace, id: r.ID, headIndex: r.HeadIndex, leaseIndex: r.LeaseIndex})
 	}
 	return out
-}
-
-func isRestartID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil && len(s) == 36
 }
 
 // listSource lists active records through the Store at a fixed pace: the fallback for the
@@ -173,9 +129,7 @@ func (s *listSource) run(ctx context.Context, out chan<- pass) {
 			for _, r := range recs {
 				p.cands = append(p.cands, candidate{ns: r.Namespace, id: r.ID, headIndex: r.ModifyIndex})
 			}
-			select {
-			case out <- p:
-			case <-ctx.Done():
+			if !send(ctx, out, p) {
 				return
 			}
 		}
@@ -185,18 +139,30 @@ func (s *listSource) run(ctx context.Context, out chan<- pass) {
 	}
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
+// watchRetryPolicy paces a watch loop after failed listings: from about a second up to
+// half a minute between tries, and never gives up (the agent keeps watching until it stops).
+func watchRetryPolicy() cluster.RetryPolicy {
+	return cluster.RetryPolicy{Initial: time.Second, Max: 30 * time.Second}
+}
+
+// send hands p to the loop reading out; it reports false when ctx ended first.
+func send[T any](ctx context.Context, out chan<- T, p T) bool {
+	select {
+	case out <- p:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed. A plain fixed pause, not a
+// backoff (cluster.Backoff paces the retries); time.After's timer needs no Stop since Go 1.23.
+func sleep(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
-		return true
+	case <-time.After(d):
+		return ctx.Err() == nil
 	}
 }
 

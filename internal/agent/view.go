@@ -84,10 +84,8 @@ func (v *viewCache) refresh(ctx context.Context) error {
 		sem      = make(chan struct{}, viewReaders)
 	)
 	for _, c := range stale {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			r, err := a.cfg.Store.Get(ctx, c.ns, c.id)
 			mu.Lock()
@@ -104,7 +102,7 @@ func (v *viewCache) refresh(ctx context.Context) error {
 			default:
 				fresh[c.key()] = r
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	v.recs = fresh

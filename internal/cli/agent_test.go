@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -50,16 +51,14 @@ func TestAgentBadFlags(t *testing.T) {
 func TestAgentCommandAdoptsDetachedRestart(t *testing.T) {
 	c := startSim(t, nomadsim.Options{})
 	register(t, c, testJob("web", "service"))
-	client, err := c.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := simtest.Client(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	st := store.NewNomad(client, store.NomadOptions{})
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st})
 	var p *engine.Plan
-	waitFor(t, ctx, func() bool { // the job's deployment must end first
+	simtest.WaitFor(t, ctx, "a plan (the job's deployment must end first)", func() bool {
+		var err error
 		p, err = e.Plan(ctx, engine.Request{Job: "web"})
 		return err == nil
 	})
@@ -119,7 +118,7 @@ func TestAgentCommandAdoptsDetachedRestart(t *testing.T) {
 	if !agentDrove {
 		t.Errorf("the record never named the agent as its driver")
 	}
-	waitFor(t, ctx, func() bool {
+	simtest.WaitFor(t, ctx, "the agent's /healthz", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false

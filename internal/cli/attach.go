@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 
@@ -11,16 +12,11 @@ import (
 func (a *app) cmdAttach(ctx context.Context, args []string) error {
 	var o idOptions
 	var jsonOut bool
-	fs := newFlagSet("attach")
-	o.add(fs)
-	fs.BoolVar(&jsonOut, "json", false, "")
-	if err := parseFlags(fs, "attach", args); err != nil {
+	rest, err := a.parseIDFlags("attach", &o, args, func(fs *flag.FlagSet) { fs.BoolVar(&jsonOut, "json", false, "") })
+	if err != nil {
 		return err
 	}
-	if err := o.parsed(a.env); err != nil {
-		return err
-	}
-	t, err := a.locate(ctx, "attach", &o, fs.Args())
+	t, err := a.locate(ctx, "attach", &o, rest)
 	if err != nil {
 		return err
 	}

@@ -15,14 +15,9 @@ import (
 // TestLocalRecordOfAnotherCluster: a local record filed against another Nomad address is not
 // listed, and resume refuses it with one line naming its cluster.
 func TestLocalRecordOfAnotherCluster(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 1))
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 1))
 	ctx := testCtx(t)
-	local, err := store.NewLocal(e.localDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	local := e.localStore(t)
 	other := "http://nomad.elsewhere:4646"
 	rec := storetest.NewRecord("default", "web", 1)
 	if err := store.ScopeToCluster(local, other).Create(context.Background(), rec); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -16,20 +17,10 @@ import (
 // SIGTERM do through the context), then resumes the restart from another command: every
 // allocation is restarted exactly once.
 func TestCtrlCDetachesAndResumeFinishesExactlyOnce(t *testing.T) {
-	c := startSim(t, nomadsim.Options{TimeScale: 5})
-	register(t, c, simpleJob("web", api.JobTypeService, 5))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{TimeScale: 5}, simpleJob("web", api.JobTypeService, 5))
 	ctx := testCtx(t)
 	runCtx, interrupt := context.WithCancel(ctx)
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, o, e := e.run(runCtx, "run", "-on-error=fail", "web")
-		done <- result{c, o, e}
-	}()
+	done := e.start(runCtx, "run", "-on-error=fail", "web")
 	waitRestart(t, ctx, e, "web", func(r *restart.Record) bool { return r.CurrentBatch >= 2 })
 	interrupt()
 	r := <-done
@@ -50,22 +41,18 @@ func TestCtrlCDetachesAndResumeFinishesExactlyOnce(t *testing.T) {
 
 // TestAttachCtrlCStopsOnlyTheViewer checks that interrupting attach leaves the restart alone.
 func TestAttachCtrlCStopsOnlyTheViewer(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 2))
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 2))
 	ctx := testCtx(t)
-	code, out, _ := e.run(ctx, "run", "-detach", "web")
-	if code != 0 {
-		t.Fatal(out)
-	}
-	id, _ := createdID(t, out)
+	id, _ := e.runDetached(t, ctx, "web")
 	attachCtx, stop := context.WithCancel(ctx)
 	var aout, aerr syncBuffer
 	a := newApp(strings.NewReader(""), &aout, &aerr, func(k string) string { return map[string]string{"NOMAD_ADDR": e.addr}[k] })
 	a.backend = nomadBackend{localDir: e.localDir}
 	done := make(chan int, 1)
 	go func() { done <- a.run(attachCtx, []string{"attach", id}) }()
-	waitFor(t, ctx, func() bool { return strings.Contains(aout.String(), "No process drives this restart") })
+	simtest.WaitFor(t, ctx, "attach to say no process drives the restart", func() bool {
+		return strings.Contains(aout.String(), "No process drives this restart")
+	})
 	stop()
 	if code := <-done; code != 1 || !strings.Contains(aerr.String(), "Stopped following restart "+id) {
 		t.Fatalf("attach interrupted: exit %d: %s", code, aerr.String())
@@ -101,9 +88,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestVerboseShowsSkippedAllocations(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, testJob("example", api.JobTypeService))
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, testJob("example", api.JobTypeService))
 	code, out, errOut := e.run(testCtx(t), "run", "-verbose", "-on-error=fail", "-batch-size=100%", "-group=single_task", "example")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

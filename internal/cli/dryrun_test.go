@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -17,10 +18,8 @@ import (
 // the rest) and what gates each, and changes nothing: no mutating request reaches Nomad
 // and no restart is recorded.
 func TestDryRun(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, testJob("web", api.JobTypeService))
-	register(t, c, checkedJob("checked", 2, "pass", 3*time.Second, 2*time.Minute))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{},
+		testJob("web", api.JobTypeService), checkedJob("checked", 2, "pass", 3*time.Second, 2*time.Minute))
 	e.consul = c.ConsulAddr()
 	ctx := testCtx(t)
 	before := c.Stats().Mutations
@@ -53,23 +52,15 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("plan %+v", rec.Spec)
 	}
 
-	if after := c.Stats().Mutations; after != before {
-		t.Fatalf("%d mutating requests reached Nomad", after-before)
-	}
-	local, err := store.NewLocal(e.localDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if recs, err := local.List(ctx, store.Filter{}); err != nil || len(recs) != 0 {
+	assertNoMutationsSince(t, c, before)
+	if recs, err := e.localStore(t).List(ctx, store.Filter{}); err != nil || len(recs) != 0 {
 		t.Fatalf("recorded %d restarts (%v)", len(recs), err)
 	}
 }
 
 // TestDryRunSurge shows the surge step of a -surge restart and changes nothing.
 func TestDryRunSurge(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("one", api.JobTypeService, 1))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("one", api.JobTypeService, 1))
 	ctx := testCtx(t)
 	before := c.Stats().Mutations
 	code, out, errOut := e.run(ctx, "run", "-dry-run", "-on-error=fail", "-state=local", "-surge=1", "one")
@@ -81,19 +72,8 @@ func TestDryRunSurge(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if after := c.Stats().Mutations; after != before {
-		t.Fatalf("%d mutating requests reached Nomad", after-before)
-	}
-	if st, _, err := mustClient(t, c).Jobs().ScaleStatus("one", nil); err != nil || st.TaskGroups["web"].Desired != 1 || len(st.TaskGroups["web"].Events) != 0 {
+	assertNoMutationsSince(t, c, before)
+	if st, _, err := simtest.Client(t, c).Jobs().ScaleStatus("one", nil); err != nil || st.TaskGroups["web"].Desired != 1 || len(st.TaskGroups["web"].Events) != 0 {
 		t.Fatalf("scale status after a dry run: %+v %v", st, err)
 	}
-}
-
-func mustClient(t *testing.T, c *nomadsim.Cluster) *api.Client {
-	t.Helper()
-	cl, err := c.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
 }

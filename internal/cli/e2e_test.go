@@ -48,10 +48,8 @@ func TestRunScenarios(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(typ+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				c := startSim(t, nomadsim.Options{})
-				register(t, c, testJob("example", typ))
+				c, e := startSimEnv(t, nomadsim.Options{}, testJob("example", typ))
 				before := allocsOf(t, c, "example")
-				e := newCLIEnv(t, c)
 				args := append([]string{"run", "-on-error=fail"}, tc.args...)
 				code, out, errOut := e.run(testCtx(t), append(args, "example")...)
 				if code != 0 {
@@ -105,9 +103,7 @@ func TestRunScenarios(t *testing.T) {
 }
 
 func TestRunPrestartTaskNotRunning(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, testJob("example", api.JobTypeService))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, testJob("example", api.JobTypeService))
 	code, out, errOut := e.run(testCtx(t), "run", "-yes", "-batch-size=100%", "-task=prestart", "example")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, errOut)
@@ -125,10 +121,8 @@ func TestRunPrestartTaskNotRunning(t *testing.T) {
 }
 
 func TestRunReschedule(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, testJob("example", api.JobTypeService))
+	c, e := startSimEnv(t, nomadsim.Options{}, testJob("example", api.JobTypeService))
 	before := allocsOf(t, c, "example")
-	e := newCLIEnv(t, c)
 	code, out, errOut := e.run(testCtx(t), "run", "-on-error=fail", "-reschedule", "-batch-size=3", "example")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -157,11 +151,9 @@ func TestRunReschedule(t *testing.T) {
 }
 
 func TestRunSystemJobReschedule(t *testing.T) {
-	c := startSim(t, nomadsim.Options{NodesPerDatacenter: 1, Datacenters: []string{"dc1", "dc2", "dc3"}})
 	job := simpleJob("sys", api.JobTypeSystem, 1)
 	job.Datacenters = []string{"dc1", "dc2", "dc3"}
-	register(t, c, job)
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{NodesPerDatacenter: 1, Datacenters: []string{"dc1", "dc2", "dc3"}}, job)
 	code, out, errOut := e.run(testCtx(t), "run", "-on-error=fail", "-reschedule", "sys")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -190,15 +182,13 @@ func TestRunNoAllocations(t *testing.T) {
 }
 
 func TestRunActiveDeploymentRefused(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
 	job := simpleJob("canary", api.JobTypeService, 2)
 	job.TaskGroups[0].Update = &api.UpdateStrategy{MaxParallel: intp(1), Canary: intp(1), AutoPromote: boolp(false)}
-	register(t, c, job)
+	c, e := startSimEnv(t, nomadsim.Options{}, job)
 	job.TaskGroups[0].Tasks[0].Meta = map[string]string{"version": "2"}
 	if _, err := c.RegisterJob(job); err != nil {
 		t.Fatal(err)
 	}
-	e := newCLIEnv(t, c)
 	code, out, errOut := e.run(testCtx(t), "run", "-on-error=fail", "canary")
 	if code != 1 || !regexp.MustCompile(`Deployment .+ is "running"`).MatchString(errOut) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -206,13 +196,10 @@ func TestRunActiveDeploymentRefused(t *testing.T) {
 }
 
 func TestRunOnErrorFailStopsAfterFailingRestart(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("three", api.JobTypeService, 3))
-	allocs := allocsOf(t, c, "three")
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("three", api.JobTypeService, 3))
 	// The second allocation in restart order (newest first) fails to restart.
-	c.SetFault(nomadsim.Fault{Path: "/v1/client/allocation/" + allocs[1].ID + "/restart", Status: 400, Body: "injected failure"})
+	failRestartOf(c, allocsOf(t, c, "three")[1])
 	c.ResetStats()
-	e := newCLIEnv(t, c)
 	code, out, errOut := e.run(testCtx(t), "run", "-on-error=fail", "three")
 	if code != 1 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -226,9 +213,7 @@ func TestRunOnErrorFailStopsAfterFailingRestart(t *testing.T) {
 }
 
 func TestRunJSON(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("js", api.JobTypeService, 2))
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, simpleJob("js", api.JobTypeService, 2))
 	code, out, errOut := e.run(testCtx(t), "run", "-json", "-on-error=fail", "js")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -262,13 +247,16 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
+// failRestartOf makes Nomad answer every restart of allocation a with an error.
+func failRestartOf(c *nomadsim.Cluster, a *api.Allocation) {
+	c.SetFault(nomadsim.Fault{Path: "/v1/client/allocation/" + a.ID + "/restart", Status: 400, Body: "injected failure"})
+}
+
 func intp(i int) *int    { return &i }
 func boolp(b bool) *bool { return &b }
 
 func TestInteractivePromptsWithTheEngine(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 3))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 3))
 	// First question: an invalid answer, asked again, then yes; second question: no.
 	code, out, errOut := e.runIn(testCtx(t), strings.NewReader("maybe\ny\nn\n"), true, "run", "-batch-wait=ask", "web")
 	if code != 0 {
@@ -290,11 +278,9 @@ func TestInteractivePromptsWithTheEngine(t *testing.T) {
 }
 
 func TestMultiRegionQuestion(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
 	job := simpleJob("mr", api.JobTypeService, 1)
 	job.Multiregion = &api.Multiregion{Regions: []*api.MultiregionRegion{{Name: "global"}, {Name: "east"}}}
-	register(t, c, job)
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, job)
 	before := c.Stats().Mutations
 	code, out, errOut := e.runIn(testCtx(t), strings.NewReader("n\n"), true, "run", "mr")
 	if code != 0 || !strings.Contains(out, `Are you sure you want to restart multi-region job "mr" in a single region? [y/N]`) || !strings.Contains(out, "Job restart canceled.") {
@@ -314,11 +300,8 @@ func TestMultiRegionQuestion(t *testing.T) {
 }
 
 func TestInteractiveOnErrorAsk(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 3))
-	allocs := allocsOf(t, c, "web")
-	c.SetFault(nomadsim.Fault{Path: "/v1/client/allocation/" + allocs[0].ID + "/restart", Status: 400, Body: "injected failure"})
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 3))
+	failRestartOf(c, allocsOf(t, c, "web")[0])
 	// An empty answer takes the default of the error question: no.
 	code, out, errOut := e.runIn(testCtx(t), strings.NewReader("\n"), true, "run", "web")
 	if !strings.Contains(out, "Ignore the errors above and proceed with the next batch? [y/N] ") {
@@ -329,9 +312,5 @@ func TestInteractiveOnErrorAsk(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "Job restart canceled") || !strings.Contains(errOut, "injected failure") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for id, tasks := range restarts(t, c, "web") {
-		if tasks["main"] != 0 {
-			t.Errorf("alloc %s restarted after the restart was declined", id[:8])
-		}
-	}
+	assertMainRestarted(t, c, "web", 0) // the restart was declined
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -227,16 +228,9 @@ func TestNoTerminalQuestionAnsweredFromAnotherCommand(t *testing.T) {
 	ses := newFakeSession(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, o, e := runFake(t, ctx, ses, false, strings.NewReader(""), "run", "-batch-wait=ask", "-yes=false", "-detach", "-state=local", "web")
-		done <- result{c, o, e}
-	}()
-	r := <-done
+	r := <-goRun(func() (int, string, string) {
+		return runFake(t, ctx, ses, false, strings.NewReader(""), "run", "-batch-wait=ask", "-yes=false", "-detach", "-state=local", "web")
+	})
 	if r.code != 0 || !strings.Contains(r.out, "created (state: local)") {
 		t.Fatalf("run -detach: exit %d\n%s\n%s", r.code, r.out, r.err)
 	}
@@ -247,11 +241,10 @@ func TestNoTerminalQuestionAnsweredFromAnotherCommand(t *testing.T) {
 	id := recs[0].ID[:8]
 
 	// resume drives it here, without a terminal: the question is printed with how to answer.
-	go func() {
-		c, o, e := runFake(t, ctx, ses, false, strings.NewReader(""), "resume", "-state=local", id)
-		done <- result{c, o, e}
-	}()
-	waitFor(t, ctx, func() bool {
+	done := goRun(func() (int, string, string) {
+		return runFake(t, ctx, ses, false, strings.NewReader(""), "resume", "-state=local", id)
+	})
+	simtest.WaitFor(t, ctx, "the restart to wait for an answer", func() bool {
 		r, err := ses.st.Get(ctx, recs[0].Namespace, recs[0].ID)
 		return err == nil && r.Status == restart.StatusWaiting
 	})
@@ -291,23 +284,12 @@ func TestCtrlCDetaches(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	go func() { done <- a.run(ctx, []string{"run", "-on-error=fail", "-state=local", "web"}) }()
-	waitFor(t, testCtx(t), func() bool { return strings.Contains(out.String(), "started") })
+	simtest.WaitFor(t, testCtx(t), "the drive to start", func() bool { return strings.Contains(out.String(), "started") })
 	cancel()
 	if code := <-done; code != 1 {
 		t.Fatalf("detach exit %d, want 1", code)
 	}
 	if !strings.Contains(errb.String(), "Detached from restart") || !strings.Contains(errb.String(), "nomad-restart resume") {
 		t.Fatalf("stderr: %s", errb.String())
-	}
-}
-
-func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("timed out")
-		case <-time.After(5 * time.Millisecond):
-		}
 	}
 }

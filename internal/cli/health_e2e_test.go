@@ -14,14 +14,13 @@ import (
 // after each start: with Consul reachable the restart waits for it and says so; -health
 // running needs no Consul; a check that never passes fails at the group's deadline.
 func TestRunHealthChecks(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
 	// 6s of Nomad's time is 300ms of real time: long enough for a loaded machine to see
 	// the check failing first.
-	register(t, c, checkedJob("late", 2, "pass_after=6s", 500*time.Millisecond, time.Minute))
-	register(t, c, checkedJob("broken", 2, "pass", 500*time.Millisecond, 4*time.Second))
+	c, e := startSimEnv(t, nomadsim.Options{},
+		checkedJob("late", 2, "pass_after=6s", 500*time.Millisecond, time.Minute),
+		checkedJob("broken", 2, "pass", 500*time.Millisecond, 4*time.Second))
 	ctx := testCtx(t)
 
-	e := newCLIEnv(t, c)
 	e.consul = c.ConsulAddr()
 	code, out, errOut := e.run(ctx, "run", "-on-error=fail", "-state=local", "late")
 	if code != 0 {
@@ -60,7 +59,6 @@ func TestRunHealthChecks(t *testing.T) {
 // poststart sidecar on a Nomad-native check, in place with -all-tasks and with
 // -reschedule: the finished prestart task is done, not waited for.
 func TestRunHealthChecksWithLifecycleTasks(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
 	job := testJob("life", "service")
 	for _, tg := range job.TaskGroups {
 		if *tg.Name != "multiple_tasks" {
@@ -73,8 +71,7 @@ func TestRunHealthChecksWithLifecycleTasks(t *testing.T) {
 		tg.Update.MinHealthyTime = new(500 * time.Millisecond)
 		tg.Update.HealthyDeadline = new(time.Minute)
 	}
-	register(t, c, job)
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, job)
 	ctx := testCtx(t)
 	for _, args := range [][]string{{"-all-tasks"}, {"-reschedule"}} {
 		full := append(append([]string{"run", "-on-error=fail", "-state=local", "-group=multiple_tasks", "-health=checks"}, args...), "life")

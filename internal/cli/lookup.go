@@ -38,6 +38,23 @@ func (o *idOptions) parsed(env func(string) string) error {
 	return nil
 }
 
+// parseIDFlags parses the options of cmd, a command on existing restarts: idOptions into o
+// and those that extra registers (nil: none). It returns the arguments after the options.
+func (a *app) parseIDFlags(cmd string, o *idOptions, args []string, extra func(fs *flag.FlagSet)) ([]string, error) {
+	fs := newFlagSet(cmd)
+	o.add(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parseFlags(fs, cmd, args); err != nil {
+		return nil, err
+	}
+	if err := o.parsed(a.env); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
 // oneID takes exactly one restart ID from args.
 func oneID(cmd string, args []string) (string, error) {
 	switch {

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -17,15 +18,8 @@ import (
 // ends its lock's TTL in the simulated Nomad, which frees it after a short lock delay.
 func ghostDriver(t *testing.T, ctx context.Context, c *nomadsim.Cluster, id string) (full string, die func()) {
 	t.Helper()
-	client, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewNomad(client, store.NomadOptions{LockDelay: 100 * time.Millisecond})
-	rec, err := st.Find(ctx, "", id)
-	if err != nil {
-		t.Fatalf("finding restart %s: %v", id, err)
-	}
+	client := adminClient(t, c)
+	st, rec := findInNomad(t, ctx, client, id, store.NomadOptions{LockDelay: 100 * time.Millisecond})
 	lease, err := st.AcquireLease(ctx, rec.Namespace, rec.ID, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)
@@ -51,29 +45,33 @@ func ghostDriver(t *testing.T, ctx context.Context, c *nomadsim.Cluster, id stri
 	}
 }
 
+// findInNomad finds restart id in the Nomad store that opts configure.
+func findInNomad(t *testing.T, ctx context.Context, client *api.Client, id string, opts store.NomadOptions) (*store.Nomad, *restart.Record) {
+	t.Helper()
+	st := store.NewNomad(client, opts)
+	rec, err := st.Find(ctx, "", id)
+	if err != nil {
+		t.Fatalf("finding restart %s: %v", id, err)
+	}
+	return st, rec
+}
+
+// detachedWithGhost records a detached restart of a running job "web" of count allocations,
+// driven by a ghost (ghostDriver); die ends the ghost's lease.
+func detachedWithGhost(t *testing.T, ctx context.Context, count int) (c *nomadsim.Cluster, e cliEnv, id string, die func()) {
+	t.Helper()
+	c, e = startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, count))
+	id, _ = e.runDetached(t, ctx, "web")
+	_, die = ghostDriver(t, ctx, c, id)
+	return c, e, id, die
+}
+
 // TestResumeTakesOverFromDeadDriver: resume of a restart whose driver died waits for the
 // lease, says so once, then drives the restart to its end.
 func TestResumeTakesOverFromDeadDriver(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 2))
-	e := newCLIEnv(t, c)
 	ctx := testCtx(t)
-	code, out, errOut := e.run(ctx, "run", "-detach", "web")
-	if code != 0 {
-		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
-	}
-	id, _ := createdID(t, out)
-	_, die := ghostDriver(t, ctx, c, id)
-
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, o, e := e.run(ctx, "resume", id)
-		done <- result{c, o, e}
-	}()
+	c, e, id, die := detachedWithGhost(t, ctx, 2)
+	done := e.start(ctx, "resume", id)
 	// Resume must still wait while the ghost holds the lease.
 	select {
 	case r := <-done:
@@ -97,18 +95,10 @@ func TestResumeTakesOverFromDeadDriver(t *testing.T) {
 // said to wait for that driver; resume refuses to override it; once the lease is free, cancel
 // ends the restart.
 func TestPendingCancelNotOverridden(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 2))
-	e := newCLIEnv(t, c)
 	ctx := testCtx(t)
-	code, out, errOut := e.run(ctx, "run", "-detach", "web")
-	if code != 0 {
-		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
-	}
-	id, _ := createdID(t, out)
-	_, die := ghostDriver(t, ctx, c, id)
+	c, e, id, die := detachedWithGhost(t, ctx, 2)
 
-	code, out, errOut = e.run(ctx, "cancel", id)
+	code, out, errOut := e.run(ctx, "cancel", id)
 	if code != 0 || !strings.Contains(out, "The cancel is recorded; it takes effect when its driver") {
 		t.Fatalf("cancel while held: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -123,49 +113,31 @@ func TestPendingCancelNotOverridden(t *testing.T) {
 		t.Fatalf("status while the ghost holds the lease: exit %d, says no driver:\n%s", code, out)
 	}
 	die()
-	waitFor(t, ctx, func() bool {
+	simtest.WaitFor(t, ctx, "status to say nobody drives the restart", func() bool {
 		_, out, _ := e.run(ctx, "status", id)
 		return strings.Contains(out, "Driver      = none — resume it with `nomad-restart resume "+id+"`")
 	})
-	waitFor(t, ctx, func() bool {
+	simtest.WaitFor(t, ctx, "the cancel to end the restart", func() bool {
 		code, _, _ := e.run(ctx, "cancel", id)
 		return code == 0 && statusOf(t, ctx, e, id).Status == restart.StatusCanceled
 	})
-	for id, tasks := range restarts(t, c, "web") {
-		if tasks["main"] != 0 {
-			t.Errorf("alloc %s restarted %d times by a canceled restart", id[:8], tasks["main"])
-		}
-	}
+	assertMainRestarted(t, c, "web", 0) // by a canceled restart
 }
 
 // TestAttachToOrphanSaysNobodyDrives: a viewer leaving a restart nobody drives does not claim
 // that it goes on.
 func TestAttachToOrphanSaysNobodyDrives(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 1))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 1))
 	ctx := testCtx(t)
-	code, out, errOut := e.run(ctx, "run", "-detach", "web")
-	if code != 0 {
-		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
-	}
-	id, _ := createdID(t, out)
+	id, _ := e.runDetached(t, ctx, "web")
 	// Its driver wrote its name, then died.
-	client, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewNomad(client, store.NomadOptions{})
-	rec, err := st.Find(ctx, "", id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, rec := findInNomad(t, ctx, adminClient(t, c), id, store.NomadOptions{})
 	if _, err := store.Mutate(ctx, st, rec.Namespace, rec.ID, func(r *restart.Record) error { r.Driver = "dead@host"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	code, out, errOut = e.run(actx, "attach", id)
+	code, out, errOut := e.run(actx, "attach", id)
 	if !strings.Contains(out, "was driven by dead@host, but no process drives it now") {
 		t.Errorf("attach does not say the named driver is gone:\n%s", out)
 	}

@@ -26,40 +26,22 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 // or detach. Every refusal before Create leaves the cluster and the stores unchanged.
 // opened, when not nil, is an already open session (the demo's).
 func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) error {
-	logger, err := a.logger(o.client.logLevel)
-	if err != nil {
-		return err
-	}
 	ses := opened
+	var err error
 	if ses == nil {
-		ses, err = a.backend.open(o.client.withEnv(a.env), logger, a.holder())
-		if err != nil {
-			return err
-		}
+		ses, err = a.connect(ctx, o.client)
+	} else {
+		err = ses.reachable(ctx)
 	}
-	if err := ses.reachable(ctx); err != nil {
+	if err != nil {
 		return err
 	}
 	p := a.printer(o.verbose, o.json)
-
-	// The plan reads the cluster only; it is made with the store Create will use when that
-	// is already known, so that nothing is written before the operator confirmed.
-	planStore, err := a.storeForPlan(ses, o.state)
+	plan, err := a.planRestart(ctx, p, ses, o)
 	if err != nil {
 		return err
 	}
-	plan, err := ses.engine(planStore).Plan(ctx, o.client.namespace, o.job, o.spec)
-	if err != nil {
-		return planError(err)
-	}
 	rec := plan.Record
-	if o.verbose && !o.json {
-		for _, s := range plan.Skipped {
-			if s.Alloc != nil {
-				p.detail(a.now(), fmt.Sprintf("Skipping allocation %q because %s", shortID(s.Alloc.ID, true), s.Reason))
-			}
-		}
-	}
 	if len(rec.Allocs) == 0 {
 		if o.json {
 			p.jsonLine(rec)
@@ -68,12 +50,10 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		}
 		return nil
 	}
-
 	if o.dryRun {
 		a.printPlan(p, rec, o)
 		return nil
 	}
-
 	if plan.Job != nil && plan.Job.MultiRegion && !o.spec.Yes {
 		ok, err := a.confirmMultiRegion(ctx, p, rec.JobID, o.json)
 		if err != nil {
@@ -84,34 +64,82 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 			return nil
 		}
 	}
-
-	st, why, err := a.chooseStore(ctx, ses, o.state, rec.Namespace, rec.JobID, o.verbose)
+	eng, st, err := a.recordRestart(ctx, p, ses, rec, o)
 	if err != nil {
 		return err
-	}
-	eng := ses.engine(st)
-	if err := eng.Create(ctx, rec); err != nil {
-		var busy *store.JobBusyError
-		if errors.As(err, &busy) {
-			return errors.New(busy.Error())
-		}
-		return fmt.Errorf("recording the restart of job %q in the %s store: %w", rec.JobID, st.Kind(), err)
-	}
-	if o.json {
-		for _, ev := range rec.Events {
-			p.jsonLine(ev)
-		}
-	} else {
-		if why != "" {
-			p.detail(a.now(), why)
-		}
-		p.header(a.now(), fmt.Sprintf("Restart %s of job %q created (state: %s)", shortID(rec.ID, o.verbose), rec.JobID, st.Kind()))
 	}
 	if o.detach {
 		a.printDetached(p, rec, o)
 		return nil
 	}
 	return a.drive(ctx, p, eng, st, rec, o.verbose)
+}
+
+// connect opens a session with the client options (the environment's where none are given)
+// and checks that Nomad answers.
+func (a *app) connect(ctx context.Context, cf clientFlags) (session, error) {
+	logger, err := a.logger(cf.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	ses, err := a.backend.open(cf.withEnv(a.env), logger, a.holder())
+	if err != nil {
+		return nil, err
+	}
+	if err := ses.reachable(ctx); err != nil {
+		return nil, err
+	}
+	return ses, nil
+}
+
+// planRestart plans the restart and, with -verbose, says which allocations it skips.
+// The plan reads the cluster only; it is made with the store Create will use when that is
+// already known, so that nothing is written before the operator confirmed.
+func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOptions) (*planned, error) {
+	planStore, err := a.storeForPlan(ses, o.state)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := ses.engine(planStore).Plan(ctx, o.client.namespace, o.job, o.spec)
+	if err != nil {
+		return nil, planError(err)
+	}
+	if o.verbose && !o.json {
+		for _, s := range plan.Skipped {
+			if s.Alloc != nil {
+				p.detail(a.now(), fmt.Sprintf("Skipping allocation %q because %s", shortID(s.Alloc.ID, true), s.Reason))
+			}
+		}
+	}
+	return plan, nil
+}
+
+// recordRestart chooses the store (-state), records the restart there and says so; it
+// returns the engine and store that drive it.
+func (a *app) recordRestart(ctx context.Context, p *printer, ses session, rec *restart.Record, o *runOptions) (restarter, store.Store, error) {
+	st, why, err := a.chooseStore(ctx, ses, o.state, rec.Namespace, rec.JobID, o.verbose)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng := ses.engine(st)
+	if err := eng.Create(ctx, rec); err != nil {
+		var busy *store.JobBusyError
+		if errors.As(err, &busy) {
+			return nil, nil, errors.New(jobBusyMessage(busy))
+		}
+		return nil, nil, fmt.Errorf("recording the restart of job %q in the %s store: %w", rec.JobID, st.Kind(), err)
+	}
+	if o.json {
+		for _, ev := range rec.Events {
+			p.jsonLine(ev)
+		}
+		return eng, st, nil
+	}
+	if why != "" {
+		p.detail(a.now(), why)
+	}
+	p.header(a.now(), fmt.Sprintf("Restart %s of job %q created (state: %s)", shortID(rec.ID, o.verbose), rec.JobID, st.Kind()))
+	return eng, st, nil
 }
 
 // printDetached says how to follow and drive a detached restart.

@@ -112,38 +112,69 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 }
 
 // validate turns the raw values into o.spec, checking each the way Nomad's parseAndValidate
-// does, with one line naming the problem and the fix.
+// does, with one line naming the problem and the fix. The checks keep a fixed order, so that
+// a command line with several mistakes always names the same one.
 func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
+	// Questions can be answered on this terminal, or later with `nomad-restart answer` when
+	// the restart is detached (a schedule's restarts are too); -yes answers them all.
+	canAsk := interactive && !o.json || o.detach || raw.yes || o.sched.scheduled()
+	s := &o.spec
+	if err := raw.validateBatches(s, canAsk); err != nil {
+		return err
+	}
+	if err := raw.validateOnError(s, canAsk); err != nil {
+		return err
+	}
+	if err := raw.validateTasks(s); err != nil {
+		return err
+	}
+	if err := raw.validateHealth(s); err != nil {
+		return err
+	}
+	if err := raw.validateTargeting(s); err != nil {
+		return err
+	}
+	if err := raw.validateSurge(s); err != nil {
+		return err
+	}
+	if err := o.client.consul.validate(); err != nil {
+		return err
+	}
+	return validState(o.state)
+}
+
+// validateBatches reads -batch-size and -batch-wait.
+func (raw *runFlagValues) validateBatches(s *restart.Spec, canAsk bool) error {
 	sizes, err := restart.ParseBatchSizes(raw.batchSize)
 	if err != nil {
-		msg := strings.Replace(firstLine(err.Error()), "invalid", "Invalid", 1)
+		msg := capitalInvalid(err)
 		if !strings.Contains(msg, "give ") {
 			msg += "; give a number of allocations like 2, or a percentage like 25%"
 		}
 		return usageErrorf("%s", msg)
 	}
-	o.spec.BatchSizes = sizes
+	s.BatchSizes = sizes
 
-	// Questions can be answered on this terminal, or later with `nomad-restart answer` when
-	// the restart is detached; -yes answers them all.
-	canAsk := interactive && !o.json || o.detach || raw.yes
-	canAsk = canAsk || o.sched.scheduled() // detached too: answered with nomad-restart answer
 	if strings.EqualFold(raw.batchWait, "ask") {
 		if !canAsk {
 			return usageErrorf(`Invalid -batch-wait value "ask": "ask" needs an interactive terminal; add -yes, -detach (then answer with nomad-restart answer), or give a duration like 30s`)
 		}
-		o.spec.BatchWaitAsk = true
-	} else {
-		d, err := time.ParseDuration(raw.batchWait)
-		if err != nil {
-			return usageErrorf("Invalid -batch-wait value %q: give a duration with a unit like 10s or 2m, or \"ask\"", raw.batchWait)
-		}
-		if d < 0 {
-			return usageErrorf("Invalid -batch-wait value %q: it must not be negative", raw.batchWait)
-		}
-		o.spec.BatchWait = d
+		s.BatchWaitAsk = true
+		return nil
 	}
+	d, err := time.ParseDuration(raw.batchWait)
+	if err != nil {
+		return usageErrorf("Invalid -batch-wait value %q: give a duration with a unit like 10s or 2m, or \"ask\"", raw.batchWait)
+	}
+	if d < 0 {
+		return usageErrorf("Invalid -batch-wait value %q: it must not be negative", raw.batchWait)
+	}
+	s.BatchWait = d
+	return nil
+}
 
+// validateOnError reads -on-error: "ask" only where a question can be answered.
+func (raw *runFlagValues) validateOnError(s *restart.Spec, canAsk bool) error {
 	switch restart.OnError(raw.onError) {
 	case restart.OnErrorAsk:
 		if !canAsk {
@@ -153,77 +184,95 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	default:
 		return usageErrorf("Invalid -on-error value %q: valid options are \"ask\" and \"fail\"", raw.onError)
 	}
-	o.spec.OnError = restart.OnError(raw.onError)
+	s.OnError = restart.OnError(raw.onError)
+	return nil
+}
 
+// validateTasks reads what to restart in each allocation: -group, -task, -all-tasks,
+// -reschedule, -no-shutdown-delay (and -yes).
+func (raw *runFlagValues) validateTasks(s *restart.Spec) error {
 	if raw.allTasks && len(raw.tasks) > 0 {
 		return usageErrorf("The -all-tasks option cannot be used with -task: drop one of them")
 	}
 	if raw.reschedule && len(raw.tasks) > 0 {
 		return usageErrorf("The -reschedule option cannot be used with -task: a rescheduled allocation replaces all its tasks; drop -task or -reschedule")
 	}
-	o.spec.Groups = raw.groups
-	o.spec.Tasks = raw.tasks
-	o.spec.AllTasks = raw.allTasks
-	o.spec.Reschedule = raw.reschedule
-	o.spec.NoShutdownDelay = raw.noShutdown
-	o.spec.Yes = raw.yes
+	s.Groups = raw.groups
+	s.Tasks = raw.tasks
+	s.AllTasks = raw.allTasks
+	s.Reschedule = raw.reschedule
+	s.NoShutdownDelay = raw.noShutdown
+	s.Yes = raw.yes
+	return nil
+}
 
+// validateHealth reads the health gate: -health, -healthy-deadline and -min-healthy-time,
+// which must be shorter than the deadline (given or default).
+func (raw *runFlagValues) validateHealth(s *restart.Spec) error {
 	switch h := restart.HealthMode(strings.ToLower(strings.TrimSpace(raw.health))); h {
 	case restart.HealthAuto, restart.HealthChecks, restart.HealthNone, restart.HealthRunning:
-		o.spec.Health = h
+		s.Health = h
 	default:
 		return usageErrorf("Invalid -health value %q: valid options are \"auto\" (default: checks where the groups define them, else running), \"checks\", \"running\" and \"none\" (Nomad's behaviour)", raw.health)
 	}
-	hd := restart.DefaultHealthyDeadline
-	o.spec.HealthyDeadline = hd
+	s.HealthyDeadline = restart.DefaultHealthyDeadline
 	if raw.healthyDeadline != "" {
 		d, err := time.ParseDuration(raw.healthyDeadline)
 		if err != nil || d <= 0 {
 			return usageErrorf("Invalid -healthy-deadline value %q: give a positive duration like 5m", raw.healthyDeadline)
 		}
-		hd = d
-		o.spec.HealthyDeadline, o.spec.HealthyDeadlineGiven = d, true
+		s.HealthyDeadline, s.HealthyDeadlineGiven = d, true
 	}
 	if raw.minHealthyTime != "" {
 		mh, err := time.ParseDuration(raw.minHealthyTime)
 		if err != nil || mh < 0 {
 			return usageErrorf("Invalid -min-healthy-time value %q: give a duration like 10s, or 0", raw.minHealthyTime)
 		}
-		if mh >= hd {
-			return usageErrorf("Invalid -min-healthy-time value %q: it must be shorter than -healthy-deadline (%s)", raw.minHealthyTime, hd)
+		if mh >= s.HealthyDeadline {
+			return usageErrorf("Invalid -min-healthy-time value %q: it must be shorter than -healthy-deadline (%s)", raw.minHealthyTime, s.HealthyDeadline)
 		}
-		o.spec.MinHealthyTime, o.spec.MinHealthyTimeGiven = mh, true
+		s.MinHealthyTime, s.MinHealthyTimeGiven = mh, true
 	}
+	return nil
+}
+
+// validateTargeting reads which allocations to restart and how many may be down:
+// -max-unavailable, -filter, -node, -datacenter and -unhealthy-first.
+func (raw *runFlagValues) validateTargeting(s *restart.Spec) error {
 	if raw.maxUnavailable != "" {
 		mu, err := restart.ParseMaxUnavailable(raw.maxUnavailable)
 		if err != nil {
-			return usageErrorf("%s", strings.Replace(firstLine(err.Error()), "invalid", "Invalid", 1))
+			return usageErrorf("%s", capitalInvalid(err))
 		}
-		o.spec.MaxUnavailable = &mu
+		s.MaxUnavailable = &mu
 	}
-	o.spec.Filter = strings.TrimSpace(raw.filter)
-	o.spec.Nodes = raw.nodes
-	o.spec.Datacenters = raw.datacenters
-	o.spec.UnhealthyFirst = raw.unhealthyFirst
+	s.Filter = strings.TrimSpace(raw.filter)
+	s.Nodes = raw.nodes
+	s.Datacenters = raw.datacenters
+	s.UnhealthyFirst = raw.unhealthyFirst
+	return nil
+}
+
+// validateSurge reads -surge and -surge-ignore-scaling, which needs it.
+func (raw *runFlagValues) validateSurge(s *restart.Spec) error {
 	if raw.surge != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(raw.surge))
 		if err != nil || n < 1 {
 			return usageErrorf("Invalid -surge value %q: give the number of extra allocations per group, 1 or more", raw.surge)
 		}
-		o.spec.Surge = n
+		s.Surge = n
 	}
-	if raw.surgeIgnoreScaling && o.spec.Surge == 0 {
+	if raw.surgeIgnoreScaling && s.Surge == 0 {
 		return usageErrorf("The -surge-ignore-scaling option needs -surge: add -surge n, or drop it")
 	}
-	o.spec.SurgeIgnoreScaling = raw.surgeIgnoreScaling
-	if err := o.client.consul.validate(); err != nil {
-		return err
-	}
-
-	if err := validState(o.state); err != nil {
-		return err
-	}
+	s.SurgeIgnoreScaling = raw.surgeIgnoreScaling
 	return nil
+}
+
+// capitalInvalid is the first line of a parse error of package restart, as a sentence of
+// our own: restart's errors start "invalid", ours "Invalid".
+func capitalInvalid(err error) string {
+	return strings.Replace(firstLine(err.Error()), "invalid", "Invalid", 1)
 }
 
 func validState(s string) error {
@@ -243,12 +292,8 @@ func describeSpec(s restart.Spec) string {
 	} else if s.BatchWait > 0 {
 		parts = append(parts, "batch-wait="+s.BatchWait.String())
 	}
-	for _, g := range s.Groups {
-		parts = append(parts, "group="+g)
-	}
-	for _, t := range s.Tasks {
-		parts = append(parts, "task="+t)
-	}
+	parts = appendEach(parts, "group=", s.Groups)
+	parts = appendEach(parts, "task=", s.Tasks)
 	if s.AllTasks {
 		parts = append(parts, "all-tasks")
 	}
@@ -275,12 +320,8 @@ func describeSpec(s restart.Spec) string {
 	if s.Filter != "" {
 		parts = append(parts, fmt.Sprintf("filter=%q", s.Filter))
 	}
-	for _, n := range s.Nodes {
-		parts = append(parts, "node="+n)
-	}
-	for _, dc := range s.Datacenters {
-		parts = append(parts, "datacenter="+dc)
-	}
+	parts = appendEach(parts, "node=", s.Nodes)
+	parts = appendEach(parts, "datacenter=", s.Datacenters)
 	if s.UnhealthyFirst {
 		parts = append(parts, "unhealthy-first")
 	}
@@ -291,6 +332,14 @@ func describeSpec(s restart.Spec) string {
 		parts = append(parts, "surge-ignore-scaling")
 	}
 	return strings.Join(parts, " ")
+}
+
+// appendEach appends prefix+v for each of values, as a repeated flag is shown.
+func appendEach(parts []string, prefix string, values []string) []string {
+	for _, v := range values {
+		parts = append(parts, prefix+v)
+	}
+	return parts
 }
 
 func sortedKeys[V any](m map[string]V) []string {

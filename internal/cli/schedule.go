@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -107,15 +106,8 @@ func scheduleStore(ses session) (*schedule.Store, error) {
 // runSchedule is `run -at` / `run -every`: everything run checks (the job, its groups and
 // tasks, a plan), then a schedule is stored for the agent, and nothing else is written.
 func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
-	logger, err := a.logger(o.client.logLevel)
+	ses, err := a.connect(ctx, o.client)
 	if err != nil {
-		return err
-	}
-	ses, err := a.backend.open(o.client.withEnv(a.env), logger, a.holder())
-	if err != nil {
-		return err
-	}
-	if err := ses.reachable(ctx); err != nil {
 		return err
 	}
 	ss, err := scheduleStore(ses)
@@ -206,30 +198,14 @@ func (a *app) cmdSchedules(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listing schedules: %s", oneLine(err.Error()))
 	}
-	if jsonOut {
-		if list == nil {
-			list = []*schedule.Schedule{}
-		}
-		return writeJSON(a.stdout, list)
-	}
-	if len(list) == 0 {
-		if job != "" {
-			fmt.Fprintf(a.stdout, "No schedules of job %q\n", job)
-		} else {
-			fmt.Fprintln(a.stdout, "No schedules")
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed")
-	for _, s := range list {
-		next := formatTime(s.Next)
-		if s.Status == schedule.StatusDone {
-			next = "done"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID, verbose), s.JobID, s.Namespace, s.When(), next, lastRun(s, verbose), missedSummary(s))
-	}
-	return tw.Flush()
+	return writeList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
+		func(s *schedule.Schedule) string {
+			next := formatTime(s.Next)
+			if s.Status == schedule.StatusDone {
+				next = "done"
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(s.ID, verbose), s.JobID, s.Namespace, s.When(), next, lastRun(s, verbose), missedSummary(s))
+		})
 }
 
 // lastRun is the latest occurrence's outcome: "started 1a2b3c4d at <due>", "skipped at
@@ -311,15 +287,8 @@ func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
 
 // openSchedules connects for the schedule commands.
 func (a *app) openSchedules(ctx context.Context, cf clientFlags) (*schedule.Store, session, error) {
-	logger, err := a.logger(cf.logLevel)
+	ses, err := a.connect(ctx, cf)
 	if err != nil {
-		return nil, nil, err
-	}
-	ses, err := a.backend.open(cf.withEnv(a.env), logger, a.holder())
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := ses.reachable(ctx); err != nil {
 		return nil, nil, err
 	}
 	ss, err := scheduleStore(ses)

@@ -17,15 +17,10 @@ import (
 // run -at and run -every store schedules (and nothing else), schedules lists them, and
 // unschedule removes one by a prefix of its ID.
 func TestScheduleCommands(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 2))
-	register(t, c, simpleJob("api", api.JobTypeService, 1))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{},
+		simpleJob("web", api.JobTypeService, 2), simpleJob("api", api.JobTypeService, 1))
 	ctx := testCtx(t)
-	cl, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := adminClient(t, c)
 	ss := schedule.NewStore(cl, "")
 
 	at := time.Now().Add(36 * time.Hour).UTC().Truncate(time.Second)
@@ -99,24 +94,18 @@ func TestScheduleCommands(t *testing.T) {
 // A token that may restart the job but not write the store's variables gets one line
 // naming the policy to grant, and no schedule.
 func TestScheduleWithoutVariablePermission(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
-	register(t, c, simpleJob("secure", api.JobTypeService, 1))
+	c, e := startSimEnv(t, nomadsim.Options{ACLs: true}, simpleJob("secure", api.JobTypeService, 1))
 	tok, err := c.CreateToken("operator", map[string]string{"operator": `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle"] }`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newCLIEnv(t, c)
 	e.token = tok
 	ctx := testCtx(t)
 	code, out, errOut := e.run(ctx, "run", "-every", "@daily", "secure")
 	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "Permission denied") || !strings.Contains(errOut, `path "nomad-restart/*"`) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	cl, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if list, err := schedule.NewStore(cl, "").List(ctx, "*", ""); err != nil || len(list) != 0 {
+	if list, err := schedule.NewStore(adminClient(t, c), "").List(ctx, "*", ""); err != nil || len(list) != 0 {
 		t.Fatalf("schedules: %v, %v", list, err)
 	}
 }

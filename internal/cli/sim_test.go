@@ -9,29 +9,42 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // simScale runs nomadsim fast: a task's 100 ms simulated start takes 5 ms.
 const simScale = 20
 
-// startSim starts a simulated cluster for one test.
+// startSim starts a simulated cluster for one test, at simScale unless opts say otherwise.
 func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
 	t.Helper()
 	if opts.TimeScale == 0 {
 		opts.TimeScale = simScale
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := nomadsim.Start(ctx, opts)
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
+	return simtest.Start(t, opts)
+}
+
+// startSimEnv starts a simulated cluster with jobs registered and running, and the
+// environment to run commands on it.
+func startSimEnv(t *testing.T, opts nomadsim.Options, jobs ...*api.Job) (*nomadsim.Cluster, cliEnv) {
+	t.Helper()
+	c := startSim(t, opts)
+	for _, job := range jobs {
+		register(t, c, job)
 	}
-	t.Cleanup(func() {
-		_ = c.Close()
-		cancel()
-	})
-	return c
+	return c, newCLIEnv(t, c)
+}
+
+// adminClient is a Nomad API client for c with its bootstrap (management) token.
+func adminClient(t *testing.T, c *nomadsim.Cluster) *api.Client {
+	t.Helper()
+	client, err := c.APIClient(c.BootstrapToken())
+	if err != nil {
+		t.Fatalf("nomadsim's API client: %v", err)
+	}
+	return client
 }
 
 // register registers job and waits until its allocations run.
@@ -51,7 +64,7 @@ func register(t *testing.T, c *nomadsim.Cluster, job *api.Job) {
 	}
 	// Poststart sidecars start after the main tasks: wait until every task that is meant
 	// to keep running runs, so that "restart the running tasks" has a fixed meaning.
-	waitFor(t, ctx, func() bool {
+	simtest.WaitFor(t, ctx, "every task of "+*job.ID+" to run", func() bool {
 		for _, a := range allocsOf(t, c, *job.ID) {
 			for name, ts := range a.TaskStates {
 				if name != "prestart" && ts.State != "running" && a.ClientStatus == api.AllocClientStatusRunning {
@@ -145,6 +158,16 @@ func newCLIEnv(t *testing.T, c *nomadsim.Cluster) cliEnv {
 	return cliEnv{addr: c.Addr(), localDir: t.TempDir(), clock: c.Now, scale: c.TimeScale()}
 }
 
+// localStore opens the environment's local store, where commands with -state local write.
+func (e cliEnv) localStore(t *testing.T) *store.Local {
+	t.Helper()
+	local, err := store.NewLocal(e.localDir)
+	if err != nil {
+		t.Fatalf("opening the local store: %v", err)
+	}
+	return local
+}
+
 // run runs one command in-process, off a terminal, and returns its exit code and output.
 func (e cliEnv) run(ctx context.Context, args ...string) (int, string, string) {
 	return e.runIn(ctx, strings.NewReader(""), false, args...)
@@ -167,10 +190,7 @@ func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bo
 // allocsOf returns the job's allocations, newest first (Nomad's restart order), full.
 func allocsOf(t *testing.T, c *nomadsim.Cluster, jobID string) []*api.Allocation {
 	t.Helper()
-	client, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := adminClient(t, c)
 	stubs, _, err := client.Jobs().Allocations(jobID, true, nil)
 	if err != nil {
 		t.Fatalf("allocations of %s: %v", jobID, err)
@@ -206,8 +226,13 @@ func restarts(t *testing.T, c *nomadsim.Cluster, jobID string) map[string]map[st
 
 // requests counts the requests of a route over every method.
 func requests(s nomadsim.Stats, route string) int64 {
+	return requestsOf(s.Endpoints, route)
+}
+
+// requestsOf counts the requests of a route over every method in endpoint statistics.
+func requestsOf(eps map[string]nomadsim.EndpointStats, route string) int64 {
 	var n int64
-	for _, e := range s.Endpoints {
+	for _, e := range eps {
 		if e.Route == route {
 			n += e.Requests
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -20,17 +21,13 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	var o idOptions
 	var jsonOut bool
 	var job string
-	fs := newFlagSet("status")
-	o.add(fs)
-	fs.BoolVar(&jsonOut, "json", false, "")
-	fs.StringVar(&job, "job", "", "")
-	if err := parseFlags(fs, "status", args); err != nil {
+	rest, err := a.parseIDFlags("status", &o, args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&jsonOut, "json", false, "")
+		fs.StringVar(&job, "job", "", "")
+	})
+	if err != nil {
 		return err
 	}
-	if err := o.parsed(a.env); err != nil {
-		return err
-	}
-	rest := fs.Args()
 	if len(rest) > 1 {
 		return usageErrorf("too many arguments %q: status takes at most one restart ID (options go before it)", strings.Join(rest, " "))
 	}
@@ -70,31 +67,15 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 		// would be a guess.
 		return fmt.Errorf("no restarts could be listed: Nomad at %s could not be read and this machine's local store has none", ses.address())
 	}
-	if jsonOut {
-		if recs == nil {
-			recs = []*restart.Record{}
-		}
-		return writeJSON(a.stdout, recs)
-	}
-	if len(recs) == 0 {
-		if job != "" {
-			fmt.Fprintf(a.stdout, "No restarts of job %q\n", job)
-		} else {
-			fmt.Fprintln(a.stdout, "No restarts")
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState")
-	for _, r := range recs {
-		pr := r.Progress(a.now())
-		progress := fmt.Sprintf("%d/%d", pr.Done, pr.Total)
-		if pr.Failed > 0 {
-			progress += fmt.Sprintf(" (%d failed)", pr.Failed)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(r.ID, o.verbose), r.JobID, r.Namespace, r.Status, progress, formatTime(r.CreateTime), kinds[r.ID])
-	}
-	return tw.Flush()
+	return writeList(a.stdout, recs, jsonOut, "restarts", job, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState",
+		func(r *restart.Record) string {
+			pr := r.Progress(a.now())
+			progress := fmt.Sprintf("%d/%d", pr.Done, pr.Total)
+			if pr.Failed > 0 {
+				progress += fmt.Sprintf(" (%d failed)", pr.Failed)
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(r.ID, o.verbose), r.JobID, r.Namespace, r.Status, progress, formatTime(r.CreateTime), kinds[r.ID])
+		})
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -17,9 +17,7 @@ import (
 // the allocations and the events, and `status -json <id>` holds it; a restart without
 // -surge shows no surge section.
 func TestStatusShowsSurge(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 1))
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 1))
 	ctx := testCtx(t)
 	code, out, errOut := e.run(ctx, "run", "-on-error=fail", "-state=local", "-surge=1", "web")
 	if code != 0 {
@@ -111,9 +109,7 @@ func TestPrintSurgeNotes(t *testing.T) {
 // with its surge up scales the group back before the restart ends canceled, and `status`
 // then shows the surge down and the cancel's events.
 func TestCancelUndrivenSurgeCLI(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 2))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 2))
 	ctx := testCtx(t)
 	runCtx, interrupt := context.WithCancel(ctx)
 	defer interrupt()
@@ -149,11 +145,7 @@ func TestCancelUndrivenSurgeCLI(t *testing.T) {
 // groupCount is the count of the job "web"'s group "web" in Nomad.
 func groupCount(t *testing.T, c *nomadsim.Cluster) int {
 	t.Helper()
-	client, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, _, err := client.Jobs().Info("web", nil)
+	j, _, err := adminClient(t, c).Jobs().Info("web", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,11 +33,7 @@ func TestStatusNomadUnreachable(t *testing.T) {
 	}
 
 	// A record of this cluster in the local store is still listed, with the warning, exit 0.
-	local, err := store.NewLocal(e.localDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.ScopeToCluster(local, store.ClusterName(e.addr)).Create(ctx, storetest.NewRecord("default", "web", 1)); err != nil {
+	if err := store.ScopeToCluster(e.localStore(t), store.ClusterName(e.addr)).Create(ctx, storetest.NewRecord("default", "web", 1)); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut = e.run(context.WithoutCancel(ctx), "status")

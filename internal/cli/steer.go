@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -60,15 +61,11 @@ func (a *app) cmdCancel(ctx context.Context, args []string) error {
 // steer runs pause or cancel: one write of the record's Control.
 func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*target, restarter, string) (*restart.Record, error), done string) error {
 	var o idOptions
-	fs := newFlagSet(cmd)
-	o.add(fs)
-	if err := parseFlags(fs, cmd, args); err != nil {
+	rest, err := a.parseIDFlags(cmd, &o, args, nil)
+	if err != nil {
 		return err
 	}
-	if err := o.parsed(a.env); err != nil {
-		return err
-	}
-	t, err := a.locate(ctx, cmd, &o, fs.Args())
+	t, err := a.locate(ctx, cmd, &o, rest)
 	if err != nil {
 		return err
 	}
@@ -77,10 +74,10 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*tar
 	}
 	rec, err := do(t, t.ses.engine(t.st), a.by())
 	if ce := (*engine.CancelingError)(nil); errors.As(err, &ce) {
-		return errors.New(ce.Error())
+		return errors.New(errorText(ce))
 	}
 	if err != nil {
-		return fmt.Errorf("%s restart %s: %s", cmd, shortID(t.rec.ID, o.verbose), oneLine(err.Error()))
+		return fmt.Errorf("%s restart %s: %s", cmd, shortID(t.rec.ID, o.verbose), oneLine(errorText(err)))
 	}
 	p := a.printer(o.verbose, false)
 	id := shortID(rec.ID, o.verbose)
@@ -99,15 +96,10 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*tar
 
 func (a *app) cmdAnswer(ctx context.Context, args []string) error {
 	var o idOptions
-	fs := newFlagSet("answer")
-	o.add(fs)
-	if err := parseFlags(fs, "answer", args); err != nil {
+	rest, err := a.parseIDFlags("answer", &o, args, nil)
+	if err != nil {
 		return err
 	}
-	if err := o.parsed(a.env); err != nil {
-		return err
-	}
-	rest := fs.Args()
 	if len(rest) != 2 {
 		return usageErrorf("answer takes a restart ID and an answer, as in `nomad-restart answer <id> yes|no|<duration>`")
 	}
@@ -147,17 +139,14 @@ func answerChoices(q *restart.Question) string {
 func (a *app) cmdResume(ctx context.Context, args []string) error {
 	var o idOptions
 	var detach, jsonOut bool
-	fs := newFlagSet("resume")
-	o.add(fs)
-	fs.BoolVar(&detach, "detach", false, "")
-	fs.BoolVar(&jsonOut, "json", false, "")
-	if err := parseFlags(fs, "resume", args); err != nil {
+	rest, err := a.parseIDFlags("resume", &o, args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&detach, "detach", false, "")
+		fs.BoolVar(&jsonOut, "json", false, "")
+	})
+	if err != nil {
 		return err
 	}
-	if err := o.parsed(a.env); err != nil {
-		return err
-	}
-	t, err := a.locate(ctx, "resume", &o, fs.Args())
+	t, err := a.locate(ctx, "resume", &o, rest)
 	if err != nil {
 		return err
 	}
@@ -167,10 +156,10 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 	eng := t.ses.engine(t.st)
 	rec, err := eng.Resume(ctx, t.rec.Namespace, t.rec.ID, a.by())
 	if ce := (*engine.CancelingError)(nil); errors.As(err, &ce) {
-		return errors.New(ce.Error())
+		return errors.New(errorText(ce))
 	}
 	if err != nil {
-		return fmt.Errorf("resume restart %s: %s", shortID(t.rec.ID, o.verbose), oneLine(err.Error()))
+		return fmt.Errorf("resume restart %s: %s", shortID(t.rec.ID, o.verbose), oneLine(errorText(err)))
 	}
 	p := a.printer(o.verbose, jsonOut)
 	id := shortID(rec.ID, o.verbose)

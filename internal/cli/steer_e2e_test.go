@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -13,55 +12,13 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-var createdRe = regexp.MustCompile(`Restart ([0-9a-f]{8}) of job "[^"]+" created \(state: (\w+)\)`)
-
-// createdID returns the short ID and store kind `run` printed.
-func createdID(t *testing.T, out string) (string, string) {
-	t.Helper()
-	m := createdRe.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no created line in:\n%s", out)
-	}
-	return m[1], m[2]
-}
-
-// statusOf reads a restart with `status -json`.
-func statusOf(t *testing.T, ctx context.Context, e cliEnv, id string) *restart.Record {
-	t.Helper()
-	code, out, errOut := e.run(ctx, "status", "-json", id)
-	if code != 0 {
-		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
-	}
-	var rec restart.Record
-	if err := json.Unmarshal([]byte(out), &rec); err != nil {
-		t.Fatalf("status -json: %v\n%s", err, out)
-	}
-	return &rec
-}
-
-// assertRestartedOnce checks that every running allocation's main task restarted once.
-func assertRestartedOnce(t *testing.T, c *nomadsim.Cluster, jobID string) {
-	t.Helper()
-	for id, tasks := range restarts(t, c, jobID) {
-		if tasks["main"] != 1 {
-			t.Errorf("alloc %s: main restarted %d times, want 1", id[:8], tasks["main"])
-		}
-	}
-}
-
 func TestDetachStatusResume(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 3))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 3))
 	ctx := testCtx(t)
 
 	before := c.Stats().Endpoints
-	code, out, errOut := e.run(ctx, "run", "-detach", "-batch-size=2", "web")
-	if code != 0 {
-		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
-	}
-	id, kind := createdID(t, out)
-	if kind != "nomad" || !strings.Contains(out, "nomad-restart resume "+id) {
+	id, out := e.runDetached(t, ctx, "-batch-size=2", "web")
+	if _, kind := createdID(t, out); kind != "nomad" || !strings.Contains(out, "nomad-restart resume "+id) {
 		t.Fatalf("want the Nomad store and how to resume:\n%s", out)
 	}
 	if n := requests(c.Stats(), "/v1/client/allocation/:id/restart") - requestsOf(before, "/v1/client/allocation/:id/restart"); n != 0 {
@@ -73,7 +30,7 @@ func TestDetachStatusResume(t *testing.T) {
 	}
 
 	// The list shows it, newest first, as JSON and as a table.
-	code, out, _ = e.run(ctx, "status", "-json", "-job=web")
+	code, out, _ := e.run(ctx, "status", "-json", "-job=web")
 	var list []restart.Record
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID != rec.ID {
 		t.Fatalf("status -json list: %d\n%s", code, out)
@@ -83,7 +40,7 @@ func TestDetachStatusResume(t *testing.T) {
 		t.Fatalf("status table: %d\n%s", code, out)
 	}
 
-	code, out, errOut = e.run(ctx, "resume", id)
+	code, out, errOut := e.run(ctx, "resume", id)
 	if code != 0 {
 		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -102,37 +59,13 @@ func TestDetachStatusResume(t *testing.T) {
 	}
 }
 
-func requestsOf(eps map[string]nomadsim.EndpointStats, route string) int64 {
-	var n int64
-	for _, e := range eps {
-		if e.Route == route {
-			n += e.Requests
-		}
-	}
-	return n
-}
-
 func TestAttachFollowsToTheEnd(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 3))
-	e := newCLIEnv(t, c)
+	_, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 3))
 	ctx := testCtx(t)
-	code, out, errOut := e.run(ctx, "run", "-detach", "web")
-	if code != 0 {
-		t.Fatalf("run -detach: %d\n%s\n%s", code, out, errOut)
-	}
-	id, _ := createdID(t, out)
+	id, _ := e.runDetached(t, ctx, "web")
 
-	type result struct {
-		code     int
-		out, err string
-	}
-	attached := make(chan result, 1)
-	go func() {
-		c, o, e := e.run(ctx, "attach", id)
-		attached <- result{c, o, e}
-	}()
-	code, out, errOut = e.run(ctx, "resume", id)
+	attached := e.start(ctx, "attach", id)
+	code, out, errOut := e.run(ctx, "resume", id)
 	if code != 0 {
 		t.Fatalf("resume: %d\n%s\n%s", code, out, errOut)
 	}
@@ -153,20 +86,10 @@ func TestAttachFollowsToTheEnd(t *testing.T) {
 }
 
 func TestPauseResumeCancelFromAnotherCommand(t *testing.T) {
-	c := startSim(t, nomadsim.Options{TimeScale: 5})
-	register(t, c, simpleJob("web", api.JobTypeService, 4))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{TimeScale: 5}, simpleJob("web", api.JobTypeService, 4))
 	ctx := testCtx(t)
 
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, o, e := e.run(ctx, "run", "-on-error=fail", "web")
-		done <- result{c, o, e}
-	}()
+	done := e.start(ctx, "run", "-on-error=fail", "web")
 	id := waitRestart(t, ctx, e, "web", func(r *restart.Record) bool { return r.CurrentBatch >= 1 })
 	if code, out, errOut := e.run(ctx, "pause", id); code != 0 || !strings.Contains(out, "Pause requested") {
 		t.Fatalf("pause: %d\n%s\n%s", code, out, errOut)
@@ -193,10 +116,7 @@ func TestPauseResumeCancelFromAnotherCommand(t *testing.T) {
 	assertRestartedOnce(t, c, "web")
 
 	// A second restart of the same job, canceled after its first batch.
-	go func() {
-		c, o, e := e.run(ctx, "run", "-on-error=fail", "web")
-		done <- result{c, o, e}
-	}()
+	done = e.start(ctx, "run", "-on-error=fail", "web")
 	id2 := waitRestart(t, ctx, e, "web", func(r *restart.Record) bool { return r.ID[:8] != id && r.CurrentBatch >= 1 })
 	if code, out, errOut := e.run(ctx, "cancel", id2); code != 0 || !strings.Contains(out, "Cancel requested") {
 		t.Fatalf("cancel: %d\n%s\n%s", code, out, errOut)
@@ -223,44 +143,11 @@ func TestPauseResumeCancelFromAnotherCommand(t *testing.T) {
 	}
 }
 
-// waitRestart waits for the newest restart of job to satisfy cond and returns its short ID.
-func waitRestart(t *testing.T, ctx context.Context, e cliEnv, job string, cond func(*restart.Record) bool) string {
-	t.Helper()
-	var id string
-	waitFor(t, ctx, func() bool {
-		code, out, _ := e.run(ctx, "status", "-json", "-job="+job)
-		var list []restart.Record
-		if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) == 0 {
-			return false
-		}
-		if cond(&list[0]) {
-			id = list[0].ID[:8]
-			return true
-		}
-		return false
-	})
-	return id
-}
-
 func TestAnswerDetachedBatchWaitAsk(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, simpleJob("web", api.JobTypeService, 3))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 3))
 	ctx := testCtx(t)
-	code, out, errOut := e.run(ctx, "run", "-detach", "-batch-wait=ask", "-on-error=fail", "web")
-	if code != 0 {
-		t.Fatalf("run -detach: %d\n%s\n%s", code, out, errOut)
-	}
-	id, _ := createdID(t, out)
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, o, e := e.run(ctx, "resume", id)
-		done <- result{c, o, e}
-	}()
+	id, _ := e.runDetached(t, ctx, "-batch-wait=ask", "-on-error=fail", "web")
+	done := e.start(ctx, "resume", id)
 	waitRestart(t, ctx, e, "web", func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
 	if code, out, errOut := e.run(ctx, "answer", id, "maybe"); code != 1 || !strings.Contains(errOut, "Invalid answer") {
 		t.Fatalf("invalid answer: %d\n%s\n%s", code, out, errOut)
@@ -291,19 +178,9 @@ func TestAnswerDetachedBatchWaitAsk(t *testing.T) {
 // TestResumeWhileDrivenFollows: a resume while another process drives the restart sets the
 // intent and follows the driver instead of driving twice.
 func TestResumeWhileDrivenFollows(t *testing.T) {
-	c := startSim(t, nomadsim.Options{TimeScale: 5})
-	register(t, c, simpleJob("web", api.JobTypeService, 3))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{TimeScale: 5}, simpleJob("web", api.JobTypeService, 3))
 	ctx := testCtx(t)
-	type result struct {
-		code     int
-		out, err string
-	}
-	done := make(chan result, 1)
-	go func() {
-		c, o, e := e.run(ctx, "run", "-on-error=fail", "web")
-		done <- result{c, o, e}
-	}()
+	done := e.start(ctx, "run", "-on-error=fail", "web")
 	id := waitRestart(t, ctx, e, "web", func(r *restart.Record) bool { return r.Status == restart.StatusRunning })
 	code, out, errOut := e.run(ctx, "resume", id)
 	if code != 0 || !strings.Contains(out, "; waiting for it") || !strings.Contains(out, "Job restarted successfully!") {

@@ -15,17 +15,11 @@ import (
 // TestTargeting plans (-dry-run -json) with -filter, -node and -datacenter and checks the
 // allocations kept against Nomad's own view; a bad filter is one line naming -filter.
 func TestTargeting(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	register(t, c, testJob("web", api.JobTypeService))
-	e := newCLIEnv(t, c)
+	c, e := startSimEnv(t, nomadsim.Options{}, testJob("web", api.JobTypeService))
 	ctx := testCtx(t)
 	all := allocsOf(t, c, "web")
-	client, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
 	dcOf := map[string]string{}
-	nodes, _, err := client.Nodes().List(nil)
+	nodes, _, err := adminClient(t, c).Nodes().List(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

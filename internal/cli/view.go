@@ -248,7 +248,7 @@ func (a *app) finish(ctx context.Context, p *printer, v *view, rec *restart.Reco
 		case errors.Is(err, store.ErrLeaseHeld):
 			return leaseHeldError(id, verbose)
 		}
-		return fmt.Errorf("driving restart %s: %s; resume it with `nomad-restart resume %s`", shortID(id, verbose), oneLine(err.Error()), shortID(id, verbose))
+		return fmt.Errorf("driving restart %s: %s; resume it with `nomad-restart resume %s`", shortID(id, verbose), oneLine(errorText(err)), shortID(id, verbose))
 	}
 	return a.report(p, rec, verbose, exitForRun(rec))
 }

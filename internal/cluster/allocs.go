@@ -15,27 +15,13 @@ type allocAt struct {
 }
 
 func (n *Nomad) readAlloc(ctx context.Context, id string, waitIndex uint64) (allocAt, error) {
-	r, err := read(ctx, n, "reading allocation", func(ctx context.Context) (allocAt, error) {
-		q := queryOpts(ctx, "")
-		if waitIndex > 0 {
-			q.WaitIndex = waitIndex
-			q.WaitTime = n.watchWait(ctx)
-			release, err := n.holdBlocking(ctx)
-			if err != nil {
-				return allocAt{}, err
-			}
-			defer release()
-		}
-		a, qm, err := n.client.Allocations().Info(id, q)
-		if err != nil {
-			return allocAt{}, err
-		}
-		return allocAt{alloc: a, index: qm.LastIndex}, nil
+	a, index, err := watchRead(ctx, n, "reading allocation", "", waitIndex, func(q *api.QueryOptions) (*api.Allocation, *api.QueryMeta, error) {
+		return n.client.Allocations().Info(id, q)
 	})
 	if err != nil {
 		return allocAt{}, fmt.Errorf("reading allocation %q: %w", id, classify(err, ErrAllocNotFound))
 	}
-	return r, nil
+	return allocAt{alloc: a, index: index}, nil
 }
 
 // Allocation reads one allocation with its task states.

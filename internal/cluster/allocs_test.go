@@ -14,8 +14,7 @@ import (
 )
 
 func TestAllocationNotFoundKeepsNomadsText(t *testing.T) {
-	ex := loadExchange(t, "20-allocation-unknown")
-	n, rec := fakeNomad(t, func(w http.ResponseWriter, r *http.Request) { ex.write(w) })
+	n, rec := replayNomad(t, "20-allocation-unknown")
 	_, err := n.Allocation(context.Background(), "00000000-0000-0000-0000-000000000000")
 	if !errors.Is(err, ErrAllocNotFound) {
 		t.Fatalf("want ErrAllocNotFound, got %v", err)
@@ -68,8 +67,7 @@ func TestWatchAllocationSkipsOtherChanges(t *testing.T) {
 }
 
 func TestWatchAllocationFromZeroAnswersAtOnce(t *testing.T) {
-	ex := loadExchange(t, "19-allocation-read")
-	n, rec := fakeNomad(t, func(w http.ResponseWriter, r *http.Request) { ex.write(w) })
+	n, rec := replayNomad(t, "19-allocation-read")
 	a, idx, err := n.WatchAllocation(context.Background(), "0c167182-0c38-d4a7-de65-1e23946d2e45", 0)
 	if err != nil || a == nil || idx != 26 {
 		t.Fatalf("got %v at %d: %v", a, idx, err)
@@ -205,8 +203,7 @@ func TestWritesAreNotRetried(t *testing.T) {
 }
 
 func TestRecordedRestartDenied(t *testing.T) {
-	ex := loadExchange(t, "55-acl-reader-restart-denied")
-	n, _ := fakeNomad(t, func(w http.ResponseWriter, r *http.Request) { ex.write(w) })
+	n, _ := replayNomad(t, "55-acl-reader-restart-denied")
 	err := n.RestartTasks(context.Background(), "5e6a97b0", "", false)
 	if !errors.Is(err, ErrPermissionDenied) || !strings.Contains(err.Error(), "Permission denied") {
 		t.Fatalf("got %v", err)

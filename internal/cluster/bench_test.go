@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -29,17 +30,11 @@ func smallJob(id string, count int) *api.Job {
 
 func startBenchSim(b *testing.B, count int) (*nomadsim.Cluster, *cluster.Nomad) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	sim, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: timeScale, Seed: 7, NodesPerDatacenter: 5})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = sim.Close() })
+	sim := simtest.Start(b, nomadsim.Options{TimeScale: timeScale, Seed: 7, NodesPerDatacenter: 5})
 	if _, err := sim.RegisterJob(smallJob("web", count)); err != nil {
 		b.Fatal(err)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer wcancel()
 	if err := sim.WaitJobRunning(wctx, "default", "web"); err != nil {
 		b.Fatal(err)

@@ -9,8 +9,7 @@ import (
 )
 
 func TestAllocChecksRecorded(t *testing.T) {
-	ex := loadExchange(t, "49-allocation-checks")
-	n, rec := fakeNomad(t, func(w http.ResponseWriter, r *http.Request) { ex.write(w) })
+	n, rec := replayNomad(t, "49-allocation-checks")
 	got, err := n.AllocChecks(context.Background(), "420beacf-6468-9f8a-46e0-e89720c8e6d1")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -36,36 +37,17 @@ type ClientConfig struct {
 // flags override the environment, which overrides the defaults.
 func (cfg ClientConfig) APIConfig() *api.Config {
 	c := api.DefaultConfig()
-	if cfg.Address != "" {
-		c.Address = cfg.Address
-	}
-	if cfg.Region != "" {
-		c.Region = cfg.Region
-	}
-	if cfg.Namespace != "" {
-		c.Namespace = cfg.Namespace
-	}
-	if cfg.Token != "" {
-		c.SecretID = cfg.Token
-	}
-	if cfg.CACert != "" {
-		c.TLSConfig.CACert = cfg.CACert
-	}
-	if cfg.CAPath != "" {
-		c.TLSConfig.CAPath = cfg.CAPath
-	}
-	if cfg.ClientCert != "" {
-		c.TLSConfig.ClientCert = cfg.ClientCert
-	}
-	if cfg.ClientKey != "" {
-		c.TLSConfig.ClientKey = cfg.ClientKey
-	}
-	if cfg.TLSServerName != "" {
-		c.TLSConfig.TLSServerName = cfg.TLSServerName
-	}
-	if cfg.Insecure {
-		c.TLSConfig.Insecure = true
-	}
+	c.Address = cmp.Or(cfg.Address, c.Address)
+	c.Region = cmp.Or(cfg.Region, c.Region)
+	c.Namespace = cmp.Or(cfg.Namespace, c.Namespace)
+	c.SecretID = cmp.Or(cfg.Token, c.SecretID)
+	tls := c.TLSConfig
+	tls.CACert = cmp.Or(cfg.CACert, tls.CACert)
+	tls.CAPath = cmp.Or(cfg.CAPath, tls.CAPath)
+	tls.ClientCert = cmp.Or(cfg.ClientCert, tls.ClientCert)
+	tls.ClientKey = cmp.Or(cfg.ClientKey, tls.ClientKey)
+	tls.TLSServerName = cmp.Or(cfg.TLSServerName, tls.TLSServerName)
+	tls.Insecure = cfg.Insecure || tls.Insecure
 	return c
 }
 

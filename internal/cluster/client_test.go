@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 func TestClientConfigLayering(t *testing.T) {
@@ -78,7 +80,7 @@ func TestReachable(t *testing.T) {
 		t.Fatalf("an agent without leader answered: got %v", err)
 	}
 
-	addr := "http://" + closedAddr(t)
+	addr := "http://" + simtest.ClosedAddr(t)
 	client, err := NewClient(ClientConfig{Address: addr})
 	if err != nil {
 		t.Fatal(err)

@@ -11,29 +11,71 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// Cluster is what the engine needs of Nomad. Every method honours ctx; errors are wrapped
-// with the operation and the object's ID.
+// Cluster is everything the engine needs of Nomad, said by the small interfaces below, so
+// that the engine never reaches past it (no type assertion, no raw client) and a test fake
+// that implements it runs the engine's production paths. Every method honours ctx; reads
+// retry transient failures inside (see Retry), so callers do not wrap them in another
+// retry; errors are wrapped with the operation and the object's ID unless a method says
+// otherwise.
 type Cluster interface {
+	JobReader
+	AllocReader
+	JobAllocWatcher
+	AllocFollower
+	AllocWriter
+	Targeter
+	Scaler
+	CheckReader
+
+	// Region is the region the client talks to.
+	Region() string
+}
+
+// JobReader reads jobs: their restart-relevant view, versions, full specification and
+// summary, and their deployments.
+type JobReader interface {
 	// ResolveJob finds a job by ID or unique prefix in namespace ("*" for all), as
 	// `nomad job restart` does: a prefix list, then a read; without the list-jobs
 	// permission the prefix is used as the literal ID. Errors: ErrJobNotFound,
 	// *AmbiguousJobError, ErrPermissionDenied, or a transport error.
 	ResolveJob(ctx context.Context, namespace, prefix string) (*restart.Job, error)
+	// Job reads a job by its exact ID in its namespace, in one request. ErrJobNotFound when
+	// there is none.
+	Job(ctx context.Context, namespace, jobID string) (*restart.Job, error)
 	// JobVersions returns the job's versions by version number (old versions may be gone).
 	JobVersions(ctx context.Context, namespace, jobID string) (map[uint64]*restart.Job, error)
+	// JobSpec reads the job's full specification (services, checks, update blocks, task
+	// lifecycles), for the health gate. Its error is Nomad's answer, classified (see
+	// ErrJobNotFound) but not prefixed: the caller names the job. ErrNotSupported when the
+	// client cannot read specifications.
+	JobSpec(ctx context.Context, namespace, jobID string) (*JobSpec, error)
+	// JobSummary reads the job's allocations counted by group and client status, as Nomad
+	// keeps them: one small read where listing the allocations grows with the job.
+	// ErrNotSupported when the client has no summary.
+	JobSummary(ctx context.Context, namespace, jobID string) (*JobSummary, error)
+	// ActiveDeployment returns the job's deployment that is not terminal, or nil.
+	ActiveDeployment(ctx context.Context, namespace, jobID string) (*Deployment, error)
+}
+
+// AllocReader reads allocations and watches them one at a time.
+type AllocReader interface {
 	// JobAllocations lists every allocation of the job (all=true), newest CreateIndex first,
 	// with task states. It returns the index to watch from, or 0 where the list came
 	// without one (the Nomad implementation streams it; watchers use WatchJobAllocations).
 	JobAllocations(ctx context.Context, namespace, jobID string) ([]*restart.Alloc, uint64, error)
-	// ActiveDeployment returns the job's deployment that is not terminal, or nil.
-	ActiveDeployment(ctx context.Context, namespace, jobID string) (*Deployment, error)
-
 	// Allocation reads one allocation with its task states; ErrAllocNotFound if unknown.
 	Allocation(ctx context.Context, id string) (*restart.Alloc, error)
 	// WatchAllocation blocks until the allocation's ModifyIndex passes afterIndex (or Nomad's
 	// wait ends), then returns it and the index to watch from next.
 	WatchAllocation(ctx context.Context, id string, afterIndex uint64) (*restart.Alloc, uint64, error)
+	// WatchPlacementFailure blocks until an evaluation of the job created at or after
+	// sinceIndex is blocked with failed placements for group, and returns it; it returns
+	// only on ctx's end or an error otherwise.
+	WatchPlacementFailure(ctx context.Context, namespace, jobID, group string, sinceIndex uint64) (*PlacementFailure, error)
+}
 
+// AllocWriter changes allocations and schedules evaluations.
+type AllocWriter interface {
 	// RestartTasks restarts an allocation in place: the named task, or the running tasks
 	// when task is "", or every task with allTasks. It returns once Nomad answered (the old
 	// process exited); the task starts again afterwards.
@@ -41,15 +83,31 @@ type Cluster interface {
 	// StopAlloc stops an allocation so that the scheduler replaces it, and returns the index
 	// of the write (placement failures are evaluations created at or after it).
 	StopAlloc(ctx context.Context, allocID string, noShutdownDelay bool) (uint64, error)
-	// ForceEvaluate creates an evaluation with ForceReschedule, needed for system jobs.
+	// ForceEvaluate creates an evaluation with ForceReschedule, needed for system jobs. It
+	// is safe to repeat: its caller retries it.
 	ForceEvaluate(ctx context.Context, namespace, jobID string) error
-	// WatchPlacementFailure blocks until an evaluation of the job created at or after
-	// sinceIndex is blocked with failed placements for group, and returns it; it returns
-	// only on ctx's end or an error otherwise.
-	WatchPlacementFailure(ctx context.Context, namespace, jobID, group string, sinceIndex uint64) (*PlacementFailure, error)
+}
 
-	// Region is the region the client talks to.
-	Region() string
+// Targeter answers what -filter and -datacenter need. Its errors are Nomad's answers,
+// classified but not prefixed, for the caller to quote with the flag they concern.
+type Targeter interface {
+	// MatchingAllocations returns the IDs of the job's allocations that Nomad's filter
+	// expression filter (over an allocation's fields) matches. ErrNotSupported when the
+	// client cannot evaluate filters.
+	MatchingAllocations(ctx context.Context, namespace, jobID, filter string) (map[string]bool, error)
+	// NodeDatacenters maps every node's ID to its datacenter (the token needs node:read).
+	// ErrNotSupported when the client cannot list nodes.
+	NodeDatacenters(ctx context.Context) (map[string]string, error)
+}
+
+// JobSummary is a job's allocations counted by group (Nomad's job summary).
+type JobSummary struct {
+	Summary map[string]GroupSummary
+}
+
+// GroupSummary counts one group's allocations by client status.
+type GroupSummary struct {
+	Queued, Starting, Running int
 }
 
 // Deployment is what the restart guard needs of a deployment.
@@ -73,6 +131,10 @@ var (
 	ErrAllocNotFound = errors.New("alloc not found")
 	//lint:ignore ST1005 Nomad's own text, which users search for
 	ErrPermissionDenied = errors.New("Permission denied")
+	// ErrNotSupported is the answer of a Cluster that lacks an optional feature (a job's
+	// summary, an event stream, filters): callers with a fallback take it, others report
+	// that the feature is missing.
+	ErrNotSupported = errors.New("not supported by this cluster client")
 )
 
 // AmbiguousJobError is returned when a prefix matches several jobs.

@@ -64,27 +64,18 @@ func convertJob(j *api.Job) *restart.Job {
 	return out
 }
 
-// convertAlloc converts a full allocation read from /v1/allocation/:id.
+// convertAlloc converts a full allocation read from /v1/allocation/:id: its list stub's
+// facts, plus what only the full allocation carries.
 func convertAlloc(a *api.Allocation) *restart.Alloc {
 	if a == nil {
 		return nil
 	}
-	out := &restart.Alloc{
-		ID:                 a.ID,
-		Name:               a.Name,
-		Namespace:          a.Namespace,
-		JobID:              a.JobID,
-		Group:              a.TaskGroup,
-		NodeID:             a.NodeID,
-		NodeName:           a.NodeName,
-		DesiredStatus:      a.DesiredStatus,
-		ClientStatus:       a.ClientStatus,
-		NextAllocation:     a.NextAllocation,
-		PreviousAllocation: a.PreviousAllocation,
-		CreateIndex:        a.CreateIndex,
-		ModifyIndex:        a.ModifyIndex,
-		Tasks:              convertTaskStates(a.TaskStates),
-	}
+	// Stub reads the embedded job's type and version without a nil check: leave the job
+	// out, and take its version here.
+	withoutJob := *a
+	withoutJob.Job = nil
+	out := convertStub(withoutJob.Stub())
+	out.PreviousAllocation = a.PreviousAllocation
 	if a.Job != nil {
 		// The full allocation embeds the job version it was created from; the stub
 		// carries the number only.

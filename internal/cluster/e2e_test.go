@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -26,14 +27,7 @@ func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
 		opts.TimeScale = timeScale
 	}
 	opts.Seed = 7
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	sim, err := nomadsim.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	return sim
+	return simtest.Start(t, opts)
 }
 
 func newNomad(t *testing.T, sim *nomadsim.Cluster, token string) *cluster.Nomad {
@@ -93,6 +87,35 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// startJobs is nomadsim running jobs, a Nomad client of it without a token and the test's
+// context.
+func startJobs(t *testing.T, jobs ...*api.Job) (*nomadsim.Cluster, *cluster.Nomad, context.Context) {
+	t.Helper()
+	sim := startSim(t, nomadsim.Options{})
+	register(t, sim, jobs...)
+	return sim, newNomad(t, sim, ""), testCtx(t)
+}
+
+// createToken is a token of nomadsim under one policy of its own name with rules.
+func createToken(t *testing.T, sim *nomadsim.Cluster, name, rules string) string {
+	t.Helper()
+	token, err := sim.CreateToken(name, map[string]string{name: rules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// webAllocs is job default/web's allocations as n reads them.
+func webAllocs(t *testing.T, ctx context.Context, n *cluster.Nomad) []*restart.Alloc {
+	t.Helper()
+	allocs, _, err := n.JobAllocations(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return allocs
 }
 
 func TestE2EResolveJob(t *testing.T) {
@@ -169,10 +192,7 @@ func waitAlloc(t *testing.T, ctx context.Context, n *cluster.Nomad, id string, o
 }
 
 func TestE2ERestartInPlaceAndWatch(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, serviceJob("default", "web", 2))
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
+	_, n, ctx := startJobs(t, serviceJob("default", "web", 2))
 
 	allocs, idx, err := n.JobAllocations(ctx, "default", "web")
 	if err != nil || len(allocs) != 2 || idx != 0 { // streamed: no index
@@ -219,15 +239,9 @@ func TestE2ERestartInPlaceAndWatch(t *testing.T) {
 }
 
 func TestE2EStopAndFollowTheChain(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, serviceJob("default", "web", 2))
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
+	_, n, ctx := startJobs(t, serviceJob("default", "web", 2))
 
-	allocs, _, err := n.JobAllocations(ctx, "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
+	allocs := webAllocs(t, ctx, n)
 	old := allocs[0]
 	stopIndex, err := n.StopAlloc(ctx, old.ID, true)
 	if err != nil || stopIndex == 0 {
@@ -251,17 +265,11 @@ func TestE2EStopAndFollowTheChain(t *testing.T) {
 }
 
 func TestE2EPlacementFailure(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, serviceJob("default", "web", 1))
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
+	sim, n, ctx := startJobs(t, serviceJob("default", "web", 1))
 	for _, node := range sim.Nodes() {
 		sim.SetNodeEligibility(node.ID, false)
 	}
-	allocs, _, err := n.JobAllocations(ctx, "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
+	allocs := webAllocs(t, ctx, n)
 	stopIndex, err := n.StopAlloc(ctx, allocs[0].ID, false)
 	if err != nil {
 		t.Fatal(err)
@@ -279,10 +287,7 @@ func TestE2EPlacementFailure(t *testing.T) {
 }
 
 func TestE2ERetriesThroughErrors(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, serviceJob("default", "web", 3))
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
+	sim, n, ctx := startJobs(t, serviceJob("default", "web", 3))
 	remove := sim.SetFault(nomadsim.Fault{Method: "GET", Path: "/v1/", ErrorRate: 0.5, Status: 500, Body: "rpc error: EOF"})
 	defer remove()
 	for range 20 {
@@ -304,14 +309,8 @@ func TestE2ERetriesThroughErrors(t *testing.T) {
 }
 
 func TestE2ELeaderLoss(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, serviceJob("default", "web", 1))
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
-	allocs, _, err := n.JobAllocations(ctx, "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, n, ctx := startJobs(t, serviceJob("default", "web", 1))
+	allocs := webAllocs(t, ctx, n)
 	sim.LoseLeader(10 * time.Second) // 500 ms at the time scale
 	start := sim.Stats().Requests
 	a, err := n.Allocation(ctx, allocs[0].ID)
@@ -334,10 +333,7 @@ func TestE2EACL(t *testing.T) {
 	register(t, sim, serviceJob("default", "web", 1))
 	ctx := testCtx(t)
 
-	reader, err := sim.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := createToken(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	n := newNomad(t, sim, reader)
 	// Without list-jobs, the exact ID still resolves, a prefix does not.
 	job, err := n.ResolveJob(ctx, "default", "web")
@@ -381,10 +377,7 @@ func TestE2EReachable(t *testing.T) {
 }
 
 func TestE2EStreamJobAllocations(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, serviceJob("default", "web", 3))
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
+	_, n, ctx := startJobs(t, serviceJob("default", "web", 3))
 	allocs, idx, err := n.JobAllocations(ctx, "default", "web")
 	if err != nil {
 		t.Fatal(err)
@@ -489,10 +482,7 @@ func TestE2EAllocChecks(t *testing.T) {
 	register(t, sim, job)
 	n := newNomad(t, sim, "")
 	ctx := testCtx(t)
-	allocs, _, err := n.JobAllocations(ctx, "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
+	allocs := webAllocs(t, ctx, n)
 	checks, err := n.AllocChecks(ctx, allocs[0].ID)
 	if err != nil {
 		t.Fatal(err)

@@ -8,20 +8,18 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // statusCode returns the HTTP status Nomad answered with, or 0 when err carries none
 // (a transport error, a decoding error, a canceled context).
 func statusCode(err error) int {
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) {
-		return ure.StatusCode()
-	}
-	var pure *api.UnexpectedResponseError
-	if errors.As(err, &pure) && pure != nil {
-		return pure.StatusCode()
+	if a, ok := answerAs[interface{ StatusCode() int }](err); ok {
+		return a.StatusCode()
 	}
 	return 0
 }
@@ -29,15 +27,36 @@ func statusCode(err error) int {
 // responseBody returns the body of Nomad's error answer (plain text such as
 // "job not found"), or "" when err carries none.
 func responseBody(err error) string {
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) {
-		return ure.Body()
-	}
-	var pure *api.UnexpectedResponseError
-	if errors.As(err, &pure) && pure != nil {
-		return pure.Body()
+	if a, ok := answerAs[interface{ Body() string }](err); ok {
+		return a.Body()
 	}
 	return ""
+}
+
+// answerAs finds Nomad's answer in err as an A (an interface of the answer's methods):
+// the api module's UnexpectedResponseError, by value or pointer (a nil pointer carries
+// none), or any error with A's methods (an in-memory cluster's answers say their code and
+// body that way).
+func answerAs[A any](err error) (A, bool) {
+	var none A
+	var ure api.UnexpectedResponseError
+	if errors.As(err, &ure) {
+		a, ok := any(ure).(A)
+		return a, ok
+	}
+	var pure *api.UnexpectedResponseError
+	if errors.As(err, &pure) {
+		if pure == nil {
+			return none, false
+		}
+		a, ok := any(pure).(A)
+		return a, ok
+	}
+	var a A
+	if errors.As(err, &a) {
+		return a, true
+	}
+	return none, false
 }
 
 // kindError attaches one of the package's sentinel errors to Nomad's own error, so that
@@ -91,7 +110,9 @@ func permanentServerError(body string) bool {
 // again: a transport failure (connection refused or reset, a timeout, a cut answer), a
 // 429, or a 5xx such as "No cluster leader". Answers that will not change (4xx, and the
 // 500s a client node gives for a task that is not running or unknown) are not transient,
-// nor is a canceled or expired context.
+// nor is a canceled or expired context, nor an error that says a job or allocation is
+// unknown, a permission is missing, or an allocation cannot be placed, whatever wraps it.
+// It is the project's one rule: the stores, the engine and the health sources use it.
 //
 // Reads are retried here on transient errors. Writes (restart, stop, evaluate) are not:
 // the engine decides from Nomad's facts whether the write took effect before repeating it.
@@ -99,16 +120,27 @@ func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if code := statusCode(err); code != 0 {
+	if errors.Is(err, ErrJobNotFound) || errors.Is(err, ErrAllocNotFound) || errors.Is(err, ErrPermissionDenied) ||
+		errors.Is(err, restart.ErrPlacementFailure) {
+		return false
+	}
+	code, body := statusCode(err), ""
+	if code != 0 {
+		body = responseBody(err)
+	} else {
+		code, body = statusFromText(err.Error())
+	}
+	if code != 0 {
 		if code == http.StatusTooManyRequests {
 			return true
 		}
 		if code < 500 {
 			return false
 		}
-		return !permanentServerError(responseBody(err))
+		return !permanentServerError(body)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
 		return true
 	}
 	var netErr net.Error
@@ -116,7 +148,11 @@ func IsTransient(err error) bool {
 		return true
 	}
 	var urlErr *url.Error
-	return errors.As(err, &urlErr)
+	if errors.As(err, &urlErr) {
+		return true
+	}
+	// A lost leader reported without a status (an RPC error relayed as text).
+	return strings.Contains(err.Error(), "No cluster leader")
 }
 
 // notSent reports whether err proves that the request never reached Nomad (the
@@ -127,4 +163,28 @@ func notSent(err error) bool {
 	}
 	var opErr *net.OpError
 	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// answerText is how the api module words an answer it did not expect.
+const answerText = "Unexpected response code: "
+
+// statusFromText reads the status and body out of an answer's error that lost its type on
+// the way (flattened into another error's text): "Unexpected response code: 503 (body)".
+// It returns 0 when msg holds no such answer.
+func statusFromText(msg string) (int, string) {
+	i := strings.Index(msg, answerText)
+	if i < 0 {
+		return 0, ""
+	}
+	rest := msg[i+len(answerText):]
+	code := 0
+	n := 0
+	for n < len(rest) && n < 3 && rest[n] >= '0' && rest[n] <= '9' {
+		code = code*10 + int(rest[n]-'0')
+		n++
+	}
+	if n != 3 {
+		return 0, ""
+	}
+	return code, strings.TrimSpace(rest[n:])
 }

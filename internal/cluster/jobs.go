@@ -196,33 +196,14 @@ func eachStub(r io.Reader, fn func(*api.AllocationListStub) bool) error {
 	return nil
 }
 
-type stubsAt struct {
-	stubs []*api.AllocationListStub
-	index uint64
-}
-
 func (n *Nomad) jobAllocations(ctx context.Context, namespace, jobID string, waitIndex uint64) ([]*api.AllocationListStub, uint64, error) {
-	r, err := read(ctx, n, "listing job allocations", func(ctx context.Context) (stubsAt, error) {
-		q := queryOpts(ctx, namespace)
-		if waitIndex > 0 {
-			q.WaitIndex = waitIndex
-			q.WaitTime = n.watchWait(ctx)
-			release, err := n.holdBlocking(ctx)
-			if err != nil {
-				return stubsAt{}, err
-			}
-			defer release()
-		}
-		s, qm, err := n.client.Jobs().Allocations(jobID, true, q)
-		if err != nil {
-			return stubsAt{}, err
-		}
-		return stubsAt{stubs: s, index: qm.LastIndex}, nil
+	stubs, index, err := watchRead(ctx, n, "listing job allocations", namespace, waitIndex, func(q *api.QueryOptions) ([]*api.AllocationListStub, *api.QueryMeta, error) {
+		return n.client.Jobs().Allocations(jobID, true, q)
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("listing allocations of job %q: %w", jobID, classify(err, ErrJobNotFound))
 	}
-	return r.stubs, r.index, nil
+	return stubs, index, nil
 }
 
 // ActiveDeployment returns the job's deployment that is not terminal (neither successful,

@@ -147,6 +147,41 @@ func queryOpts(ctx context.Context, namespace string) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: namespace}).WithContext(ctx)
 }
 
+// watchQuery is the query options of a read in namespace; with waitIndex set, a blocking
+// query that waits for an index past it (the watch's wait at most), holding one of the
+// blocking-query slots until release. release is a no-op for a plain read.
+func (n *Nomad) watchQuery(ctx context.Context, namespace string, waitIndex uint64) (q *api.QueryOptions, release func(), err error) {
+	q = queryOpts(ctx, namespace)
+	if waitIndex == 0 {
+		return q, func() {}, nil
+	}
+	q.WaitIndex, q.WaitTime = waitIndex, n.watchWait(ctx)
+	release, err = n.holdBlocking(ctx)
+	return q, release, err
+}
+
+// watchRead is a read (retried as read retries) of get's answer and Nomad's index after it;
+// with waitIndex set, a blocking query for an index past it (see watchQuery).
+func watchRead[T any](ctx context.Context, n *Nomad, what, namespace string, waitIndex uint64, get func(*api.QueryOptions) (T, *api.QueryMeta, error)) (T, uint64, error) {
+	type answer struct {
+		v     T
+		index uint64
+	}
+	a, err := read(ctx, n, what, func(ctx context.Context) (answer, error) {
+		q, release, err := n.watchQuery(ctx, namespace, waitIndex)
+		if err != nil {
+			return answer{}, err
+		}
+		defer release()
+		v, qm, err := get(q)
+		if err != nil {
+			return answer{}, err
+		}
+		return answer{v, qm.LastIndex}, nil
+	})
+	return a.v, a.index, err
+}
+
 // read runs an idempotent read with the retry policy.
 func read[T any](ctx context.Context, n *Nomad, what string, op func(context.Context) (T, error)) (T, error) {
 	return retry(ctx, n.retry, n.log, what, IsTransient, op)

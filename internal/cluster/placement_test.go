@@ -13,8 +13,7 @@ import (
 )
 
 func TestWatchPlacementFailureRecorded(t *testing.T) {
-	ex := loadExchange(t, "33-job-evaluations-blocked")
-	n, rec := fakeNomad(t, func(w http.ResponseWriter, r *http.Request) { ex.write(w) })
+	n, rec := replayNomad(t, "33-job-evaluations-blocked")
 	pf, err := n.WatchPlacementFailure(context.Background(), "default", "impossible", "g", 50)
 	if err != nil {
 		t.Fatal(err)

@@ -107,6 +107,14 @@ func (r *recorder) seen() []*http.Request {
 	return append([]*http.Request(nil), r.reqs...)
 }
 
+// replayNomad is a Nomad client of a server that answers every request with the recorded
+// exchange name.
+func replayNomad(t *testing.T, name string) (*Nomad, *recorder) {
+	t.Helper()
+	ex := loadExchange(t, name)
+	return fakeNomad(t, func(w http.ResponseWriter, r *http.Request) { ex.write(w) })
+}
+
 // fakeNomad starts an httptest server running h, and a Nomad talking to it with fast
 // retries.
 func fakeNomad(t *testing.T, h http.HandlerFunc) (*Nomad, *recorder) {

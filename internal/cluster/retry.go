@@ -68,8 +68,8 @@ func RetryDo(ctx context.Context, p RetryPolicy, log *slog.Logger, what string, 
 // retry runs op until it succeeds, fails with an error retryable does not accept, ctx ends,
 // or the policy's time is spent. what names the operation for logs.
 func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what string, retryable func(error) bool, op func(context.Context) (T, error)) (T, error) {
-	start := time.Now()
-	for attempt := 0; ; attempt++ {
+	b := &Backoff{policy: p, start: time.Now()} // MaxElapsed counts the first attempt too
+	for {
 		v, err := op(ctx)
 		if err == nil {
 			return v, nil
@@ -81,19 +81,50 @@ func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what str
 		if !retryable(err) {
 			return v, err
 		}
-		wait := p.backoff(attempt)
-		if p.MaxElapsed > 0 && time.Since(start)+wait > p.MaxElapsed {
-			return v, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1, time.Since(start).Round(time.Millisecond))
-		}
 		if log != nil {
-			log.Debug("retrying Nomad request", "op", what, "attempt", attempt+1, "wait", wait, "err", err)
+			log.Debug("retrying Nomad request", "op", what, "attempt", b.attempt+1, "err", err)
 		}
-		if !sleepCtx(ctx, wait) {
-			var zero T
-			return zero, ctxErr(ctx, err)
+		if !b.Wait(ctx) {
+			if ctx.Err() != nil {
+				var zero T
+				return zero, ctxErr(ctx, err)
+			}
+			return v, fmt.Errorf("%w (gave up after %d attempts in %s)", err, b.attempt+1, time.Since(b.start).Round(time.Millisecond))
 		}
 	}
 }
+
+// Backoff paces a loop that repeats an operation by hand, where Retry does not fit: a
+// write sent again only after Nomad's facts show it did not take effect, or a watch that
+// resumes after a failure while its context lasts. It waits as Retry does (the policy's
+// capped exponential backoff with jitter) and gives up as Retry does (MaxElapsed after its
+// first wait; zero: only when ctx ends). Use it only around calls that do not retry inside.
+type Backoff struct {
+	policy  RetryPolicy
+	attempt int
+	start   time.Time
+}
+
+// NewBackoff returns a Backoff with policy p.
+func NewBackoff(p RetryPolicy) *Backoff { return &Backoff{policy: p} }
+
+// Wait sleeps before the next attempt. It reports false, without sleeping the whole wait,
+// when ctx ends or when the wait would pass the policy's MaxElapsed.
+func (b *Backoff) Wait(ctx context.Context) bool {
+	if b.start.IsZero() {
+		b.start = time.Now()
+	}
+	wait := b.policy.backoff(b.attempt)
+	if b.policy.MaxElapsed > 0 && time.Since(b.start)+wait > b.policy.MaxElapsed {
+		return false
+	}
+	b.attempt++
+	return sleepCtx(ctx, wait)
+}
+
+// Reset starts over after an attempt that succeeded: the next wait is the shortest again,
+// and MaxElapsed counts from it.
+func (b *Backoff) Reset() { b.attempt, b.start = 0, time.Time{} }
 
 // ctxErr is the error for a context that ended while err was the last failure: the
 // context's error, with err's text where it says more (the error Nomad gave before).

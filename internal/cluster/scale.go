@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// Scaler is what -surge needs of Nomad beyond Cluster: a job's group counts, the job scale
-// endpoint, and its deployments. *Nomad implements it; a Cluster without it cannot surge.
+// Scaler is what -surge needs of Nomad: a job's group counts, the job scale endpoint, and
+// its deployments.
 type Scaler interface {
 	// JobScale reads the job's current version: its type, JobModifyIndex and each group's
 	// count, scaling policy and update strategy.
@@ -182,34 +182,17 @@ func (n *Nomad) FailDeployment(ctx context.Context, namespace, deploymentID stri
 }
 
 func (n *Nomad) LatestDeployment(ctx context.Context, namespace, jobID string, afterIndex uint64) (*DeploymentState, uint64, error) {
-	type answer struct {
-		d     *api.Deployment
-		index uint64
-	}
-	a, err := read(ctx, n, "reading the latest deployment", func(ctx context.Context) (answer, error) {
-		q := queryOpts(ctx, namespace)
-		if afterIndex > 0 {
-			q.WaitIndex, q.WaitTime = afterIndex, n.watchWait(ctx)
-			release, err := n.holdBlocking(ctx)
-			if err != nil {
-				return answer{}, err
-			}
-			defer release()
-		}
-		d, qm, err := n.client.Jobs().LatestDeployment(jobID, q)
-		if err != nil {
-			return answer{}, err
-		}
-		return answer{d, qm.LastIndex}, nil
+	d, index, err := watchRead(ctx, n, "reading the latest deployment", namespace, afterIndex, func(q *api.QueryOptions) (*api.Deployment, *api.QueryMeta, error) {
+		return n.client.Jobs().LatestDeployment(jobID, q)
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the latest deployment of job %q: %w", jobID, classify(err, ErrJobNotFound))
 	}
-	if a.d == nil {
-		return nil, a.index, nil
+	if d == nil {
+		return nil, index, nil
 	}
-	return &DeploymentState{ID: a.d.ID, Status: a.d.Status, StatusDescription: a.d.StatusDescription,
-		JobVersion: a.d.JobVersion, JobSpecModifyIndex: a.d.JobSpecModifyIndex}, a.index, nil
+	return &DeploymentState{ID: d.ID, Status: d.Status, StatusDescription: d.StatusDescription,
+		JobVersion: d.JobVersion, JobSpecModifyIndex: d.JobSpecModifyIndex}, index, nil
 }
 
 // scaleDeref is *p, or the zero value for nil.

@@ -77,14 +77,8 @@ func TestScaleGroupPermission(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
 	register(t, sim, serviceJob("default", "web", 1))
 	ctx := testCtx(t)
-	reader, err := sim.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scaler, err := sim.CreateToken("scaler", map[string]string{"scaler": `namespace "default" { capabilities = ["read-job", "scale-job"] }`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader := createToken(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
+	scaler := createToken(t, sim, "scaler", `namespace "default" { capabilities = ["read-job", "scale-job"] }`)
 	js, err := newNomad(t, sim, reader).JobScale(ctx, "default", "web")
 	if err != nil {
 		t.Fatal(err)

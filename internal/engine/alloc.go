@@ -78,12 +78,18 @@ func (d *driver) failAlloc(_ context.Context, i int, err error) error {
 
 func (d *driver) failLocked(i int, err error) {
 	p := &d.rec.Allocs[i]
-	p.State = restart.AllocFailed
 	p.Error = fmt.Sprintf("Error restarting allocation %q: %v", p.ID, err)
 	p.Unrecovered = restart.Unrecoverable(err)
-	p.EndTime = d.e.now()
 	p.Waiting = ""
-	d.eventLocked(restart.Event{Type: restart.EventAllocFailed, AllocID: p.ID, Batch: p.Batch, Message: p.Error})
+	d.endLocked(p, restart.AllocFailed, restart.EventAllocFailed, p.Error)
+}
+
+// endLocked ends an allocation's part in state, now, announced by an event of type typ
+// saying msg.
+func (d *driver) endLocked(p *restart.AllocProgress, state restart.AllocState, typ restart.EventType, msg string) {
+	p.State = state
+	p.EndTime = d.e.now()
+	d.eventLocked(restart.Event{Type: typ, AllocID: p.ID, Batch: p.Batch, Message: msg})
 }
 
 func (d *driver) skipAlloc(_ context.Context, i int, reason string) error {
@@ -93,27 +99,22 @@ func (d *driver) skipAlloc(_ context.Context, i int, reason string) error {
 
 func (d *driver) skipLocked(i int, reason string) {
 	p := &d.rec.Allocs[i]
-	p.State = restart.AllocSkipped
 	p.Error = reason
-	p.EndTime = d.e.now()
-	d.eventLocked(restart.Event{Type: restart.EventAllocSkipped, AllocID: p.ID, Batch: p.Batch,
-		Message: fmt.Sprintf("Skipping allocation %q because %s", p.ID, reason)})
+	d.endLocked(p, restart.AllocSkipped, restart.EventAllocSkipped, fmt.Sprintf("Skipping allocation %q because %s", p.ID, reason))
 }
 
 func (d *driver) doneAlloc(_ context.Context, i int, msg string) error {
 	d.stepLazy(func(r *restart.Record) {
 		p := &r.Allocs[i]
-		p.State = restart.AllocDone
-		p.EndTime = d.e.now()
 		p.Waiting = ""
-		d.eventLocked(restart.Event{Type: restart.EventAllocDone, AllocID: p.ID, Batch: p.Batch, Message: msg})
+		d.endLocked(p, restart.AllocDone, restart.EventAllocDone, msg)
 	})
 	return nil
 }
 
-// readAlloc reads an allocation, retrying what passes.
+// readAlloc reads an allocation (the cluster retries what passes) and offers it to the feed.
 func (d *driver) readAlloc(ctx context.Context, id string) (*restart.Alloc, error) {
-	a, err := retry(ctx, func() (*restart.Alloc, error) { return d.e.cluster.Allocation(ctx, id) })
+	a, err := d.e.cluster.Allocation(ctx, id)
 	if err == nil {
 		d.feed.offer(a)
 	}
@@ -131,22 +132,34 @@ func stillEligible(a *restart.Alloc) string {
 	return ""
 }
 
-// inPlace restarts an allocation's tasks in place and waits until they run again.
-func (d *driver) inPlace(ctx context.Context, i int) error {
+// sendRequest brings allocation i to its request: it takes the allocation up when runBatch
+// did not, then, when its intent is recorded, has send send it (fresh: the intent was just
+// persisted by this driver, no former attempt to check for). It returns the allocation's
+// progress afterwards, and whether send ran.
+func (d *driver) sendRequest(ctx context.Context, i int, send func(ctx context.Context, i int, fresh bool) error) (restart.AllocProgress, bool, error) {
 	p := d.progress(i)
 	if p.State == restart.AllocPending {
 		// runBatch takes the whole batch up first; this is for an allocation it did not.
 		if err := d.takeUp(ctx, []int{i}); err != nil {
-			return err
+			return p, false, err
 		}
 		p = d.progress(i)
 	}
-	justPersisted := d.takeFresh(i)
-	if p.State == restart.AllocRestarting {
-		if err := d.sendRestart(ctx, i, justPersisted); err != nil {
-			return err
-		}
-		p = d.progress(i)
+	fresh := d.takeFresh(i)
+	if p.State != restart.AllocRestarting {
+		return p, false, nil
+	}
+	if err := send(ctx, i, fresh); err != nil {
+		return p, true, err
+	}
+	return d.progress(i), true, nil
+}
+
+// inPlace restarts an allocation's tasks in place and waits until they run again.
+func (d *driver) inPlace(ctx context.Context, i int) error {
+	p, _, err := d.sendRequest(ctx, i, d.sendRestart)
+	if err != nil {
+		return err
 	}
 	if p.State != restart.AllocWaiting {
 		return nil
@@ -178,7 +191,7 @@ func restartMessages(spec restart.Spec, p *restart.AllocProgress) []string {
 // already took effect, so no task is restarted twice. Transient failures are retried the same
 // way: facts first, then the request again, with Attempts persisted before each.
 func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
-	var b backoff
+	b := cluster.NewBackoff(resendPolicy())
 	for {
 		p := d.progress(i)
 		tasks := p.Before.Targets()
@@ -206,12 +219,12 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 		if err == nil {
 			return d.toWaiting(ctx, i)
 		}
-		if !transient(err) {
+		if !cluster.IsTransient(err) {
 			return &allocFailure{err}
 		}
 		d.log.Warn("restart request failed; checking and retrying", "alloc", p.ID, "err", err)
-		if werr := b.wait(ctx); werr != nil {
-			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, werr)}
+		if !b.Wait(ctx) {
+			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, gaveUp(ctx))}
 		}
 		fresh = false
 	}
@@ -226,14 +239,12 @@ func (d *driver) requestRestart(ctx context.Context, p restart.AllocProgress, ta
 	var wg sync.WaitGroup
 	errs := make([]error, len(tasks))
 	for k, t := range tasks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := d.e.cluster.RestartTasks(ctx, p.ID, t, false); err != nil {
 				//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
 				errs[k] = fmt.Errorf("Failed to restart task %q: %w", t, err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -265,22 +276,14 @@ func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
 	if p.Before != nil {
 		index = p.Before.AllocModifyIndex
 	}
-	var b backoff
 	for {
 		a, next, err := d.watchAlloc(ctx, p.ID, index)
 		if err != nil {
 			if errors.Is(err, cluster.ErrAllocNotFound) {
 				return &allocFailure{fmt.Errorf("allocation disappeared while waiting for its tasks to run again")}
 			}
-			if !transient(err) {
-				return &allocFailure{err}
-			}
-			if b.wait(ctx) != nil {
-				return ctx.Err()
-			}
-			continue
+			return &allocFailure{err} // the cluster retried what passes already
 		}
-		b = backoff{}
 		index = next
 		if p.Before == nil {
 			if a.ClientStatus == restart.ClientRunning {
@@ -332,3 +335,20 @@ func brokenAfterRestart(before *restart.Observation, a *restart.Alloc, finishedO
 	}
 	return ""
 }
+
+// resendPolicy paces a request sent again after Nomad's facts showed that the failed one did
+// not take effect (sendRestart, sendStop): quick at first, as a lost answer is usually a
+// blip, and bounded like the cluster's own retries.
+func resendPolicy() cluster.RetryPolicy {
+	return cluster.RetryPolicy{Initial: 50 * time.Millisecond, Max: 3 * time.Second, MaxElapsed: cluster.DefaultRetryPolicy().MaxElapsed}
+}
+
+// gaveUp says why a cluster.Backoff stopped: ctx's end, or its time spent.
+func gaveUp(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errRetriesSpent
+}
+
+var errRetriesSpent = errors.New("the retries' time is spent")

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	consulapi "github.com/hashicorp/consul/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -50,9 +48,8 @@ type budgetChecks struct {
 	noted map[string]bool
 	// off: every group of the batch is too big for its checks to be read (allTooBig).
 	off bool
-	// consul is the batch's Consul client, made on first use.
-	consul     *consulapi.Client
-	consulAddr string
+	// consul is the batch's Consul reader, made on first use.
+	consul *health.Consul
 }
 
 // newBudgetChecks returns the checks reader of batch b, or nil when the restart does not
@@ -233,7 +230,7 @@ func (c *budgetChecks) note(group, text string) {
 // judge is the gate's verdict on one allocation at now, given its snapshots: "" when its
 // checks let it serve, else what holds it back.
 func judge(it budgetItem, now time.Time, snaps ...*health.Snapshot) string {
-	g := health.NewGate(health.Config{Mode: health.ModeChecks, Tasks: runningTasks(it.a), Checks: it.specs})
+	g := health.NewGate(health.Config{Mode: restart.HealthChecks, Tasks: runningTasks(it.a), Checks: it.specs})
 	g.ObserveAlloc(it.a)
 	for _, s := range snaps {
 		if s != nil {
@@ -353,14 +350,14 @@ func (c *budgetChecks) readConsulServices(ctx context.Context, names []string, i
 		if cfg.Address == "" {
 			cfg.Address = c.d.spec.ConsulAddress
 		}
-		client, addr, err := cfg.Client(false) // dropped with the batch
+		consul, err := health.NewConsulUnpooled(cfg, c.d.e.nomadNow(), c.d.log) // dropped with the batch
 		if err != nil {
 			for _, n := range names {
 				errs[n] = err
 			}
 			return byService, errs
 		}
-		c.consul, c.consulAddr = client, addr
+		c.consul = consul
 	}
 	// Service IDs start with the allocation's ServicePrefix; the prefixes' lengths (one,
 	// for UUIDs) say where to look for one.
@@ -372,20 +369,16 @@ func (c *budgetChecks) readConsulServices(ctx context.Context, names []string, i
 		lengths[len(p)] = true
 	}
 	for _, svc := range names {
-		checks, err := readConsulChecks(ctx, c.consul, c.consulAddr, svc)
+		checks, err := c.consul.ServiceChecks(ctx, svc)
 		if err != nil {
 			errs[svc] = err
 			continue
 		}
 		per := map[string][]health.Check{}
-		for _, hc := range checks {
-			if hc == nil {
-				continue
-			}
+		for _, sc := range checks {
 			for n := range lengths {
-				if id, ok := byPrefix[hc.ServiceID[:min(n, len(hc.ServiceID))]]; ok {
-					per[id] = append(per[id], health.Check{Provider: health.ProviderConsul, ID: hc.CheckID, Name: hc.Name,
-						Service: hc.ServiceName, Status: hc.Status, Output: hc.Output})
+				if id, ok := byPrefix[sc.ServiceID[:min(n, len(sc.ServiceID))]]; ok {
+					per[id] = append(per[id], sc.Check)
 					break
 				}
 			}
@@ -393,19 +386,6 @@ func (c *budgetChecks) readConsulServices(ctx context.Context, names []string, i
 		byService[svc] = per
 	}
 	return byService, errs
-}
-
-// readConsulChecks reads the checks of every instance of a Consul service.
-func readConsulChecks(ctx context.Context, client *consulapi.Client, addr, service string) (consulapi.HealthChecks, error) {
-	checks, meta, err := client.Health().Checks(service, (&consulapi.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("reading Consul checks of service %q at %s: %w", service, addr, err)
-	}
-	if len(checks) == 0 && meta != nil && meta.ResultsFilteredByACLs {
-		// Consul hides what the token may not read rather than refusing.
-		return nil, fmt.Errorf("the checks of service %q are hidden from this token by Consul at %s: set -consul-token or CONSUL_HTTP_TOKEN to a token with service:read and node:read", service, addr)
-	}
-	return checks, nil
 }
 
 // noteBudgetChecks says, once per restart, what the budget of batch b does not count (a

@@ -145,10 +145,12 @@ func budgetAlloc(i int, group string) *restart.Alloc {
 // consulAddr, on a clock well after the tasks started.
 func checksDriver(allocs []*restart.Alloc, nomad *fakeChecks, consulAddr string) *driver {
 	e := New(Config{Holder: "budget:1", Health: HealthConfig{
-		JobSpec: func(context.Context, string, string) (*api.Job, error) { return budgetCheckedJob(), nil },
-		Checks:  nomad,
-		Consul:  health.ConsulConfig{Address: consulAddr},
-		Clock:   func() time.Time { return time.Unix(2000, 0) },
+		JobSpec: func(context.Context, string, string) (*cluster.JobSpec, error) {
+			return cluster.NewJobSpec(budgetCheckedJob()), nil
+		},
+		Checks: nomad,
+		Consul: health.ConsulConfig{Address: consulAddr},
+		Clock:  func() time.Time { return time.Unix(2000, 0) },
 	}})
 	rec := &restart.Record{ID: "r", Spec: restart.Spec{Health: restart.HealthChecks}}
 	for i, a := range allocs {
@@ -256,12 +258,12 @@ func TestBudgetChecksCandidates(t *testing.T) {
 		t.Fatalf("a read is due at once after a read")
 	}
 
-	// budgetsWith counts the failing allocations out of service, and says why; the batch's
+	// restart.Budgets counts the failing allocations out of service, and says why; the batch's
 	// own and the accepted one serve by their task states.
 	job := &restart.Job{ID: "web", Type: "service", Groups: []restart.Group{{Name: "web", Count: 5}}}
 	d.rec.Allocs[1].State = restart.AllocFailed
 	c.read(t.Context(), allocs)
-	bs := budgetsWith(d.rec, d.spec, job, 1, allocs, c.failing(allocs))
+	bs := restart.Budgets(d.rec, d.spec, job, 1, allocs, c.failing(allocs))
 	if len(bs) != 1 {
 		t.Fatalf("budgets %+v", bs)
 	}
@@ -352,13 +354,13 @@ func TestBudgetWaitsForFailingChecks(t *testing.T) {
 	e := New(Config{Cluster: fc, Store: newMemStore(), Holder: "test:1", Health: HealthConfig{
 		TimeScale: 100,
 		Checks:    nomad,
-		JobSpec: func(context.Context, string, string) (*api.Job, error) {
+		JobSpec: func(context.Context, string, string) (*cluster.JobSpec, error) {
 			tg := api.NewTaskGroup("web", 3).AddTask(api.NewTask("main", "raw_exec"))
 			tg.Services = []*api.Service{{Name: "web-admin", Provider: "nomad", Checks: []api.ServiceCheck{
 				{Name: "alive", Type: "tcp", Interval: time.Second}, {Name: "ready", Type: "tcp", Interval: time.Second}}}}
 			j := api.NewServiceJob("web", "web", "global", 50)
 			j.TaskGroups = []*api.TaskGroup{tg}
-			return j, nil
+			return cluster.NewJobSpec(j), nil
 		},
 	}})
 	rec := planAndCreate(t, e, restart.Spec{Health: restart.HealthChecks, Yes: true, MinHealthyTimeGiven: true, OnError: restart.OnErrorFail})
@@ -378,7 +380,7 @@ func TestBudgetWaitsForFailingChecks(t *testing.T) {
 	nomad.set(bad, "success", "success")
 	final, err := wait()
 	if err != nil || final.Status != restart.StatusSucceeded {
-		t.Fatalf("final %v %v", final.Status, err)
+		t.Fatalf("final %v %v; events:\n%s", final.Status, err, eventLines(final))
 	}
 	assertOnce(t, fc.counts(false), final)
 }
@@ -407,4 +409,13 @@ func BenchmarkBudgetChecksRead(b *testing.B) {
 			b.Fatal("the Consul service has no instances: every allocation should fail its checks")
 		}
 	}
+}
+
+// eventLines is a record's event log, one line per event, for failure messages.
+func eventLines(r *restart.Record) string {
+	var b strings.Builder
+	for _, ev := range r.Events {
+		fmt.Fprintf(&b, "%s %s %s %s\n", ev.Time.Format("15:04:05.000"), ev.Type, short(ev.AllocID), ev.Message)
+	}
+	return b.String()
 }

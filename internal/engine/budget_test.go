@@ -32,8 +32,8 @@ func (f *fakeCluster) degrade(down bool) string {
 func newBudgetEngine(t *testing.T, fc *fakeCluster) (*Engine, *memStore) {
 	t.Helper()
 	s := newMemStore()
-	// A fast time scale: the fake has no blocking query on a job's allocations, so the
-	// budget re-reads them at budgetPollEvery of Nomad's time.
+	// A fast time scale: the waits the engine counts in Nomad's time (the gate's ticks, the
+	// client sync grace) pass quickly.
 	return New(Config{Cluster: fc, Store: s, Holder: "test:1", Health: HealthConfig{TimeScale: 100}}), s
 }
 

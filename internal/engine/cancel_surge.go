@@ -22,15 +22,8 @@ import (
 // written), the restart stays canceling, with its surge state recorded; a second cancel, or
 // the next driver, takes it up from there.
 func (e *Engine) cancelUndriven(ctx context.Context, lease store.Lease, rec *restart.Record, by string) (*restart.Record, error) {
-	lctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-lease.Lost():
-			cancel(errLeaseLost)
-		case <-lctx.Done():
-		}
-	}()
+	lctx, cancel := whileHeld(ctx, lease)
+	defer cancel()
 	d := &driver{e: e, ns: rec.Namespace, id: rec.ID, rec: rec, changed: make(chan struct{}, 1),
 		dirty: make(chan struct{}, 1), fresh: map[int]bool{},
 		spec: normalizeSpec(rec.Spec), jobNS: rec.Namespace, jobID: rec.JobID, jobType: rec.JobType,
@@ -53,8 +46,8 @@ func (e *Engine) cancelUndriven(ctx context.Context, lease store.Lease, rec *res
 	case err == nil, errors.Is(err, errTerminal):
 		return d.snapshot(), nil
 	case errors.Is(context.Cause(lctx), errLeaseLost):
-		return d.snapshot(), fmt.Errorf("restart %s: cancel recorded, but %w while scaling its surge back (another process may drive it now; see `nomad-restart status %s`)",
-			short(rec.ID), errLeaseLost, short(rec.ID))
+		return d.snapshot(), &StepError{ID: rec.ID, Step: StepStatus,
+			Err: fmt.Errorf("restart %s: cancel recorded, but %w while scaling its surge back", short(rec.ID), errLeaseLost)}
 	}
 	// Say in the record that the scale-down stopped and how to finish it; the lease is still
 	// ours, so a short write of our own is safe.
@@ -70,8 +63,10 @@ func (e *Engine) cancelUndriven(ctx context.Context, lease store.Lease, rec *res
 	}); werr != nil {
 		d.log.Warn("recording the interrupted cancel", "err", werr)
 	}
-	return d.snapshot(), fmt.Errorf("restart %s: cancel recorded, but scaling its surge back stopped: %w; run `nomad-restart cancel %s` again to finish it",
-		short(rec.ID), err, short(rec.ID))
+	// The CLI words the step as the command to type: "...; run `nomad-restart cancel <id>`
+	// again to finish it".
+	return d.snapshot(), fmt.Errorf("%w to finish it", &StepError{ID: rec.ID, Step: StepCancelAgain,
+		Err: fmt.Errorf("restart %s: cancel recorded, but scaling its surge back stopped: %w", short(rec.ID), err)})
 }
 
 // surgeOutcome says, for the cancel's event, where each group's surge ended ("" without

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -66,40 +67,28 @@ type driver struct {
 // in-flight request took effect. sink (may be nil) receives every event right after it has been
 // persisted, in order, from the driver's goroutines one at a time.
 func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error) {
-	rec, err := retry(ctx, func() (*restart.Record, error) { return e.store.Get(ctx, namespace, id) })
+	// The store retries what passes inside, as it does for every call below.
+	rec, err := e.store.Get(ctx, namespace, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
 	}
 	if rec.Status.Terminal() {
 		return rec, nil
 	}
-	lease, err := retry(ctx, func() (store.Lease, error) { return e.store.AcquireLease(ctx, namespace, id, e.holder) })
+	lease, err := e.store.AcquireLease(ctx, namespace, id, e.holder)
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseHeld) {
 			return rec, err
 		}
 		return rec, fmt.Errorf("taking the lease on restart %s: %w", short(id), err)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			e.log.Warn("releasing the lease", "restart", id, "err", err)
-		}
-	}()
+	defer e.release(ctx, lease, id)
 
-	dctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-lease.Lost():
-			cancel(errLeaseLost)
-		case <-dctx.Done():
-		}
-	}()
+	dctx, cancel := whileHeld(ctx, lease)
+	defer cancel()
 
 	// Read again under the lease: a steering command may have ended it meanwhile.
-	rec, err = retry(dctx, func() (*restart.Record, error) { return e.store.Get(dctx, namespace, id) })
+	rec, err = e.store.Get(dctx, namespace, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
 	}
@@ -120,7 +109,7 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 	switch {
 	case errors.Is(context.Cause(dctx), errLeaseLost):
 		d.log.Warn("lease lost; stopping")
-		return final, fmt.Errorf("restart %s: %w (another process may drive it now; see `nomad-restart status %s`)", short(id), errLeaseLost, short(id))
+		return final, &StepError{ID: id, Step: StepStatus, Err: fmt.Errorf("restart %s: %w", short(id), errLeaseLost)}
 	case ctx.Err() != nil:
 		d.detach(ctx)
 		return d.snapshot(), ctx.Err()
@@ -154,9 +143,12 @@ func (d *driver) snapshot() *restart.Record {
 }
 
 // watchControl follows the stored record's head and takes operators' Control changes. It
-// wakes on the driver's own writes too; WatchHead keeps that cheap at any size of job.
+// wakes on the driver's own writes too; WatchHead keeps that cheap at any size of job. The
+// store's watch rides out what passes; a watch that failed otherwise resumes, paced, for
+// as long as the driver runs: nobody waits on it, and the flush's conflicts still bring
+// operators' changes in.
 func (d *driver) watchControl(ctx context.Context) {
-	var b backoff
+	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: 50 * time.Millisecond, Max: 3 * time.Second})
 	for {
 		d.mu.Lock()
 		after := d.rec.ModifyIndex
@@ -167,12 +159,12 @@ func (d *driver) watchControl(ctx context.Context) {
 		}
 		if err != nil {
 			d.log.Debug("watching the record", "err", err)
-			if b.wait(ctx) != nil {
+			if !b.Wait(ctx) {
 				return
 			}
 			continue
 		}
-		b = backoff{}
+		b.Reset()
 		d.mu.Lock()
 		if r.ModifyIndex > d.rec.ModifyIndex {
 			d.takeStoredLocked(r)
@@ -212,13 +204,12 @@ func (d *driver) eventLocked(e restart.Event) {
 // flush writes the record with check-and-set until generation gen (a count of changes) is
 // stored. Concurrent steps share writes (group commit): a step whose change was carried by
 // another step's write returns without writing. On a conflict (an operator wrote Control) it
-// re-reads, keeps the stored Control and its own progress, and writes again. Store failures
-// that pass (Nomad unavailable, no leader) are retried with backoff while ctx lasts; others
-// stop the driver with the record as last written.
+// re-reads, keeps the stored Control and its own progress, and writes again. The store
+// retries failures that pass (Nomad unavailable, no leader) inside; a failure it returns
+// stops the driver with the record as last written.
 func (d *driver) flush(ctx context.Context, gen uint64) error {
 	d.flushMu.Lock()
 	defer d.flushMu.Unlock()
-	var b backoff
 	for d.flushed < gen {
 		d.mu.Lock()
 		d.rec.Driver = d.e.holder
@@ -276,13 +267,8 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !transient(err) {
-			return fmt.Errorf("writing restart %s: %w", short(d.id), err)
-		}
-		d.log.Warn("writing the restart record failed; retrying", "err", err)
-		if b.wait(ctx) != nil {
-			return fmt.Errorf("writing restart %s: %w", short(d.id), err)
-		}
+		// The store retried what passes already.
+		return fmt.Errorf("writing restart %s: %w", short(d.id), err)
 	}
 	return nil
 }
@@ -323,4 +309,29 @@ func cloneRecord(r *restart.Record) *restart.Record {
 		c.Question = &q
 	}
 	return &c
+}
+
+// whileHeld is a context of ctx that ends, with errLeaseLost as its cause, when the lease is
+// lost; cancel ends it and its watch of the lease.
+func whileHeld(ctx context.Context, lease store.Lease) (held context.Context, cancel context.CancelFunc) {
+	hctx, cancelCause := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lease.Lost():
+			cancelCause(errLeaseLost)
+		case <-hctx.Done():
+		}
+	}()
+	return hctx, func() { cancelCause(nil) }
+}
+
+// release gives the lease on restart id back; it still runs, for a bounded time, when ctx
+// has ended (another process may take the restart up at once), and a failure is only
+// logged: the lease then expires on its own.
+func (e *Engine) release(ctx context.Context, lease store.Lease, id string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil {
+		e.log.Warn("releasing the lease", "restart", id, "err", err)
+	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 func TestE2ETasks(t *testing.T) {
@@ -32,7 +32,7 @@ func TestE2ETasks(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
-			c, err := enginetest.CountRestarts(ctx, env.client, "default", "web")
+			c, err := simtest.CountRestarts(ctx, env.client, "default", "web")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestE2EPauseResumeCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	c, err := enginetest.CountRestarts(ctx, env.client, "default", "web")
+	c, err := simtest.CountRestarts(ctx, env.client, "default", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +127,5 @@ func TestE2ENodeLost(t *testing.T) {
 			restarted = append(restarted, a.ID)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c, err := enginetest.CountRestarts(ctx, env.client, "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range c.ExactlyOnce(restarted, false) {
-		t.Error(bad)
-	}
+	simtest.CheckOnce(t, env.client, "default", "web", restarted, false, testTimeout)
 }

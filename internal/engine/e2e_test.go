@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
-	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -27,21 +27,12 @@ type simEnv struct {
 
 func startSim(t testing.TB, nomadStore bool) *simEnv {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sim, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 50, Seed: 1})
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
-	}
-	t.Cleanup(func() { cancel(); _ = sim.Close() })
-	client, err := sim.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 1})
 	var s store.Store
 	if nomadStore {
 		s = store.NewNomad(client, store.NomadOptions{})
 	} else {
+		var err error
 		if s, err = store.NewLocal(t.TempDir()); err != nil {
 			t.Fatal(err)
 		}
@@ -75,19 +66,25 @@ func (env *simEnv) register(t testing.TB, id, typ string, groups map[string]int,
 		}
 		job.AddTaskGroup(tg)
 	}
+	env.registerJob(t, job)
+}
+
+// registerJob runs job and waits until it runs and its deployment ended: a restart is
+// refused while the job's deployment runs, as Nomad refuses it (test code; the engine
+// itself never polls).
+func (env *simEnv) registerJob(t testing.TB, job *api.Job) {
+	t.Helper()
 	if _, err := env.sim.RegisterJob(job); err != nil {
-		t.Fatalf("registering job %s: %v", id, err)
+		t.Fatalf("registering job %s: %v", *job.ID, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := env.sim.WaitJobRunning(ctx, "default", id); err != nil {
+	if err := env.sim.WaitJobRunning(ctx, "default", *job.ID); err != nil {
 		t.Fatal(err)
 	}
-	// A restart is refused while the job's deployment runs, as Nomad refuses it: wait for it
-	// to end (test code; the engine itself never polls).
 	nc := cluster.NewNomad(env.client)
 	for {
-		d, err := nc.ActiveDeployment(ctx, "default", id)
+		d, err := nc.ActiveDeployment(ctx, "default", *job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +93,7 @@ func (env *simEnv) register(t testing.TB, id, typ string, groups map[string]int,
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("deployment %s of job %s still %s", d.ID, id, d.Status)
+			t.Fatalf("deployment %s of job %s still %s", d.ID, *job.ID, d.Status)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -116,21 +113,14 @@ func (env *simEnv) plan(t testing.TB, job string, spec restart.Spec) *restart.Re
 	return p.Record
 }
 
+// checkOnce asserts from Nomad's facts that each planned allocation was restarted once.
 func (env *simEnv) checkOnce(t *testing.T, rec *restart.Record) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	c, err := enginetest.CountRestarts(ctx, env.client, rec.Namespace, rec.JobID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for _, a := range rec.Allocs {
 		ids = append(ids, a.ID)
 	}
-	for _, bad := range c.ExactlyOnce(ids, rec.Spec.Reschedule) {
-		t.Error(bad)
-	}
+	simtest.CheckOnce(t, env.client, rec.Namespace, rec.JobID, ids, rec.Spec.Reschedule, testTimeout)
 }
 
 func TestE2EInPlaceAndReschedule(t *testing.T) {
@@ -239,41 +229,45 @@ func TestE2ECrashCampaign(t *testing.T) {
 }
 
 func TestE2EFaults(t *testing.T) {
-	t.Run("error rate", func(t *testing.T) {
-		env := startSim(t, false)
-		env.register(t, "web", "service", map[string]int{"web": 4})
-		rec := env.plan(t, "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true})
-		remove := env.sim.SetFault(nomadsim.Fault{Path: "/v1/", ErrorRate: 0.1, Status: 500})
-		defer remove()
-		final := drive(t, env.e, rec, nil)
-		remove()
-		if final.Status != restart.StatusSucceeded {
-			t.Fatalf("status %s (%s)", final.Status, final.Reason)
-		}
-		env.checkOnce(t, final)
-	})
-	t.Run("leader lost, nomad store", func(t *testing.T) {
-		env := startSim(t, true)
-		env.register(t, "web", "service", map[string]int{"web": 3})
-		rec := env.plan(t, "web", restart.Spec{Yes: true})
-		env.sim.LoseLeader(10 * time.Second)
-		final := drive(t, env.e, rec, nil)
-		if final.Status != restart.StatusSucceeded {
-			t.Fatalf("status %s (%s)", final.Status, final.Reason)
-		}
-		env.checkOnce(t, final)
-	})
-	t.Run("leader lost", func(t *testing.T) {
-		env := startSim(t, false)
-		env.register(t, "web", "service", map[string]int{"web": 3})
-		rec := env.plan(t, "web", restart.Spec{Yes: true, Reschedule: true})
-		env.sim.LoseLeader(10 * time.Second)
-		final := drive(t, env.e, rec, nil)
-		if final.Status != restart.StatusSucceeded {
-			t.Fatalf("status %s (%s)", final.Status, final.Reason)
-		}
-		env.checkOnce(t, final)
-	})
+	for _, tc := range []struct {
+		name       string
+		nomadStore bool
+		count      int
+		spec       restart.Spec
+		// fault brings the fault on after the plan; it returns what removes it (nil: none).
+		fault func(sim *nomadsim.Cluster) func()
+	}{
+		{"error rate", false, 4, restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true},
+			func(sim *nomadsim.Cluster) func() {
+				return sim.SetFault(nomadsim.Fault{Path: "/v1/", ErrorRate: 0.1, Status: 500})
+			}},
+		{"leader lost, nomad store", true, 3, restart.Spec{Yes: true}, loseLeader},
+		{"leader lost", false, 3, restart.Spec{Yes: true, Reschedule: true}, loseLeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := startSim(t, tc.nomadStore)
+			env.register(t, "web", "service", map[string]int{"web": tc.count})
+			rec := env.plan(t, "web", tc.spec)
+			remove := tc.fault(env.sim)
+			if remove != nil {
+				defer remove()
+			}
+			final := drive(t, env.e, rec, nil)
+			if remove != nil {
+				remove()
+			}
+			if final.Status != restart.StatusSucceeded {
+				t.Fatalf("status %s (%s)", final.Status, final.Reason)
+			}
+			env.checkOnce(t, final)
+		})
+	}
+}
+
+// loseLeader has the simulation lose its leader for ten seconds of its time.
+func loseLeader(sim *nomadsim.Cluster) func() {
+	sim.LoseLeader(10 * time.Second)
+	return nil
 }
 
 func TestE2EQuestionAnswered(t *testing.T) {

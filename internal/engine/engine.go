@@ -2,6 +2,9 @@
 // runs it batch by batch against a Cluster, persisting its intent before every action and every
 // observation after, so that any driver (this one after a crash, or another process) can resume
 // it and restart each allocation exactly once. Operators steer a restart through its record.
+//
+// How the driver behaves step by step, and where it departs from `nomad job restart` on
+// purpose, is told in docs/architecture.md ("The driver, step by step").
 package engine
 
 import (
@@ -157,7 +160,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		rec.Allocs = append(rec.Allocs, p)
 	}
 	rec.Batches = restart.AssignBatches(rec.Allocs, spec.BatchSizes)
-	if err := checkBudgetPlan(rec, job); err != nil {
+	if err := restart.BudgetPlanRefusal(rec, job); err != nil {
 		return nil, err
 	}
 	plan := &Plan{Record: rec, Job: job}

@@ -322,14 +322,21 @@ func TestQuestions(t *testing.T) {
 		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "n", "op"); err != nil {
 			t.Fatal(err)
 		}
-		final, err := wait()
-		if err != nil || final.Status != restart.StatusCanceled {
-			t.Fatalf("final %v err %v", final.Status, err)
-		}
-		if n := len(fc.counts(false)); n != 1 {
-			t.Fatalf("%d allocations restarted, want 1", n)
-		}
+		assertCanceledAfterOne(t, wait, fc)
 	})
+}
+
+// assertCanceledAfterOne checks that the restart wait drives ends canceled, after the
+// first of its allocations was restarted and no other.
+func assertCanceledAfterOne(t *testing.T, wait func() (*restart.Record, error), fc *fakeCluster) {
+	t.Helper()
+	final, err := wait()
+	if err != nil || final.Status != restart.StatusCanceled {
+		t.Fatalf("final %v err %v", final.Status, err)
+	}
+	if n := len(fc.counts(false)); n != 1 {
+		t.Fatalf("%d allocations restarted, want 1", n)
+	}
 }
 
 func TestPauseResumeCancel(t *testing.T) {
@@ -345,13 +352,7 @@ func TestPauseResumeCancel(t *testing.T) {
 	if _, err := e.Cancel(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
 		t.Fatal(err)
 	}
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusCanceled {
-		t.Fatalf("final %v err %v", final.Status, err)
-	}
-	if n := len(fc.counts(false)); n != 1 {
-		t.Fatalf("%d allocations restarted, want 1", n)
-	}
+	assertCanceledAfterOne(t, wait, fc)
 	if _, err := e.Resume(context.Background(), rec.Namespace, rec.ID, "op"); err == nil {
 		t.Fatal("resumed a canceled restart")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // fakeCluster is an in-memory Nomad for unit tests: in-place restarts go through Nomad's task
@@ -46,8 +47,11 @@ func newFakeCluster(jobType string, groups map[string]int, tasks ...string) *fak
 		tasks = []string{"main"}
 	}
 	f := &fakeCluster{
-		allocs:     map[string]*restart.Alloc{},
-		clock:      time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		allocs: map[string]*restart.Alloc{},
+		// Nomad's clock starts at the local time: the engine's estimate of Nomad's clock
+		// reads the local clock until it has seen a Nomad timestamp, and a fake clock months
+		// away made a gate judged before that first timestamp see its deadline long passed.
+		clock:      time.Now().UTC().Truncate(time.Second),
 		changed:    make(chan struct{}),
 		restarts:   map[string]int{},
 		stops:      map[string]int{},
@@ -137,8 +141,12 @@ func (f *fakeCluster) faultLocked(op string) (before, after bool) {
 	return false, false
 }
 
-//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-var errUnavailable = errors.New("Unexpected response code: 500 (No cluster leader)")
+// errUnavailable is the transient answer of a cluster without a leader.
+var errUnavailable = simtest.Answer{Status: 500, Text: "No cluster leader"}
+
+// fakeReadRetry is how the fake retries its reads' transient failures inside, as
+// cluster.Nomad does, so that the engine never sees them (faster, for tests).
+var fakeReadRetry = cluster.RetryPolicy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxElapsed: 10 * time.Second}
 
 func (f *fakeCluster) ResolveJob(ctx context.Context, ns, prefix string) (*restart.Job, error) {
 	if strings.HasPrefix(f.job.ID, prefix) {
@@ -168,7 +176,15 @@ func (f *fakeCluster) ActiveDeployment(ctx context.Context, ns, jobID string) (*
 	return f.deployment, nil
 }
 
+// Allocation reads an allocation; an injected "read" fault fails an attempt, which the fake
+// retries inside as cluster.Nomad does.
 func (f *fakeCluster) Allocation(ctx context.Context, id string) (*restart.Alloc, error) {
+	return cluster.Retry(ctx, fakeReadRetry, nil, "reading allocation", func(context.Context) (*restart.Alloc, error) {
+		return f.readAlloc(id)
+	})
+}
+
+func (f *fakeCluster) readAlloc(id string) (*restart.Alloc, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if b, _ := f.faultLocked("read"); b {
@@ -236,39 +252,26 @@ func (f *fakeCluster) RestartTasks(ctx context.Context, id, task string, all boo
 		}
 	}
 	f.restarts[id]++
-	for _, t := range targets {
-		ts := a.Tasks[t]
-		ts.Events = append(ts.Events, restart.TaskEvent{Type: restart.TaskEventRestartSignaled, Time: f.tick()},
-			restart.TaskEvent{Type: restart.TaskEventRestarting, Time: f.tick()})
+	f.taskStepLocked(a, targets, func(ts *restart.TaskState) {
 		ts.Restarts++
 		ts.State = restart.TaskPending
-		a.Tasks[t] = ts
-	}
-	f.bumpLocked(a)
+	}, restart.TaskEventRestartSignaled, restart.TaskEventRestarting)
 	time.AfterFunc(f.startDelay, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, t := range targets {
-			ts := a.Tasks[t]
-			ts.Events = append(ts.Events, restart.TaskEvent{Type: restart.TaskEventStarted, Time: f.tick()})
+		f.taskStepLocked(a, targets, func(ts *restart.TaskState) {
 			ts.State = restart.TaskRunning
 			if f.failStart[id] {
 				ts.State, ts.Failed = restart.TaskDead, true
 			}
-			a.Tasks[t] = ts
-		}
-		f.bumpLocked(a)
+		}, restart.TaskEventStarted)
 		if f.crashAfter > 0 {
 			time.AfterFunc(f.crashAfter, func() {
 				f.mu.Lock()
 				defer f.mu.Unlock()
-				for _, t := range targets {
-					ts := a.Tasks[t]
-					ts.Events = append(ts.Events, restart.TaskEvent{Type: restart.TaskEventTerminated, Time: f.tick()})
+				f.taskStepLocked(a, targets, func(ts *restart.TaskState) {
 					ts.State, ts.Failed = restart.TaskDead, true
-					a.Tasks[t] = ts
-				}
-				f.bumpLocked(a)
+				}, restart.TaskEventTerminated)
 			})
 		}
 	})
@@ -276,6 +279,20 @@ func (f *fakeCluster) RestartTasks(ctx context.Context, id, task string, all boo
 		return errUnavailable
 	}
 	return nil
+}
+
+// taskStepLocked moves the allocation's tasks named through events (in order, each stamped
+// by the fake's clock) and change, then wakes the allocation's watchers.
+func (f *fakeCluster) taskStepLocked(a *restart.Alloc, tasks []string, change func(*restart.TaskState), events ...string) {
+	for _, t := range tasks {
+		ts := a.Tasks[t]
+		for _, typ := range events {
+			ts.Events = append(ts.Events, restart.TaskEvent{Type: typ, Time: f.tick()})
+		}
+		change(&ts)
+		a.Tasks[t] = ts
+	}
+	f.bumpLocked(a)
 }
 
 func (f *fakeCluster) StopAlloc(ctx context.Context, id string, noDelay bool) (uint64, error) {
@@ -348,3 +365,74 @@ func (f *fakeCluster) counts(stops bool) map[string]int {
 	}
 	return out
 }
+
+func (f *fakeCluster) Job(ctx context.Context, ns, jobID string) (*restart.Job, error) {
+	if jobID != f.job.ID {
+		return nil, fmt.Errorf("reading job %q: %w", jobID, cluster.ErrJobNotFound)
+	}
+	return f.job, nil
+}
+
+// WatchJobAllocations is a blocking query on the job's allocations, woken by every change.
+func (f *fakeCluster) WatchJobAllocations(ctx context.Context, ns, jobID string, after uint64) ([]*restart.Alloc, uint64, error) {
+	for {
+		f.mu.Lock()
+		index, ch := f.index, f.changed
+		f.mu.Unlock()
+		if after == 0 || index > after {
+			return f.JobAllocations(ctx, ns, jobID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// The fake has no event stream, no job specifications or summaries, no filters, no
+// Nomad-native checks and no job scale endpoint: it answers as a cluster client without
+// them, and the engine takes its fallbacks (blocking queries, reading the allocations,
+// -health running) or refuses the flag.
+
+func (f *fakeCluster) FollowJobAllocations(ctx context.Context, ns, jobID string, from uint64) <-chan cluster.AllocUpdate {
+	return nil
+}
+
+func (f *fakeCluster) JobSpec(ctx context.Context, ns, jobID string) (*cluster.JobSpec, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) JobSummary(ctx context.Context, ns, jobID string) (*cluster.JobSummary, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) MatchingAllocations(ctx context.Context, ns, jobID, filter string) (map[string]bool, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) NodeDatacenters(ctx context.Context) (map[string]string, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) AllocChecks(ctx context.Context, allocID string) ([]cluster.CheckResult, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) JobScale(ctx context.Context, ns, jobID string) (*cluster.JobScale, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) ScaleGroup(ctx context.Context, ns, jobID, group string, count int, jmi uint64, msg string) (*cluster.ScaleResult, error) {
+	return nil, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) LatestDeployment(ctx context.Context, ns, jobID string, after uint64) (*cluster.DeploymentState, uint64, error) {
+	return nil, 0, cluster.ErrNotSupported
+}
+
+func (f *fakeCluster) FailDeployment(ctx context.Context, ns, deploymentID string) error {
+	return cluster.ErrNotSupported
+}
+
+var _ cluster.Cluster = (*fakeCluster)(nil)

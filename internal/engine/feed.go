@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -17,11 +15,6 @@ import (
 // stream holds a connection for the driver's life, and Nomad limits a client address to 100
 // connections. Drivers beyond it follow their allocations with blocking queries.
 const maxFeeds = 8
-
-// allocFollower is what a feed needs of the cluster: *cluster.Nomad has it.
-type allocFollower interface {
-	FollowJobAllocations(ctx context.Context, namespace, jobID string, fromIndex uint64) <-chan cluster.AllocUpdate
-}
 
 // errFeedMiss says the feed cannot answer for an allocation now (it is not synced, it holds
 // no state of that allocation newer than the caller's, or it ended): the caller reads
@@ -46,7 +39,7 @@ type allocFeed struct {
 	firstSync chan struct{}
 	index     map[string]uint64               // every allocation seen: its ModifyIndex
 	brief     map[string]*briefAlloc          // every allocation seen, task events cut to the newest
-	groups    map[string]api.TaskGroupSummary // the briefs counted by group and status
+	groups    map[string]cluster.GroupSummary // the briefs counted by group and status
 	pinned    map[string]int                  // allocation ID -> pins
 	// adopted maps a pinned allocation to its replacement, pinned with it when the stream
 	// showed the replacement's creation: its full state is then at hand when the driver
@@ -60,18 +53,19 @@ type allocFeed struct {
 // startFeed follows the job's allocations until ctx ends; nil where the cluster has no event
 // stream or the process holds maxFeeds already (the driver then uses blocking queries).
 func (e *Engine) startFeed(ctx context.Context, namespace, jobID string) *allocFeed {
-	f, ok := e.cluster.(allocFollower)
-	if !ok {
-		return nil
-	}
 	select {
 	case e.feeds <- struct{}{}:
 	default:
 		return nil
 	}
-	feed := newAllocFeed()
 	sctx, stop := context.WithCancel(ctx)
-	updates := f.FollowJobAllocations(sctx, namespace, jobID, 0)
+	updates := e.cluster.FollowJobAllocations(sctx, namespace, jobID, 0)
+	if updates == nil {
+		stop()
+		<-e.feeds
+		return nil
+	}
+	feed := newAllocFeed()
 	e.log.Debug("following the job's allocations through Nomad's event stream", "job", jobID)
 	go func() {
 		defer func() { <-e.feeds }()
@@ -119,7 +113,7 @@ func tooManyGaps(gaps *[]time.Time, now time.Time) bool {
 }
 
 func newAllocFeed() *allocFeed {
-	return &allocFeed{index: map[string]uint64{}, brief: map[string]*briefAlloc{}, groups: map[string]api.TaskGroupSummary{}, pinned: map[string]int{}, adopted: map[string]string{},
+	return &allocFeed{index: map[string]uint64{}, brief: map[string]*briefAlloc{}, groups: map[string]cluster.GroupSummary{}, pinned: map[string]int{}, adopted: map[string]string{},
 		latest: map[string]*restart.Alloc{}, wake: map[string]chan struct{}{}, anyway: make(chan struct{}),
 		firstSync: make(chan struct{})}
 }
@@ -164,7 +158,7 @@ func (f *allocFeed) end() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ended, f.synced = true, false
-	f.latest, f.brief, f.groups = map[string]*restart.Alloc{}, map[string]*briefAlloc{}, map[string]api.TaskGroupSummary{}
+	f.latest, f.brief, f.groups = map[string]*restart.Alloc{}, map[string]*briefAlloc{}, map[string]cluster.GroupSummary{}
 	f.closeFirstSyncLocked()
 	f.wakeAllLocked()
 }
@@ -335,7 +329,7 @@ func (f *allocFeed) count(group, clientStatus string, delta int) {
 // groupCounts returns the job's allocations counted by group and client status, as Nomad's
 // job summary counts them (Running and Starting; Queued stays 0: a group with queued
 // allocations runs fewer than its count), if the feed is synced.
-func (f *allocFeed) groupCounts() (map[string]api.TaskGroupSummary, bool) {
+func (f *allocFeed) groupCounts() (map[string]cluster.GroupSummary, bool) {
 	if f == nil {
 		return nil, false
 	}

@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -33,23 +31,35 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 		return &allocFailure{err}
 	}
 	minH, deadline := d.spec.HealthTimes(a.Group)
-	tasks = longRunning(job, a.Group, tasks)
+	tasks = health.LongRunning(job, a.Group, tasks)
 	d.e.observeTimes(a)
 	g := health.NewGate(health.Config{
-		Mode: health.ModeChecks, Tasks: tasks, Checks: health.AllocChecks(job, a),
+		Mode: restart.HealthChecks, Tasks: tasks, Checks: health.AllocChecks(job, a),
 		Since: tasksStarted(a, tasks), MinHealthy: minH, Deadline: deadline,
 	})
 	g.ObserveAlloc(a)
-	now := d.e.nomadNow()
+	var w waitSaver
+	return d.judgeGate(ctx, g, &sources, a.ID, "allocation", index, func(reason string) error {
+		return w.save(ctx, d, i, reason)
+	})
+}
 
+// judgeGate feeds gate g with allocation id's changes after index and, when sources is not
+// nil, with its checks, and judges it on Nomad's clock until it says healthy (nil) or failed
+// (an allocFailure with the gate's reason). onWait, when not nil, hears the gate's reason
+// after each judgement that is neither; its error ends the wait. what names the allocation
+// in errors ("allocation", "surge allocation").
+func (d *driver) judgeGate(ctx context.Context, g *health.Gate, sources *health.Sources, id, what string, index uint64, onWait func(reason string) error) error {
+	now := d.e.nomadNow()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srcErr := make(chan error, 1)
-	go func() { srcErr <- sources.Watch(wctx, g, a.ID) }()
-	allocs := d.followAlloc(wctx, a.ID, index)
+	if sources != nil {
+		go func() { srcErr <- sources.Watch(wctx, g, id) }()
+	}
+	allocs := d.followAlloc(wctx, id, index)
 	tick := d.gateTicker()
 	defer tick.Stop()
-	var w waitSaver
 	for {
 		select {
 		case <-ctx.Done():
@@ -61,7 +71,7 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 			}
 		case r := <-allocs:
 			if r.err != nil {
-				return &allocFailure{fmt.Errorf("following allocation %q: %w", a.ID, r.err)}
+				return &allocFailure{fmt.Errorf("following %s %q: %w", what, id, r.err)}
 			}
 			d.e.observeTimes(r.a)
 			g.ObserveAlloc(r.a)
@@ -74,8 +84,10 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 		case health.Failed:
 			return &allocFailure{errors.New(v.Reason)}
 		}
-		if err := w.save(ctx, d, i, v.Reason); err != nil {
-			return err
+		if onWait != nil {
+			if err := onWait(v.Reason); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -86,32 +98,23 @@ type allocChange struct {
 	err error
 }
 
-// followAlloc sends the allocation's every change after index until ctx ends, retrying
-// passing failures; a lasting one is sent as the last change. Each wait is bounded by
-// gateWatchWait.
+// followAlloc sends the allocation's every change after index until ctx ends; a failure
+// (the cluster retried what passes already) is sent as the last change. Each wait is
+// bounded by gateWatchWait.
 func (d *driver) followAlloc(ctx context.Context, id string, index uint64) <-chan allocChange {
 	out := make(chan allocChange, 1)
 	go func() {
-		var b backoff
 		for {
 			x, next, err := d.watchAllocFor(ctx, id, index, gateWatchWait)
 			if err == nil && x == nil {
 				continue // the wait ended with no change
 			}
 			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if !transient(err) {
+				if ctx.Err() == nil {
 					out <- allocChange{err: err}
-					return
 				}
-				if b.wait(ctx) != nil {
-					return
-				}
-				continue
+				return
 			}
-			b = backoff{}
 			index = next
 			select {
 			case out <- allocChange{a: x}:
@@ -201,16 +204,10 @@ type waitSaver struct {
 }
 
 func (w *waitSaver) save(_ context.Context, d *driver, i int, reason string) error {
-	if reason == w.text {
+	newKind, due := w.due(reason)
+	if !due {
 		return nil
 	}
-	kind := waitKind(reason)
-	now := time.Now()
-	newKind := kind != w.kind
-	if !newKind && now.Sub(w.saved) < waitingSaveEvery {
-		return nil
-	}
-	w.kind, w.saved, w.text = kind, now, reason
 	// Lazily: what an allocation waits for is for humans; a later driver finds it again.
 	d.stepLazy(func(r *restart.Record) {
 		p := &r.Allocs[i]
@@ -221,6 +218,23 @@ func (w *waitSaver) save(_ context.Context, d *driver, i int, reason string) err
 		}
 	})
 	return nil
+}
+
+// due says whether a wait for reason is to be written now (a new text of a new kind, or of
+// the same kind after waitingSaveEvery), and whether it is a new kind to announce; when due,
+// it counts the wait as written.
+func (w *waitSaver) due(reason string) (newKind, due bool) {
+	if reason == w.text {
+		return false, false
+	}
+	kind := waitKind(reason)
+	now := time.Now()
+	newKind = kind != w.kind
+	if !newKind && now.Sub(w.saved) < waitingSaveEvery {
+		return false, false
+	}
+	w.kind, w.saved, w.text = kind, now, reason
+	return newKind, true
 }
 
 // waitKind is a wait's text without its figures, so that "min healthy time: 4s of 10s"
@@ -278,29 +292,5 @@ func runningTasks(a *restart.Alloc) []string {
 		}
 	}
 	sort.Strings(out)
-	return out
-}
-
-// longRunning drops the tasks the job defines as ephemeral (prestart, non-sidecar
-// poststart, poststop hooks): they run and finish by design, and the gate must not wait
-// for them to be running. Tasks the job does not name are kept.
-func longRunning(job *api.Job, group string, tasks []string) []string {
-	ephemeral := map[string]bool{}
-	for _, tg := range job.TaskGroups {
-		if tg == nil || tg.Name == nil || *tg.Name != group {
-			continue
-		}
-		for _, t := range tg.Tasks {
-			if t != nil && t.Lifecycle != nil && !t.Lifecycle.Sidecar {
-				ephemeral[t.Name] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(tasks))
-	for _, t := range tasks {
-		if !ephemeral[t] {
-			out = append(out, t)
-		}
-	}
 	return out
 }

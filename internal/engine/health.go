@@ -7,8 +7,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -16,9 +14,9 @@ import (
 
 // HealthConfig wires the checks gate (-health checks and auto). Every field is optional.
 type HealthConfig struct {
-	// JobSpec reads the job's full specification (its services and checks); nil: read
-	// through the Cluster when it exposes the Nomad client (cluster.Nomad does).
-	JobSpec func(ctx context.Context, namespace, jobID string) (*api.Job, error)
+	// JobSpec reads the job's full specification (its services and checks); nil: the
+	// Cluster's.
+	JobSpec func(ctx context.Context, namespace, jobID string) (*cluster.JobSpec, error)
 	// Checks reads Nomad-native check results; nil: the Cluster when it can.
 	Checks cluster.CheckReader
 	// Consul overrides what the environment (CONSUL_HTTP_ADDR...) says of Consul.
@@ -31,32 +29,24 @@ type HealthConfig struct {
 	TimeScale float64
 }
 
-// nomadClient is what a Cluster exposes when it is Nomad's own client.
-type nomadClient interface{ Client() *api.Client }
-
-// jobSpec reads the full job, for its services and update blocks.
-func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*api.Job, error) {
+// jobSpec reads the full job, for its services and update blocks (the cluster retries
+// transient failures).
+func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*cluster.JobSpec, error) {
 	if e.health.JobSpec != nil {
 		return e.health.JobSpec(ctx, ns, id)
 	}
-	nc, ok := e.cluster.(nomadClient)
-	if !ok {
+	spec, err := e.cluster.JobSpec(ctx, ns, id)
+	if errors.Is(err, cluster.ErrNotSupported) {
 		return nil, errors.New("this cluster cannot read job specifications, so service checks are unknown; choose -health running")
 	}
-	return retry(ctx, func() (*api.Job, error) {
-		job, _, err := nc.Client().Jobs().Info(id, (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
-		return job, err
-	})
+	return spec, err
 }
 
 func (e *Engine) checkReader() cluster.CheckReader {
 	if e.health.Checks != nil {
 		return e.health.Checks
 	}
-	if r, ok := e.cluster.(cluster.CheckReader); ok {
-		return r
-	}
-	return nil
+	return e.cluster
 }
 
 // nomadNow is Nomad's current time, or the estimate of it.
@@ -102,13 +92,13 @@ func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *res
 		return fmt.Errorf("reading the checks of job %q: %w", job.ID, err)
 	}
 	groups := targetGroups(kept)
-	mode := health.ModeRunning
+	mode := restart.HealthRunning
 	if spec.Health != restart.HealthRunning {
-		mode = health.ResolveMode(health.Mode(spec.Health), apiJob, groups)
+		mode = health.ResolveMode(spec.Health, apiJob, groups)
 	}
-	if mode != health.ModeChecks {
+	if mode != restart.HealthChecks {
 		spec.Health = restart.HealthRunning
-		resolveRunningTimes(spec, apiJob, groups)
+		health.RunningTimes(spec, apiJob, groups)
 		return nil
 	}
 	spec.Health = restart.HealthChecks
@@ -156,24 +146,6 @@ func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *res
 	return nil
 }
 
-// resolveRunningTimes gives -health running each group's healthy deadline from its update
-// block (Nomad's healthy_deadline, the bound of a deployment's wait for the same thing) where
-// -healthy-deadline is not given. The min-healthy time stays the flag's (none by default):
-// without checks there is nothing to watch stay healthy but the tasks themselves.
-func resolveRunningTimes(spec *restart.Spec, apiJob *api.Job, groups []string) {
-	if spec.HealthyDeadlineGiven {
-		return
-	}
-	spec.GroupHealth = map[string]restart.GroupHealth{}
-	for _, g := range groups {
-		_, deadline, _ := health.Defaults(apiJob, g)
-		if deadline <= spec.MinHealthyTime {
-			deadline = spec.HealthyDeadline // the flag's min-healthy time needs room
-		}
-		spec.GroupHealth[g] = restart.GroupHealth{MinHealthyTime: spec.MinHealthyTime, HealthyDeadline: deadline}
-	}
-}
-
 func targetGroups(kept []*restart.Alloc) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -197,12 +169,12 @@ type gateDeps struct {
 	mu      sync.Mutex
 	loaded  bool          // job, sources and err are final
 	loading chan struct{} // closed when the read in flight ends; nil when none runs
-	job     *api.Job
+	job     *cluster.JobSpec
 	sources health.Sources
 	err     error
 }
 
-func (d *driver) gateDeps(ctx context.Context) (*api.Job, health.Sources, error) {
+func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
 	g := &d.gates
 	for {
 		g.mu.Lock()
@@ -243,11 +215,11 @@ func keepGateErr(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	return !transient(err)
+	return !cluster.IsTransient(err)
 }
 
 // loadGateDeps reads the job's specification and builds the check sources.
-func (d *driver) loadGateDeps(ctx context.Context) (*api.Job, health.Sources, error) {
+func (d *driver) loadGateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
 	job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
 	if err != nil {
 		return nil, health.Sources{}, fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)

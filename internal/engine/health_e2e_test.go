@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -31,17 +32,7 @@ func startGateSim(t testing.TB, consulAddr string) *simEnv {
 // every change of a check to be seen (a flap).
 func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sim, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: scale, Seed: 3})
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
-	}
-	t.Cleanup(func() { cancel(); _ = sim.Close() })
-	client, err := sim.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: scale, Seed: 3})
 	s, err := store.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -80,33 +71,6 @@ func checkedJob(id string, count int, nomadScript, consulScript string, minHealt
 	tg.Update = &api.UpdateStrategy{MinHealthyTime: ptr(minHealthy), HealthyDeadline: ptr(deadline)}
 	j.TaskGroups = []*api.TaskGroup{tg}
 	return j
-}
-
-func (env *simEnv) registerJob(t testing.TB, job *api.Job) {
-	t.Helper()
-	if _, err := env.sim.RegisterJob(job); err != nil {
-		t.Fatalf("registering job %s: %v", *job.ID, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	if err := env.sim.WaitJobRunning(ctx, "default", *job.ID); err != nil {
-		t.Fatal(err)
-	}
-	nc := cluster.NewNomad(env.client)
-	for {
-		d, err := nc.ActiveDeployment(ctx, "default", *job.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("deployment of %s still %s", *job.ID, d.Status)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }
 
 // doneTimes records, on the simulation's clock, when each allocation was recorded done.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/engine/enginetest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // TestPendingCancelAppliedByNextDriver: a cancel recorded while another (dead) driver holds
@@ -44,7 +44,7 @@ func TestPendingCancelAppliedByNextDriver(t *testing.T) {
 	if final.Status != restart.StatusCanceled {
 		t.Fatalf("next driver left status %s (%s), want canceled", final.Status, final.Reason)
 	}
-	c, err := enginetest.CountRestarts(ctx, env.client, "default", "web")
+	c, err := simtest.CountRestarts(ctx, env.client, "default", "web")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,28 +13,15 @@ import (
 // reschedule stops an allocation so that the scheduler replaces it (Nomad's -reschedule), then
 // follows the NextAllocation chain until the replacement runs, racing placement failures.
 func (d *driver) reschedule(ctx context.Context, i int) error {
-	p := d.progress(i)
-	if p.State == restart.AllocPending {
-		// runBatch takes the whole batch up first; this is for an allocation it did not.
-		if err := d.takeUp(ctx, []int{i}); err != nil {
-			return err
-		}
-		p = d.progress(i)
+	p, sent, err := d.sendRequest(ctx, i, d.sendStop)
+	if err != nil {
+		return err
 	}
-	fresh := d.takeFresh(i)
-	if p.State == restart.AllocRestarting {
-		if err := d.sendStop(ctx, i, fresh); err != nil {
-			return err
-		}
-		p = d.progress(i)
-	} else if p.State == restart.AllocWaiting && p.Replacement == "" && d.jobType == "system" {
+	if !sent && p.State == restart.AllocWaiting && p.Replacement == "" && d.jobType == "system" {
 		// A former driver may have died between the stop and the forced evaluation that the
 		// system scheduler needs; another evaluation does no harm.
-		if _, err := retry(ctx, func() (struct{}, error) {
-			return struct{}{}, d.e.cluster.ForceEvaluate(ctx, d.jobNS, d.jobID)
-		}); err != nil {
-			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-			return &allocFailure{fmt.Errorf("Failed evaluate job: %w", err)}
+		if err := d.forceEvaluate(ctx); err != nil {
+			return err
 		}
 	}
 	if p.State != restart.AllocWaiting {
@@ -46,7 +33,7 @@ func (d *driver) reschedule(ctx context.Context, i int) error {
 // sendStop sends the stop of an allocation whose intent is persisted, after checking Nomad's
 // facts when the intent may be from a former attempt.
 func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
-	var b backoff
+	b := cluster.NewBackoff(resendPolicy())
 	for {
 		p := d.progress(i)
 		if !fresh {
@@ -80,14 +67,14 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 			}
 			return d.forceEvalIfSystem(ctx)
 		}
-		if !transient(err) {
+		if !cluster.IsTransient(err) {
 			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
 			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w", err)}
 		}
 		d.log.Warn("stop request failed; checking and retrying", "alloc", p.ID, "err", err)
-		if werr := b.wait(ctx); werr != nil {
+		if !b.Wait(ctx) {
 			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w (gave up retrying: %v)", err, werr)}
+			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w (gave up retrying: %v)", err, gaveUp(ctx))}
 		}
 		fresh = false
 	}
@@ -109,8 +96,14 @@ func (d *driver) forceEvalIfSystem(ctx context.Context) error {
 	if d.jobType != "system" {
 		return nil
 	}
-	_, err := retry(ctx, func() (struct{}, error) {
-		return struct{}{}, d.e.cluster.ForceEvaluate(ctx, d.jobNS, d.jobID)
+	return d.forceEvaluate(ctx)
+}
+
+// forceEvaluate creates an evaluation of the job with ForceReschedule. Another evaluation
+// does no harm, so the write is retried on what passes (the cluster sends a write once).
+func (d *driver) forceEvaluate(ctx context.Context) error {
+	err := cluster.RetryDo(ctx, resendPolicy(), d.log, "evaluating job", func(ctx context.Context) error {
+		return d.e.cluster.ForceEvaluate(ctx, d.jobNS, d.jobID)
 	})
 	if err != nil {
 		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
@@ -140,94 +133,121 @@ func (d *driver) followReplacement(ctx context.Context, i int) error {
 	p := d.progress(i)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	placement := d.placementFor(wctx, i)
+	f := &replacementFollow{d: d, i: i, original: p.ID, cur: p.ID, placement: d.placementFor(wctx, i),
+		finishedOK: restart.BatchLike(d.jobType)}
+	if p.Replacement != "" {
+		f.cur = p.Replacement
+	} else if p.Before != nil {
+		// From the observation on: only what changed after it shows the stop's effect.
+		f.index = p.Before.AllocModifyIndex
+	}
+	// The feed keeps the allocation followed current between watches.
+	d.feed.pin(f.cur)
+	defer func() { d.feed.unpin(f.cur) }()
+	var seen *restart.Alloc // an answer already read, to judge before watching again
+	for {
+		a := seen
+		seen = nil
+		if a == nil {
+			var err error
+			if a, err = f.watchNext(wctx, cancel); err != nil {
+				return err
+			}
+		}
+		switch {
+		case a.NextAllocation != "":
+			f.replaced(a)
+		case restart.ReplacementReady(a, f.original, d.readyMode(), f.finishedOK):
+			done, broke, err := f.settle(ctx, a)
+			if done {
+				return err
+			}
+			// It broke within the minimum time: judge what broke it (replaced again, or
+			// not running) before watching again.
+			seen = broke
+		}
+	}
+}
+
+// replacementFollow is the state of followReplacement: the allocation followed along the
+// NextAllocation chain and the index its watch is at.
+type replacementFollow struct {
+	d          *driver
+	i          int
+	original   string // the allocation restarted
+	cur        string // the allocation followed now
+	index      uint64
+	placement  *placementWatch
+	finishedOK bool
+}
+
+// watchNext waits for the followed allocation's next change (the cluster retries what
+// passes), racing the group's placement failures; cancel ends the watch's context.
+func (f *replacementFollow) watchNext(ctx context.Context, cancel context.CancelFunc) (*restart.Alloc, error) {
 	type result struct {
 		a     *restart.Alloc
 		index uint64
 		err   error
 	}
-	finishedOK := restart.BatchLike(d.jobType)
-	cur := p.ID
-	var index uint64
-	if p.Replacement != "" {
-		cur = p.Replacement
-	} else if p.Before != nil {
-		// From the observation on: only what changed after it shows the stop's effect.
-		index = p.Before.AllocModifyIndex
-	}
-	var b backoff
-	var seen *restart.Alloc // an answer already read, to judge before watching again
-	// The feed keeps the allocation followed current between watches.
-	d.feed.pin(cur)
-	defer func() { d.feed.unpin(cur) }()
-	for {
-		var r result
-		if seen != nil {
-			r, seen = result{a: seen, index: index}, nil
-		} else {
-			res := make(chan result, 1)
-			go func() {
-				a, idx, err := d.watchAlloc(wctx, cur, index)
-				res <- result{a, idx, err}
-			}()
-			select {
-			case <-placement.done:
-				cancel()
-				return &allocFailure{placement.err}
-			case r = <-res:
-			}
-		}
+	res := make(chan result, 1)
+	go func() {
+		a, idx, err := f.d.watchAlloc(ctx, f.cur, f.index)
+		res <- result{a, idx, err}
+	}()
+	select {
+	case <-f.placement.done:
+		cancel()
+		return nil, &allocFailure{f.placement.err}
+	case r := <-res:
 		if r.err != nil {
-			if !transient(r.err) {
-				//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-				return &allocFailure{fmt.Errorf("Failed to retrieve allocation %q: %w", cur, r.err)}
-			}
-			if b.wait(ctx) != nil {
-				return ctx.Err()
-			}
-			continue
+			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+			return nil, &allocFailure{fmt.Errorf("Failed to retrieve allocation %q: %w", f.cur, r.err)}
 		}
-		b = backoff{}
-		a := r.a
-		index = r.index
-		if a.NextAllocation != "" {
-			from, to := a.ID, a.NextAllocation
-			// Lazily: a later driver follows the NextAllocation chain from the allocation.
-			d.stepLazy(func(rec *restart.Record) {
-				q := &rec.Allocs[i]
-				q.Replacement = to
-				q.Waiting = fmt.Sprintf("allocation %q to start running", to)
-				d.eventLocked(restart.Event{Type: restart.EventAllocReplaced, AllocID: q.ID, Batch: q.Batch,
-					Message: fmt.Sprintf("Allocation %q replaced by %q, waiting for %q to start running", from, to, to)})
-			})
-			d.feed.pin(to)
-			d.feed.unpin(cur)
-			cur, index = to, 0
-			continue
-		}
-		if restart.ReplacementReady(a, p.ID, d.readyMode(), finishedOK) {
-			if d.gated(a) {
-				d.stepLazy(func(rec *restart.Record) {
-					rec.Allocs[i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
-				})
-				if err := d.passGate(ctx, i, a, index, runningTasks(a)); err != nil {
-					return err
-				}
-				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy", a.ID))
-			}
-			ok, broke, at, err := d.stayedReady(ctx, a.ID, index, d.spec.MinHealthyTime, func(x *restart.Alloc) bool {
-				return restart.ReplacementReady(x, p.ID, d.readyMode(), finishedOK)
-			})
-			if err != nil {
-				//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-				return &allocFailure{fmt.Errorf("Failed to retrieve allocation %q: %w", cur, err)}
-			}
-			if ok {
-				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is %q", a.ID, a.ClientStatus))
-			}
-			// It broke within the minimum time: judge what broke it (replaced again, or not
-			// running) before watching again.
-			seen, index = broke, at
-		}
+		f.index = r.index
+		return r.a, nil
 	}
+}
+
+// replaced moves the follow to a's replacement, recorded lazily: a later driver follows the
+// NextAllocation chain from the allocation.
+func (f *replacementFollow) replaced(a *restart.Alloc) {
+	from, to := a.ID, a.NextAllocation
+	f.d.stepLazy(func(rec *restart.Record) {
+		q := &rec.Allocs[f.i]
+		q.Replacement = to
+		q.Waiting = fmt.Sprintf("allocation %q to start running", to)
+		f.d.eventLocked(restart.Event{Type: restart.EventAllocReplaced, AllocID: q.ID, Batch: q.Batch,
+			Message: fmt.Sprintf("Allocation %q replaced by %q, waiting for %q to start running", from, to, to)})
+	})
+	f.d.feed.pin(to)
+	f.d.feed.unpin(f.cur)
+	f.cur, f.index = to, 0
+}
+
+// settle sees a ready replacement through its health gate, or through the minimum time
+// it must stay ready, and records the allocation done. It returns done when the follow is
+// over (with its error), else the allocation that broke within the minimum time.
+func (f *replacementFollow) settle(ctx context.Context, a *restart.Alloc) (done bool, broke *restart.Alloc, err error) {
+	d := f.d
+	if d.gated(a) {
+		d.stepLazy(func(rec *restart.Record) {
+			rec.Allocs[f.i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
+		})
+		if err := d.passGate(ctx, f.i, a, f.index, runningTasks(a)); err != nil {
+			return true, nil, err
+		}
+		return true, nil, d.doneAlloc(ctx, f.i, fmt.Sprintf("Allocation %q is healthy", a.ID))
+	}
+	ok, broke, at, err := d.stayedReady(ctx, a.ID, f.index, d.spec.MinHealthyTime, func(x *restart.Alloc) bool {
+		return restart.ReplacementReady(x, f.original, d.readyMode(), f.finishedOK)
+	})
+	if err != nil {
+		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+		return true, nil, &allocFailure{fmt.Errorf("Failed to retrieve allocation %q: %w", f.cur, err)}
+	}
+	if ok {
+		return true, nil, d.doneAlloc(ctx, f.i, fmt.Sprintf("Allocation %q is %q", a.ID, a.ClientStatus))
+	}
+	f.index = at
+	return false, broke, nil
 }

@@ -167,13 +167,11 @@ func (d *driver) runBatch(ctx context.Context, b int) error {
 		if done {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := d.handleAlloc(ctx, i); err != nil {
 				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)

@@ -25,7 +25,6 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 		index uint64
 		err   error
 	}
-	var b backoff
 	for {
 		res := make(chan result, 1)
 		go func(after uint64) {
@@ -58,15 +57,8 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 				continue // the wait ended with no change; the timer decides
 			}
 			if r.err != nil {
-				if !transient(r.err) {
-					return false, nil, index, r.err
-				}
-				if b.wait(ctx) != nil {
-					return false, nil, index, ctx.Err()
-				}
-				continue
+				return false, nil, index, r.err // the cluster retried what passes already
 			}
-			b = backoff{}
 			index = r.index
 			if !ok(r.a) {
 				return false, r.a, index, nil

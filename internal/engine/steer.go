@@ -5,23 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // CancelingError refuses to pause or resume a restart whose cancel is pending (its driver
-// has not applied it yet).
+// has not applied it yet). Its next step is StepCancelAgain, once no process drives it.
 type CancelingError struct{ ID, By, Verb string }
 
-func (e *CancelingError) Error() string {
+func (e *CancelingError) Error() string { return e.Explain("") }
+
+// Explain words the refusal with the cancel to run again as command (what to type; "":
+// in words).
+func (e *CancelingError) Explain(command string) string {
 	by := ""
 	if e.By != "" {
 		by = " by " + e.By
 	}
-	return fmt.Sprintf("restart %s is being canceled (asked%s), so it cannot be %s; the cancel takes effect when its driver acts, or, if no process drives it, when `nomad-restart cancel %s` is run again once its lease is free",
-		short(e.ID), by, e.Verb+"d", short(e.ID))
+	if command == "" {
+		command = "the cancel"
+	}
+	return fmt.Sprintf("restart %s is being canceled (asked%s), so it cannot be %s; the cancel takes effect when its driver acts, or, if no process drives it, when %s is run again once its lease is free",
+		short(e.ID), by, e.Verb+"d", command)
 }
 
 // ErrNoQuestion is returned by Answer when the restart is not waiting for an answer.
@@ -29,7 +35,7 @@ var ErrNoQuestion = errors.New("restart is not waiting for an answer")
 
 // setIntent writes the operator's intent into Control (no lease needed).
 func (e *Engine) setIntent(ctx context.Context, namespace, id, by string, intent restart.Intent) (*restart.Record, error) {
-	rec, err := e.mutate(ctx, namespace, id, func(r *restart.Record) error {
+	rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
 		if r.Status.Terminal() {
 			return fmt.Errorf("restart %s is already %s; nothing to %s", short(r.ID), r.Status, intentVerb(intent))
 		}
@@ -84,18 +90,13 @@ func (e *Engine) Cancel(ctx context.Context, namespace, id, by string) (*restart
 	if err != nil {
 		return rec, fmt.Errorf("restart %s: cancel recorded, but its lease could not be checked: %w", short(id), err)
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if rerr := lease.Release(rctx); rerr != nil {
-			e.log.Warn("releasing the lease", "restart", id, "err", rerr)
-		}
-	}()
+	defer e.release(ctx, lease, id)
 	// Read again under the lease: the driver that held it until now may have ended the
 	// restart, or moved its surge on.
-	cur, err := retry(ctx, func() (*restart.Record, error) { return e.store.Get(ctx, namespace, id) })
+	cur, err := e.store.Get(ctx, namespace, id) // the store retries what passes
 	if err != nil {
-		return rec, fmt.Errorf("restart %s: cancel recorded, but the restart could not be read again: %w; run `nomad-restart cancel %s` again", short(id), err, short(id))
+		return rec, &StepError{ID: id, Step: StepCancelAgain,
+			Err: fmt.Errorf("restart %s: cancel recorded, but the restart could not be read again: %w", short(id), err)}
 	}
 	if cur.Status.Terminal() {
 		return cur, nil
@@ -103,7 +104,7 @@ func (e *Engine) Cancel(ctx context.Context, namespace, id, by string) (*restart
 	if cur.SurgeOpen() {
 		return e.cancelUndriven(ctx, lease, cur, by)
 	}
-	return e.mutate(ctx, namespace, id, func(r *restart.Record) error {
+	return store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
 		if r.Status.Terminal() {
 			return nil
 		}
@@ -132,7 +133,7 @@ func inFlightNote(r *restart.Record) string {
 // Answer answers the question the restart waits on, validated with restart.ParseAnswer. An
 // empty answer takes the question's default.
 func (e *Engine) Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error) {
-	rec, err := e.mutate(ctx, namespace, id, func(r *restart.Record) error {
+	rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
 		if r.Status != restart.StatusWaiting || r.Question == nil {
 			return fmt.Errorf("%w: restart %s is %s", ErrNoQuestion, short(r.ID), r.Status)
 		}
@@ -152,31 +153,3 @@ func (e *Engine) Answer(ctx context.Context, namespace, id, answer, by string) (
 	e.log.Info("answer recorded", "restart", id, "answer", answer, "by", by)
 	return rec, nil
 }
-
-// mutate is store.Mutate, with failures of the store that pass (Nomad unavailable, no
-// leader) retried with backoff.
-func (e *Engine) mutate(ctx context.Context, namespace, id string, change func(*restart.Record) error) (*restart.Record, error) {
-	var refused error // the change's own verdict is final, whatever its text says
-	return retry(ctx, func() (*restart.Record, error) {
-		if refused != nil {
-			return nil, refused
-		}
-		rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
-			if err := change(r); err != nil {
-				refused = err
-				return err
-			}
-			return nil
-		})
-		if refused != nil {
-			return nil, &final{refused}
-		}
-		return rec, err
-	})
-}
-
-// final marks an error retry must not repeat.
-type final struct{ err error }
-
-func (f *final) Error() string { return f.err.Error() }
-func (f *final) Unwrap() error { return f.err }

@@ -37,6 +37,10 @@ func surgeMessage(id string, up bool) string {
 	return fmt.Sprintf("nomad-restart %s: surge over, back to the original count", id)
 }
 
+// errNoScaler is why a restart cannot surge on a cluster client without Nomad's job scale
+// endpoint.
+var errNoScaler = errors.New("-surge needs Nomad's job scale endpoint, which this cluster client does not offer")
+
 // CheckSurge refuses a planned -surge restart that cannot surge, before anything is
 // recorded or changed: a job that is not a service job, a cluster that cannot scale, a
 // targeted group whose count a scaling policy manages (unless SurgeIgnoreScaling). The
@@ -49,53 +53,43 @@ func (e *Engine) CheckSurge(ctx context.Context, p *Plan) error {
 	if rec.Spec.Surge < 0 {
 		return fmt.Errorf("invalid -surge value %d: give a number of extra allocations per group, 1 or more", rec.Spec.Surge)
 	}
-	sc, ok := e.cluster.(cluster.Scaler)
-	if !ok {
-		return errors.New("-surge needs Nomad's job scale endpoint, which this cluster client does not offer; drop -surge")
-	}
-	js, err := retry(ctx, func() (*cluster.JobScale, error) { return sc.JobScale(ctx, rec.Namespace, rec.JobID) })
-	if err != nil {
+	js, err := e.cluster.JobScale(ctx, rec.Namespace, rec.JobID)
+	switch {
+	case errors.Is(err, cluster.ErrNotSupported):
+		return fmt.Errorf("%w; drop -surge", errNoScaler)
+	case err != nil:
 		return fmt.Errorf("reading job %q for -surge: %w", rec.JobID, err)
 	}
-	return surgeRefusal(rec.Spec, js, recordGroups(rec))
+	return restart.SurgeRefusal(rec.Spec, scaleFacts(js), recordGroups(rec))
 }
 
-// surgeRefusal says why the job's groups cannot surge, nil when they can.
-func surgeRefusal(spec restart.Spec, js *cluster.JobScale, groups []string) error {
-	if js.Type != "service" {
-		return fmt.Errorf("-surge scales service jobs only, and job %q is a %s job; drop -surge", js.ID, js.Type)
+// scaleFacts are the job's scale facts as the surge's rules (restart.DecideSurgeUp and
+// DecideSurgeDown) take them.
+func scaleFacts(js *cluster.JobScale) restart.JobScale {
+	out := restart.JobScale{ID: js.ID, Type: js.Type, Stopped: js.Stopped, JobModifyIndex: js.JobModifyIndex,
+		Groups: make(map[string]restart.GroupScale, len(js.Groups))}
+	for name, g := range js.Groups {
+		out.Groups[name] = restart.GroupScale(g)
 	}
-	if js.Stopped {
-		return fmt.Errorf("job %q is stopped, so -surge cannot scale it; drop -surge", js.ID)
-	}
-	for _, g := range groups {
-		gs, ok := js.Groups[g]
-		if !ok {
-			return fmt.Errorf("group %q is no longer in job %q, so -surge cannot scale it; plan the restart again", g, js.ID)
-		}
-		if gs.Scaling && !spec.SurgeIgnoreScaling {
-			return fmt.Errorf("group %q of job %q has a scaling policy (count %d, min %d, max %d): its count is managed by the autoscaler, which may undo the surge or be undone by it; add -surge-ignore-scaling to surge anyway, or drop -surge",
-				g, js.ID, gs.Count, gs.Min, gs.Max)
-		}
-		if gs.Bounded && int64(gs.Count+spec.Surge) > gs.Max {
-			return fmt.Errorf("group %q of job %q may run at most %d allocations (its scaling policy's max), so -surge %d from %d is refused by Nomad; lower -surge",
-				g, js.ID, gs.Max, spec.Surge, gs.Count)
-		}
-	}
-	return nil
+	return out
 }
 
-// surgeBudget is how many more allocations of group may be out of service while its
-// surge is up: the surge's own, so that a group already degraded when the restart starts
-// (an allocation crash-looping) is not held back by the allocations the surge added, and
-// the group still serves at least its original count less the budget.
-func surgeBudget(r *restart.Record, group string) int {
-	for _, s := range r.Surge {
-		if s.Group == group && s.Phase == restart.SurgeUp {
-			return max(s.To-s.From, 0)
-		}
+// scaleAnswer classifies a scale request's error for restart.AfterScaleUp and
+// AfterScaleDown.
+func scaleAnswer(err error) restart.ScaleAnswer {
+	switch {
+	case err == nil:
+		return restart.ScaleAccepted
+	case errors.Is(err, cluster.ErrScaleConflict):
+		return restart.ScaleConflict
+	case errors.Is(err, cluster.ErrScaleBlocked):
+		return restart.ScaleBlocked
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		return restart.ScaleDenied
+	case cluster.IsTransient(err):
+		return restart.ScaleUnavailable
 	}
-	return 0
+	return restart.ScaleRefused
 }
 
 // recordGroups are the groups of the planned allocations, sorted.
@@ -152,6 +146,18 @@ func (d *driver) saveSurge(ctx context.Context, g restart.SurgeGroup, typ restar
 	})
 }
 
+// saveSurgeStep persists the group's state a surge decision asks to, before it is applied.
+func (d *driver) saveSurgeStep(ctx context.Context, step restart.SurgeStep) error {
+	if !step.Save {
+		return nil
+	}
+	var typ restart.EventType
+	if step.Event != "" {
+		typ = restart.EventSurge
+	}
+	return d.saveSurge(ctx, step.Group, typ, step.Event)
+}
+
 // surgeFailed ends the restart failed because of the surge; finish scales back what was
 // scaled up.
 func (d *driver) surgeFailed(ctx context.Context, err error) error {
@@ -167,13 +173,8 @@ func (d *driver) surgeUp(ctx context.Context, _ int) (bool, error) {
 	if d.spec.Surge <= 0 {
 		return true, nil
 	}
-	groups := d.plannedGroups()
-	sc, ok := d.e.cluster.(cluster.Scaler)
-	if !ok {
-		return false, d.surgeFailed(ctx, errors.New("-surge needs Nomad's job scale endpoint, which this cluster client does not offer"))
-	}
-	for _, g := range groups {
-		if ok, err := d.surgeGroupUp(ctx, sc, g); err != nil || !ok {
+	for _, g := range d.plannedGroups() {
+		if ok, err := d.surgeGroupUp(ctx, g); err != nil || !ok {
 			return false, err
 		}
 	}
@@ -186,97 +187,91 @@ func (d *driver) plannedGroups() []string {
 	return recordGroups(d.rec)
 }
 
-// surgeGroupUp brings one group's surge up: intent, request (at most once), wait.
-func (d *driver) surgeGroupUp(ctx context.Context, sc cluster.Scaler, group string) (bool, error) {
-	var b backoff
+// surgeGroupUp brings one group's surge up: intent, request (at most once), wait. Each
+// turn reads the job, lets restart.DecideSurgeUp decide from its facts and the recorded
+// state, and applies the decision.
+func (d *driver) surgeGroupUp(ctx context.Context, group string) (bool, error) {
+	pause := scalePause()
 	for {
 		sg := d.surgeOf(group)
 		if sg != nil && sg.Phase != restart.SurgeScalingUp {
-			return true, nil
+			return true, nil // the decision's too, without a read
 		}
-		js, err := retry(ctx, func() (*cluster.JobScale, error) { return sc.JobScale(ctx, d.jobNS, d.jobID) })
-		if err != nil {
+		js, err := d.e.cluster.JobScale(ctx, d.jobNS, d.jobID)
+		switch {
+		case errors.Is(err, cluster.ErrNotSupported):
+			return false, d.surgeFailed(ctx, errNoScaler)
+		case err != nil:
 			return false, fmt.Errorf("reading job %q for the surge: %w", d.jobID, err)
 		}
-		gs, found := js.Groups[group]
-		if sg == nil {
-			// Checked at planning too; checked again here for any caller and for what
-			// changed since.
-			if err := surgeRefusal(d.spec, js, []string{group}); err != nil {
-				return false, d.surgeFailed(ctx, err)
+		step := restart.DecideSurgeUp(d.spec, sg, group, scaleFacts(js))
+		if err := d.saveSurgeStep(ctx, step); err != nil {
+			return false, err
+		}
+		g := step.Group
+		switch step.Action {
+		case restart.SurgeDone:
+			return true, nil
+		case restart.SurgeRefuse:
+			return false, d.surgeFailed(ctx, errors.New(step.Why))
+		case restart.SurgeLeave:
+			return false, d.surgeLeft(ctx, g, step.Why, true)
+		case restart.SurgeSend:
+			res, err := d.e.cluster.ScaleGroup(ctx, d.jobNS, d.jobID, group, step.Count, g.JobModifyIndex, surgeMessage(d.id, true))
+			if err != nil {
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				if again, err := d.scaleUpRefused(ctx, group, err, pause); !again {
+					return false, err
+				}
+				continue
 			}
-			g := restart.SurgeGroup{Group: group, From: gs.Count, To: gs.Count + d.spec.Surge,
-				Phase: restart.SurgeScalingUp, JobModifyIndex: js.JobModifyIndex}
-			if err := d.saveSurge(ctx, g, restart.EventSurge,
-				fmt.Sprintf("Scaling group %q from %d to %d for the restart", group, g.From, g.To)); err != nil {
+			g.ScaledIndex = res.JobModifyIndex
+			if err := d.saveSurge(ctx, g, "", ""); err != nil {
 				return false, err
 			}
-			sg = &g
 		}
-		send := false
-		switch {
-		case !found || js.Stopped:
-			return false, d.surgeLeft(ctx, *sg, fmt.Sprintf("job %q was stopped or lost group %q during the surge", d.jobID, group), true)
-		case gs.Count == sg.To:
-			// The request took effect (this driver's, or a former one's).
-		case gs.Count == sg.From && sg.ScaledIndex == 0:
-			if js.JobModifyIndex != sg.JobModifyIndex {
-				// The job changed otherwise (not its count) since the intent: renew it.
-				sg.JobModifyIndex = js.JobModifyIndex
-				if err := d.saveSurge(ctx, *sg, "", ""); err != nil {
-					return false, err
-				}
-			}
-			send = true
-		default:
-			return false, d.surgeLeft(ctx, *sg, fmt.Sprintf("the count of group %q is %d, neither the %d it had nor the %d this restart asked for: someone else scaled it during the surge", group, gs.Count, sg.From, sg.To), true)
-		}
-		if send {
-			res, err := sc.ScaleGroup(ctx, d.jobNS, d.jobID, group, sg.To, sg.JobModifyIndex, surgeMessage(d.id, true))
-			switch {
-			case err == nil:
-				sg.ScaledIndex = res.JobModifyIndex
-				if err := d.saveSurge(ctx, *sg, "", ""); err != nil {
-					return false, err
-				}
-			case errors.Is(err, cluster.ErrPermissionDenied):
-				return false, d.surgeFailed(ctx, fmt.Errorf("-surge: the token may not scale job %q (%v); it needs the scale-job capability (or submit-job) in namespace %q, or drop -surge", d.jobID, cluster.ErrPermissionDenied, nsName(d.jobNS)))
-			case errors.Is(err, cluster.ErrScaleConflict):
-				// The job changed since it was read: the facts decide, read again.
-				if b.wait(ctx) != nil {
-					return false, ctx.Err()
-				}
-				continue
-			case errors.Is(err, cluster.ErrScaleBlocked):
-				if err := d.awaitDeploymentEnd(ctx, sc, 0, d.surgeDeadline(group)); err != nil {
-					return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w", group, err))
-				}
-				continue
-			case ctx.Err() != nil:
-				return false, ctx.Err()
-			case transient(err):
-				d.log.Warn("scaling for the surge failed; checking the job and retrying", "group", group, "err", err)
-				if b.wait(ctx) != nil {
-					return false, ctx.Err()
-				}
-				continue
-			default:
-				return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w", group, err))
-			}
-		}
-		if sg.ScaledIndex == 0 {
-			// A former driver's request took effect before it heard the answer: the job's
-			// index is the scale's, unless the job changed since (then no deployment of
-			// ours is looked for; the allocations' gate still holds).
-			sg.ScaledIndex = js.JobModifyIndex
-		}
-		ok, err := d.awaitSurgeHealthy(ctx, sc, *sg, gs.Rolling)
+		ok, err := d.awaitSurgeHealthy(ctx, g, js.Groups[group].Rolling)
 		if err != nil || !ok {
 			return ok, err
 		}
-		sg.Phase, sg.UpTime = restart.SurgeUp, d.e.now()
-		return true, d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Surge allocations of group %q are healthy", group))
+		g.Phase, g.UpTime = restart.SurgeUp, d.e.now()
+		return true, d.saveSurge(ctx, g, restart.EventSurge, fmt.Sprintf("Surge allocations of group %q are healthy", group))
 	}
+}
+
+// scaleUpRefused applies restart.AfterScaleUp to a scale-up request Nomad did not take: it
+// reports whether to read the job again (after a pause, or the deployment's end); else the
+// restart ended failed, or err is the error to return.
+func (d *driver) scaleUpRefused(ctx context.Context, group string, err error, pause *cluster.Backoff) (bool, error) {
+	answer := scaleAnswer(err)
+	switch restart.AfterScaleUp(answer) {
+	case restart.ScalePauseRead:
+		if answer == restart.ScaleUnavailable {
+			d.log.Warn("scaling for the surge failed; checking the job and retrying", "group", group, "err", err)
+		}
+		return pause.Wait(ctx), ctx.Err()
+	case restart.ScaleAwaitDeployment:
+		if err := d.awaitDeploymentEnd(ctx, 0, d.surgeDeadline(group)); err != nil {
+			return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w", group, err))
+		}
+		return true, nil
+	}
+	if answer == restart.ScaleDenied {
+		return false, d.surgeFailed(ctx, fmt.Errorf("-surge: the token may not scale job %q (%v); it needs the scale-job capability (or submit-job) in namespace %q, or drop -surge", d.jobID, cluster.ErrPermissionDenied, nsName(d.jobNS)))
+	}
+	return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w", group, err))
+}
+
+// scalePause paces the surge's reads of the job after a scale request Nomad did not take (a
+// conflict: the job changed since it was read; a passing failure), so that a job changing
+// under the surge is not read in a tight loop. It gives up only when ctx ends: each read
+// is bounded by the cluster's own retry.
+func scalePause() *cluster.Backoff {
+	p := cluster.DefaultRetryPolicy()
+	p.MaxElapsed = 0
+	return cluster.NewBackoff(p)
 }
 
 // surgeLeft records that the group's count is no longer this restart's, and fails the
@@ -305,15 +300,11 @@ func (d *driver) surgeDeadline(group string) time.Duration {
 // surgeDown scales every group whose surge is (or may be) up back to its original count,
 // at the top of finish: every end of a restart restores the count first. A count someone
 // else changed is left as it is and recorded; a count that cannot be restored (permission,
-// Nomad refusing past the deadline) is recorded with the command that restores it, and
-// the restart still ends. It returns an error only when ctx ends or the record cannot be
-// written; the next driver then takes it up again.
+// Nomad refusing past the deadline, a cluster client that cannot scale) is recorded with
+// what restores it, and the restart still ends. It returns an error only when ctx ends or
+// the record cannot be written; the next driver then takes it up again.
 func (d *driver) surgeDown(ctx context.Context) error {
 	d.mu.Lock()
-	if !d.rec.SurgeOpen() {
-		d.mu.Unlock()
-		return nil
-	}
 	var open []string
 	for _, s := range d.rec.Surge {
 		if !s.Phase.Done() {
@@ -321,148 +312,108 @@ func (d *driver) surgeDown(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
-	sc, ok := d.e.cluster.(cluster.Scaler)
-	if !ok {
-		for _, g := range open {
-			sg := d.surgeOf(g)
-			if err := d.surgeLeft(ctx, *sg, "this cluster client cannot scale jobs, so the surge could not be scaled back", false); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	for _, g := range open {
-		if err := d.surgeGroupDown(ctx, sc, g); err != nil {
+		if err := d.surgeGroupDown(ctx, g); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (d *driver) surgeGroupDown(ctx context.Context, sc cluster.Scaler, group string) error {
+// surgeGroupDown scales one group back: each turn reads the job, lets
+// restart.DecideSurgeDown decide from its facts and the recorded state, and applies the
+// decision; restart.AfterScaleDown decides what follows a request's answer.
+func (d *driver) surgeGroupDown(ctx context.Context, group string) error {
 	giveUp := time.Now().Add(d.surgeDeadline(group))
-	restore := func(sg restart.SurgeGroup, err error) error {
-		return d.surgeLeft(ctx, sg, fmt.Sprintf("could not scale group %q back to %d (%v); restore it with `nomad job scale -namespace %s %s %s %d`",
-			group, sg.From, err, nsName(d.jobNS), d.jobID, group, sg.From), false)
-	}
-	var b backoff
+	pause := scalePause()
 	for {
 		sg := d.surgeOf(group)
 		if sg == nil || sg.Phase.Done() {
 			return nil
 		}
-		js, err := retry(ctx, func() (*cluster.JobScale, error) { return sc.JobScale(ctx, d.jobNS, d.jobID) })
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return restore(*sg, err)
-		}
-		gs, found := js.Groups[group]
-		if !found || js.Stopped {
-			return d.surgeLeft(ctx, *sg, fmt.Sprintf("job %q was stopped or lost group %q", d.jobID, group), false)
-		}
-		send := false
-		switch sg.Phase {
-		case restart.SurgeScalingUp, restart.SurgeUp:
-			switch {
-			case sg.Phase == restart.SurgeScalingUp && gs.Count == sg.From && sg.ScaledIndex == 0 && js.JobModifyIndex == sg.JobModifyIndex:
-				// The scale-up never took effect: nothing to restore.
-				sg.Phase, sg.DownTime = restart.SurgeDown, d.e.now()
-				return d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Group %q was not scaled; its count stays %d", group, sg.From))
-			case gs.Count == sg.To:
-				sg.UpIndex = sg.ScaledIndex
-				sg.Phase, sg.JobModifyIndex, sg.ScaledIndex = restart.SurgeScalingDown, js.JobModifyIndex, 0
-				if err := d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Scaling group %q back to %d", group, sg.From)); err != nil {
-					return err
-				}
-				send = true
-			case gs.Count == sg.From:
-				sg.Phase, sg.DownTime = restart.SurgeDown, d.e.now()
-				sg.Note = fmt.Sprintf("someone else already scaled group %q back to %d", group, sg.From)
-				return d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Group %q is already back to %d", group, sg.From))
-			default:
-				// Never scale down a group someone else scaled meanwhile (below our target
-				// or above it): its count is theirs now.
-				return d.surgeLeft(ctx, *sg, fmt.Sprintf("the count of group %q is %d, not the %d this restart set: someone else scaled it", group, gs.Count, sg.To), false)
-			}
-		case restart.SurgeScalingDown:
-			switch {
-			case gs.Count == sg.From:
-				sg.Phase, sg.DownTime = restart.SurgeDown, d.e.now()
-				if err := d.saveSurge(ctx, *sg, restart.EventSurge, fmt.Sprintf("Group %q is back to %d", group, sg.From)); err != nil {
-					return err
-				}
-				return d.awaitSurgeGone(ctx, *sg)
-			case gs.Count == sg.To && sg.ScaledIndex == 0:
-				if js.JobModifyIndex != sg.JobModifyIndex {
-					sg.JobModifyIndex = js.JobModifyIndex
-					if err := d.saveSurge(ctx, *sg, "", ""); err != nil {
-						return err
-					}
-				}
-				send = true
-			default:
-				return d.surgeLeft(ctx, *sg, fmt.Sprintf("the count of group %q is %d, not the %d this restart set: someone else scaled it", group, gs.Count, sg.To), false)
-			}
-		}
-		if !send {
-			continue
-		}
-		res, err := sc.ScaleGroup(ctx, d.jobNS, d.jobID, group, sg.From, sg.JobModifyIndex, surgeMessage(d.id, false))
+		js, err := d.e.cluster.JobScale(ctx, d.jobNS, d.jobID)
 		switch {
-		case err == nil:
-			sg.ScaledIndex = res.JobModifyIndex
-			if err := d.saveSurge(ctx, *sg, "", ""); err != nil {
-				return err
-			}
-			continue // the count decides
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.Is(err, cluster.ErrScaleConflict):
-			if b.wait(ctx) != nil {
+		case errors.Is(err, cluster.ErrNotSupported):
+			return d.surgeLeft(ctx, *sg, "this cluster client cannot scale jobs, so the surge could not be scaled back", false)
+		case err != nil:
+			return d.surgeNotRestored(ctx, *sg, err)
+		}
+		step := restart.DecideSurgeDown(*sg, scaleFacts(js), d.e.now())
+		if err := d.saveSurgeStep(ctx, step); err != nil {
+			return err
+		}
+		switch step.Action {
+		case restart.SurgeDone:
+			return nil
+		case restart.SurgeLeave:
+			return d.surgeLeft(ctx, step.Group, step.Why, false)
+		case restart.SurgeAwaitGone:
+			return d.awaitSurgeGone(ctx, step.Group)
+		}
+		g := step.Group
+		res, err := d.e.cluster.ScaleGroup(ctx, d.jobNS, d.jobID, group, step.Count, g.JobModifyIndex, surgeMessage(d.id, false))
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		answer := scaleAnswer(err)
+		switch restart.AfterScaleDown(answer, time.Now().Before(giveUp)) {
+		case restart.ScaleProceed:
+			g.ScaledIndex = res.JobModifyIndex
+			if err := d.saveSurge(ctx, g, "", ""); err != nil {
+				return err
+			}
+		case restart.ScalePauseRead:
+			if answer == restart.ScaleUnavailable {
+				d.log.Warn("scaling back after the surge failed; checking the job and retrying", "group", group, "err", err)
+			}
+			if !pause.Wait(ctx) {
 				return ctx.Err()
 			}
-			continue
-		case errors.Is(err, cluster.ErrScaleBlocked):
-			// Nomad refuses to scale while a deployment runs. The surge's own (its new
-			// allocations never got healthy, and the restart is ending) would run until the
-			// job's own deadlines: fail it, so that the count comes back now. Another's
-			// is waited for.
-			if failed, ferr := d.failSurgeDeployment(ctx, sc, *sg); ferr != nil {
-				d.log.Warn("failing the surge's own deployment", "group", group, "err", ferr)
-			} else if failed {
-				continue
-			}
-			if werr := d.awaitDeploymentEnd(ctx, sc, 0, time.Until(giveUp)); werr != nil {
+		case restart.ScaleAwaitDeployment:
+			if werr := d.unblockScaleDown(ctx, g, giveUp); werr != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				return restore(*sg, err)
+				return d.surgeNotRestored(ctx, g, err)
 			}
-			continue
-		case transient(err) && time.Now().Before(giveUp):
-			d.log.Warn("scaling back after the surge failed; checking the job and retrying", "group", group, "err", err)
-			if b.wait(ctx) != nil {
-				return ctx.Err()
-			}
-			continue
+		default:
+			return d.surgeNotRestored(ctx, g, err)
 		}
-		return restore(*sg, err)
 	}
 }
 
-// failSurgeDeployment fails the job's active deployment when it is the one the surge's
-// scale-up made (its JobSpecModifyIndex is the scale-up's), and reports whether it did.
-func (d *driver) failSurgeDeployment(ctx context.Context, sc cluster.Scaler, sg restart.SurgeGroup) (bool, error) {
-	if sg.UpIndex == 0 {
-		return false, nil // the scale-up's index is unknown: never fail another's
+// surgeNotRestored records that the group could not be scaled back, with the command that
+// restores its count.
+func (d *driver) surgeNotRestored(ctx context.Context, g restart.SurgeGroup, err error) error {
+	return d.surgeLeft(ctx, g, fmt.Sprintf("could not scale group %q back to %d (%v); restore it with `nomad job scale -namespace %s %s %s %d`",
+		g.Group, g.From, err, nsName(d.jobNS), d.jobID, g.Group, g.From), false)
+}
+
+// unblockScaleDown clears the way of a scale-down Nomad refused while a deployment runs:
+// the surge's own is failed (restart.SurgeGroup.OwnsDeployment), so that the count comes
+// back now; another's is waited for until giveUp.
+func (d *driver) unblockScaleDown(ctx context.Context, g restart.SurgeGroup, giveUp time.Time) error {
+	if failed, err := d.failSurgeDeployment(ctx, g); err != nil {
+		d.log.Warn("failing the surge's own deployment", "group", g.Group, "err", err)
+	} else if failed {
+		return nil
 	}
-	dep, _, err := sc.LatestDeployment(ctx, d.jobNS, d.jobID, 0)
-	if err != nil || dep == nil || !dep.Active() || dep.JobSpecModifyIndex != sg.UpIndex {
+	return d.awaitDeploymentEnd(ctx, 0, time.Until(giveUp))
+}
+
+// failSurgeDeployment fails the job's active deployment when it is the one the surge's
+// scale-up made, and reports whether it did.
+func (d *driver) failSurgeDeployment(ctx context.Context, sg restart.SurgeGroup) (bool, error) {
+	if sg.UpIndex == 0 {
+		return false, nil // no deployment can be the surge's: spare the read
+	}
+	dep, _, err := d.e.cluster.LatestDeployment(ctx, d.jobNS, d.jobID, 0)
+	if err != nil || dep == nil || !sg.OwnsDeployment(dep.Active(), dep.JobSpecModifyIndex) {
 		return false, err
 	}
-	if err := sc.FailDeployment(ctx, d.jobNS, dep.ID); err != nil {
+	if err := d.e.cluster.FailDeployment(ctx, d.jobNS, dep.ID); err != nil {
 		return false, err
 	}
 	return true, d.saveSurge(ctx, sg, restart.EventSurge, fmt.Sprintf("Failed deployment %q of the surge of group %q, so that it can scale back", short(dep.ID), sg.Group))
@@ -505,7 +456,7 @@ func surgeAllocs(allocs []*restart.Alloc, g restart.SurgeGroup, planned map[stri
 // awaitSurgeHealthy waits until the group's surge allocations serve and pass the health
 // gate, and Nomad's deployment for the scaled version (rolling groups) ended successfully.
 // It returns false when the operator's intent changed, or when the restart ended failed.
-func (d *driver) awaitSurgeHealthy(ctx context.Context, sc cluster.Scaler, g restart.SurgeGroup, rolling bool) (bool, error) {
+func (d *driver) awaitSurgeHealthy(ctx context.Context, g restart.SurgeGroup, rolling bool) (bool, error) {
 	deadline := d.surgeDeadline(g.Group)
 	giveUp := time.NewTimer(deadline)
 	defer giveUp.Stop()
@@ -555,7 +506,7 @@ func (d *driver) awaitSurgeHealthy(ctx context.Context, sc cluster.Scaler, g res
 	if !rolling {
 		return true, nil
 	}
-	if err := d.awaitDeploymentEnd(ctx, sc, g.ScaledIndex, deadline); err != nil {
+	if err := d.awaitDeploymentEnd(ctx, g.ScaledIndex, deadline); err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
 		}
@@ -624,28 +575,21 @@ func (d *driver) gateSurge(ctx context.Context, allocs []*restart.Alloc, group s
 // awaitDeploymentEnd waits until the job has no active deployment of a version at or past
 // sinceIndex (a JobSpecModifyIndex; 0: any), and fails when that deployment failed or was
 // cancelled. With sinceIndex set it also waits for the deployment to appear, as Nomad makes
-// it when it processes the scale's evaluation.
-func (d *driver) awaitDeploymentEnd(ctx context.Context, sc cluster.Scaler, sinceIndex uint64, within time.Duration) error {
+// it when it processes the scale's evaluation. The blocking reads retry inside the cluster.
+func (d *driver) awaitDeploymentEnd(ctx context.Context, sinceIndex uint64, within time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, max(within, time.Millisecond))
 	defer cancel()
 	var index uint64
-	var b backoff
 	for {
-		dep, next, err := sc.LatestDeployment(wctx, d.jobNS, d.jobID, index)
+		dep, next, err := d.e.cluster.LatestDeployment(wctx, d.jobNS, d.jobID, index)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case wctx.Err() != nil:
 			return fmt.Errorf("the deployment of job %q did not end within %s", d.jobID, within)
-		case err != nil && transient(err):
-			if b.wait(wctx) != nil {
-				return fmt.Errorf("the deployment of job %q did not end within %s: %w", d.jobID, within, err)
-			}
-			continue
 		case err != nil:
 			return err
 		}
-		b = backoff{}
 		index = max(next, index+1)
 		switch {
 		case dep == nil || dep.JobSpecModifyIndex < sinceIndex:
@@ -706,52 +650,18 @@ func (d *driver) surgeGate(ctx context.Context, a *restart.Alloc) error {
 	// resuming the surge; the caller's deadline runs from when this driver waits.
 	minH, _ := d.spec.HealthTimes(a.Group)
 	tasks := runningTasks(a)
-	cfg := health.Config{Mode: health.ModeRunning, Tasks: tasks, MinHealthy: minH}
-	var sources health.Sources
+	cfg := health.Config{Mode: restart.HealthRunning, Tasks: tasks, MinHealthy: minH}
+	var watched *health.Sources // nil: no checks to watch
 	if d.spec.Health == restart.HealthChecks {
 		job, src, err := d.gateDeps(ctx)
 		if err != nil {
 			return &allocFailure{err}
 		}
-		cfg.Mode, cfg.Tasks, cfg.Checks, sources = health.ModeChecks, longRunning(job, a.Group, tasks), health.AllocChecks(job, a), src
+		cfg.Mode, cfg.Tasks, cfg.Checks, watched = restart.HealthChecks, health.LongRunning(job, a.Group, tasks), health.AllocChecks(job, a), &src
 	}
 	cfg.Since = tasksStarted(a, cfg.Tasks)
 	d.e.observeTimes(a)
 	g := health.NewGate(cfg)
 	g.ObserveAlloc(a)
-	now := d.e.nomadNow()
-
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	srcErr := make(chan error, 1)
-	if cfg.Mode == health.ModeChecks {
-		go func() { srcErr <- sources.Watch(wctx, g, a.ID) }()
-	}
-	allocs := d.followAlloc(wctx, a.ID, a.ModifyIndex)
-	tick := d.gateTicker()
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-srcErr:
-			srcErr = nil
-			if err != nil && ctx.Err() == nil {
-				return &allocFailure{err}
-			}
-		case r := <-allocs:
-			if r.err != nil {
-				return &allocFailure{fmt.Errorf("following surge allocation %q: %w", a.ID, r.err)}
-			}
-			d.e.observeTimes(r.a)
-			g.ObserveAlloc(r.a)
-		case <-tick.C:
-		}
-		switch v := g.Evaluate(now()); v.State {
-		case health.Healthy:
-			return nil
-		case health.Failed:
-			return &allocFailure{errors.New(v.Reason)}
-		}
-	}
+	return d.judgeGate(ctx, g, watched, a.ID, "surge allocation", a.ModifyIndex, nil)
 }

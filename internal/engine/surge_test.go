@@ -166,37 +166,7 @@ func TestSurgeDeploymentWait(t *testing.T) {
 			fs := newFakeScaler(2)
 			fs.deps = tc.deps
 			d, _ := surgeDriver(t, fs, restart.SurgeGroup{Group: "web", From: 1, To: 2, Phase: restart.SurgeScalingUp})
-			err := d.awaitDeploymentEnd(context.Background(), fs, tc.since, 50*time.Millisecond)
-			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-				t.Fatalf("%v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// TestSurgeRefusal covers the refusals checked before anything changes.
-func TestSurgeRefusal(t *testing.T) {
-	job := func(typ string, g cluster.GroupScale) *cluster.JobScale {
-		return &cluster.JobScale{ID: "web", Type: typ, Groups: map[string]cluster.GroupScale{"web": g}}
-	}
-	for _, tc := range []struct {
-		name string
-		spec restart.Spec
-		js   *cluster.JobScale
-		want string
-	}{
-		{"service", restart.Spec{Surge: 1}, job("service", cluster.GroupScale{Count: 1}), ""},
-		{"batch", restart.Spec{Surge: 1}, job("batch", cluster.GroupScale{Count: 1}), "service jobs only"},
-		{"system", restart.Spec{Surge: 1}, job("system", cluster.GroupScale{Count: 1}), "service jobs only"},
-		{"scaling policy", restart.Spec{Surge: 1}, job("service", cluster.GroupScale{Count: 1, Scaling: true, Bounded: true, Min: 1, Max: 5}), "-surge-ignore-scaling"},
-		{"scaling policy ignored", restart.Spec{Surge: 1, SurgeIgnoreScaling: true}, job("service", cluster.GroupScale{Count: 1, Scaling: true, Bounded: true, Min: 1, Max: 5}), ""},
-		{"past the policy's max", restart.Spec{Surge: 2, SurgeIgnoreScaling: true}, job("service", cluster.GroupScale{Count: 4, Scaling: true, Bounded: true, Min: 1, Max: 5}), "lower -surge"},
-		{"past a disabled policy's max", restart.Spec{Surge: 2}, job("service", cluster.GroupScale{Count: 4, Bounded: true, Min: 1, Max: 5}), "lower -surge"},
-		{"group gone", restart.Spec{Surge: 1}, &cluster.JobScale{ID: "web", Type: "service"}, "no longer in job"},
-		{"stopped", restart.Spec{Surge: 1}, &cluster.JobScale{ID: "web", Type: "service", Stopped: true}, "stopped"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := surgeRefusal(tc.spec, tc.js, []string{"web"})
+			err := d.awaitDeploymentEnd(context.Background(), tc.since, 50*time.Millisecond)
 			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("%v, want %q", err, tc.want)
 			}
@@ -260,34 +230,5 @@ func TestSurgeUpWithoutScaler(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Fatal("canceled")
-	}
-}
-
-// TestSurgeBudget: while a group's surge is up its budget gains the surge's allocations: a
-// group of 2 with one allocation crash-looping, surged to 3, may restart its healthy one
-// (2 serve before, 1 during), which without the surge's gain would wait.
-func TestSurgeBudget(t *testing.T) {
-	serving := func(id string, create uint64) *restart.Alloc {
-		return &restart.Alloc{ID: id, Group: "web", CreateIndex: create, DesiredStatus: "run", ClientStatus: "running",
-			Tasks: map[string]restart.TaskState{"main": {State: restart.TaskRunning}}}
-	}
-	looping := serving("looping", 2)
-	looping.Tasks = map[string]restart.TaskState{"main": {State: restart.TaskPending}}
-	allocs := []*restart.Alloc{serving("healthy", 1), looping, serving("surge", 10)}
-	job := &restart.Job{ID: "web", Type: "service", Groups: []restart.Group{{Name: "web", Count: 3}}}
-	for _, tc := range []struct {
-		phase restart.SurgePhase
-		fits  bool
-	}{
-		{restart.SurgeUp, true},
-		{restart.SurgeScalingUp, false},
-		{restart.SurgeDown, false},
-	} {
-		r := &restart.Record{Allocs: []restart.AllocProgress{{ID: "healthy", Group: "web", Batch: 1}, {ID: "looping", Group: "web", Batch: 2}},
-			Batches: 2, Surge: []restart.SurgeGroup{{Group: "web", From: 2, To: 3, Phase: tc.phase}}}
-		bs := budgets(r, restart.Spec{}, job, 1, allocs)
-		if len(bs) != 1 || bs[0].Fits() != tc.fits {
-			t.Errorf("surge %s: budget %+v fits %v, want %v", tc.phase, bs, bs[0].Fits(), tc.fits)
-		}
 	}
 }

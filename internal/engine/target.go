@@ -7,10 +7,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hashicorp/nomad/api"
-
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
+
+// errTargetingUnsupported is the answer for a cluster client that cannot evaluate -filter or
+// list nodes.
+var errTargetingUnsupported = errors.New("this cluster cannot evaluate -filter, -node or -datacenter; drop them")
 
 // target narrows the selected allocations to -filter, -node and -datacenter, and puts
 // those out of service first with -unhealthy-first. The allocations left out are skipped
@@ -19,42 +22,27 @@ func (e *Engine) target(ctx context.Context, spec restart.Spec, job *restart.Job
 	if spec.Filter == "" && len(spec.Nodes) == 0 && len(spec.Datacenters) == 0 {
 		return orderUnhealthyFirst(spec, kept), nil, nil
 	}
-	nc, _ := e.cluster.(nomadClient)
-	if nc == nil {
-		return nil, nil, errors.New("this cluster cannot evaluate -filter, -node or -datacenter; drop them")
-	}
-	client := nc.Client()
 	var matching map[string]bool
 	if spec.Filter != "" {
-		// Nomad evaluates the expression, on the allocations list (its job allocations
-		// endpoint takes no filter); the job's own clause keeps the answer small.
-		expr := fmt.Sprintf("JobID == %q and Namespace == %q and (%s)", job.ID, job.Namespace, spec.Filter)
-		stubs, err := retry(ctx, func() ([]*api.AllocationListStub, error) {
-			s, _, err := client.Allocations().List((&api.QueryOptions{Namespace: job.Namespace, Filter: expr,
-				Params: map[string]string{"task_states": "false"}}).WithContext(ctx))
-			return s, err
-		})
-		if err != nil {
+		m, err := e.cluster.MatchingAllocations(ctx, job.Namespace, job.ID, spec.Filter)
+		switch {
+		case errors.Is(err, cluster.ErrNotSupported):
+			return nil, nil, errTargetingUnsupported
+		case err != nil:
 			return nil, nil, fmt.Errorf("invalid -filter %q: Nomad answered: %s; see Nomad's filter syntax (fields of an allocation, like TaskGroup == \"web\")", spec.Filter, oneLineErr(err))
 		}
-		matching = map[string]bool{}
-		for _, s := range stubs {
-			matching[s.ID] = true
-		}
+		matching = m
 	}
 	var dcOf map[string]string
 	if len(spec.Datacenters) > 0 {
-		nodes, err := retry(ctx, func() ([]*api.NodeListStub, error) {
-			n, _, err := client.Nodes().List((&api.QueryOptions{}).WithContext(ctx))
-			return n, err
-		})
-		if err != nil {
+		m, err := e.cluster.NodeDatacenters(ctx)
+		switch {
+		case errors.Is(err, cluster.ErrNotSupported):
+			return nil, nil, errTargetingUnsupported
+		case err != nil:
 			return nil, nil, fmt.Errorf("listing nodes for -datacenter: %w; the token needs node:read", err)
 		}
-		dcOf = map[string]string{}
-		for _, n := range nodes {
-			dcOf[n.ID] = n.Datacenter
-		}
+		dcOf = m
 	}
 	var out []*restart.Alloc
 	var skipped []Skip

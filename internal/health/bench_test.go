@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // BenchmarkGate measures one observation and one verdict for an allocation with 20
@@ -19,7 +21,7 @@ func BenchmarkGate(b *testing.B) {
 		nomad = append(nomad, nc(name, NomadSuccess, ModeHealthiness, ""))
 		consul = append(consul, cc(name, ConsulWarning, ""))
 	}
-	g := NewGate(Config{Mode: ModeChecks, Checks: specs, Since: t0, MinHealthy: 10 * time.Second, Deadline: time.Hour})
+	g := NewGate(Config{Mode: restart.HealthChecks, Checks: specs, Since: t0, MinHealthy: 10 * time.Second, Deadline: time.Hour})
 	g.ObserveAlloc(runningAlloc(map[string]float64{"app": 1, "proxy": 1}))
 	b.ReportAllocs()
 	i := 0

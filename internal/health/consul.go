@@ -1,6 +1,7 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 )
 
 // ConsulConfig says how to reach Consul. Empty fields keep what consul/api's DefaultConfig
@@ -42,24 +45,12 @@ func (c ConsulConfig) apiConfig(pooled bool) *consulapi.Config {
 	if pooled {
 		cfg = consulapi.DefaultConfig()
 	}
-	if c.Address != "" {
-		cfg.Address = c.Address
-	}
-	if c.Token != "" {
-		cfg.Token = c.Token
-	}
-	if c.CACert != "" {
-		cfg.TLSConfig.CAFile = c.CACert
-	}
-	if c.ClientCert != "" {
-		cfg.TLSConfig.CertFile = c.ClientCert
-	}
-	if c.ClientKey != "" {
-		cfg.TLSConfig.KeyFile = c.ClientKey
-	}
-	if c.TLSServerName != "" {
-		cfg.TLSConfig.Address = c.TLSServerName
-	}
+	cfg.Address = cmp.Or(c.Address, cfg.Address)
+	cfg.Token = cmp.Or(c.Token, cfg.Token)
+	cfg.TLSConfig.CAFile = cmp.Or(c.CACert, cfg.TLSConfig.CAFile)
+	cfg.TLSConfig.CertFile = cmp.Or(c.ClientCert, cfg.TLSConfig.CertFile)
+	cfg.TLSConfig.KeyFile = cmp.Or(c.ClientKey, cfg.TLSConfig.KeyFile)
+	cfg.TLSConfig.Address = cmp.Or(c.TLSServerName, cfg.TLSConfig.Address)
 	if c.SkipVerify != nil {
 		cfg.TLSConfig.InsecureSkipVerify = *c.SkipVerify
 	}
@@ -84,7 +75,17 @@ type Consul struct {
 // NewConsul returns a Consul check source. clock is Nomad's clock, which stamps snapshots
 // (Consul's answers carry no time); log may be nil. It does not contact Consul: see Probe.
 func NewConsul(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error) {
-	client, addr, err := cfg.Client(true)
+	return newConsul(cfg, clock, log, true)
+}
+
+// NewConsulUnpooled is NewConsul for a source made and dropped often (one per batch): its
+// idle connections do not outlive it.
+func NewConsulUnpooled(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error) {
+	return newConsul(cfg, clock, log, false)
+}
+
+func newConsul(cfg ConsulConfig, clock Clock, log *slog.Logger, pooled bool) (*Consul, error) {
+	client, addr, err := cfg.Client(pooled)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +142,35 @@ func (c *Consul) Probe(ctx context.Context, services ...string) error {
 		}
 	}
 	return nil
+}
+
+// ServiceCheck is one check of one instance of a Consul service, with the ID Nomad
+// registered the instance under (it starts with the allocation's ServicePrefix).
+type ServiceCheck struct {
+	ServiceID string
+	Check
+}
+
+// ServiceChecks reads the checks of every instance of a Consul service once (no blocking
+// query: for a caller that wants the answer now, such as the availability budget).
+func (c *Consul) ServiceChecks(ctx context.Context, service string) ([]ServiceCheck, error) {
+	checks, meta, err := c.client.Health().Checks(service, (&consulapi.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("reading Consul checks of service %q at %s: %w", service, c.addr, err)
+	}
+	if len(checks) == 0 && meta != nil && meta.ResultsFilteredByACLs {
+		// Consul hides what the token may not read rather than refusing.
+		return nil, fmt.Errorf("the checks of service %q are hidden from this token by Consul at %s: set -consul-token or CONSUL_HTTP_TOKEN to a token with service:read and node:read", service, c.addr)
+	}
+	out := make([]ServiceCheck, 0, len(checks))
+	for _, hc := range checks {
+		if hc == nil {
+			continue
+		}
+		out = append(out, ServiceCheck{ServiceID: hc.ServiceID, Check: Check{Provider: ProviderConsul, ID: hc.CheckID,
+			Name: hc.Name, Service: hc.ServiceName, Status: hc.Status, Output: hc.Output}})
+	}
+	return out, nil
 }
 
 func (c *Consul) hidden(service string) error {
@@ -219,11 +249,9 @@ func (c *Consul) Watch(ctx context.Context, allocID string, services []string, e
 	m := &merger{allocID: allocID, emit: emit, clock: c.clock, latest: map[string][]Check{}, errs: map[string]error{}, want: len(services)}
 	var wg sync.WaitGroup
 	for _, svc := range services {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			c.watchService(ctx, allocID, svc, m)
-		}()
+		})
 	}
 	wg.Wait()
 	return ctx.Err()
@@ -233,7 +261,9 @@ func (c *Consul) Watch(ctx context.Context, allocID string, services []string, e
 // on the last index, start over from zero when the index goes backwards.
 func (c *Consul) watchService(ctx context.Context, allocID, service string, m *merger) {
 	var index uint64
-	backoff := 100 * time.Millisecond
+	// A failure is the gate's to judge (it is emitted); the watch itself resumes, paced,
+	// while ctx lasts, as Nomad's watches do.
+	backoff := cluster.NewBackoff(cluster.RetryPolicy{Initial: 100 * time.Millisecond, Max: 10 * time.Second})
 	prefix := ServicePrefix(allocID)
 	for ctx.Err() == nil {
 		q := (&consulapi.QueryOptions{WaitIndex: index, WaitTime: c.wait}).WithContext(ctx)
@@ -245,15 +275,12 @@ func (c *Consul) watchService(ctx context.Context, allocID, service string, m *m
 			err = fmt.Errorf("reading Consul checks of service %q: %w", service, c.explain(err))
 			c.log.Debug("consul checks unreadable", "alloc", allocID, "service", service, "error", err)
 			m.update(service, nil, err)
-			select {
-			case <-ctx.Done():
+			if !backoff.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, 10*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff.Reset()
 		if meta.LastIndex < index {
 			index = 0
 		} else {

@@ -35,12 +35,13 @@ type Verdict struct {
 
 // Config is what a Gate judges one allocation by.
 type Config struct {
-	// Mode is ModeRunning or ModeChecks (ModeNone: healthy at once; resolve ModeAuto first
-	// with ResolveMode, the gate treats it as ModeChecks).
-	Mode Mode
+	// Mode is restart.HealthRunning or restart.HealthChecks (restart.HealthNone: healthy at
+	// once; resolve restart.HealthAuto first with ResolveMode, the gate treats it as
+	// restart.HealthChecks).
+	Mode restart.HealthMode
 	// Tasks are the tasks the restart targeted; empty means every task of the allocation.
 	Tasks []string
-	// Checks are the checks that count (AllocChecks); used in ModeChecks only.
+	// Checks are the checks that count (AllocChecks); used in restart.HealthChecks only.
 	Checks []CheckSpec
 	// Since is when the restart took effect for this allocation, on Nomad's clock (for a
 	// replacement allocation, when it was created): tasks must have started at or after it,
@@ -82,7 +83,7 @@ type providerState struct {
 // NewGate returns a gate for one allocation.
 func NewGate(cfg Config) *Gate {
 	g := &Gate{cfg: cfg, checks: map[Provider]*providerState{}}
-	if cfg.Mode != ModeRunning && cfg.Mode != ModeNone {
+	if cfg.Mode != restart.HealthRunning && cfg.Mode != restart.HealthNone {
 		for _, s := range cfg.Checks {
 			if g.checks[s.Provider] == nil {
 				g.checks[s.Provider] = &providerState{}
@@ -157,7 +158,7 @@ func (g *Gate) ObserveChecks(s Snapshot) {
 func (g *Gate) Evaluate(now time.Time) Verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cfg.Mode == ModeNone {
+	if g.cfg.Mode == restart.HealthNone {
 		return Verdict{State: Healthy, Since: g.cfg.Since}
 	}
 	failed, waiting := g.tasks()

@@ -57,7 +57,7 @@ func snap(p Provider, sec float64, checks ...Check) *Snapshot {
 }
 
 func TestGate(t *testing.T) {
-	cfg := func(mode Mode, checks ...CheckSpec) Config {
+	cfg := func(mode restart.HealthMode, checks ...CheckSpec) Config {
 		return Config{Mode: mode, Tasks: []string{"app"}, Checks: checks, Since: t0, MinHealthy: 10 * time.Second, Deadline: time.Minute}
 	}
 	app := func(s float64) *restart.Alloc { return runningAlloc(map[string]float64{"app": s}) }
@@ -66,53 +66,53 @@ func TestGate(t *testing.T) {
 		cfg   Config
 		steps []step
 	}{
-		{"nothing observed is never healthy", cfg(ModeRunning), []step{
+		{"nothing observed is never healthy", cfg(restart.HealthRunning), []step{
 			{now: 30, state: Pending, reason: "allocation not yet read"},
 		}},
-		{"running: healthy after min healthy time from the task's start", cfg(ModeRunning), []step{
+		{"running: healthy after min healthy time from the task's start", cfg(restart.HealthRunning), []step{
 			{alloc: app(2), now: 5, state: Pending, reason: "min healthy time: 3s of 10s"},
 			{now: 11.9, state: Pending, reason: "min healthy time: 9.9s of 10s"},
 			{now: 12, state: Healthy, since: 2},
 		}},
-		{"a task that started before the restart is not restarted yet", cfg(ModeRunning), []step{
+		{"a task that started before the restart is not restarted yet", cfg(restart.HealthRunning), []step{
 			{alloc: app(-100), now: 5, state: Pending, reason: "task app not yet restarted"},
 		}},
-		{"a pending task says so with its last event", cfg(ModeRunning), []step{
+		{"a pending task says so with its last event", cfg(restart.HealthRunning), []step{
 			{alloc: func() *restart.Alloc {
 				a := app(0)
 				a.Tasks["app"] = restart.TaskState{State: restart.TaskPending, Events: []restart.TaskEvent{{Type: restart.TaskEventRestarting, Message: "Task restarting in 15s"}}}
 				return a
 			}(), now: 5, state: Pending, reason: "task app not yet running (Restarting: Task restarting in 15s)"},
 		}},
-		{"a failed task fails at once", cfg(ModeRunning), []step{
+		{"a failed task fails at once", cfg(restart.HealthRunning), []step{
 			{alloc: func() *restart.Alloc {
 				a := app(0)
 				a.Tasks["app"] = restart.TaskState{State: restart.TaskDead, Failed: true, Events: []restart.TaskEvent{{Type: restart.TaskEventNotRestarting, Message: "Exceeded allowed attempts 2 in interval 30m0s"}}}
 				return a
 			}(), now: 5, state: Failed, reason: "task app failed (Not Restarting: Exceeded allowed attempts"},
 		}},
-		{"a stopped allocation fails", cfg(ModeRunning), []step{
+		{"a stopped allocation fails", cfg(restart.HealthRunning), []step{
 			{alloc: func() *restart.Alloc { a := app(1); a.DesiredStatus = restart.DesiredStop; return a }(), now: 5, state: Failed, reason: "desired status stop"},
 		}},
-		{"task states missing from a stub", cfg(ModeRunning), []step{
+		{"task states missing from a stub", cfg(restart.HealthRunning), []step{
 			{alloc: &restart.Alloc{DesiredStatus: "run", ClientStatus: "running"}, now: 50, state: Pending, reason: "task states not yet read"},
 		}},
-		{"a task restarting again restarts the timer", cfg(ModeRunning), []step{
+		{"a task restarting again restarts the timer", cfg(restart.HealthRunning), []step{
 			{alloc: app(1), now: 9, state: Pending, reason: "8s of 10s"},
 			{alloc: app(8), now: 12, state: Pending, reason: "4s of 10s"},
 			{now: 18, state: Healthy, since: 8},
 		}},
-		{"an untargeted sidecar still starting holds health back", cfg(ModeRunning), []step{
+		{"an untargeted sidecar still starting holds health back", cfg(restart.HealthRunning), []step{
 			{alloc: func() *restart.Alloc {
 				a := app(1)
 				a.Tasks["proxy"] = restart.TaskState{State: restart.TaskPending}
 				return a
 			}(), now: 20, state: Pending, reason: "task proxy not yet running"},
 		}},
-		{"deadline passes with the last reason", cfg(ModeRunning), []step{
+		{"deadline passes with the last reason", cfg(restart.HealthRunning), []step{
 			{alloc: app(-5), now: 60, state: Failed, reason: "not healthy within the healthy deadline of 1m0s: task app not yet restarted"},
 		}},
-		{"nomad check passes late: timer from the first passing read", cfg(ModeChecks, nomadHTTP), []step{
+		{"nomad check passes late: timer from the first passing read", cfg(restart.HealthChecks, nomadHTTP), []step{
 			{alloc: app(1), now: 2, state: Pending, reason: "Nomad checks not yet read"},
 			{snap: snap(ProviderNomad, 3, nc("http", NomadPending, ModeHealthiness, "")), now: 3, state: Pending, reason: "check http (nomad) pending"},
 			{snap: snap(ProviderNomad, 5, nc("http", NomadFailure, ModeHealthiness, "nomad: dial tcp: connection refused\nmore")), now: 5, state: Pending,
@@ -120,71 +120,71 @@ func TestGate(t *testing.T) {
 			{snap: snap(ProviderNomad, 7, nc("http", NomadSuccess, ModeHealthiness, "ok")), now: 16, state: Pending, reason: "min healthy time: 9s of 10s"},
 			{snap: snap(ProviderNomad, 17, nc("http", NomadSuccess, ModeHealthiness, "ok")), now: 17, state: Healthy, since: 7},
 		}},
-		{"a check that fails again restarts the min-healthy timer", cfg(ModeChecks, nomadHTTP), []step{
+		{"a check that fails again restarts the min-healthy timer", cfg(restart.HealthChecks, nomadHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadSuccess, "", "")), now: 8, state: Pending, reason: "6s of 10s"},
 			{snap: snap(ProviderNomad, 9, nc("http", NomadFailure, "", "boom")), now: 9, state: Pending, reason: "failure: boom"},
 			{snap: snap(ProviderNomad, 10, nc("http", NomadSuccess, "", "")), now: 13, state: Pending, reason: "3s of 10s"},
 			{now: 20, state: Healthy, since: 10},
 		}},
-		{"a failing readiness check does not count, a pending one does", cfg(ModeChecks, nomadHTTP, nomadReady), []step{
+		{"a failing readiness check does not count, a pending one does", cfg(restart.HealthChecks, nomadHTTP, nomadReady), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadSuccess, ModeHealthiness, ""), nc("ready", NomadPending, ModeReadiness, "")),
 				now: 20, state: Pending, reason: "check ready (nomad) pending"},
 			{snap: snap(ProviderNomad, 3, nc("http", NomadSuccess, ModeHealthiness, ""), nc("ready", NomadFailure, ModeReadiness, "")), now: 13, state: Healthy, since: 3},
 		}},
-		{"a missing check is not registered", cfg(ModeChecks, nomadHTTP, nomadReady), []step{
+		{"a missing check is not registered", cfg(restart.HealthChecks, nomadHTTP, nomadReady), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadSuccess, "", "")), now: 30, state: Pending, reason: "check ready (nomad) not registered"},
 		}},
-		{"consul critical with its output", cfg(ModeChecks, consulHTTP), []step{
+		{"consul critical with its output", cfg(restart.HealthChecks, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulCritical, "Get \"http://10.0.0.1:8080/\": dial tcp: connection refused")), now: 3, state: Pending,
 				reason: `check http (consul) critical: Get "http://10.0.0.1:8080/": dial tcp: connection refused`},
 		}},
-		{"consul warning passes with ignore_warnings, critical with ignore", cfg(ModeChecks, consulHTTP, consulWarn, consulIgn), []step{
+		{"consul warning passes with ignore_warnings, critical with ignore", cfg(restart.HealthChecks, consulHTTP, consulWarn, consulIgn), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulPassing, ""), cc("load", ConsulWarning, ""), cc("cache", ConsulCritical, "")), now: 12, state: Healthy, since: 2},
 		}},
-		{"consul warning blocks without ignore_warnings", cfg(ModeChecks, consulHTTP), []step{
+		{"consul warning blocks without ignore_warnings", cfg(restart.HealthChecks, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulWarning, "slow")), now: 30, state: Pending, reason: "check http (consul) warning: slow"},
 		}},
-		{"consul critical blocks with ignore_warnings", cfg(ModeChecks, consulWarn), []step{
+		{"consul critical blocks with ignore_warnings", cfg(restart.HealthChecks, consulWarn), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("load", ConsulCritical, "")), now: 30, state: Pending, reason: "check load (consul) critical"},
 		}},
-		{"an unknown consul status (maintenance) blocks", cfg(ModeChecks, consulHTTP), []step{
+		{"an unknown consul status (maintenance) blocks", cfg(restart.HealthChecks, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", "maintenance", "")), now: 30, state: Pending, reason: "check http (consul) maintenance"},
 		}},
-		{"an extra check without a definition counts as require_healthy", cfg(ModeChecks, consulHTTP), []step{
+		{"an extra check without a definition counts as require_healthy", cfg(restart.HealthChecks, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulPassing, ""), cc("Connect Sidecar Listening", ConsulCritical, "")), now: 30, state: Pending, reason: "Connect Sidecar Listening"},
 		}},
-		{"mixed providers: both must pass, the later starts the stretch", cfg(ModeChecks, nomadHTTP, consulHTTP), []step{
+		{"mixed providers: both must pass, the later starts the stretch", cfg(restart.HealthChecks, nomadHTTP, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadSuccess, "", "")), now: 20, state: Pending, reason: "Consul checks not yet read"},
 			{snap: snap(ProviderConsul, 6, cc("http", ConsulPassing, "")), now: 15, state: Pending, reason: "9s of 10s"},
 			{now: 16, state: Healthy, since: 6},
 		}},
-		{"a source error is missing data", cfg(ModeChecks, consulHTTP), []step{
+		{"a source error is missing data", cfg(restart.HealthChecks, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulPassing, "")), now: 5, state: Pending, reason: "3s of 10s"},
 			{snap: &Snapshot{Provider: ProviderConsul, At: at(6), Err: errConsulDn}, now: 20, state: Pending, reason: "Consul checks unreadable: Consul at http://127.0.0.1:8500 refused"},
 			{snap: snap(ProviderConsul, 21, cc("http", ConsulPassing, "")), now: 25, state: Pending, reason: "4s of 10s"},
 		}},
-		{"check results from the old process do not count after a task restart", cfg(ModeChecks, nomadHTTP), []step{
+		{"check results from the old process do not count after a task restart", cfg(restart.HealthChecks, nomadHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadSuccess, "", "")), now: 4, state: Pending, reason: "2s of 10s"},
 			{alloc: app(5), now: 16, state: Pending, reason: "Nomad checks not yet read since the tasks started"},
 			{snap: snap(ProviderNomad, 6, nc("http", NomadSuccess, "", "")), now: 15, state: Pending, reason: "9s of 10s"},
 			{now: 16, state: Healthy, since: 6},
 		}},
-		{"snapshots from before the restart and out of order are ignored", cfg(ModeChecks, nomadHTTP), []step{
+		{"snapshots from before the restart and out of order are ignored", cfg(restart.HealthChecks, nomadHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, -1, nc("http", NomadSuccess, "", "")), now: 20, state: Pending, reason: "Nomad checks not yet read"},
 			{snap: snap(ProviderNomad, 5, nc("http", NomadFailure, "", "")), now: 5, state: Pending, reason: "failure"},
 			{snap: snap(ProviderNomad, 4, nc("http", NomadSuccess, "", "")), now: 6, state: Pending, reason: "failure"},
 		}},
-		{"checks are ignored in running mode", cfg(ModeRunning, nomadHTTP), []step{
+		{"checks are ignored in running mode", cfg(restart.HealthRunning, nomadHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadFailure, "", "")), now: 11, state: Healthy, since: 1},
 		}},
-		{"checks deadline keeps the failing check as reason", cfg(ModeChecks, consulHTTP), []step{
+		{"checks deadline keeps the failing check as reason", cfg(restart.HealthChecks, consulHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulCritical, "refused")), now: 60, state: Failed,
 				reason: "not healthy within the healthy deadline of 1m0s: check http (consul) critical: refused"},
 		}},
-		{"healthy is not undone by the deadline", cfg(ModeRunning), []step{
+		{"healthy is not undone by the deadline", cfg(restart.HealthRunning), []step{
 			{alloc: app(1), now: 100, state: Healthy, since: 1},
 		}},
-		{"none is healthy at once", cfg(ModeNone), []step{
+		{"none is healthy at once", cfg(restart.HealthNone), []step{
 			{now: 0, state: Healthy, since: 0},
 		}},
 	}
@@ -214,7 +214,7 @@ func TestGate(t *testing.T) {
 }
 
 func TestGateWaitingListsEverything(t *testing.T) {
-	g := NewGate(Config{Mode: ModeChecks, Checks: []CheckSpec{consulHTTP, consulWarn}, Since: t0, MinHealthy: time.Second})
+	g := NewGate(Config{Mode: restart.HealthChecks, Checks: []CheckSpec{consulHTTP, consulWarn}, Since: t0, MinHealthy: time.Second})
 	g.ObserveAlloc(runningAlloc(map[string]float64{"app": 1}))
 	g.ObserveChecks(*snap(ProviderConsul, 2, cc("http", ConsulCritical, "a"), cc("load", ConsulCritical, "b")))
 	v := g.Evaluate(at(3))
@@ -252,12 +252,12 @@ func TestEvaluateMatchesUnresolvedNamesByService(t *testing.T) {
 }
 
 func TestSourcesRefuseWhatIsMissing(t *testing.T) {
-	g := NewGate(Config{Mode: ModeChecks, Checks: []CheckSpec{consulHTTP}, Since: t0})
+	g := NewGate(Config{Mode: restart.HealthChecks, Checks: []CheckSpec{consulHTTP}, Since: t0})
 	err := Sources{}.Watch(context.Background(), g, "0123456789")
 	if err == nil || err.Error() != "allocation 01234567 has Consul service checks but no Consul address is set: set -consul-address or CONSUL_HTTP_ADDR, or choose -health running" {
 		t.Fatalf("watch: %v", err)
 	}
-	g = NewGate(Config{Mode: ModeRunning, Checks: []CheckSpec{consulHTTP}, Since: t0})
+	g = NewGate(Config{Mode: restart.HealthRunning, Checks: []CheckSpec{consulHTTP}, Since: t0})
 	if err := (Sources{}).Watch(context.Background(), g, "0123456789"); err != nil {
 		t.Fatalf("running mode needs no source: %v", err)
 	}

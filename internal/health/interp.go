@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -13,11 +14,12 @@ import (
 // group, task, namespace, region and allocation variables, and NOMAD_META_*). A reference
 // to anything else (node attributes, ports, ...) stays as written; the gate then matches
 // that check by its service and position instead of its name, and Unresolved reports it.
-func AllocChecks(job *api.Job, a *restart.Alloc) []CheckSpec {
+func AllocChecks(spec *cluster.JobSpec, a *restart.Alloc) []CheckSpec {
 	if a == nil {
 		return nil
 	}
-	specs := GroupChecks(job, a.Group)
+	job := spec.API()
+	specs := groupChecks(job, a.Group)
 	for i := range specs {
 		env := allocEnv(job, a, specs[i].Task)
 		specs[i].Service = interpolate(specs[i].Service, env)

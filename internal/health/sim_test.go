@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -27,17 +27,7 @@ const timeScale = 20
 
 func startSim(t *testing.T) (*nomadsim.Cluster, *cluster.Nomad) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	sim, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: timeScale, Seed: 11})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	client, err := sim.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: timeScale, Seed: 11})
 	n := cluster.NewNomadWithOptions(client, cluster.Options{
 		Retry:     cluster.RetryPolicy{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, MaxElapsed: 5 * time.Second},
 		WatchWait: time.Second,
@@ -93,6 +83,14 @@ func deploy(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job)
 	return stored, allocs[0]
 }
 
+// gateOnSim deploys job on a new simulation and runs the gate on its allocation: gateRun.
+func gateOnSim(t *testing.T, job *api.Job, minHealthy, deadline time.Duration) (health.Verdict, []string, time.Time) {
+	t.Helper()
+	sim, n := startSim(t)
+	job, a := deploy(t, sim, n, job)
+	return gateRun(t, sim, n, job, a, minHealthy, deadline)
+}
+
 // gateRun restarts the allocation's task, runs the sources into a gate and returns the
 // final verdict, every distinct thing it waited for on the way, and the task's new start time.
 func gateRun(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job, a *restart.Alloc, minHealthy, deadline time.Duration) (health.Verdict, []string, time.Time) {
@@ -104,8 +102,8 @@ func gateRun(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job
 	if err := n.RestartTasks(ctx, a.ID, "app", false); err != nil {
 		t.Fatal(err)
 	}
-	specs := health.AllocChecks(job, a)
-	g := health.NewGate(health.Config{Mode: health.ModeChecks, Tasks: []string{"app"}, Checks: specs, Since: since, MinHealthy: minHealthy, Deadline: deadline})
+	specs := health.AllocChecks(cluster.NewJobSpec(job), a)
+	g := health.NewGate(health.Config{Mode: restart.HealthChecks, Tasks: []string{"app"}, Checks: specs, Since: since, MinHealthy: minHealthy, Deadline: deadline})
 
 	consul, err := health.NewConsul(health.ConsulConfig{Address: sim.ConsulAddr(), Wait: 2 * time.Second}, clock, nil)
 	if err != nil {
@@ -167,9 +165,7 @@ func gateRun(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job
 }
 
 func TestGateAgainstNomadsimChecksPassLate(t *testing.T) {
-	sim, n := startSim(t)
-	job, a := deploy(t, sim, n, mixedJob("late", "pass_after=8s", "pass_after=5s"))
-	v, seen, started := gateRun(t, sim, n, job, a, 4*time.Second, 2*time.Minute)
+	v, seen, started := gateOnSim(t, mixedJob("late", "pass_after=8s", "pass_after=5s"), 4*time.Second, 2*time.Minute)
 	if v.State != health.Healthy {
 		t.Fatalf("verdict %+v; reasons seen %q", v, seen)
 	}
@@ -194,20 +190,16 @@ func TestGateAgainstNomadsimChecksPassLate(t *testing.T) {
 }
 
 func TestGateAgainstNomadsimFailingCheckMissesDeadline(t *testing.T) {
-	sim, n := startSim(t)
-	job, a := deploy(t, sim, n, mixedJob("broken", "pass", "fail"))
-	v, seen, _ := gateRun(t, sim, n, job, a, 2*time.Second, 20*time.Second)
+	v, seen, _ := gateOnSim(t, mixedJob("broken", "pass", "fail"), 2*time.Second, 20*time.Second)
 	if v.State != health.Failed || !strings.Contains(v.Reason, "healthy deadline of 20s: check api-http (consul) critical: simulated check failure") {
 		t.Fatalf("verdict %+v; reasons seen %q", v, seen)
 	}
 }
 
 func TestGateAgainstNomadsimFlappingCheckResetsTimer(t *testing.T) {
-	sim, n := startSim(t)
 	// The Nomad check passes 6s, fails 6s, and so on: more than min_healthy_time in
 	// total, never for min_healthy_time in a row.
-	job, a := deploy(t, sim, n, mixedJob("flappy", "flap=6s", "pass"))
-	v, seen, _ := gateRun(t, sim, n, job, a, 10*time.Second, 40*time.Second)
+	v, seen, _ := gateOnSim(t, mixedJob("flappy", "flap=6s", "pass"), 10*time.Second, 40*time.Second)
 	if v.State != health.Failed || !strings.Contains(v.Reason, "healthy deadline of 40s") {
 		t.Fatalf("verdict %+v; reasons seen %q", v, seen)
 	}
@@ -216,18 +208,20 @@ func TestGateAgainstNomadsimFlappingCheckResetsTimer(t *testing.T) {
 	}
 }
 
-func TestConsulProbeRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+// unreachableConsul is a Consul source of an address nothing listens on, and that address.
+func unreachableConsul(t *testing.T) (*health.Consul, string) {
+	t.Helper()
+	addr := simtest.ClosedAddr(t)
 	c, err := health.NewConsul(health.ConsulConfig{Address: addr}, time.Now, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Probe(context.Background())
+	return c, addr
+}
+
+func TestConsulProbeRefused(t *testing.T) {
+	c, addr := unreachableConsul(t)
+	err := c.Probe(context.Background())
 	want := fmt.Sprintf("Consul at http://%s refused the connection: set -consul-address or CONSUL_HTTP_ADDR, or choose -health running", addr)
 	if err == nil || err.Error() != want {
 		t.Fatalf("probe: %v\nwant %s", err, want)
@@ -235,16 +229,7 @@ func TestConsulProbeRefused(t *testing.T) {
 }
 
 func TestConsulWatchReportsUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	c, err := health.NewConsul(health.ConsulConfig{Address: addr}, time.Now, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := unreachableConsul(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got := make(chan health.Snapshot, 1)

@@ -45,9 +45,7 @@ func (s Sources) Watch(ctx context.Context, g *Gate, allocID string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(providers))
 	for i, p := range providers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			switch p {
 			case ProviderNomad:
 				every := time.Duration(float64(PollInterval(g.cfg.Checks)) / scale)
@@ -55,7 +53,7 @@ func (s Sources) Watch(ctx context.Context, g *Gate, allocID string) error {
 			case ProviderConsul:
 				errs[i] = s.Consul.Watch(ctx, allocID, services, g.ObserveChecks)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil && ctx.Err() == nil {

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // Nomad's defaults for a group's update block (api.DefaultUpdateStrategy).
@@ -42,7 +45,11 @@ type CheckSpec struct {
 // the job's order), with Nomad's defaults filled in: the names Nomad gives unnamed
 // services and checks, the consul provider, and on_update inherited from the service.
 // It returns nil for an unknown group.
-func GroupChecks(job *api.Job, group string) []CheckSpec {
+func GroupChecks(spec *cluster.JobSpec, group string) []CheckSpec {
+	return groupChecks(spec.API(), group)
+}
+
+func groupChecks(job *api.Job, group string) []CheckSpec {
 	tg := lookupGroup(job, group)
 	if tg == nil {
 		return nil
@@ -128,10 +135,11 @@ func PollInterval(specs []CheckSpec) time.Duration {
 
 // Defaults returns the group's min_healthy_time and healthy_deadline from its update block,
 // then the job's, else Nomad's defaults (10s, 5m); and what -health auto means for the
-// group: ModeChecks when it defines checks, ModeRunning when it defines none or when its
+// group: restart.HealthChecks when it defines checks, restart.HealthRunning when it defines none or when its
 // update block says health_check = "task_states" (its operators chose not to trust the
 // checks for rollouts).
-func Defaults(job *api.Job, group string) (minHealthy, deadline time.Duration, mode Mode) {
+func Defaults(spec *cluster.JobSpec, group string) (minHealthy, deadline time.Duration, mode restart.HealthMode) {
+	job := spec.API()
 	minHealthy, deadline = DefaultMinHealthyTime, DefaultHealthyDeadline
 	var healthCheck string
 	var updates []*api.UpdateStrategy
@@ -156,25 +164,26 @@ func Defaults(job *api.Job, group string) (minHealthy, deadline time.Duration, m
 			healthCheck = *u.HealthCheck
 		}
 	}
-	mode = ModeRunning
-	if len(GroupChecks(job, group)) > 0 && healthCheck != "task_states" {
-		mode = ModeChecks
+	mode = restart.HealthRunning
+	if len(groupChecks(job, group)) > 0 && healthCheck != "task_states" {
+		mode = restart.HealthChecks
 	}
 	return minHealthy, deadline, mode
 }
 
-// ResolveMode turns ModeAuto into ModeChecks when any of the groups would use checks (see
-// Defaults), else ModeRunning; other modes are returned as they are.
-func ResolveMode(m Mode, job *api.Job, groups []string) Mode {
-	if m != ModeAuto && m != "" {
+// ResolveMode turns restart.HealthAuto into restart.HealthChecks when any of the groups
+// would use checks (see Defaults), else restart.HealthRunning; other modes are returned as
+// they are.
+func ResolveMode(m restart.HealthMode, spec *cluster.JobSpec, groups []string) restart.HealthMode {
+	if m != restart.HealthAuto && m != "" {
 		return m
 	}
 	for _, g := range groups {
-		if _, _, gm := Defaults(job, g); gm == ModeChecks {
-			return ModeChecks
+		if _, _, gm := Defaults(spec, g); gm == restart.HealthChecks {
+			return restart.HealthChecks
 		}
 	}
-	return ModeRunning
+	return restart.HealthRunning
 }
 
 func lookupGroup(job *api.Job, group string) *api.TaskGroup {
@@ -187,4 +196,43 @@ func lookupGroup(job *api.Job, group string) *api.TaskGroup {
 		}
 	}
 	return nil
+}
+
+// RunningTimes gives -health running each group's healthy deadline from its update block
+// (Nomad's healthy_deadline, the bound of a deployment's wait for the same thing) where
+// -healthy-deadline is not given. The min-healthy time stays the flag's (none by default):
+// without checks there is nothing to watch stay healthy but the tasks themselves.
+func RunningTimes(spec *restart.Spec, job *cluster.JobSpec, groups []string) {
+	if spec.HealthyDeadlineGiven {
+		return
+	}
+	spec.GroupHealth = map[string]restart.GroupHealth{}
+	for _, g := range groups {
+		_, deadline, _ := Defaults(job, g)
+		if deadline <= spec.MinHealthyTime {
+			deadline = spec.HealthyDeadline // the flag's min-healthy time needs room
+		}
+		spec.GroupHealth[g] = restart.GroupHealth{MinHealthyTime: spec.MinHealthyTime, HealthyDeadline: deadline}
+	}
+}
+
+// LongRunning drops the tasks the job defines as ephemeral (prestart, non-sidecar
+// poststart, poststop hooks): they run and finish by design, and the gate must not wait
+// for them to be running. Tasks the job does not name are kept.
+func LongRunning(spec *cluster.JobSpec, group string, tasks []string) []string {
+	ephemeral := map[string]bool{}
+	if tg := lookupGroup(spec.API(), group); tg != nil {
+		for _, t := range tg.Tasks {
+			if t != nil && t.Lifecycle != nil && !t.Lifecycle.Sidecar {
+				ephemeral[t.Name] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		if !ephemeral[t] {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -24,35 +25,35 @@ func TestDefaults(t *testing.T) {
 		jobUpdate             *api.UpdateStrategy
 		group                 *api.TaskGroup
 		wantMin, wantDeadline time.Duration
-		wantMode              Mode
+		wantMode              restart.HealthMode
 	}{
-		{"nomad defaults, no checks", nil, api.NewTaskGroup("web", 1), 10 * time.Second, 5 * time.Minute, ModeRunning},
-		{"group checks", nil, withChecks(), 10 * time.Second, 5 * time.Minute, ModeChecks},
+		{"nomad defaults, no checks", nil, api.NewTaskGroup("web", 1), 10 * time.Second, 5 * time.Minute, restart.HealthRunning},
+		{"group checks", nil, withChecks(), 10 * time.Second, 5 * time.Minute, restart.HealthChecks},
 		{"job update block", &api.UpdateStrategy{MinHealthyTime: dur(3 * time.Second), HealthyDeadline: dur(time.Minute)}, api.NewTaskGroup("web", 1),
-			3 * time.Second, time.Minute, ModeRunning},
+			3 * time.Second, time.Minute, restart.HealthRunning},
 		{"group update wins over job's", &api.UpdateStrategy{MinHealthyTime: dur(3 * time.Second), HealthyDeadline: dur(time.Minute)},
 			func() *api.TaskGroup {
 				tg := withChecks()
 				tg.Update = &api.UpdateStrategy{MinHealthyTime: dur(20 * time.Second)}
 				return tg
-			}(), 20 * time.Second, time.Minute, ModeChecks},
+			}(), 20 * time.Second, time.Minute, restart.HealthChecks},
 		{"task_states turns checks off", nil, func() *api.TaskGroup {
 			tg := withChecks()
 			tg.Update = &api.UpdateStrategy{HealthCheck: str("task_states")}
 			return tg
-		}(), 10 * time.Second, 5 * time.Minute, ModeRunning},
+		}(), 10 * time.Second, 5 * time.Minute, restart.HealthRunning},
 		{"zero min healthy time is kept", nil, func() *api.TaskGroup {
 			tg := api.NewTaskGroup("web", 1)
 			tg.Update = &api.UpdateStrategy{MinHealthyTime: dur(0)}
 			return tg
-		}(), 0, 5 * time.Minute, ModeRunning},
+		}(), 0, 5 * time.Minute, restart.HealthRunning},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			job := api.NewServiceJob("j", "j", "global", 50)
 			job.Update = tt.jobUpdate
 			job.TaskGroups = []*api.TaskGroup{tt.group}
-			m, d, mode := Defaults(job, "web")
+			m, d, mode := Defaults(cluster.NewJobSpec(job), "web")
 			if m != tt.wantMin || d != tt.wantDeadline || mode != tt.wantMode {
 				t.Fatalf("got %s, %s, %s; want %s, %s, %s", m, d, mode, tt.wantMin, tt.wantDeadline, tt.wantMode)
 			}
@@ -77,7 +78,7 @@ func mixedJob() *api.Job {
 }
 
 func TestGroupChecksAndAllocChecks(t *testing.T) {
-	job := mixedJob()
+	job := cluster.NewJobSpec(mixedJob())
 	want := []CheckSpec{
 		{Provider: ProviderNomad, Service: "shop-web", PortLabel: "admin", Name: `service: "shop-web" check`, OnUpdate: OnUpdateRequireHealthy, Interval: 3 * time.Second},
 		{Provider: ProviderNomad, Service: "shop-web", PortLabel: "admin", Name: "node ${attr.unique.hostname}", OnUpdate: OnUpdateRequireHealthy},
@@ -108,10 +109,10 @@ func TestGroupChecksAndAllocChecks(t *testing.T) {
 	if s := ConsulServices(got); !reflect.DeepEqual(s, []string{"shop-api"}) {
 		t.Fatalf("consul services %q", s)
 	}
-	if m := ResolveMode(ModeAuto, job, []string{"web"}); m != ModeChecks {
+	if m := ResolveMode(restart.HealthAuto, job, []string{"web"}); m != restart.HealthChecks {
 		t.Fatalf("auto resolved to %s", m)
 	}
-	if m := ResolveMode(ModeRunning, job, []string{"web"}); m != ModeRunning {
+	if m := ResolveMode(restart.HealthRunning, job, []string{"web"}); m != restart.HealthRunning {
 		t.Fatalf("running resolved to %s", m)
 	}
 }
@@ -124,16 +125,5 @@ func TestInterpolate(t *testing.T) {
 		if got := interpolate(in, env); got != want {
 			t.Errorf("interpolate(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func TestParseMode(t *testing.T) {
-	for in, want := range map[string]Mode{"": ModeAuto, "AUTO": ModeAuto, "none": ModeNone, " running ": ModeRunning, "checks": ModeChecks} {
-		if got, err := ParseMode(in); err != nil || got != want {
-			t.Errorf("ParseMode(%q) = %s, %v; want %s", in, got, err, want)
-		}
-	}
-	if _, err := ParseMode("healthy"); err == nil {
-		t.Error("ParseMode(healthy) accepted")
 	}
 }

@@ -195,20 +195,7 @@ func ReplacementReady(a *Alloc, originalID string, health HealthMode, finishedOK
 	if a.ClientStatus != ClientRunning {
 		return false
 	}
-	if health != HealthRunning {
-		return true
-	}
-	running := 0
-	for _, ts := range a.Tasks {
-		switch {
-		case ts.State == TaskRunning:
-			running++
-		case ts.State == TaskDead && !ts.Failed:
-		default:
-			return false
-		}
-	}
-	return running > 0
+	return health != HealthRunning || allTasksUp(a.Tasks)
 }
 
 // BatchLike reports whether allocations of a job of this type are expected to finish

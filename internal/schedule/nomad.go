@@ -5,18 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
-// Dir is the path segment under the store's prefix that holds schedules. A job's segment
-// never starts with "~" followed by a letter (the restart store escapes "~" as "~7E"), so
-// schedules can never collide with a job's records.
+// Dir is the path segment under the store's prefix that holds schedules. It is one that
+// nomadvars.EscapeSegment never makes (nomadvars.Reserved: "~" and a lower-case letter),
+// and the restart store names jobs with EscapeSegment, so schedules can never collide with
+// a job's records.
 const Dir = "~schedules"
 
 // item is the variable item holding the schedule's JSON.
@@ -38,16 +40,16 @@ func (e *AmbiguousIDError) Error() string {
 	return fmt.Sprintf("schedule ID prefix %q matched %d schedules; give more characters of the ID", e.Prefix, len(e.Matches))
 }
 
-// PermissionError says Nomad's ACLs refused a schedule's variable.
+// PermissionError says Nomad's ACLs refused a schedule's variable, and what to grant.
 type PermissionError struct {
 	Capability, Namespace, Path, Prefix string
-	Err                                 error
+	// Err is the denial (a *nomadvars.PermissionError).
+	Err error
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("Nomad denied %q on variable %q in namespace %q (Permission denied): schedules live with the restart records; "+
-		"the token's ACL policy needs namespace %q { variables { path \"%s/*\" { capabilities = [\"read\", \"list\", \"write\", \"destroy\"] } } }",
-		e.Capability, e.Path, e.Namespace, e.Namespace, e.Prefix)
+	denied := &nomadvars.PermissionError{Capability: e.Capability, Namespace: e.Namespace, Path: e.Path}
+	return fmt.Sprintf("%s: schedules live with the restart records; the token's ACL policy needs %s", denied.Error(), denied.Policy(e.Prefix))
 }
 
 func (e *PermissionError) Unwrap() error { return e.Err }
@@ -60,8 +62,10 @@ func (e *PermissionError) Unwrap() error { return e.Err }
 // a record's head, never mistake a schedule for a restart). Writes are check-and-set on the
 // variable's ModifyIndex.
 type Store struct {
-	client *api.Client
-	prefix string
+	vars *nomadvars.Client
+	// watching is vars for ListMeta's watch loops, which pace their own tries.
+	watching *nomadvars.Client
+	prefix   string
 }
 
 // NewStore returns a store on client under prefix ("" is "nomad-restart", the restart
@@ -71,7 +75,8 @@ func NewStore(client *api.Client, prefix string) *Store {
 	if prefix == "" {
 		prefix = "nomad-restart"
 	}
-	return &Store{client: client, prefix: prefix}
+	vars := nomadvars.New(client, nomadvars.Options{})
+	return &Store{vars: vars, watching: vars.Watching(), prefix: prefix}
 }
 
 // ListPrefix is the variable path prefix of every schedule, for a blocking list query.
@@ -99,13 +104,6 @@ func validID(id string) bool {
 	return err == nil && len(id) == 36
 }
 
-func ns(n string) string {
-	if n == "" {
-		return "default"
-	}
-	return n
-}
-
 func allNamespaces(n string) bool { return n == "" || n == "*" }
 
 // Create stores a new schedule (a new ID when it has none) in sc.Namespace.
@@ -119,7 +117,7 @@ func (s *Store) Create(ctx context.Context, sc *Schedule) error {
 	if sc.JobID == "" {
 		return errors.New("schedule store: a schedule needs a JobID")
 	}
-	sc.Namespace = ns(sc.Namespace)
+	sc.Namespace = nomadvars.Namespace(sc.Namespace)
 	if sc.CreateTime.IsZero() {
 		sc.CreateTime = time.Now().UTC()
 	}
@@ -130,13 +128,13 @@ func (s *Store) Create(ctx context.Context, sc *Schedule) error {
 	if err != nil {
 		return err
 	}
-	out, _, err := s.client.Variables().CheckedCreate(v, s.wo(ctx, sc.Namespace))
+	out, err := s.vars.Write(ctx, v)
 	if err != nil {
-		var conflict api.ErrCASConflict
+		var conflict *nomadvars.ConflictError
 		if errors.As(err, &conflict) {
 			return fmt.Errorf("schedule store: schedule %s already exists", sc.ID)
 		}
-		return s.mapErr(ctx, err, "write", sc.Namespace, v.Path)
+		return s.storeErr(err)
 	}
 	sc.CreateIndex, sc.ModifyIndex = out.CreateIndex, out.ModifyIndex
 	return nil
@@ -150,13 +148,13 @@ func (s *Store) Update(ctx context.Context, sc *Schedule) error {
 		return err
 	}
 	v.ModifyIndex = sc.ModifyIndex
-	out, _, err := s.client.Variables().CheckedUpdate(v, s.wo(ctx, sc.Namespace))
+	out, err := s.vars.Write(ctx, v)
 	if err != nil {
-		var conflict api.ErrCASConflict
+		var conflict *nomadvars.ConflictError
 		if errors.As(err, &conflict) {
 			return ErrConflict
 		}
-		return s.mapErr(ctx, err, "write", sc.Namespace, v.Path)
+		return s.storeErr(err)
 	}
 	sc.ModifyIndex = out.ModifyIndex
 	return nil
@@ -164,16 +162,12 @@ func (s *Store) Update(ctx context.Context, sc *Schedule) error {
 
 // Delete removes sc if it was not changed since read (ErrConflict otherwise).
 func (s *Store) Delete(ctx context.Context, sc *Schedule) error {
-	path := s.Path(sc.ID)
-	_, err := s.client.Variables().CheckedDelete(path, sc.ModifyIndex, s.wo(ctx, ns(sc.Namespace)))
-	if err != nil {
-		var conflict api.ErrCASConflict
-		if errors.As(err, &conflict) {
-			return ErrConflict
-		}
-		return s.mapErr(ctx, err, "destroy", ns(sc.Namespace), path)
+	err := s.vars.DeleteAt(ctx, sc.Namespace, s.Path(sc.ID), sc.ModifyIndex)
+	var conflict *nomadvars.ConflictError
+	if errors.As(err, &conflict) {
+		return ErrConflict
 	}
-	return nil
+	return s.storeErr(err)
 }
 
 // Get reads schedule id in namespace.
@@ -181,10 +175,9 @@ func (s *Store) Get(ctx context.Context, namespace, id string) (*Schedule, error
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	path := s.Path(id)
-	v, _, err := s.client.Variables().Read(path, s.qo(ctx, ns(namespace)))
+	v, err := s.vars.Read(ctx, namespace, s.Path(id))
 	if err != nil {
-		return nil, s.mapErr(ctx, err, "read", ns(namespace), path)
+		return nil, s.storeErr(err)
 	}
 	return s.decode(v)
 }
@@ -196,17 +189,20 @@ type Meta struct {
 }
 
 // ListMeta lists the schedules' variables in namespace ("" or "*" for every namespace the
-// token may list). With waitIndex > 0 it is a blocking query that returns when the listing
-// changes past waitIndex or wait passes; it returns the index to wait on next.
+// token may list) for a watch loop: with waitIndex > 0 it is a blocking query that returns
+// when the listing changes past waitIndex or wait passes; it returns the index to wait on
+// next. It is tried once: the watch loop paces its own tries.
 func (s *Store) ListMeta(ctx context.Context, namespace string, waitIndex uint64, wait time.Duration) ([]Meta, uint64, error) {
+	return s.listMeta(ctx, s.watching, namespace, nomadvars.Wait{After: waitIndex, Time: wait})
+}
+
+func (s *Store) listMeta(ctx context.Context, vars *nomadvars.Client, namespace string, w nomadvars.Wait) ([]Meta, uint64, error) {
 	if allNamespaces(namespace) {
 		namespace = "*"
 	}
-	q := s.qo(ctx, namespace)
-	q.WaitIndex, q.WaitTime = waitIndex, wait
-	metas, qm, err := s.client.Variables().PrefixList(s.ListPrefix(), q)
+	metas, index, err := vars.ListAfter(ctx, namespace, s.ListPrefix(), w)
 	if err != nil {
-		return nil, 0, s.mapErr(ctx, err, "list", namespace, s.ListPrefix())
+		return nil, 0, s.storeErr(err)
 	}
 	var out []Meta
 	for _, m := range metas {
@@ -214,17 +210,13 @@ func (s *Store) ListMeta(ctx context.Context, namespace string, waitIndex uint64
 			out = append(out, Meta{Namespace: m.Namespace, ID: id, ModifyIndex: m.ModifyIndex})
 		}
 	}
-	var index uint64
-	if qm != nil {
-		index = qm.LastIndex
-	}
 	return out, index, nil
 }
 
 // List reads the schedules in namespace ("" or "*": all), of job when it is not "",
 // soonest next due first (done ones last).
 func (s *Store) List(ctx context.Context, namespace, job string) ([]*Schedule, error) {
-	metas, _, err := s.ListMeta(ctx, namespace, 0, 0)
+	metas, _, err := s.listMeta(ctx, s.vars, namespace, nomadvars.Wait{})
 	if err != nil {
 		return nil, err
 	}
@@ -256,60 +248,23 @@ func (s *Store) List(ctx context.Context, namespace, job string) ([]*Schedule, e
 
 // Find resolves a schedule ID or unique prefix in namespace ("" or "*": all).
 func (s *Store) Find(ctx context.Context, namespace, prefix string) (*Schedule, error) {
-	metas, _, err := s.ListMeta(ctx, namespace, 0, 0)
+	metas, _, err := s.listMeta(ctx, s.vars, namespace, nomadvars.Wait{})
 	if err != nil {
 		return nil, err
 	}
-	var matches []Meta
-	for _, m := range metas {
-		if m.ID == prefix {
-			return s.Get(ctx, m.Namespace, m.ID)
-		}
-		if prefix != "" && strings.HasPrefix(m.ID, prefix) {
-			matches = append(matches, m)
-		}
-	}
-	switch len(matches) {
-	case 0:
-		return nil, ErrNotFound
-	case 1:
-		return s.Get(ctx, matches[0].Namespace, matches[0].ID)
-	}
-	ids := make([]string, len(matches))
-	for i, m := range matches {
-		ids[i] = m.ID
-	}
-	return nil, &AmbiguousIDError{Prefix: prefix, Matches: ids}
+	return nomadvars.FindByIDPrefix(metas, func(m Meta) string { return m.ID }, prefix, ErrNotFound,
+		func(ids []string) error { return &AmbiguousIDError{Prefix: prefix, Matches: ids} },
+		func(m Meta) (*Schedule, error) { return s.Get(ctx, m.Namespace, m.ID) })
 }
 
 // Mutate reads schedule id, applies change and writes it back with check-and-set,
 // retrying on conflicts. change returns false to write nothing (then Mutate returns the
 // schedule as read).
 func (s *Store) Mutate(ctx context.Context, namespace, id string, change func(*Schedule) (bool, error)) (*Schedule, error) {
-	for attempt := 0; ; attempt++ {
-		sc, err := s.Get(ctx, namespace, id)
-		if err != nil {
-			return nil, err
-		}
-		write, err := change(sc)
-		if err != nil || !write {
-			return sc, err
-		}
-		err = s.Update(ctx, sc)
-		if err == nil {
-			return sc, nil
-		}
-		if !errors.Is(err, ErrConflict) || attempt >= 50 {
-			return nil, err
-		}
-		t := time.NewTimer(time.Duration(attempt+1) * 5 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
+	return nomadvars.ReadChangeWrite(ctx, ErrConflict,
+		func() (*Schedule, error) { return s.Get(ctx, namespace, id) },
+		change,
+		func(sc *Schedule) error { return s.Update(ctx, sc) })
 }
 
 func (s *Store) encode(sc *Schedule) (*api.Variable, error) {
@@ -317,7 +272,7 @@ func (s *Store) encode(sc *Schedule) (*api.Variable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schedule store: encoding schedule %s: %w", sc.ID, err)
 	}
-	return &api.Variable{Namespace: ns(sc.Namespace), Path: s.Path(sc.ID), Items: api.VariableItems{item: string(raw)}}, nil
+	return &api.Variable{Namespace: nomadvars.Namespace(sc.Namespace), Path: s.Path(sc.ID), Items: api.VariableItems{item: string(raw)}}, nil
 }
 
 func (s *Store) decode(v *api.Variable) (*Schedule, error) {
@@ -330,39 +285,15 @@ func (s *Store) decode(v *api.Variable) (*Schedule, error) {
 		return nil, fmt.Errorf("schedule store: variable %q in namespace %q names schedule %q: not the schedule its path names", v.Path, v.Namespace, sc.ID)
 	}
 	// The namespace is the variable's own: a schedule acts only in the namespace it is in.
-	sc.Namespace = ns(v.Namespace)
+	sc.Namespace = nomadvars.Namespace(v.Namespace)
 	sc.CreateIndex, sc.ModifyIndex = v.CreateIndex, v.ModifyIndex
 	return sc, nil
 }
 
-func (s *Store) qo(ctx context.Context, namespace string) *api.QueryOptions {
-	return (&api.QueryOptions{Namespace: namespace}).WithContext(ctx)
-}
-
-func (s *Store) wo(ctx context.Context, namespace string) *api.WriteOptions {
-	return (&api.WriteOptions{Namespace: namespace}).WithContext(ctx)
-}
-
-func (s *Store) mapErr(ctx context.Context, err error, capability, namespace, path string) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	if errors.Is(err, api.ErrVariablePathNotFound) {
-		return ErrNotFound
-	}
-	var ure api.UnexpectedResponseError
-	var pure *api.UnexpectedResponseError
-	code := 0
-	if errors.As(err, &ure) && ure.HasStatusCode() {
-		code = ure.StatusCode()
-	} else if errors.As(err, &pure) && pure.HasStatusCode() {
-		code = pure.StatusCode()
-	}
-	switch code {
-	case http.StatusNotFound:
-		return ErrNotFound
-	case http.StatusForbidden:
-		return &PermissionError{Capability: capability, Namespace: namespace, Path: path, Prefix: s.prefix, Err: err}
-	}
-	return fmt.Errorf("schedule store: %s of variable %q in namespace %q failed: %w", capability, path, namespace, err)
+// storeErr turns an error of nomadvars into the store's terms: ErrNotFound, a
+// *PermissionError naming the prefix to grant, or the failure with the store's name.
+func (s *Store) storeErr(err error) error {
+	return nomadvars.Translate(err, "schedule store", ErrNotFound, func(perm *nomadvars.PermissionError) error {
+		return &PermissionError{Capability: perm.Capability, Namespace: perm.Namespace, Path: perm.Path, Prefix: s.prefix, Err: perm}
+	})
 }

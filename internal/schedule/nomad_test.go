@@ -8,23 +8,13 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
-
-func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := nomadsim.Start(ctx, opts)
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close(); cancel() })
-	return c
-}
 
 func client(t *testing.T, c *nomadsim.Cluster, token string) *api.Client {
 	t.Helper()
@@ -42,7 +32,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestStoreRoundTripAndCAS(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	cl := client(t, c, c.BootstrapToken())
 	if _, err := cl.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
 		t.Fatal(err)
@@ -131,7 +121,7 @@ func TestStoreRoundTripAndCAS(t *testing.T) {
 // records: a restart store with a schedule next to its records lists, finds and creates
 // as before.
 func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	cl := client(t, c, c.BootstrapToken())
 	ctx := ctxT(t)
 	sched := schedule.NewStore(cl, "")
@@ -158,7 +148,7 @@ func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
 }
 
 func TestStorePermissionDenied(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	tok, err := c.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
 	if err != nil {
 		t.Fatal(err)
@@ -173,5 +163,12 @@ func TestStorePermissionDenied(t *testing.T) {
 	// Nomad filters a listing by the token's rights: nothing is listed, nothing learnt.
 	if got, err := st.List(ctx, "default", ""); err != nil || len(got) != 0 {
 		t.Fatalf("list without variable rights = %v, %v; want nothing", got, err)
+	}
+}
+
+// The schedules' directory is one the restart store's job segments can never be.
+func TestDirIsReserved(t *testing.T) {
+	if !nomadvars.Reserved(schedule.Dir) {
+		t.Fatalf("%q is not a reserved segment: a job could be named like it", schedule.Dir)
 	}
 }

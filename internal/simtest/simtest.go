@@ -1,10 +1,15 @@
 // Package simtest is the tests' shared support for running against nomadsim, the simulated
-// Nomad: starting a cluster that ends with the test, an API client for it, and waiting on a
-// condition. Only tests import it; the product never does (internal/archtest checks).
+// Nomad: starting a cluster that ends with the test, an API client for it, waiting on a
+// condition, and counting from Nomad's own facts how often each allocation was restarted
+// (the exactly-once check, against nomadsim or a real agent); and the small fixtures tests
+// of several packages share (Nomad's error answers, an address nothing listens on). Only
+// tests import it; the product never does (internal/archtest checks).
 package simtest
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -71,4 +76,34 @@ func WaitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	WaitFor(t, ctx, what, cond)
+}
+
+// Answer is an error answer of Nomad's HTTP API (its status code and body text) that says
+// both the way the api module's UnexpectedResponseError does, without that type: how a
+// test's in-memory cluster answers. cluster.IsTransient reads both.
+type Answer struct {
+	Status int
+	Text   string
+}
+
+func (e Answer) Error() string {
+	return fmt.Sprintf("Unexpected response code: %d (%s)", e.Status, e.Text)
+}
+
+// StatusCode is the answer's HTTP status, as UnexpectedResponseError.StatusCode.
+func (e Answer) StatusCode() int { return e.Status }
+
+// Body is the answer's text, as UnexpectedResponseError.Body.
+func (e Answer) Body() string { return e.Text }
+
+// ClosedAddr returns a local host:port that nothing listens on: a dial to it is refused.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
 }

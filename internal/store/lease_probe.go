@@ -51,8 +51,8 @@ func LeaseHolder(ctx context.Context, s Store, namespace, id string) string {
 		if err != nil {
 			return ""
 		}
-		v, _, err := st.client.Variables().Read(st.headPath(h.jobSeg, h.id)+"/lease", st.qo(ctx, h.ns))
-		if err != nil || v == nil {
+		v, err := st.vars.Read(ctx, h.ns, st.headPath(h.jobSeg, h.id)+"/lease")
+		if err != nil {
 			return ""
 		}
 		return v.Items["holder"]

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
-	"github.com/google/uuid"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -99,15 +99,15 @@ func (l *Local) Dir() string { return l.dir }
 func (l *Local) Kind() string { return "local" }
 
 func (l *Local) recordPath(ns, id string) string {
-	return filepath.Join(l.dir, "records", escapeName(normNamespace(ns), 0), id+".json")
+	return filepath.Join(l.dir, "records", nomadvars.EscapeSegment(nomadvars.Namespace(ns), 0), id+".json")
 }
 
 func (l *Local) markerPath(ns, job string) string {
-	return filepath.Join(l.dir, "active", escapeName(normNamespace(ns), 0), escapeName(job, 200))
+	return filepath.Join(l.dir, "active", nomadvars.EscapeSegment(nomadvars.Namespace(ns), 0), nomadvars.EscapeSegment(job, 200))
 }
 
 func (l *Local) leasePath(ns, id string) string {
-	return filepath.Join(l.dir, "leases", escapeName(normNamespace(ns), 0), id+".lock")
+	return filepath.Join(l.dir, "leases", nomadvars.EscapeSegment(nomadvars.Namespace(ns), 0), id+".lock")
 }
 
 // locked runs fn holding the store's lock, in this process and across processes.
@@ -241,16 +241,10 @@ func (l *Local) jobBusy(ns, job string) (string, error) {
 
 // Create implements Store.
 func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
-	if rec.ID == "" {
-		rec.ID = uuid.NewString()
+	if err := prepareNew("local store", rec); err != nil {
+		return err
 	}
-	if !validID(rec.ID) {
-		return fmt.Errorf("local store: invalid restart ID %q", rec.ID)
-	}
-	if rec.JobID == "" {
-		return errors.New("local store: a restart record needs a JobID")
-	}
-	rec.Namespace = normNamespace(rec.Namespace)
+	rec.Namespace = nomadvars.Namespace(rec.Namespace)
 	defer func() {
 		if rec.CreateIndex != 0 {
 			l.prune(ctx, rec.Namespace, rec.JobID)
@@ -323,7 +317,7 @@ func (l *Local) Get(ctx context.Context, namespace, id string) (*restart.Record,
 func (l *Local) recordFiles(namespace string) ([]string, error) {
 	nsDir := "*"
 	if !allNamespaces(namespace) {
-		nsDir = escapeName(namespace, 0)
+		nsDir = nomadvars.EscapeSegment(namespace, 0)
 	}
 	paths, err := filepath.Glob(filepath.Join(l.dir, "records", nsDir, "*.json"))
 	if err != nil {
@@ -371,14 +365,20 @@ func (l *Local) List(ctx context.Context, f Filter) ([]*restart.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readKept(ctx, paths, f, func(_ context.Context, p string) (*restart.Record, error) { return l.readRecord(p) })
+}
+
+// readKept reads each listed record and keeps those that pass f, newest first. A record
+// removed between the listing and its read is skipped: a listing is a snapshot.
+func readKept[T any](ctx context.Context, listed []T, f Filter, read func(context.Context, T) (*restart.Record, error)) ([]*restart.Record, error) {
 	var out []*restart.Record
-	for _, p := range paths {
+	for _, item := range listed {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rec, err := l.readRecord(p)
+		rec, err := read(ctx, item)
 		if errors.Is(err, ErrNotFound) {
-			continue // removed since the listing
+			continue
 		}
 		if err != nil {
 			return nil, err
@@ -422,7 +422,7 @@ func (l *Local) Update(ctx context.Context, rec *restart.Record) error {
 	if !validID(rec.ID) {
 		return ErrNotFound
 	}
-	ns := normNamespace(rec.Namespace)
+	ns := nomadvars.Namespace(rec.Namespace)
 	return l.locked(ctx, func() error {
 		cur, err := l.readMeta(l.recordPath(ns, rec.ID))
 		if err != nil {

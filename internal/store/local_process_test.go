@@ -72,16 +72,9 @@ func child(t *testing.T, mode, dir, id string, extra ...string) *exec.Cmd {
 }
 
 func TestLocalLeaseFreedWhenDriverIsKilled(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, s := newLocalStore(t)
 	ctx := context.Background()
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := createRecord(t, ctx, s, "default", "web", 1)
 	cmd := child(t, "lease", dir, rec.ID)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -103,26 +96,13 @@ func TestLocalLeaseFreedWhenDriverIsKilled(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	// No retry and no wait: the kernel released the lock with the process.
-	l, err := s.AcquireLease(ctx, "default", rec.ID, "parent")
-	if err != nil {
-		t.Fatalf("AcquireLease right after the holder was killed: %v", err)
-	}
-	if err := l.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	storetest.TakeFreeLease(t, ctx, s, rec, "parent", "right after the holder was killed")
 }
 
 func TestLocalMutateAcrossProcesses(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, s := newLocalStore(t)
 	ctx := context.Background()
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := createRecord(t, ctx, s, "default", "web", 1)
 	const procs, each = 3, 15
 	var wg sync.WaitGroup
 	errs := make([]error, procs)

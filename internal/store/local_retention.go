@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"os"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // prune deletes the job's ended restarts beyond the newest DefaultKeep, as the Nomad store
@@ -12,15 +14,7 @@ func (l *Local) prune(ctx context.Context, ns, job string) {
 	if err != nil {
 		return
 	}
-	ended := 0
-	for _, r := range recs {
-		if r.JobID != job || !r.Status.Terminal() {
-			continue
-		}
-		ended++
-		if ended <= DefaultKeep {
-			continue
-		}
+	for _, r := range endedBeyond(recs, job, DefaultKeep) {
 		_ = l.locked(ctx, func() error {
 			// Read again under the lock: only a record still ended goes.
 			cur, err := l.readRecord(l.recordPath(r.Namespace, r.ID))
@@ -33,4 +27,21 @@ func (l *Local) prune(ctx context.Context, ns, job string) {
 			return os.Remove(l.recordPath(r.Namespace, r.ID))
 		})
 	}
+}
+
+// endedBeyond returns the job's ended restarts past the newest keep, from recs listed
+// newest first: what both stores prune.
+func endedBeyond(recs []*restart.Record, job string, keep int) []*restart.Record {
+	var beyond []*restart.Record
+	ended := 0
+	for _, r := range recs {
+		if r.JobID != job || !r.Status.Terminal() {
+			continue
+		}
+		ended++
+		if ended > keep {
+			beyond = append(beyond, r)
+		}
+	}
+	return beyond
 }

@@ -13,10 +13,7 @@ import (
 // TestLocalRetention: creating a restart prunes the job's ended ones beyond
 // store.DefaultKeep, oldest first, and leaves restarts in progress and other jobs alone.
 func TestLocalRetention(t *testing.T) {
-	s, err := store.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newLocalStore(t)
 	ctx := context.Background()
 	base := time.Now()
 	other := storetest.NewRecord("default", "api", 1)

@@ -1,8 +1,6 @@
 package store_test
 
 import (
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,23 +37,12 @@ func TestDefaultLocalDir(t *testing.T) {
 // A job marker naming a restart that does not exist (its creator died between the two
 // writes) does not block the job.
 func TestLocalStaleMarkerIsFree(t *testing.T) {
-	dir := t.TempDir()
-	s, err := store.NewLocal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, s := newLocalStore(t)
 	if err := os.MkdirAll(filepath.Join(dir, "active", "default"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "active", "default", "web"), []byte("00000000-0000-4000-8000-000000000000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(context.Background(), rec); err != nil {
-		t.Fatalf("Create with a stale marker: %v", err)
-	}
-	var busy *store.JobBusyError
-	if err := s.Create(context.Background(), storetest.NewRecord("default", "web", 1)); !errors.As(err, &busy) || busy.RestartID != rec.ID {
-		t.Fatalf("the marker was not taken over: %v", err)
-	}
+	checkStaleMarkerIsFree(t, s)
 }

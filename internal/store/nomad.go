@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -58,8 +59,12 @@ type NomadOptions struct {
 // name) and where each restart lives, so a reader of a big record fetches the head and the
 // few chunks that changed.
 type Nomad struct {
-	client *api.Client
-	opts   NomadOptions
+	// client is for the token's own ACL (Probe); variables go through vars, and through
+	// watching in the watch loops, which pace their own tries.
+	client   *api.Client
+	vars     *nomadvars.Client
+	watching *nomadvars.Client
+	opts     NomadOptions
 
 	mu sync.Mutex
 	// where maps namespace/id to the record's job path segment.
@@ -124,7 +129,8 @@ func NewNomad(client *api.Client, opts NomadOptions) *Nomad {
 	if opts.SharedWatchGap <= 0 {
 		opts.SharedWatchGap = DefaultSharedWatchGap
 	}
-	return &Nomad{client: client, opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{},
+	vars := nomadvars.New(client, nomadvars.Options{Logger: opts.Logger})
+	return &Nomad{client: client, vars: vars, watching: vars.Watching(), opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{},
 		memos: map[string]*allocMemo{}}
 }
 
@@ -137,7 +143,7 @@ func (n *Nomad) Prefix() string { return n.opts.Prefix }
 // jobSegment is the job's path segment: escaped, and short enough that the longest path
 // (prefix/job/id/c/chunk-name) stays within Nomad's 128 characters.
 func (n *Nomad) jobSegment(job string) string {
-	return escapeName(job, max(16, 128-len(n.opts.Prefix)-1-1-36-3-26))
+	return nomadvars.EscapeSegment(job, max(16, 128-len(n.opts.Prefix)-1-1-36-3-26))
 }
 
 func (n *Nomad) headPath(jobSeg, id string) string { return n.opts.Prefix + "/" + jobSeg + "/" + id }
@@ -146,14 +152,6 @@ func (n *Nomad) markerPath(job string) string {
 }
 
 func key(ns, id string) string { return ns + "\x00" + id }
-
-func (n *Nomad) qo(ctx context.Context, ns string) *api.QueryOptions {
-	return (&api.QueryOptions{Namespace: ns}).WithContext(ctx)
-}
-
-func (n *Nomad) wo(ctx context.Context, ns string) *api.WriteOptions {
-	return (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
-}
 
 // headRef is a record's head variable as found in a listing.
 type headRef struct {
@@ -167,13 +165,9 @@ func (n *Nomad) listHeads(ctx context.Context, ns, jobSeg string) ([]headRef, er
 	if jobSeg != "" {
 		prefix += jobSeg + "/"
 	}
-	var metas []*api.VariableMetadata
-	err := retry(ctx, func() (err error) {
-		metas, _, err = n.client.Variables().PrefixList(prefix, n.qo(ctx, ns))
-		return err
-	})
+	metas, err := n.vars.List(ctx, ns, prefix)
 	if err != nil {
-		return nil, n.mapErr(ctx, err, "list", ns, prefix)
+		return nil, n.storeErr(err)
 	}
 	var out []headRef
 	n.mu.Lock()
@@ -219,27 +213,21 @@ func (n *Nomad) locate(ctx context.Context, ns, id string) (headRef, error) {
 	return headRef{}, ErrNotFound
 }
 
-// readHead reads a head variable. With waitIndex > 0 it is a blocking query.
-func (n *Nomad) readHead(ctx context.Context, h headRef, waitIndex uint64) (*api.Variable, *api.QueryMeta, error) {
-	q := n.qo(ctx, h.ns)
-	if waitIndex > 0 {
-		q.WaitIndex = waitIndex
-		q.WaitTime = 5 * time.Minute
-	}
-	path := n.headPath(h.jobSeg, h.id)
-	var (
-		v  *api.Variable
-		qm *api.QueryMeta
-	)
-	err := retry(ctx, func() (err error) {
-		v, qm, err = n.client.Variables().Read(path, q)
-		return err
-	})
-	if err != nil {
-		return nil, nil, n.mapErr(ctx, err, "read", h.ns, path)
-	}
-	return v, qm, nil
+// readHead reads a head variable.
+func (n *Nomad) readHead(ctx context.Context, h headRef) (*api.Variable, error) {
+	v, err := n.vars.Read(ctx, h.ns, n.headPath(h.jobSeg, h.id))
+	return v, n.storeErr(err)
 }
+
+// watchHeadOnce is one read of a head for a watch loop, which paces its own tries: with
+// waitIndex > 0 a blocking query. It also returns the query's index.
+func (n *Nomad) watchHeadOnce(ctx context.Context, h headRef, waitIndex uint64) (*api.Variable, uint64, error) {
+	v, index, err := n.watching.ReadAfter(ctx, h.ns, n.headPath(h.jobSeg, h.id), nomadvars.Wait{After: waitIndex, Time: headWatchWait})
+	return v, index, n.storeErr(err)
+}
+
+// headWatchWait is each blocking read's wait.
+const headWatchWait = 5 * time.Minute
 
 // load turns a head variable into the whole record, reading the chunks it does not have.
 // errChunkGone says a chunk vanished: a newer head exists; read again.
@@ -277,13 +265,9 @@ func (n *Nomad) load(ctx context.Context, h headRef, v *api.Variable) (*restart.
 	err = forEach(ctx, len(missing), chunkWorkers, func(ctx context.Context, j int) error {
 		i := missing[j]
 		path := n.headPath(h.jobSeg, h.id) + "/c/" + names[i]
-		var cv *api.Variable
-		err := retry(ctx, func() (err error) {
-			cv, _, err = n.client.Variables().Read(path, n.qo(ctx, h.ns))
-			return err
-		})
+		cv, err := n.vars.Read(ctx, h.ns, path)
 		if err != nil {
-			err = n.mapErr(ctx, err, "read", h.ns, path)
+			err = n.storeErr(err)
 			if errors.Is(err, ErrNotFound) {
 				return errChunkGone
 			}
@@ -325,7 +309,7 @@ func (n *Nomad) remember(k, jobSeg string, modifyIndex uint64, names []string, r
 // getAt reads the whole record at h, retrying when a writer replaced chunks under it.
 func (n *Nomad) getAt(ctx context.Context, h headRef) (*restart.Record, error) {
 	for attempt := 0; ; attempt++ {
-		v, _, err := n.readHead(ctx, h, 0)
+		v, err := n.readHead(ctx, h)
 		if err != nil {
 			return nil, err
 		}
@@ -367,26 +351,9 @@ func (n *Nomad) Find(ctx context.Context, namespace, prefix string) (*restart.Re
 	if err != nil {
 		return nil, err
 	}
-	var matches []headRef
-	for _, h := range heads {
-		if h.id == prefix {
-			return n.getAt(ctx, h)
-		}
-		if prefix != "" && strings.HasPrefix(h.id, prefix) {
-			matches = append(matches, h)
-		}
-	}
-	switch len(matches) {
-	case 0:
-		return nil, ErrNotFound
-	case 1:
-		return n.getAt(ctx, matches[0])
-	}
-	ids := make([]string, len(matches))
-	for i, h := range matches {
-		ids[i] = h.id
-	}
-	return nil, &AmbiguousIDError{Prefix: prefix, Matches: ids}
+	return nomadvars.FindByIDPrefix(heads, func(h headRef) string { return h.id }, prefix, ErrNotFound,
+		func(ids []string) error { return &AmbiguousIDError{Prefix: prefix, Matches: ids} },
+		func(h headRef) (*restart.Record, error) { return n.getAt(ctx, h) })
 }
 
 // List implements Store.
@@ -403,19 +370,5 @@ func (n *Nomad) List(ctx context.Context, f Filter) ([]*restart.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*restart.Record
-	for _, h := range heads {
-		rec, err := n.getAt(ctx, h)
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		if keep(rec, f) {
-			out = append(out, rec)
-		}
-	}
-	sortNewestFirst(out)
-	return out, nil
+	return readKept(ctx, heads, f, n.getAt)
 }

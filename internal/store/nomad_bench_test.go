@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -14,7 +15,7 @@ import (
 func BenchmarkNomadUpdate(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) {
-			c := startSim(b, nomadsim.Options{})
+			c := simtest.Start(b, nomadsim.Options{})
 			cl, cnt := countingClient(b, c)
 			s := store.NewNomad(cl, store.NomadOptions{})
 			reqs := func() int { return cnt.count("PUT") + cnt.count("DELETE") + cnt.count("GET") }

@@ -1,31 +1,23 @@
 package store_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // An update that changes one range of a big record is one write, the head's, which carries
 // the changed chunk; carried chunks are moved out to variables of their own once they would
 // pass their bound, and a reader that never saw the record reads it whole at every step.
 func TestNomadHeadCarriesChangedChunks(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	cl, cnt := countingClient(t, c)
-	s := store.NewNomad(cl, store.NomadOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rec := storetest.NewRecord("default", "big", 3000)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
+	cl, cnt, s := startCountedStore(t, store.NomadOptions{})
+	ctx := testContext(t, time.Minute)
+	rec := createRecord(t, ctx, s, "default", "big", 3000)
 	head := "nomad-restart/big/" + rec.ID
 	oneWrite, movedOut := 0, 0
 	for i := range 20 {
@@ -87,7 +79,7 @@ func TestNomadHeadCarriesChangedChunks(t *testing.T) {
 	}
 	// Nothing leaks: the variables under the record are exactly the chunks the head names
 	// and does not carry, once the replaced ones are deleted (off the writer's path).
-	waitFor(t, ctx, "replaced chunks to be deleted", func() bool {
+	simtest.WaitFor(t, ctx, "replaced chunks to be deleted", func() bool {
 		listed, named := chunkVariables(t, cl, head)
 		return listed == named
 	})

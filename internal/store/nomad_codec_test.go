@@ -119,24 +119,6 @@ func TestCodecStableChunks(t *testing.T) {
 	}
 }
 
-func TestEscapeName(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"web", "web"},
-		{"my-job_2", "my-job_2"},
-		{"a.b/c", "a~2Eb~2Fc"},
-		{"~", "~7E"},
-	} {
-		if got := escapeName(tc.in, 0); got != tc.want {
-			t.Errorf("escapeName(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-	long := strings.Repeat("j.", 100)
-	got := escapeName(long, 60)
-	if len(got) > 60 || got == escapeName(long+"x", 60) {
-		t.Fatalf("long names: %q (%d chars) must fit and stay distinct", got, len(got))
-	}
-}
-
 // With a memo, each update encodes only the ranges it changed, and the result is the same
 // as encoding everything afresh.
 func TestCodecMemo(t *testing.T) {

@@ -1,12 +1,9 @@
 package store
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/http"
 
-	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
 // PermissionError says Nomad's ACLs refused an operation on a restart record's variable,
@@ -18,48 +15,26 @@ type PermissionError struct {
 	Path       string
 	// Prefix is the store's variable prefix, for the policy to grant.
 	Prefix string
-	Err    error
+	// Err is the denial (a *nomadvars.PermissionError).
+	Err error
 }
 
 func (e *PermissionError) Error() string {
-	return fmt.Sprintf("Nomad denied %q on variable %q in namespace %q (Permission denied): "+
-		"the token's ACL policy needs namespace %q { variables { path \"%s/*\" { capabilities = [\"read\", \"list\", \"write\", \"destroy\"] } } }, "+
-		"or keep restart records on this machine with -state local",
-		e.Capability, e.Path, e.Namespace, e.Namespace, e.Prefix)
+	denied := &nomadvars.PermissionError{Capability: e.Capability, Namespace: e.Namespace, Path: e.Path}
+	return fmt.Sprintf("%s: the token's ACL policy needs %s, or keep restart records on this machine with -state local",
+		denied.Error(), denied.Policy(e.Prefix))
 }
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 
-// statusOf returns the HTTP status of an error of the api client, or 0.
-func statusOf(err error) int {
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) && ure.HasStatusCode() {
-		return ure.StatusCode()
-	}
-	var pure *api.UnexpectedResponseError
-	if errors.As(err, &pure) && pure.HasStatusCode() {
-		return pure.StatusCode()
-	}
-	return 0
-}
+// storeErr turns an error of nomadvars into the store's terms: ErrNotFound, a
+// *PermissionError naming the prefix to grant, or the failure with the store's name.
+func (n *Nomad) storeErr(err error) error { return nomadStoreErr(n.opts.Prefix, err) }
 
-// mapErr turns an error of the api client into the store's terms. capability names what
-// the request needed, for a 403.
-func (n *Nomad) mapErr(ctx context.Context, err error, capability, namespace, path string) error {
-	if err == nil {
-		return nil
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	switch statusOf(err) {
-	case http.StatusForbidden:
-		return &PermissionError{Capability: capability, Namespace: namespace, Path: path, Prefix: n.opts.Prefix, Err: err}
-	case http.StatusNotFound:
-		return ErrNotFound
-	}
-	if errors.Is(err, api.ErrVariablePathNotFound) {
-		return ErrNotFound
-	}
-	return fmt.Errorf("nomad store: %s of variable %q in namespace %q failed: %w", capability, path, namespace, err)
+// nomadStoreErr is storeErr for the variables under prefix (NomadRestartLister has no
+// store handle).
+func nomadStoreErr(prefix string, err error) error {
+	return nomadvars.Translate(err, "nomad store", ErrNotFound, func(perm *nomadvars.PermissionError) error {
+		return &PermissionError{Capability: perm.Capability, Namespace: perm.Namespace, Path: perm.Path, Prefix: prefix, Err: perm}
+	})
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -59,4 +61,20 @@ func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
 		t.Fatal(err)
 	}
 	return cl, cnt
+}
+
+// startNomadStore starts a simulated Nomad and opens a store with opts on it.
+func startNomadStore(t testing.TB, opts store.NomadOptions) (*api.Client, *store.Nomad) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{})
+	cl := simClient(t, c, "")
+	return cl, store.NewNomad(cl, opts)
+}
+
+// startCountedStore is startNomadStore with a client whose requests are counted.
+func startCountedStore(t testing.TB, opts store.NomadOptions) (*api.Client, *counter, *store.Nomad) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{})
+	cl, cnt := countingClient(t, c)
+	return cl, cnt, store.NewNomad(cl, opts)
 }

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
 // A shared watch (NomadOptions.SharedWatch) lets every concurrent Watch and WatchHead of one
@@ -149,13 +151,13 @@ func (h *watchHub) run() {
 		switch {
 		case ctx.Err() != nil:
 			// Every waiter left; begin decides whether to go on.
-		case err != nil && hubTransient(err):
+		case err != nil && cluster.IsTransient(err):
 			h.n.opts.Logger.Debug("shared watch of restart records: retrying", "namespace", h.ns, "retry_in", backoff, "error", err)
 			h.resetIndex()
 			_ = sleepCtx(ctx, backoff)
 			backoff = min(2*backoff, watchMaxBackoff)
 		case err != nil:
-			h.fail(h.n.mapErr(context.Background(), err, "list", h.ns, h.n.opts.Prefix+"/"))
+			h.fail(h.n.storeErr(err))
 		default:
 			backoff = hubMinBackoff
 			h.publish(heads, last)
@@ -229,11 +231,7 @@ func (h *watchHub) publish(heads map[string]uint64, last uint64) {
 // list runs one blocking list query after index (0: at once) and returns the heads it
 // shows, by path, and the listing's index.
 func (h *watchHub) list(ctx context.Context, index uint64) (map[string]uint64, uint64, error) {
-	q := h.n.qo(ctx, h.ns)
-	if index > 0 {
-		q.WaitIndex, q.WaitTime = index, sharedWatchWait
-	}
-	metas, qm, err := h.n.client.Variables().PrefixList(h.n.opts.Prefix+"/", q)
+	metas, last, err := h.n.watching.ListAfter(ctx, h.ns, h.n.opts.Prefix+"/", nomadvars.Wait{After: index, Time: sharedWatchWait})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -249,11 +247,17 @@ func (h *watchHub) list(ctx context.Context, index uint64) (map[string]uint64, u
 			heads[m.Path] = m.ModifyIndex
 		}
 	}
-	return heads, qm.LastIndex, nil
+	return heads, last, nil
 }
 
-// hubTransient is transient for the shared list: Nomad's 429, its answer to a client
-// address past limits.http_max_conns_per_client, passes too once other requests end.
-func hubTransient(err error) bool {
-	return transient(err) || statusOf(err) == http.StatusTooManyRequests
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

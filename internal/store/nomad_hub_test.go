@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -24,7 +25,7 @@ const testGap = 10 * time.Millisecond
 
 func TestNomadSharedWatchSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
-		c := startSim(t, nomadsim.Options{})
+		c := simtest.Start(t, nomadsim.Options{})
 		return storetest.Backend{Open: func(t *testing.T) store.Store {
 			return store.NewNomad(simClient(t, c, ""), store.NomadOptions{SharedWatch: true, SharedWatchGap: testGap})
 		}}
@@ -140,7 +141,7 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 			name = "shared"
 		}
 		t.Run(name, func(t *testing.T) {
-			c := startSim(t, nomadsim.Options{})
+			c := simtest.Start(t, nomadsim.Options{})
 			writer := store.NewNomad(simClient(t, c, ""), store.NomadOptions{})
 			cl, tr := trackedClient(t, c, "")
 			watcher := store.NewNomad(cl, store.NomadOptions{SharedWatch: tc.shared, SharedWatchGap: testGap})
@@ -165,7 +166,7 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 			// Wait until every waiter is waiting: all blocking (without the option), or the
 			// shared query open and every waiter judged against a listing (no waiter reads
 			// while its record is unchanged, so reads stay 0).
-			waitFor(t, ctx, "the waiters to wait", func() bool {
+			simtest.WaitFor(t, ctx, "the waiters to wait", func() bool {
 				open, _, lists, _ := tr.snapshot()
 				if tc.shared {
 					return open == 1 && lists >= 2
@@ -223,18 +224,6 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
-
 // createMany creates n records, of n jobs, a few at a time.
 func createMany(t *testing.T, ctx context.Context, s store.Store, n int) []*restart.Record {
 	t.Helper()
@@ -269,7 +258,7 @@ type sharedEnv struct {
 
 func newSharedEnv(t *testing.T, ctx context.Context, records int, gap time.Duration) *sharedEnv {
 	t.Helper()
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	e := &sharedEnv{c: c, writer: store.NewNomad(simClient(t, c, ""), store.NomadOptions{})}
 	cl, tr := trackedClient(t, c, "")
 	e.tr = tr
@@ -316,15 +305,25 @@ func receive(t *testing.T, ctx context.Context, ch <-chan watchResult, what stri
 	}
 }
 
+// checkAsleep fails the test when waiter ch has returned already; format says why it should
+// not have, with the result's record and error as its first two verbs.
+func checkAsleep(t *testing.T, ch <-chan watchResult, format string, args ...any) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf(format, append([]any{r.rec, r.err}, args...)...)
+	default:
+	}
+}
+
 // A waiter whose ctx ends leaves; the shared query ends with the last waiter, and starts
 // again with the next.
 func TestNomadSharedWatchCancel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 2, testGap)
 	actx, acancel := context.WithCancel(ctx)
 	a, b := e.watch(actx, 0), e.watch(ctx, 1)
-	waitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
+	simtest.WaitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
 	acancel()
 	if r := receive(t, ctx, a, "the canceled waiter"); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("a canceled waiter returned %v, %v; want context.Canceled", r.rec, r.err)
@@ -333,10 +332,10 @@ func TestNomadSharedWatchCancel(t *testing.T) {
 	if r := receive(t, ctx, b, "the other waiter"); r.err != nil || r.rec.ModifyIndex != e.recs[1].ModifyIndex {
 		t.Fatalf("the remaining waiter returned %v, %v; want index %d", r.rec, r.err, e.recs[1].ModifyIndex)
 	}
-	waitFor(t, ctx, "the shared query to end with its last waiter", func() bool { return e.open() == 0 })
+	simtest.WaitFor(t, ctx, "the shared query to end with its last waiter", func() bool { return e.open() == 0 })
 
 	a = e.watch(ctx, 0)
-	waitFor(t, ctx, "the shared query to start again", func() bool { return e.open() == 1 })
+	simtest.WaitFor(t, ctx, "the shared query to start again", func() bool { return e.open() == 1 })
 	e.update(t, ctx, 0)
 	if r := receive(t, ctx, a, "a waiter of a restarted hub"); r.err != nil || r.rec.ModifyIndex != e.recs[0].ModifyIndex {
 		t.Fatalf("a new waiter returned %v, %v; want index %d", r.rec, r.err, e.recs[0].ModifyIndex)
@@ -345,8 +344,7 @@ func TestNomadSharedWatchCancel(t *testing.T) {
 
 // A record deleted while watched, or before, answers ErrNotFound.
 func TestNomadSharedWatchDeleted(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 3, testGap)
 	cl := simClient(t, e.c, "")
 	del := func(i int) {
@@ -355,7 +353,7 @@ func TestNomadSharedWatchDeleted(t *testing.T) {
 		}
 	}
 	keep, gone := e.watch(ctx, 0), e.watch(ctx, 1)
-	waitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
+	simtest.WaitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
 	del(1)
 	if r := receive(t, ctx, gone, "the deleted record's waiter"); !errors.Is(r.err, store.ErrNotFound) {
 		t.Fatalf("WatchHead of a deleted record: %v, %v; want ErrNotFound", r.rec, r.err)
@@ -364,33 +362,24 @@ func TestNomadSharedWatchDeleted(t *testing.T) {
 	if r := receive(t, ctx, e.watch(ctx, 2), "the waiter of a record deleted before"); !errors.Is(r.err, store.ErrNotFound) {
 		t.Fatalf("WatchHead of a record deleted before the call: %v, %v; want ErrNotFound", r.rec, r.err)
 	}
-	select {
-	case r := <-keep:
-		t.Fatalf("a waiter woke (%v, %v) when another record was deleted", r.rec, r.err)
-	default:
-	}
+	checkAsleep(t, keep, "a waiter woke (%v, %v) when another record was deleted")
 }
 
 // The shared list retries Nomad's passing failures (5xx, 429) until they pass, and ends
 // its waiters with an error that retrying cannot mend (403).
 func TestNomadSharedWatchListFailures(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 2, testGap)
 	for _, status := range []int{http.StatusInternalServerError, http.StatusTooManyRequests} {
 		e.tr.reset()
 		remove := e.c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/vars", Status: status})
 		w := e.watch(ctx, 0)
-		waitFor(t, ctx, "the failing list to be tried again", func() bool {
+		simtest.WaitFor(t, ctx, "the failing list to be tried again", func() bool {
 			_, _, lists, _ := e.tr.snapshot()
 			return lists >= 3
 		})
 		e.update(t, ctx, 0)
-		select {
-		case r := <-w:
-			t.Fatalf("a waiter woke (%v, %v) while every list failed with %d", r.rec, r.err, status)
-		default:
-		}
+		checkAsleep(t, w, "a waiter woke (%v, %v) while every list failed with %d", status)
 		remove()
 		if r := receive(t, ctx, w, "the waiter once the list works"); r.err != nil || r.rec.ModifyIndex != e.recs[0].ModifyIndex {
 			t.Fatalf("after %d failures passed, the waiter returned %v, %v; want index %d", status, r.rec, r.err, e.recs[0].ModifyIndex)
@@ -408,18 +397,17 @@ func TestNomadSharedWatchListFailures(t *testing.T) {
 // waiter whose record does not change reads nothing.
 func TestNomadSharedWatchPaced(t *testing.T) {
 	const gap = 50 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 2, gap)
 	w := e.watch(ctx, 1)
-	waitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
+	simtest.WaitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
 	e.tr.reset()
 	start := time.Now()
 	for range 40 {
 		e.update(t, ctx, 0)
 	}
 	// Forty writes may take less than a gap: the woken list is then sent once it passed.
-	waitFor(t, ctx, "a list after the writes", func() bool {
+	simtest.WaitFor(t, ctx, "a list after the writes", func() bool {
 		_, _, lists, _ := e.tr.snapshot()
 		return lists > 0
 	})
@@ -436,18 +424,13 @@ func TestNomadSharedWatchPaced(t *testing.T) {
 	if reads != 0 {
 		t.Fatalf("the waiter of an unchanged record read %d times", reads)
 	}
-	select {
-	case r := <-w:
-		t.Fatalf("a waiter woke (%v, %v) though its record did not change", r.rec, r.err)
-	default:
-	}
+	checkAsleep(t, w, "a waiter woke (%v, %v) though its record did not change")
 }
 
 // Each namespace has its own shared query: waiters in two namespaces hold two, and a change
 // in one wakes only its waiter.
 func TestNomadSharedWatchNamespaces(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 2, testGap)
 	if _, err := simClient(t, e.c, "").Namespaces().Register(&api.Namespace{Name: "other"}, nil); err != nil {
 		t.Fatal(err)
@@ -466,7 +449,7 @@ func TestNomadSharedWatchNamespaces(t *testing.T) {
 		r, err := e.watcher.WatchHead(ctx, "other", other.ID, other.ModifyIndex)
 		inOther <- watchResult{-1, r, err}
 	}()
-	waitFor(t, ctx, "a shared query per namespace", func() bool { return e.open() == 2 })
+	simtest.WaitFor(t, ctx, "a shared query per namespace", func() bool { return e.open() == 2 })
 	other.Control.Intent = restart.IntentCancel
 	if err := e.writer.Update(ctx, other); err != nil {
 		t.Fatal(err)
@@ -474,11 +457,7 @@ func TestNomadSharedWatchNamespaces(t *testing.T) {
 	if r := receive(t, ctx, inOther, "the other namespace's waiter"); r.err != nil || r.rec.ModifyIndex != other.ModifyIndex || r.rec.Namespace != "other" {
 		t.Fatalf("WatchHead in namespace other: %+v, %v; want index %d", r.rec, r.err, other.ModifyIndex)
 	}
-	select {
-	case r := <-inDefault:
-		t.Fatalf("a waiter in namespace default woke (%v, %v) on a change in another namespace", r.rec, r.err)
-	default:
-	}
+	checkAsleep(t, inDefault, "a waiter in namespace default woke (%v, %v) on a change in another namespace")
 	if _, peak, _, _ := e.tr.snapshot(); peak > 2 {
 		t.Fatalf("%d blocking queries were open at once for two namespaces", peak)
 	}
@@ -487,23 +466,18 @@ func TestNomadSharedWatchNamespaces(t *testing.T) {
 // A woken waiter whose read of its head fails for a passing reason (Nomad's 429) tries
 // again until it passes.
 func TestNomadSharedWatchReadRetried(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 1, testGap)
 	w := e.watch(ctx, 0)
-	waitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
+	simtest.WaitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
 	remove := e.c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/var/", Status: http.StatusTooManyRequests})
 	defer remove()
 	e.update(t, ctx, 0)
-	waitFor(t, ctx, "the refused read to be tried again", func() bool {
+	simtest.WaitFor(t, ctx, "the refused read to be tried again", func() bool {
 		_, _, _, reads := e.tr.snapshot()
 		return reads >= 3
 	})
-	select {
-	case r := <-w:
-		t.Fatalf("the waiter returned (%v, %v) while every read of its head was refused", r.rec, r.err)
-	default:
-	}
+	checkAsleep(t, w, "the waiter returned (%v, %v) while every read of its head was refused")
 	remove()
 	if r := receive(t, ctx, w, "the waiter once reads work"); r.err != nil || r.rec.ModifyIndex != e.recs[0].ModifyIndex {
 		t.Fatalf("after the refusals passed, the waiter returned %v, %v; want index %d", r.rec, r.err, e.recs[0].ModifyIndex)

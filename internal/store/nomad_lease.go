@@ -3,11 +3,12 @@ package store
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
 // nomadLease is a Nomad variable lock on <record>/lease, renewed at half its TTL until
@@ -15,10 +16,8 @@ import (
 // the lease is lost: another driver may take it once Nomad's lock delay has passed.
 type nomadLease struct {
 	n      *Nomad
-	ns     string
-	path   string
+	lock   nomadvars.Lock
 	holder string
-	lockID string
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -34,7 +33,7 @@ func (n *Nomad) AcquireLease(ctx context.Context, namespace, id, holder string) 
 		return nil, err
 	}
 	// The lock lives beside the record; refuse a lease on a restart that does not exist.
-	if _, _, err := n.readHead(ctx, h, 0); err != nil {
+	if _, err := n.readHead(ctx, h); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			n.forget(h)
 		}
@@ -50,25 +49,15 @@ func (n *Nomad) AcquireLease(ctx context.Context, namespace, id, holder string) 
 		Items:     map[string]string{"holder": holder},
 		Lock:      &api.VariableLock{TTL: n.opts.LockTTL.String(), LockDelay: n.opts.LockDelay.String()},
 	}
-	// Retried on passing failures. Were a first try to land and its answer be lost, the
-	// retry finds the lock held and says so; that lock then expires after its TTL.
-	var got *api.Variable
-	err = retry(ctx, func() (err error) {
-		got, _, err = n.client.Variables().AcquireLock(v, n.wo(ctx, h.ns))
-		return err
-	})
-	if err != nil {
-		if statusOf(err) == http.StatusConflict {
-			return nil, ErrLeaseHeld
-		}
-		return nil, n.mapErr(ctx, err, "write", h.ns, path)
-	}
-	if got.LockID() == "" {
+	_, lock, err := n.vars.AcquireLock(ctx, v)
+	if errors.Is(err, nomadvars.ErrLockHeld) {
 		return nil, ErrLeaseHeld
 	}
+	if err != nil {
+		return nil, n.storeErr(err)
+	}
 	runCtx, stop := context.WithCancel(context.Background())
-	l := &nomadLease{n: n, ns: h.ns, path: path, holder: holder, lockID: got.LockID(),
-		lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	l := &nomadLease{n: n, lock: lock, holder: holder, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
 	go l.renew(runCtx)
 	return l, nil
 }
@@ -77,7 +66,7 @@ func (l *nomadLease) Lost() <-chan struct{} { return l.lost }
 
 func (l *nomadLease) markLost(reason string, err error) {
 	l.lostOnce.Do(func() {
-		l.n.opts.Logger.Warn("restart lease lost", "path", l.path, "namespace", l.ns, "reason", reason, "error", err)
+		l.n.opts.Logger.Warn("restart lease lost", "path", l.lock.Path, "namespace", l.lock.Namespace, "reason", reason, "error", err)
 		close(l.lost)
 	})
 }
@@ -99,22 +88,21 @@ func (l *nomadLease) renew(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		v := &api.Variable{Namespace: l.ns, Path: l.path, Lock: &api.VariableLock{ID: l.lockID}}
-		_, _, err := l.n.client.Variables().RenewLock(v, (&api.WriteOptions{Namespace: l.ns}).WithContext(ctx))
+		err := l.n.vars.RenewLock(ctx, l.lock)
 		switch {
 		case err == nil:
 			lastOK = time.Now()
 			next = every
 		case ctx.Err() != nil:
 			return
-		case statusOf(err) == http.StatusConflict || statusOf(err) == http.StatusNotFound:
+		case errors.Is(err, nomadvars.ErrLockLost):
 			l.markLost("Nomad no longer holds the lock for this driver", err)
 			return
 		case time.Since(lastOK) >= ttl:
 			l.markLost("renewals failed for a whole TTL", err)
 			return
 		default:
-			l.n.opts.Logger.Debug("restart lease renewal failed; retrying", "path", l.path, "error", err)
+			l.n.opts.Logger.Debug("restart lease renewal failed; retrying", "path", l.lock.Path, "error", err)
 			next = max(min(every/4, ttl-time.Since(lastOK)), time.Millisecond)
 		}
 	}
@@ -134,15 +122,9 @@ func (l *nomadLease) Release(ctx context.Context) error {
 			return // nothing of ours to release
 		default:
 		}
-		// Nomad refuses items on a release: the lock ID alone says whose it is.
-		v := &api.Variable{Namespace: l.ns, Path: l.path, Lock: &api.VariableLock{ID: l.lockID}}
-		var released *api.Variable
-		rerr := retry(ctx, func() (err error) {
-			released, _, err = l.n.client.Variables().ReleaseLock(v, (&api.WriteOptions{Namespace: l.ns}).WithContext(ctx))
-			return err
-		})
-		if rerr != nil && statusOf(rerr) != http.StatusConflict {
-			err = l.n.mapErr(ctx, rerr, "write", l.ns, l.path)
+		released, rerr := l.n.vars.ReleaseLock(ctx, l.lock)
+		if rerr != nil && !errors.Is(rerr, nomadvars.ErrLockLost) {
+			err = l.n.storeErr(rerr)
 		}
 		if rerr == nil && released != nil {
 			l.dropEndedLease(ctx, released.ModifyIndex)

@@ -2,9 +2,9 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -32,15 +32,8 @@ func (n *Nomad) prune(ctx context.Context, ns, job string) {
 		n.opts.Logger.Debug("could not list restarts to prune", "job", job, "namespace", ns, "error", err)
 		return
 	}
-	ended := 0
-	for _, r := range recs {
-		if r.JobID != job || !r.Status.Terminal() {
-			continue
-		}
-		ended++
-		if ended > keep {
-			n.deleteRecord(ctx, r)
-		}
+	for _, r := range endedBeyond(recs, job, keep) {
+		n.deleteRecord(ctx, r)
 	}
 }
 
@@ -49,19 +42,19 @@ func (n *Nomad) prune(ctx context.Context, ns, job string) {
 func (n *Nomad) deleteRecord(ctx context.Context, r *restart.Record) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	h := headRef{ns: normNamespace(r.Namespace), jobSeg: n.jobSegment(r.JobID), id: r.ID}
+	h := headRef{ns: nomadvars.Namespace(r.Namespace), jobSeg: n.jobSegment(r.JobID), id: r.ID}
 	path := n.headPath(h.jobSeg, h.id)
-	if _, err := n.client.Variables().CheckedDelete(path, r.ModifyIndex, n.wo(ctx, h.ns)); err != nil {
+	if err := n.vars.DeleteAt(ctx, h.ns, path, r.ModifyIndex); err != nil {
 		n.opts.Logger.Debug("could not prune an ended restart", "path", path, "namespace", h.ns, "error", err)
 		return
 	}
 	n.forget(h)
-	metas, _, err := n.client.Variables().PrefixList(path+"/", n.qo(ctx, h.ns))
+	metas, err := n.vars.List(ctx, h.ns, path+"/")
 	if err != nil {
 		return
 	}
 	for _, m := range metas {
-		if _, err := n.client.Variables().Delete(m.Path, n.wo(ctx, h.ns)); err != nil && statusOf(err) != http.StatusNotFound {
+		if err := n.vars.Delete(ctx, h.ns, m.Path); err != nil {
 			n.opts.Logger.Debug("could not delete a pruned restart's variable", "path", m.Path, "namespace", h.ns, "error", err)
 		}
 	}
@@ -71,12 +64,12 @@ func (n *Nomad) deleteRecord(ctx context.Context, r *restart.Record) {
 // ended: no driver will take it again, and each would otherwise stay in Nomad for good. A
 // lease still locked cannot be deleted (Nomad refuses), hence after the release.
 func (l *nomadLease) dropEndedLease(ctx context.Context, index uint64) {
-	head := strings.TrimSuffix(l.path, "/lease")
-	rec, err := l.n.Get(ctx, l.ns, head[strings.LastIndex(head, "/")+1:])
+	head := strings.TrimSuffix(l.lock.Path, "/lease")
+	rec, err := l.n.Get(ctx, l.lock.Namespace, head[strings.LastIndex(head, "/")+1:])
 	if err != nil || !rec.Status.Terminal() {
 		return
 	}
-	if _, err := l.n.client.Variables().CheckedDelete(l.path, index, l.n.wo(ctx, l.ns)); err != nil {
-		l.n.opts.Logger.Debug("could not delete an ended restart's lease", "path", l.path, "namespace", l.ns, "error", err)
+	if err := l.n.vars.DeleteAt(ctx, l.lock.Namespace, l.lock.Path, index); err != nil {
+		l.n.opts.Logger.Debug("could not delete an ended restart's lease", "path", l.lock.Path, "namespace", l.lock.Namespace, "error", err)
 	}
 }

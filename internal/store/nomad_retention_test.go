@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,25 +8,18 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // TestNomadRetention: an ended restart's lease variable goes when its driver releases it,
 // and creating a restart prunes the job's ended ones beyond Keep, oldest first, leaving
 // other jobs' alone.
 func TestNomadRetention(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	cl := simClient(t, c, "")
-	s := store.NewNomad(cl, store.NomadOptions{Keep: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	cl, s := startNomadStore(t, store.NomadOptions{Keep: 2})
+	ctx := testContext(t, 30*time.Second)
 
 	end := func(rec *restart.Record) {
 		t.Helper()
-		l, err := s.AcquireLease(ctx, rec.Namespace, rec.ID, "driver")
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := storetest.MustLease(t, ctx, s, rec, "driver")
 		rec.Status = restart.StatusSucceeded
 		if err := s.Update(ctx, rec); err != nil {
 			t.Fatal(err)
@@ -36,10 +28,7 @@ func TestNomadRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	other := storetest.NewRecord("default", "api", 1)
-	if err := s.Create(ctx, other); err != nil {
-		t.Fatal(err)
-	}
+	other := createRecord(t, ctx, s, "default", "api", 1)
 	end(other)
 	var ids []string
 	for i := range 4 {

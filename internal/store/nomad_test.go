@@ -11,25 +11,11 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
-
-func startSim(t testing.TB, opts nomadsim.Options) *nomadsim.Cluster {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	c, err := nomadsim.Start(ctx, opts)
-	if err != nil {
-		cancel()
-		t.Fatalf("starting nomadsim: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = c.Close()
-		cancel()
-	})
-	return c
-}
 
 func simClient(t testing.TB, c *nomadsim.Cluster, token string) *api.Client {
 	t.Helper()
@@ -45,7 +31,7 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func TestNomadSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
-		c := startSim(t, nomadsim.Options{})
+		c := simtest.Start(t, nomadsim.Options{})
 		return storetest.Backend{Open: func(t *testing.T) store.Store {
 			return store.NewNomad(simClient(t, c, ""), store.NomadOptions{})
 		}}
@@ -56,19 +42,10 @@ func TestNomadSuite(t *testing.T) {
 // lock; in life its TTL ran out during a partition) is lost, Lost says so at the next
 // renewal, and another driver takes the lease.
 func TestNomadLeaseLostWhenTakenAway(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	cl := simClient(t, c, "")
-	s := store.NewNomad(cl, store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.AcquireLease(ctx, "default", rec.ID, "driver")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, s := startNomadStore(t, store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
+	ctx := testContext(t, 30*time.Second)
+	rec := createRecord(t, ctx, s, "default", "web", 1)
+	l := storetest.MustLease(t, ctx, s, rec, "driver")
 	path := "nomad-restart/web/" + rec.ID + "/lease"
 	v, _, err := cl.Variables().Read(path, nil)
 	if err != nil || v.LockID() == "" {
@@ -97,18 +74,11 @@ func TestNomadLeaseLostWhenTakenAway(t *testing.T) {
 
 // A lease whose renewals cannot reach Nomad for a whole TTL is lost.
 func TestNomadLeaseLostWhenUnreachable(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	s := store.NewNomad(simClient(t, c, ""), store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.AcquireLease(ctx, "default", rec.ID, "driver")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := testContext(t, 30*time.Second)
+	rec := createRecord(t, ctx, s, "default", "web", 1)
+	l := storetest.MustLease(t, ctx, s, rec, "driver")
 	_ = c.Close()
 	select {
 	case <-l.Lost():
@@ -119,19 +89,10 @@ func TestNomadLeaseLostWhenUnreachable(t *testing.T) {
 
 // A held lease is renewed on schedule and stays ours.
 func TestNomadLeaseRenewed(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	cl, cnt := countingClient(t, c)
-	s := store.NewNomad(cl, store.NomadOptions{RenewEvery: 10 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.AcquireLease(ctx, "default", rec.ID, "driver")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cnt, s := startCountedStore(t, store.NomadOptions{RenewEvery: 10 * time.Millisecond})
+	ctx := testContext(t, 30*time.Second)
+	rec := createRecord(t, ctx, s, "default", "web", 1)
+	l := storetest.MustLease(t, ctx, s, rec, "driver")
 	for cnt.count("PUT lock-renew") < 5 {
 		select {
 		case <-l.Lost():
@@ -153,17 +114,11 @@ func TestNomadLeaseRenewed(t *testing.T) {
 	if n := cnt.count("PUT lock-renew"); n != after {
 		t.Fatalf("%d renewals were sent after Release", n-after)
 	}
-	l2, err := s.AcquireLease(ctx, "default", rec.ID, "other")
-	if err != nil {
-		t.Fatalf("AcquireLease after Release: %v", err)
-	}
-	if err := l2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	storetest.TakeFreeLease(t, ctx, s, rec, "other", "after Release")
 }
 
 func TestNomadACLs(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	ctx := context.Background()
 
 	reader, err := c.CreateToken("reader", map[string]string{"reader": `namespace "default" { policy = "read" }`})
@@ -232,7 +187,7 @@ namespace "default" {
 }
 
 func TestProbeNomadWithoutACLs(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	if err := store.ProbeNomad(context.Background(), simClient(t, c, ""), "default", "web"); err != nil {
 		t.Fatalf("ProbeNomad with ACLs disabled: %v", err)
 	}
@@ -241,16 +196,13 @@ func TestProbeNomadWithoutACLs(t *testing.T) {
 // Watch is a blocking query: while nothing changes it holds one request open instead of
 // polling.
 func TestNomadWatchBlocks(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	cl, cnt := countingClient(t, c)
-	s := store.NewNomad(cl, store.NomadOptions{})
+	_, cnt, s := startCountedStore(t, store.NomadOptions{})
 	rec := storetest.NewRecord("default", "web", 1)
 	if err := s.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
 	before := cnt.count("GET")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
+	ctx := testContext(t, 300*time.Millisecond)
 	if _, err := s.Watch(ctx, "default", rec.ID, rec.ModifyIndex); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Watch: got %v, want the context's deadline", err)
 	}
@@ -262,14 +214,9 @@ func TestNomadWatchBlocks(t *testing.T) {
 // Chunks replaced by an update are deleted, and a finished record's orphans (chunks of a
 // writer that died before writing its head) are swept.
 func TestNomadChunksCleanedUp(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
-	cl := simClient(t, c, "")
-	s := store.NewNomad(cl, store.NomadOptions{})
+	cl, s := startNomadStore(t, store.NomadOptions{})
 	ctx := context.Background()
-	rec := storetest.NewRecord("default", "big", 3000)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := createRecord(t, ctx, s, "default", "big", 3000)
 	head := "nomad-restart/big/" + rec.ID
 	chunkVars := func() (listed, named int) {
 		t.Helper()
@@ -315,32 +262,24 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 // A job marker left naming a restart that does not exist (its creator died between the
 // two writes, or the record was deleted by hand) does not block the job.
 func TestNomadStaleMarkerIsFree(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	cl := simClient(t, c, "")
 	marker := &api.Variable{Path: "nomad-restart/web/active", Items: map[string]string{"restart": "00000000-0000-4000-8000-000000000000"}}
 	if _, _, err := cl.Variables().Create(marker, nil); err != nil {
 		t.Fatal(err)
 	}
 	s := store.NewNomad(cl, store.NomadOptions{})
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(context.Background(), rec); err != nil {
-		t.Fatalf("Create with a stale marker: %v", err)
-	}
-	var busy *store.JobBusyError
-	if err := s.Create(context.Background(), storetest.NewRecord("default", "web", 1)); !errors.As(err, &busy) || busy.RestartID != rec.ID {
-		t.Fatalf("the marker was not taken over: %v", err)
-	}
+	checkStaleMarkerIsFree(t, s)
 }
 
 // On a cluster that fails some variable requests (5xx and dropped connections), a big
 // record still round-trips, updates and leases work: passing failures are retried and no
 // write is lost or doubled.
 func TestNomadUnderFaults(t *testing.T) {
-	c := startSim(t, nomadsim.Options{Seed: 7})
+	c := simtest.Start(t, nomadsim.Options{Seed: 7})
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.05, Status: 500, Body: "rpc error: No cluster leader"})
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.02, Drop: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t, 60*time.Second)
 	s := store.NewNomad(simClient(t, c, ""), store.NomadOptions{Logger: quiet})
 	rec := storetest.NewRecord("default", "big", 3000)
 	if err := s.Create(ctx, rec); err != nil {
@@ -394,14 +333,10 @@ func TestNomadUnderFaults(t *testing.T) {
 // A watch outlives a lost leader: it resumes when the cluster answers again and still sees
 // the update.
 func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
-	c := startSim(t, nomadsim.Options{TimeScale: 10})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10})
 	s := store.NewNomad(simClient(t, c, ""), store.NomadOptions{Logger: quiet})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rec := storetest.NewRecord("default", "web", 1)
-	if err := s.Create(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
+	ctx := testContext(t, 30*time.Second)
+	rec := createRecord(t, ctx, s, "default", "web", 1)
 	type result struct {
 		idx uint64
 		err error

@@ -8,12 +8,14 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // Watch implements Store with blocking queries on the record's head. A watch is a long
-// wait, so passing failures (a leader election, a restarted server) do not end it: it
-// keeps trying, backing off up to watchMaxBackoff, until ctx ends.
+// wait, so passing failures (a leader election, a restarted server: cluster.IsTransient)
+// do not end it: it keeps trying, backing off up to watchMaxBackoff, until ctx ends. Its
+// requests are tried once each (Nomad.watching): the loop is their only retry.
 func (n *Nomad) Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
 	return n.watch(ctx, namespace, id, afterIndex, true)
 }
@@ -40,8 +42,8 @@ func (n *Nomad) watchBlocking(ctx context.Context, h headRef, afterIndex uint64,
 	var wait uint64
 	backoff := 50 * time.Millisecond
 	for {
-		v, qm, err := n.readHead(ctx, h, wait)
-		if err != nil && transient(err) {
+		v, lastIndex, err := n.watchHeadOnce(ctx, h, wait)
+		if err != nil && cluster.IsTransient(err) {
 			n.opts.Logger.Debug("watching a restart record: retrying", "restart", h.id, "error", err)
 			if serr := sleepCtx(ctx, backoff); serr != nil {
 				return nil, serr
@@ -64,10 +66,7 @@ func (n *Nomad) watchBlocking(ctx context.Context, h headRef, afterIndex uint64,
 			}
 			return rec, err
 		}
-		wait = max(afterIndex, v.ModifyIndex, wait)
-		if qm != nil && qm.LastIndex > wait {
-			wait = qm.LastIndex
-		}
+		wait = max(afterIndex, v.ModifyIndex, wait, lastIndex)
 	}
 }
 
@@ -103,12 +102,12 @@ func (n *Nomad) watchShared(ctx context.Context, h headRef, afterIndex uint64, w
 		if note.err != nil {
 			return nil, note.err
 		}
-		v, _, err := n.readHead(ctx, h, 0)
+		v, _, err := n.watchHeadOnce(ctx, h, 0)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			n.forget(h)
 			return nil, ErrNotFound
-		case err != nil && hubTransient(err):
+		case err != nil && cluster.IsTransient(err):
 			n.opts.Logger.Debug("watching a restart record: retrying", "restart", h.id, "error", err)
 			if serr := sleepCtx(ctx, backoff); serr != nil {
 				return nil, serr

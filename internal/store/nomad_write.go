@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -17,17 +17,11 @@ import (
 // a marker then never names a record that does not exist yet, so a marker naming a missing
 // record can safely count as free.
 func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
-	if rec.ID == "" {
-		rec.ID = uuid.NewString()
-	}
-	if !validID(rec.ID) {
-		return fmt.Errorf("nomad store: invalid restart ID %q", rec.ID)
-	}
-	if rec.JobID == "" {
-		return errors.New("nomad store: a restart record needs a JobID")
+	if err := prepareNew("nomad store", rec); err != nil {
+		return err
 	}
 	out := *rec
-	out.Namespace = normNamespace(rec.Namespace)
+	out.Namespace = nomadvars.Namespace(rec.Namespace)
 	now := time.Now().UTC()
 	if out.CreateTime.IsZero() {
 		out.CreateTime = now
@@ -35,33 +29,16 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	out.ModifyTime = now
 	h := headRef{ns: out.Namespace, jobSeg: n.jobSegment(out.JobID), id: out.ID}
 
-	enc, err := encodeRecord(&out, n, n.memoFor(key(out.Namespace, out.ID)))
+	enc, v, err := n.writeVersion(ctx, h, &out, nil, 0, fmt.Errorf("nomad store: restart %s already exists", out.ID))
 	if err != nil {
-		return fmt.Errorf("nomad store: %w", err)
-	}
-	if err := n.writeChunks(ctx, h, enc, nil); err != nil {
 		return err
 	}
-	items, err := headItems(enc)
-	if err != nil {
-		n.deleteChunks(ctx, h, enc.chunks)
-		return fmt.Errorf("nomad store: %w", err)
-	}
 	path := n.headPath(h.jobSeg, h.id)
-	v, err := n.writeHead(ctx, h, items, 0)
-	if err != nil {
-		n.deleteChunks(ctx, h, enc.chunks)
-		var conflict api.ErrCASConflict
-		if errors.As(err, &conflict) {
-			return fmt.Errorf("nomad store: restart %s already exists", out.ID)
-		}
-		return n.mapErr(ctx, err, "write", h.ns, path)
-	}
 	if !out.Status.Terminal() {
 		if err := n.claimJob(ctx, h, out.JobID); err != nil {
 			// Undo the head: this restart never existed.
 			cctx, cancel := cleanupContext(ctx)
-			_, derr := n.client.Variables().CheckedDelete(path, v.ModifyIndex, n.wo(cctx, h.ns))
+			derr := n.vars.DeleteAt(cctx, h.ns, path, v.ModifyIndex)
 			cancel()
 			if derr != nil {
 				n.opts.Logger.Warn("could not remove a refused restart record", "path", path, "namespace", h.ns, "error", derr)
@@ -77,39 +54,61 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	return nil
 }
 
+// writeVersion writes a version of record out: its chunks that old (nil: none) does not
+// hold, then its head with check-and-set at cas. A head that lost the check-and-set is
+// conflict. When the head is not written, the chunks just written go again.
+func (n *Nomad) writeVersion(ctx context.Context, h headRef, out *restart.Record, old *cachedHead, cas uint64, conflict error) (*encodedRecord, *api.Variable, error) {
+	enc, err := encodeRecord(out, n, n.memoFor(key(h.ns, h.id)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("nomad store: %w", err)
+	}
+	if err := n.writeChunks(ctx, h, enc, old); err != nil {
+		return nil, nil, err
+	}
+	items, err := headItems(enc)
+	if err != nil {
+		n.deleteChunks(ctx, h, newChunks(enc, old))
+		return nil, nil, fmt.Errorf("nomad store: %w", err)
+	}
+	v, err := n.writeHead(ctx, h, items, cas)
+	if err != nil {
+		n.deleteChunks(ctx, h, newChunks(enc, old))
+		var lost *nomadvars.ConflictError
+		if errors.As(err, &lost) {
+			return nil, nil, conflict
+		}
+		return nil, nil, n.storeErr(err)
+	}
+	return enc, v, nil
+}
+
 // claimJob makes restart h the job's restart in progress, or returns *JobBusyError.
 func (n *Nomad) claimJob(ctx context.Context, h headRef, job string) error {
 	path := n.markerPath(job)
-	vars := n.client.Variables()
 	items := map[string]string{"restart": h.id}
-	for attempt := 0; attempt < 20; attempt++ {
-		_, _, err := vars.CheckedCreate(&api.Variable{Namespace: h.ns, Path: path, Items: items}, n.wo(ctx, h.ns))
+	for range 20 {
+		// A create whose answer was lost and that landed meets our own marker: nomadvars
+		// then says it was written.
+		_, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: items})
+		var conflict *nomadvars.ConflictError
 		if err == nil {
 			return nil
 		}
-		var conflict api.ErrCASConflict
-		if transient(err) && attempt < 19 {
-			// Try again: if this write landed, the next one meets our own marker.
-			if serr := sleepCtx(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
-				return serr
-			}
-			continue
-		}
 		if !errors.As(err, &conflict) {
-			return n.mapErr(ctx, err, "write", h.ns, path)
+			return n.storeErr(err)
 		}
-		cur := conflict.Conflict
-		if cur == nil || cur.Items["restart"] == "" {
+		cur := conflict.Current
+		if cur == nil {
+			continue // deleted meanwhile: create again
+		}
+		if cur.Items["restart"] == "" {
 			// A redacted conflict (no read permission) or a zero value: read it.
-			err := retry(ctx, func() (err error) {
-				cur, _, err = vars.Peek(path, n.qo(ctx, h.ns))
-				return err
-			})
-			if err != nil {
-				return n.mapErr(ctx, err, "read", h.ns, path)
+			cur, err = n.vars.Read(ctx, h.ns, path)
+			if errors.Is(err, nomadvars.ErrNotFound) {
+				continue
 			}
-			if cur == nil {
-				continue // deleted meanwhile: create again
+			if err != nil {
+				return n.storeErr(err)
 			}
 		}
 		holder := cur.Items["restart"]
@@ -126,12 +125,12 @@ func (n *Nomad) claimJob(ctx context.Context, h headRef, job string) error {
 		// The marker names a finished or missing restart: take it over, with CAS so that
 		// of two takers one wins.
 		upd := &api.Variable{Namespace: h.ns, Path: path, Items: items, ModifyIndex: cur.ModifyIndex}
-		if _, _, err := vars.CheckedUpdate(upd, n.wo(ctx, h.ns)); err == nil {
+		if _, err := n.vars.Write(ctx, upd); err == nil {
 			return nil
-		} else if !errors.As(err, &conflict) && !transient(err) {
-			return n.mapErr(ctx, err, "write", h.ns, path)
+		} else if !errors.As(err, &conflict) {
+			return n.storeErr(err)
 		}
-		// A conflict, or a lost answer: look at the marker again.
+		// A conflict: look at the marker again.
 	}
 	return fmt.Errorf("nomad store: could not claim job %q for restart %s: its marker %s keeps changing", job, h.id, path)
 }
@@ -141,7 +140,7 @@ func (n *Nomad) holderBusy(ctx context.Context, h headRef) (bool, error) {
 	if !validID(h.id) {
 		return false, nil
 	}
-	v, _, err := n.readHead(ctx, h, 0)
+	v, err := n.readHead(ctx, h)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -200,18 +199,14 @@ func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, 
 	err := forEach(ctx, len(place), chunkWorkers, func(ctx context.Context, i int) error {
 		c := place[i]
 		path := n.headPath(h.jobSeg, h.id) + "/c/" + c.name
-		err := retry(ctx, func() error {
-			v := &api.Variable{Namespace: h.ns, Path: path, Items: map[string]string{itemData: c.packed}}
-			_, _, err := n.client.Variables().CheckedCreate(v, n.wo(ctx, h.ns))
-			var conflict api.ErrCASConflict
-			if errors.As(err, &conflict) {
-				// The name is fresh and random (or was carried, never a variable): it exists
-				// only because an earlier try of this very write landed and its answer was lost.
-				return nil
-			}
-			return err
-		})
-		return n.mapErr(ctx, err, "write", h.ns, path)
+		_, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: map[string]string{itemData: c.packed}})
+		var conflict *nomadvars.ConflictError
+		if errors.As(err, &conflict) {
+			// The name is fresh and random (or was carried, never a variable): it exists
+			// only because an earlier try of this very write landed and its answer was lost.
+			return nil
+		}
+		return n.storeErr(err)
 	})
 	if err != nil {
 		// Some may have been written: remove them all (a missing one is no error).
@@ -250,11 +245,7 @@ func (n *Nomad) deleteChunkNames(ctx context.Context, h headRef, names []string)
 	defer cancel()
 	for _, name := range names {
 		path := n.headPath(h.jobSeg, h.id) + "/c/" + name
-		err := retry(ctx, func() error {
-			_, err := n.client.Variables().Delete(path, n.wo(ctx, h.ns))
-			return err
-		})
-		if err != nil && statusOf(err) != 404 {
+		if err := n.vars.Delete(ctx, h.ns, path); err != nil {
 			n.opts.Logger.Debug("could not delete an old chunk of a restart record", "path", path, "namespace", h.ns, "error", err)
 		}
 	}
@@ -277,72 +268,69 @@ func (n *Nomad) rememberWrite(h headRef, modifyIndex uint64, enc *encodedRecord)
 	n.remember(key(h.ns, h.id), h.jobSeg, modifyIndex, names, raws, carried)
 }
 
-// Update implements Store.
+// Update implements Store. It writes the chunks that changed, then the head with
+// check-and-set, and only then lets the replaced chunks go.
 func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 	if !validID(rec.ID) {
 		return ErrNotFound
 	}
-	ns := normNamespace(rec.Namespace)
+	ns := nomadvars.Namespace(rec.Namespace)
 	h := headRef{ns: ns, jobSeg: n.jobSegment(rec.JobID), id: rec.ID}
-	k := key(ns, rec.ID)
-
-	// The chunks of the head being replaced: known from the last read or write when
-	// that is the version rec was read at; else read the head (and fail early on a
-	// conflict, writing nothing).
-	n.mu.Lock()
-	old := n.heads[k]
-	n.mu.Unlock()
-	if old == nil || old.modifyIndex != rec.ModifyIndex {
-		v, _, err := n.readHead(ctx, h, 0)
-		if err != nil {
-			return err
-		}
-		if v.ModifyIndex != rec.ModifyIndex {
-			return ErrConflict
-		}
-		_, names, err := decodeHead(v.Items)
-		if err != nil {
-			return fmt.Errorf("nomad store: restart %s: %w", rec.ID, err)
-		}
-		old = &cachedHead{modifyIndex: v.ModifyIndex, names: names}
-		for _, name := range names {
-			if data, inHead := v.Items[itemChunkData+name]; inHead {
-				if old.carried == nil {
-					old.carried = map[string]string{}
-				}
-				old.carried[name] = data
-			}
-		}
+	old, err := n.replacedHead(ctx, h, rec)
+	if err != nil {
+		return err
 	}
 
 	out := *rec
 	out.Namespace = ns
 	out.ModifyTime = time.Now().UTC()
-	enc, err := encodeRecord(&out, n, n.memoFor(k))
+	enc, v, err := n.writeVersion(ctx, h, &out, old, rec.ModifyIndex, ErrConflict)
 	if err != nil {
-		return fmt.Errorf("nomad store: %w", err)
-	}
-	if err := n.writeChunks(ctx, h, enc, old); err != nil {
 		return err
 	}
-	items, err := headItems(enc)
-	if err != nil {
-		n.deleteChunks(ctx, h, newChunks(enc, old))
-		return fmt.Errorf("nomad store: %w", err)
-	}
-	path := n.headPath(h.jobSeg, h.id)
-	v, err := n.writeHead(ctx, h, items, rec.ModifyIndex)
-	if err != nil {
-		n.deleteChunks(ctx, h, newChunks(enc, old))
-		var conflict api.ErrCASConflict
-		if errors.As(err, &conflict) {
-			return ErrConflict
-		}
-		return n.mapErr(ctx, err, "write", ns, path)
-	}
 	n.rememberWrite(h, v.ModifyIndex, enc)
+	n.dropReplaced(ctx, h, &out, v.ModifyIndex, enc, old)
+	rec.Namespace, rec.CreateIndex, rec.ModifyIndex, rec.ModifyTime = ns, v.CreateIndex, v.ModifyIndex, out.ModifyTime
+	return nil
+}
 
-	// Only now, with no head pointing at them, may the replaced chunks go.
+// replacedHead returns the chunks of the head rec replaces: known from the last read or
+// write when that is the version rec was read at; else it reads the head (and fails early
+// with ErrConflict, writing nothing, when rec is not its version).
+func (n *Nomad) replacedHead(ctx context.Context, h headRef, rec *restart.Record) (*cachedHead, error) {
+	n.mu.Lock()
+	old := n.heads[key(h.ns, h.id)]
+	n.mu.Unlock()
+	if old != nil && old.modifyIndex == rec.ModifyIndex {
+		return old, nil
+	}
+	v, err := n.readHead(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if v.ModifyIndex != rec.ModifyIndex {
+		return nil, ErrConflict
+	}
+	_, names, err := decodeHead(v.Items)
+	if err != nil {
+		return nil, fmt.Errorf("nomad store: restart %s: %w", rec.ID, err)
+	}
+	old = &cachedHead{modifyIndex: v.ModifyIndex, names: names}
+	for _, name := range names {
+		if data, inHead := v.Items[itemChunkData+name]; inHead {
+			if old.carried == nil {
+				old.carried = map[string]string{}
+			}
+			old.carried[name] = data
+		}
+	}
+	return old, nil
+}
+
+// dropReplaced deletes the chunks of old that the head just written at headIndex no longer
+// names: now, with no head pointing at them, they may go. A record that ended also frees
+// its job and sweeps its orphans.
+func (n *Nomad) dropReplaced(ctx context.Context, h headRef, out *restart.Record, headIndex uint64, enc *encodedRecord, old *cachedHead) {
 	keepNames := map[string]bool{}
 	for _, c := range enc.chunks {
 		keepNames[c.name] = true
@@ -356,17 +344,15 @@ func (n *Nomad) Update(ctx context.Context, rec *restart.Record) error {
 	if out.Status.Terminal() {
 		// The record will not be written again: its sweep removes the replaced chunks
 		// with any orphans, now.
-		n.dropMemo(k)
+		n.dropMemo(key(h.ns, h.id))
 		n.releaseJob(ctx, h, out.JobID)
-		n.sweepOrphans(ctx, h, v.ModifyIndex, keepNames)
+		n.sweepOrphans(ctx, h, headIndex, keepNames)
 	} else if len(stale) > 0 {
 		// Off the writer's path: a driver writes before each batch's requests, and nothing
 		// reads a chunk no head names. One lost with the process is swept when the record
 		// ends (sweepOrphans).
 		go n.deleteChunkNames(context.WithoutCancel(ctx), h, stale)
 	}
-	rec.Namespace, rec.CreateIndex, rec.ModifyIndex, rec.ModifyTime = ns, v.CreateIndex, v.ModifyIndex, out.ModifyTime
-	return nil
 }
 
 // newChunks are the chunks of enc that were written for it (not reused from old).
@@ -392,19 +378,11 @@ func (n *Nomad) releaseJob(ctx context.Context, h headRef, job string) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	path := n.markerPath(job)
-	var v *api.Variable
-	err := retry(ctx, func() (err error) {
-		v, _, err = n.client.Variables().Peek(path, n.qo(ctx, h.ns))
-		return err
-	})
-	if err != nil || v == nil || v.Items["restart"] != h.id {
+	v, err := n.vars.Read(ctx, h.ns, path)
+	if err != nil || v.Items["restart"] != h.id {
 		return
 	}
-	err = retry(ctx, func() error {
-		_, err := n.client.Variables().CheckedDelete(path, v.ModifyIndex, n.wo(ctx, h.ns))
-		return err
-	})
-	if err != nil {
+	if err := n.vars.DeleteAt(ctx, h.ns, path, v.ModifyIndex); err != nil {
 		n.opts.Logger.Debug("could not clear the job's restart marker", "path", path, "namespace", h.ns, "error", err)
 	}
 }
@@ -416,7 +394,7 @@ func (n *Nomad) sweepOrphans(ctx context.Context, h headRef, headIndex uint64, k
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	prefix := n.headPath(h.jobSeg, h.id) + "/c/"
-	metas, _, err := n.client.Variables().PrefixList(prefix, n.qo(ctx, h.ns))
+	metas, err := n.vars.List(ctx, h.ns, prefix)
 	if err != nil {
 		return
 	}
@@ -436,43 +414,9 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 }
 
-// writeHead writes a head with check-and-set on cas (0: create only). When the answer is
-// lost (a dropped connection, a 5xx after the write was applied), it reads the head to
-// learn what happened: our content there means the write landed; the old index still
-// there means it did not, and it is tried again; anything else is a conflict.
+// writeHead writes a head with check-and-set on cas (0: create only). A write whose answer
+// was lost is recognised by nomadvars: the head holds its write time, so no other writer's
+// items are equal.
 func (n *Nomad) writeHead(ctx context.Context, h headRef, items map[string]string, cas uint64) (*api.Variable, error) {
-	path := n.headPath(h.jobSeg, h.id)
-	backoff := 20 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		in := &api.Variable{Namespace: h.ns, Path: path, Items: items, ModifyIndex: cas}
-		var (
-			v   *api.Variable
-			err error
-		)
-		if cas == 0 {
-			v, _, err = n.client.Variables().CheckedCreate(in, n.wo(ctx, h.ns))
-		} else {
-			v, _, err = n.client.Variables().CheckedUpdate(in, n.wo(ctx, h.ns))
-		}
-		if err == nil || !transient(err) || attempt >= retryAttempts {
-			return v, err
-		}
-		cur, _, rerr := n.readHead(ctx, h, 0)
-		switch {
-		case rerr == nil && cur.Items[itemRecord] == items[itemRecord] && cur.Items[itemChunks] == items[itemChunks]:
-			return cur, nil // it landed (the record holds its write time: no other writer's is equal)
-		case rerr == nil && cur.ModifyIndex != cas:
-			return nil, api.ErrCASConflict{CheckIndex: cas, Conflict: cur}
-		case errors.Is(rerr, ErrNotFound) && cas != 0:
-			return nil, rerr
-		case rerr != nil && !errors.Is(rerr, ErrNotFound):
-			return nil, err // cannot tell: report the write's own failure
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
+	return n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: n.headPath(h.jobSeg, h.id), Items: items, ModifyIndex: cas})
 }

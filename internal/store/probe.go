@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
 // ProbeNomad tells, for `-state auto`, whether client's token may keep restart records of
@@ -33,12 +35,12 @@ func ProbeNomad(ctx context.Context, client *api.Client, namespace, job string) 
 //
 // The probed path never exists, so nothing is created or deleted.
 func (n *Nomad) Probe(ctx context.Context, namespace, job string) error {
-	ns := normNamespace(namespace)
-	self, _, err := n.client.ACLTokens().Self(n.qo(ctx, ns))
+	ns := nomadvars.Namespace(namespace)
+	self, _, err := n.client.ACLTokens().Self((&api.QueryOptions{Namespace: ns}).WithContext(ctx))
 	switch {
 	case err != nil && strings.Contains(err.Error(), "ACL support disabled"):
 		return nil // older agents answer this way when ACLs are off
-	case err != nil && statusOf(err) == http.StatusForbidden:
+	case err != nil && forbidden(err):
 		return fmt.Errorf("Nomad refused the token (%v): check NOMAD_TOKEN or -token", err)
 	case err != nil:
 		if ctx.Err() != nil {
@@ -50,37 +52,36 @@ func (n *Nomad) Probe(ctx context.Context, namespace, job string) error {
 	}
 
 	path := n.opts.Prefix + "/" + n.jobSegment(job) + "/probe"
-	vars := n.client.Variables()
-	if _, _, err := vars.Peek(path, n.qo(ctx, ns)); err != nil {
-		return n.probeErr(ctx, err, "read", ns, path)
+	if _, err := n.vars.Read(ctx, ns, path); err != nil {
+		return n.probeErr(err)
 	}
 	// An index no variable can have makes the write a certain conflict.
 	const impossible = math.MaxInt64
 	v := &api.Variable{Namespace: ns, Path: path, Items: map[string]string{"probe": "never written"}, ModifyIndex: impossible}
-	_, _, err = vars.CheckedUpdate(v, n.wo(ctx, ns))
-	if err := n.probeConflict(ctx, err, "write", ns, path); err != nil {
+	_, err = n.vars.Write(ctx, v)
+	if err := n.probeErr(err); err != nil {
 		return err
 	}
-	_, err = vars.CheckedDelete(path, impossible, n.wo(ctx, ns))
-	return n.probeConflict(ctx, err, "destroy", ns, path)
+	return n.probeErr(n.vars.DeleteAt(ctx, ns, path, impossible))
 }
 
-func (n *Nomad) probeConflict(ctx context.Context, err error, capability, ns, path string) error {
-	var conflict api.ErrCASConflict
-	if errors.As(err, &conflict) {
+// probeErr is Probe's verdict on one request: allowed when Nomad answered with a conflict
+// (the capability was checked first) or "not found", or accepted it (the variable existed
+// at that index: impossible, but then the capability was there).
+func (n *Nomad) probeErr(err error) error {
+	var conflict *nomadvars.ConflictError
+	if err == nil || errors.As(err, &conflict) || errors.Is(err, nomadvars.ErrNotFound) {
 		return nil
 	}
-	if err == nil {
-		// The variable existed at that index: impossible, but then writing was allowed.
-		return nil
-	}
-	return n.probeErr(ctx, err, capability, ns, path)
+	return n.storeErr(err)
 }
 
-func (n *Nomad) probeErr(ctx context.Context, err error, capability, ns, path string) error {
-	err = n.mapErr(ctx, err, capability, ns, path)
-	if errors.Is(err, ErrNotFound) {
-		return nil
+// forbidden reports whether err is Nomad's 403.
+func forbidden(err error) bool {
+	var ure api.UnexpectedResponseError
+	if errors.As(err, &ure) {
+		return ure.StatusCode() == http.StatusForbidden
 	}
-	return err
+	var pure *api.UnexpectedResponseError
+	return errors.As(err, &pure) && pure != nil && pure.StatusCode() == http.StatusForbidden
 }

@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -69,14 +69,14 @@ var (
 	ErrLeaseHeld = errors.New("restart is driven by another process")
 )
 
-// JobBusyError says a job already has a restart in progress.
+// JobBusyError says a job already has a restart in progress: which job, and which
+// restart. What to do about it (attach, cancel) is the caller's to say.
 type JobBusyError struct {
 	Namespace, JobID, RestartID string
 }
 
 func (e *JobBusyError) Error() string {
-	return fmt.Sprintf("job %q already has restart %s in progress; attach to it with `nomad-restart attach %s`, or cancel it with `nomad-restart cancel %s`",
-		e.JobID, shortID(e.RestartID), shortID(e.RestartID), shortID(e.RestartID))
+	return fmt.Sprintf("job %q already has restart %s in progress", e.JobID, shortID(e.RestartID))
 }
 
 // AmbiguousIDError says a prefix matched several restarts.
@@ -99,27 +99,14 @@ func shortID(id string) string {
 // Mutate reads a record, applies change and writes it back, retrying on conflicts. It is how
 // operators change Control and how anyone makes a small change without holding the lease.
 func Mutate(ctx context.Context, s Store, namespace, id string, change func(*restart.Record) error) (*restart.Record, error) {
-	for attempt := 0; ; attempt++ {
-		rec, err := s.Get(ctx, namespace, id)
-		if err != nil {
-			return nil, err
-		}
-		if err := change(rec); err != nil {
-			return nil, err
-		}
-		err = s.Update(ctx, rec)
-		if err == nil {
-			return rec, nil
-		}
-		if !errors.Is(err, ErrConflict) || attempt >= 50 {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
-		}
+	rec, err := nomadvars.ReadChangeWrite(ctx, ErrConflict,
+		func() (*restart.Record, error) { return s.Get(ctx, namespace, id) },
+		func(rec *restart.Record) (bool, error) { return true, change(rec) },
+		func(rec *restart.Record) error { return s.Update(ctx, rec) })
+	if err != nil {
+		return nil, err // the record as change left it is not the caller's to see
 	}
+	return rec, nil
 }
 
 type unhurriedKey struct{}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -78,7 +79,7 @@ func forEachTarget(t *testing.T, opts targetOptions, fn func(t *testing.T, tg *t
 	t.Helper()
 	t.Run("sim", func(t *testing.T) {
 		t.Parallel()
-		fn(t, startSim(t, opts))
+		fn(t, simTarget(t, opts))
 	})
 	t.Run("real", func(t *testing.T) {
 		t.Parallel()
@@ -87,18 +88,15 @@ func forEachTarget(t *testing.T, opts targetOptions, fn func(t *testing.T, tg *t
 	})
 }
 
-func startSim(t *testing.T, opts targetOptions) *target {
+// simTarget is a target on a fresh simulated cluster that ends with the test.
+func simTarget(t *testing.T, opts targetOptions) *target {
 	t.Helper()
-	c, err := nomadsim.Start(t.Context(), nomadsim.Options{
+	c := simtest.Start(t, nomadsim.Options{
 		TimeScale:          simTimeScale,
 		ACLs:               opts.acls,
 		Datacenters:        []string{"dc1"},
 		NodesPerDatacenter: 2,
 	})
-	if err != nil {
-		t.Fatalf("start nomadsim: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
 	tg := &target{name: "sim", addr: c.Addr(), acls: opts.acls, sim: c, prefix: "conf", patience: 30 * time.Second, http: rawClient(t)}
 	if opts.acls {
 		tg.token = c.BootstrapToken()

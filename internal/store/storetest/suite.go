@@ -87,7 +87,7 @@ func NewRecord(namespace, job string, n int) *restart.Record {
 	return rec
 }
 
-func ctxFor(t *testing.T) context.Context {
+func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -106,11 +106,35 @@ func sameContent(t *testing.T, want, got *restart.Record) {
 	}
 }
 
-func mustCreate(t *testing.T, s store.Store, rec *restart.Record) {
+// MustCreate creates rec in s, failing the test when it cannot.
+func MustCreate(t testing.TB, s store.Store, rec *restart.Record) {
 	t.Helper()
 	if err := s.Create(ctxFor(t), rec); err != nil {
 		t.Fatalf("Create(%s): %v", rec.JobID, err)
 	}
+}
+
+// TakeFreeLease acquires rec's lease for holder and releases it at once, failing the test
+// when the lease is not free; when says at what point, for the failure message.
+func TakeFreeLease(t testing.TB, ctx context.Context, s store.Store, rec *restart.Record, holder, when string) {
+	t.Helper()
+	l, err := s.AcquireLease(ctx, rec.Namespace, rec.ID, holder)
+	if err != nil {
+		t.Fatalf("AcquireLease %s: %v", when, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MustLease acquires rec's lease in s for holder, failing the test when it cannot.
+func MustLease(t testing.TB, ctx context.Context, s store.Store, rec *restart.Record, holder string) store.Lease {
+	t.Helper()
+	l, err := s.AcquireLease(ctx, rec.Namespace, rec.ID, holder)
+	if err != nil {
+		t.Fatalf("AcquireLease: %v", err)
+	}
+	return l
 }
 
 func testCreateGet(t *testing.T, b Backend) {
@@ -118,7 +142,7 @@ func testCreateGet(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
 	rec := NewRecord("default", "web", 3)
 	rec.ID = ""
-	mustCreate(t, s, rec)
+	MustCreate(t, s, rec)
 	if rec.ID == "" || rec.CreateIndex == 0 || rec.ModifyIndex != rec.CreateIndex || rec.ModifyTime.IsZero() {
 		t.Fatalf("Create did not set ID and indexes: ID=%q CreateIndex=%d ModifyIndex=%d ModifyTime=%v",
 			rec.ID, rec.CreateIndex, rec.ModifyIndex, rec.ModifyTime)
@@ -152,7 +176,7 @@ func testFindPrefix(t *testing.T, b Backend) {
 	a2 := withID(NewRecord("default", "db", 1), "aaaa2222")
 	c := withID(NewRecord("prod", "api", 1), "cccc3333")
 	for _, r := range []*restart.Record{a, a2, c} {
-		mustCreate(t, s, r)
+		MustCreate(t, s, r)
 	}
 	s2 := b.Open(t)
 	tests := []struct {
@@ -211,7 +235,7 @@ func testList(t *testing.T, b Backend) {
 	failed := mk("default", "cache", 15, restart.StatusFailed)
 	// Created out of time order: List sorts by CreateTime, not by creation index.
 	for _, r := range []*restart.Record{mid, old, newest, failed} {
-		mustCreate(t, s, r)
+		MustCreate(t, s, r)
 	}
 	ids := func(recs []*restart.Record) []string {
 		out := make([]string, len(recs))
@@ -249,7 +273,7 @@ func testUpdateConflict(t *testing.T, b Backend) {
 	s1, s2 := b.Open(t), b.Open(t)
 	ctx := ctxFor(t)
 	rec := NewRecord("default", "web", 2)
-	mustCreate(t, s1, rec)
+	MustCreate(t, s1, rec)
 	r1, err := s1.Get(ctx, "default", rec.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +312,7 @@ func testUpdateConflict(t *testing.T, b Backend) {
 func testMutateContention(t *testing.T, b Backend) {
 	ctx := ctxFor(t)
 	rec := NewRecord("default", "web", 1)
-	mustCreate(t, b.Open(t), rec)
+	MustCreate(t, b.Open(t), rec)
 	const workers, each = 6, 5
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*each)
@@ -327,7 +351,7 @@ func testJobBusy(t *testing.T, b Backend) {
 	s := b.Open(t)
 	ctx := ctxFor(t)
 	first := NewRecord("default", "web", 1)
-	mustCreate(t, s, first)
+	MustCreate(t, s, first)
 	second := NewRecord("default", "web", 1)
 	err := b.Open(t).Create(ctx, second)
 	var busy *store.JobBusyError
@@ -341,8 +365,8 @@ func testJobBusy(t *testing.T, b Backend) {
 		t.Fatalf("the refused record was stored: %v", err)
 	}
 	// The same job ID in another namespace is another job; another job is free.
-	mustCreate(t, s, NewRecord("prod", "web", 1))
-	mustCreate(t, s, NewRecord("default", "web-2", 1))
+	MustCreate(t, s, NewRecord("prod", "web", 1))
+	MustCreate(t, s, NewRecord("default", "web-2", 1))
 }
 
 func testConcurrentCreates(t *testing.T, b Backend) {
@@ -386,7 +410,7 @@ func testJobFreed(t *testing.T, b Backend) {
 	s := b.Open(t)
 	ctx := ctxFor(t)
 	first := NewRecord("default", "web", 1)
-	mustCreate(t, s, first)
+	MustCreate(t, s, first)
 	first.Status = restart.StatusRunning
 	if err := s.Update(ctx, first); err != nil {
 		t.Fatal(err)
@@ -427,7 +451,7 @@ func testWatch(t *testing.T, b Backend) {
 			s := b.Open(t)
 			ctx := ctxFor(t)
 			rec := NewRecord("default", "web-"+tc.name, tc.allocs)
-			mustCreate(t, s, rec)
+			MustCreate(t, s, rec)
 			// Already newer than afterIndex: returns at once.
 			got, err := tc.watch(s)(ctx, "default", rec.ID, rec.ModifyIndex-1)
 			if err != nil || got.ModifyIndex != rec.ModifyIndex || got.Status != rec.Status {
@@ -477,7 +501,7 @@ func testWatch(t *testing.T, b Backend) {
 func testWatchContext(t *testing.T, b Backend) {
 	s := b.Open(t)
 	rec := NewRecord("default", "web", 1)
-	mustCreate(t, s, rec)
+	MustCreate(t, s, rec)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -496,15 +520,18 @@ func testWatchContext(t *testing.T, b Backend) {
 	}
 }
 
+// holdLease opens two handles on one backend and creates a record through the first, which
+// then holds its lease as driver-1.
+func holdLease(t *testing.T, b Backend) (s1, s2 store.Store, ctx context.Context, rec *restart.Record, l1 store.Lease) {
+	s1, s2 = b.Open(t), b.Open(t)
+	ctx = ctxFor(t)
+	rec = NewRecord("default", "web", 1)
+	MustCreate(t, s1, rec)
+	return s1, s2, ctx, rec, MustLease(t, ctx, s1, rec, "driver-1")
+}
+
 func testLease(t *testing.T, b Backend) {
-	s1, s2 := b.Open(t), b.Open(t)
-	ctx := ctxFor(t)
-	rec := NewRecord("default", "web", 1)
-	mustCreate(t, s1, rec)
-	l1, err := s1.AcquireLease(ctx, "default", rec.ID, "driver-1")
-	if err != nil {
-		t.Fatalf("AcquireLease: %v", err)
-	}
+	s1, s2, ctx, rec, l1 := holdLease(t, b)
 	if _, err := s2.AcquireLease(ctx, "default", rec.ID, "driver-2"); !errors.Is(err, store.ErrLeaseHeld) {
 		t.Fatalf("second AcquireLease: got %v, want ErrLeaseHeld", err)
 	}
@@ -519,13 +546,7 @@ func testLease(t *testing.T, b Backend) {
 	if err := l1.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	l2, err := s2.AcquireLease(ctx, "default", rec.ID, "driver-2")
-	if err != nil {
-		t.Fatalf("AcquireLease after Release: %v", err)
-	}
-	if err := l2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	TakeFreeLease(t, ctx, s2, rec, "driver-2", "after Release")
 	if _, err := s1.AcquireLease(ctx, "default", uuid.NewString(), "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("AcquireLease of an unknown restart: got %v, want ErrNotFound", err)
 	}
@@ -533,14 +554,7 @@ func testLease(t *testing.T, b Backend) {
 
 // testLeaseFree: store.LeaseFree tells a held lease from a free one and leaves it free.
 func testLeaseFree(t *testing.T, b Backend) {
-	s1, s2 := b.Open(t), b.Open(t)
-	ctx := ctxFor(t)
-	rec := NewRecord("default", "web", 1)
-	mustCreate(t, s1, rec)
-	l1, err := s1.AcquireLease(ctx, "default", rec.ID, "driver-1")
-	if err != nil {
-		t.Fatalf("AcquireLease: %v", err)
-	}
+	s1, s2, ctx, rec, l1 := holdLease(t, b)
 	if free, err := store.LeaseFree(ctx, s2, "default", rec.ID, "probe"); err != nil || free {
 		t.Fatalf("LeaseFree while held: got %v, %v; want false", free, err)
 	}
@@ -555,13 +569,7 @@ func testLeaseFree(t *testing.T, b Backend) {
 			t.Fatalf("LeaseFree #%d after Release: got %v, %v; want true", i+1, free, err)
 		}
 	}
-	l2, err := s1.AcquireLease(ctx, "default", rec.ID, "driver-2")
-	if err != nil {
-		t.Fatalf("AcquireLease after probes: %v", err)
-	}
-	if err := l2.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
+	TakeFreeLease(t, ctx, s1, rec, "driver-2", "after probes")
 }
 
 func testLargeRecord(t *testing.T, b Backend) {
@@ -574,7 +582,7 @@ func testLargeRecord(t *testing.T, b Backend) {
 	for i := range restart.MaxEvents - 1 {
 		rec.Events = append(rec.Events, restart.Event{Seq: uint64(i + 2), Type: restart.EventAllocDone, Message: fmt.Sprintf("allocation %s restarted and running again", rec.Allocs[i].ID), AllocID: rec.Allocs[i].ID, Batch: i + 1})
 	}
-	mustCreate(t, s, rec)
+	MustCreate(t, s, rec)
 	s2 := b.Open(t)
 	got, err := s2.Get(ctx, "default", rec.ID)
 	if err != nil {

@@ -177,9 +177,7 @@ func (a *ACL) serveTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	got, v, err := simhttp.Block(r.Context(), a.idx, q, nil, func() (uint64, any, error) {
-		a.mu.RLock()
-		defer a.mu.RUnlock()
+	return a.serveBlocking(w, r, q, func() (uint64, any, error) {
 		var max uint64
 		out := make([]tokenStubJSON, 0, len(a.byAccessor))
 		for _, t := range a.byAccessor {
@@ -195,6 +193,16 @@ func (a *ACL) serveTokens(w http.ResponseWriter, r *http.Request) error {
 		}
 		slices.SortFunc(out, func(x, y tokenStubJSON) int { return strings.Compare(x.AccessorID, y.AccessorID) })
 		return max, out, nil
+	})
+}
+
+// serveBlocking answers a blocking query: read runs under the read lock and returns the
+// index of what it read and the answer.
+func (a *ACL) serveBlocking(w http.ResponseWriter, r *http.Request, q simhttp.Query, read func() (uint64, any, error)) error {
+	got, v, err := simhttp.Block(r.Context(), a.idx, q, nil, func() (uint64, any, error) {
+		a.mu.RLock()
+		defer a.mu.RUnlock()
+		return read()
 	})
 	if err != nil {
 		return err
@@ -310,9 +318,7 @@ func (a *ACL) servePolicies(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	got, v, err := simhttp.Block(r.Context(), a.idx, q, nil, func() (uint64, any, error) {
-		a.mu.RLock()
-		defer a.mu.RUnlock()
+	return a.serveBlocking(w, r, q, func() (uint64, any, error) {
 		var max uint64
 		out := make([]policyStubJSON, 0, len(a.policies))
 		for _, p := range a.policies {
@@ -329,12 +335,6 @@ func (a *ACL) servePolicies(w http.ResponseWriter, r *http.Request) error {
 		slices.SortFunc(out, func(x, y policyStubJSON) int { return strings.Compare(x.Name, y.Name) })
 		return max, out, nil
 	})
-	if err != nil {
-		return err
-	}
-	simhttp.SetMeta(w, got, true, 0)
-	simhttp.WriteJSON(w, v)
-	return nil
 }
 
 func (a *ACL) servePolicy(w http.ResponseWriter, r *http.Request, name string) error {

@@ -311,31 +311,26 @@ func applyFilter(expr string, v any) (any, error) {
 	}
 	switch list := v.(type) {
 	case []*api.HealthCheck:
-		out := make([]*api.HealthCheck, 0, len(list))
-		for _, x := range list {
-			ok, err := eval.Evaluate(x)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out = append(out, x)
-			}
-		}
-		return out, nil
+		return keepSelected(eval, list)
 	case []*api.ServiceEntry:
-		out := make([]*api.ServiceEntry, 0, len(list))
-		for _, x := range list {
-			ok, err := eval.Evaluate(x)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out = append(out, x)
-			}
-		}
-		return out, nil
+		return keepSelected(eval, list)
 	}
 	return v, nil
+}
+
+// keepSelected is the elements of list that eval selects.
+func keepSelected[T any](eval *bexpr.Evaluator, list []T) ([]T, error) {
+	out := make([]T, 0, len(list))
+	for _, x := range list {
+		ok, err := eval.Evaluate(x)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
 
 func (c *Catalog) serveAgentSelf(w http.ResponseWriter) {

@@ -189,7 +189,9 @@ func TestCancelUndrivenSurgeInterrupted(t *testing.T) {
 		}
 	}}
 	_, err := env.gateEngine(hs, "canceler:1").Cancel(cctx, rec.Namespace, rec.ID, "op")
-	if err == nil || !strings.Contains(err.Error(), "nomad-restart cancel") {
+	// The engine names the step, the CLI words it as `nomad-restart cancel <id>`.
+	var step *StepError
+	if err == nil || !errors.As(err, &step) || step.Step != StepCancelAgain || step.ID != rec.ID {
 		t.Fatalf("interrupted Cancel: %v, want an error saying to cancel again", err)
 	}
 	mid, err := env.store.Get(ctx, rec.Namespace, rec.ID)

@@ -1,10 +1,13 @@
-// Package enginetest holds helpers for tests that drive restarts against a Nomad API (nomadsim
-// or a real agent) and must check the exactly-once invariant from Nomad's own facts.
-package enginetest
+package simtest
+
+// This file checks the exactly-once invariant from Nomad's own facts, for tests that drive
+// restarts against a Nomad API (nomadsim or a real agent).
 
 import (
 	"context"
 	"fmt"
+	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -85,4 +88,20 @@ func (c *Counts) ExactlyOnce(ids []string, reschedule bool) []string {
 		}
 	}
 	return bad
+}
+
+// CheckOnce fails the test, naming each violation of ExactlyOnce, unless Nomad's facts of job
+// namespace/jobID (read within d) show every allocation in ids restarted exactly once and no
+// other restarted.
+func CheckOnce(t testing.TB, client *api.Client, namespace, jobID string, ids []string, reschedule bool, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c, err := CountRestarts(ctx, client, namespace, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range c.ExactlyOnce(ids, reschedule) {
+		t.Error(bad)
+	}
 }

@@ -21,8 +21,12 @@ import (
 func depsDriver(read func(ctx context.Context, call int) (*api.Job, error)) (*driver, *atomic.Int32) {
 	var calls atomic.Int32
 	e := New(Config{Holder: "deps:1", Health: HealthConfig{
-		JobSpec: func(ctx context.Context, _, _ string) (*api.Job, error) {
-			return read(ctx, int(calls.Add(1)))
+		JobSpec: func(ctx context.Context, _, _ string) (*cluster.JobSpec, error) {
+			job, err := read(ctx, int(calls.Add(1)))
+			if err != nil {
+				return nil, err
+			}
+			return cluster.NewJobSpec(job), nil
 		},
 		Consul: health.ConsulConfig{Address: "127.0.0.1:1"},
 	}})
@@ -92,9 +96,9 @@ func TestGateDepsErrorsNotKept(t *testing.T) {
 				if !errors.Is(err1, tc.secondErr) || !errors.Is(err2, tc.secondErr) {
 					t.Errorf("gates: %v, then %v; want %v both times", err1, err2, tc.secondErr)
 				}
-			case err2 != nil || job2 != webJob || src2.Consul == nil:
+			case err2 != nil || job2.API() != webJob || src2.Consul == nil:
 				t.Errorf("second gate: job %v consul %v err %v; want the job and a Consul source (the first gate's error %v must not be kept)", job2, src2.Consul, err2, err1)
-			case tc.first == live && (err1 == nil) != (job1 == webJob):
+			case tc.first == live && (err1 == nil) != (job1.API() == webJob):
 				t.Errorf("first gate: job %v err %v", job1, err1)
 			}
 			if got := calls.Load(); got != tc.calls {

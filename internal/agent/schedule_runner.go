@@ -8,20 +8,23 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// scheduler starts the occurrences of scheduled restarts (`run -at`, `run -every`). It
-// keeps one blocking list query on the schedules' variables and a timer to the earliest
-// due time, and polls nothing. Each due occurrence becomes a detached restart whose ID
-// derives from the schedule and the due time: agents racing on one occurrence collide on
-// the restart store's Create, so one restart exists, and the schedule then moves on with
-// check-and-set, so one agent records the occurrence. A crash between the two is repaired
-// by the next pass (its Create collides; it just records the occurrence).
-type scheduler struct {
+// scheduleRunner starts the occurrences of scheduled restarts (`run -at`, `run -every`,
+// kept by the schedule package); the Agent's dispatchDrives then drives them like any
+// other restart. It keeps one blocking list query on the schedules' variables and a timer
+// to the earliest due time, and polls nothing. Each due occurrence becomes a detached
+// restart whose ID derives from the schedule and the due time: agents racing on one
+// occurrence collide on the restart store's Create, so one restart exists, and the
+// schedule then moves on with check-and-set, so one agent records the occurrence. A crash
+// between the two is repaired by the next pass (its Create collides; it just records the
+// occurrence).
+type scheduleRunner struct {
 	a       *Agent
 	store   *schedule.Store
 	log     *slog.Logger
@@ -41,14 +44,14 @@ type scheduler struct {
 	retryAt map[string]time.Time
 }
 
-// startSchedules runs the scheduler until ctx ends; Run waits for it. It needs the Nomad
-// store: schedules live in Nomad Variables, where every agent reads them.
-func (a *Agent) startSchedules(ctx context.Context) {
+// startScheduleRunner runs the scheduleRunner until ctx ends; Run waits for it. It needs
+// the Nomad store: schedules live in Nomad Variables, where every agent reads them.
+func (a *Agent) startScheduleRunner(ctx context.Context) {
 	if a.cfg.Client == nil || a.cfg.Store.Kind() != "nomad" {
 		a.log.Info("scheduled restarts are off: they need the Nomad store (-state nomad)")
 		return
 	}
-	s := &scheduler{a: a, store: schedule.NewStore(a.cfg.Client, a.cfg.Prefix), log: a.log.With("component", "scheduler"),
+	s := &scheduleRunner{a: a, store: schedule.NewStore(a.cfg.Client, a.cfg.Prefix), log: a.log.With("component", "scheduler"),
 		metrics: a.metrics.scheduleMetrics(), now: a.cfg.Now, wait: a.cfg.ListWait, retry: a.cfg.RetryFailed,
 		metas: map[string]schedule.Meta{}, cache: map[string]*schedule.Schedule{}, retryAt: map[string]time.Time{}}
 	s.rate = newClockRate(s.now)
@@ -59,7 +62,7 @@ func (a *Agent) startSchedules(ctx context.Context) {
 	}()
 }
 
-func (s *scheduler) run(ctx context.Context) {
+func (s *scheduleRunner) run(ctx context.Context) {
 	changed := make(chan struct{}, 1)
 	watchDone := make(chan struct{})
 	go func() {
@@ -77,36 +80,28 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		wake := s.pass(ctx)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
 		timer.Reset(wake)
 	}
 }
 
 // watch keeps the blocking list query on the schedules and signals each change.
-func (s *scheduler) watch(ctx context.Context, changed chan<- struct{}) {
+func (s *scheduleRunner) watch(ctx context.Context, changed chan<- struct{}) {
 	var index uint64
-	failures := 0
+	backoff := cluster.NewBackoff(watchRetryPolicy())
 	for ctx.Err() == nil {
 		metas, last, err := s.store.ListMeta(ctx, s.a.cfg.Namespace, index, s.wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
-			delay := min(time.Duration(failures)*time.Second, 30*time.Second)
-			s.log.Warn("listing schedules failed; retrying", "namespace", s.a.cfg.Namespace, "retry_in", delay, "err", err)
-			if !sleep(ctx, delay) {
+			s.log.Warn("listing schedules failed; retrying", "namespace", s.a.cfg.Namespace, "err", err)
+			if !backoff.Wait(ctx) {
 				return
 			}
 			index = 0
 			continue
 		}
-		failures = 0
+		backoff.Reset()
 		first := index == 0
 		if last < index { // an index going backwards resets the watch, as Nomad's clients do
 			last = 0
@@ -133,7 +128,7 @@ func (s *scheduler) watch(ctx context.Context, changed chan<- struct{}) {
 
 // pass reads the schedules that changed, starts the occurrences that are due, and returns
 // how long (in real time) until the earliest next due time.
-func (s *scheduler) pass(ctx context.Context) time.Duration {
+func (s *scheduleRunner) pass(ctx context.Context) time.Duration {
 	s.mu.Lock()
 	metas, listed := s.metas, s.index != 0
 	s.mu.Unlock()
@@ -222,7 +217,7 @@ const pendingTakeover = time.Minute
 // pendingTakeover (it died), when any agent finishes it. Creating is idempotent: the
 // restart ID derives from the schedule and the due time, so a second try collides with
 // the first restart instead of adding one.
-func (s *scheduler) handle(ctx context.Context, sc *schedule.Schedule, now time.Time) (*schedule.Schedule, error) {
+func (s *scheduleRunner) handle(ctx context.Context, sc *schedule.Schedule, now time.Time) (*schedule.Schedule, error) {
 	if sc.Pending == nil {
 		step, err := sc.Plan(now)
 		if err != nil {
@@ -260,7 +255,7 @@ func (s *scheduler) handle(ctx context.Context, sc *schedule.Schedule, now time.
 
 // claim applies step to the stored schedule with check-and-set, unless another agent has
 // moved it past sc.Next already (then it reports false).
-func (s *scheduler) claim(ctx context.Context, sc *schedule.Schedule, step schedule.Step, now time.Time) (*schedule.Schedule, bool, error) {
+func (s *scheduleRunner) claim(ctx context.Context, sc *schedule.Schedule, step schedule.Step, now time.Time) (*schedule.Schedule, bool, error) {
 	claimed := false
 	cur, err := s.store.Mutate(ctx, sc.Namespace, sc.ID, func(cur *schedule.Schedule) (bool, error) {
 		claimed = cur.Next.Equal(sc.Next) && cur.Status == schedule.StatusActive && cur.Pending == nil
@@ -286,7 +281,7 @@ func (s *scheduler) claim(ctx context.Context, sc *schedule.Schedule, step sched
 	return cur, claimed, nil
 }
 
-func (s *scheduler) logOutcome(sc *schedule.Schedule, due time.Time, out schedule.Outcome, cur *schedule.Schedule) {
+func (s *scheduleRunner) logOutcome(sc *schedule.Schedule, due time.Time, out schedule.Outcome, cur *schedule.Schedule) {
 	s.metrics.occurrences.WithLabelValues(string(out.Result)).Inc()
 	attrs := []any{"schedule", sc.ID, "namespace", sc.Namespace, "job", sc.JobID, "due", due.UTC().Format(time.RFC3339), "result", out.Result}
 	if out.RestartID != "" {
@@ -309,7 +304,7 @@ func (s *scheduler) logOutcome(sc *schedule.Schedule, due time.Time, out schedul
 // restart already there under the occurrence's ID (another agent's, or ours before a
 // crash) counts as started. An error means nothing was decided: the agent is stopping,
 // or the store failed, and the occurrence is tried again.
-func (s *scheduler) start(ctx context.Context, sc *schedule.Schedule, due time.Time) (schedule.Outcome, error) {
+func (s *scheduleRunner) start(ctx context.Context, sc *schedule.Schedule, due time.Time) (schedule.Outcome, error) {
 	id := schedule.OccurrenceID(sc.ID, due)
 	started := schedule.Outcome{Result: schedule.ResultStarted, RestartID: id}
 	st := s.a.cfg.Store

@@ -1,0 +1,252 @@
+package archtest
+
+import (
+	"bufio"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// rule is one row of the table in docs/architecture.md: a package (a module-relative
+// directory, or a pattern ending in "/..." for a whole subtree) and what it may import.
+type rule struct {
+	pkg string
+	// mayImport lists the project packages (module-relative, or "x/..." for a subtree) the
+	// package may import; nothing else of the project.
+	mayImport []string
+	// forbids lists other imports the package must not have (an exact path, or "x/..." for
+	// x and everything below it), with why in forbidReason.
+	forbids      []string
+	forbidReason string
+}
+
+// noIO is what internal/restart may not import: it is the pure domain (observed facts in,
+// decisions out), so that its rules are tested without a cluster, a disk or a clock's I/O.
+func noIO() []string {
+	return []string{"net/...", "os/...", "io/fs", "syscall", "path/filepath", "github.com/hashicorp/..."}
+}
+
+// nomadAPIs are the HashiCorp api modules the engine must not import: it reaches Nomad only
+// through cluster.Cluster and Consul only through health.
+func nomadAPIs() []string {
+	return []string{"github.com/hashicorp/nomad/api/...", "github.com/hashicorp/consul/api/..."}
+}
+
+// architecture is the table of docs/architecture.md ("Packages and what each may import").
+// A package missing from it fails the test: add a new package here and to the doc together.
+func architecture() []rule {
+	return []rule{
+		{pkg: "internal/restart", forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/cluster", mayImport: []string{"internal/restart"}},
+		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
+		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
+		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/restart"}},
+		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
+		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/restart"}},
+		{
+			pkg:          "internal/engine",
+			mayImport:    []string{"internal/health", "internal/cluster", "internal/store", "internal/restart"},
+			forbids:      nomadAPIs(),
+			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
+		},
+		{pkg: "internal/agent", mayImport: []string{"internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart"}},
+		// nomadsim only from demo.go: see nomadsimImporters.
+		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "nomadsim"}},
+		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
+		{pkg: "internal/archtest"},
+		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},
+		{pkg: "cmd/nomadsim", mayImport: []string{"nomadsim"}},
+		// The simulated Nomad shares no code with the product: it must not agree with our bugs.
+		{pkg: "nomadsim/...", mayImport: []string{"nomadsim/..."}},
+		{pkg: "e2e"},
+	}
+}
+
+// nomadsimImporters are the only files and packages outside nomadsim and internal/simtest
+// whose non-test files may import nomadsim: the embedded demo and the simulator's command.
+func nomadsimImporters() []string { return []string{"internal/cli/demo.go", "cmd/nomadsim/..."} }
+
+// goFile is one non-test Go file of the module and the imports it declares.
+type goFile struct {
+	path    string // module-relative, slash-separated: internal/engine/run.go
+	imports []string
+}
+
+// pkg is the module-relative directory of the file.
+func (f goFile) pkg() string { return path.Dir(f.path) }
+
+// matches reports whether p is pattern, or lies under it when pattern ends in "/...".
+func matches(pattern, p string) bool {
+	if base, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return p == base || strings.HasPrefix(p, base+"/")
+	}
+	return p == pattern
+}
+
+func matchesAny(patterns []string, p string) bool {
+	return slices.ContainsFunc(patterns, func(pattern string) bool { return matches(pattern, p) })
+}
+
+// ruleFor is the table's row for pkg: an exact row first, else a subtree pattern.
+func ruleFor(table []rule, pkg string) (rule, bool) {
+	for _, r := range table {
+		if r.pkg == pkg {
+			return r, true
+		}
+	}
+	for _, r := range table {
+		if strings.HasSuffix(r.pkg, "/...") && matches(r.pkg, pkg) {
+			return r, true
+		}
+	}
+	return rule{}, false
+}
+
+// check returns, for every file and rule it breaks, a message that names the file, the
+// import and what to do.
+func check(module string, table []rule, files []goFile) []string {
+	var bad []string
+	for _, f := range files {
+		pkg := f.pkg()
+		r, known := ruleFor(table, pkg)
+		if !known {
+			bad = append(bad, fmt.Sprintf("%s: package %s is not in the architecture table: add it, with what it may import, to the table in internal/archtest/imports_test.go and to docs/architecture.md", f.path, pkg))
+		}
+		for _, imp := range f.imports {
+			rel, project := projectPath(module, imp)
+			if !project {
+				if known && matchesAny(r.forbids, imp) {
+					bad = append(bad, fmt.Sprintf("%s imports %s: %s may not import %s (%s); see docs/architecture.md", f.path, imp, pkg, strings.Join(r.forbids, ", "), r.forbidReason))
+				}
+				continue
+			}
+			bad = append(bad, checkProjectImport(f, r, known, rel)...)
+		}
+	}
+	return bad
+}
+
+// checkProjectImport applies the rules on an import of the project's own package rel.
+func checkProjectImport(f goFile, r rule, known bool, rel string) []string {
+	var bad []string
+	pkg := f.pkg()
+	if known && rel != pkg && !matchesAny(r.mayImport, rel) {
+		may := "no project package"
+		if len(r.mayImport) > 0 {
+			may = "only " + strings.Join(r.mayImport, ", ")
+		}
+		bad = append(bad, fmt.Sprintf("%s imports %s: %s may import %s; see docs/architecture.md", f.path, rel, pkg, may))
+	}
+	importers := nomadsimImporters()
+	if matches("nomadsim/...", rel) && !matches("nomadsim/...", pkg) && pkg != "internal/simtest" &&
+		!matchesAny(importers, f.path) && !matchesAny(importers, pkg) {
+		bad = append(bad, fmt.Sprintf("%s imports %s: the product must not depend on the simulated Nomad; only %s may (tests use internal/simtest); see docs/architecture.md", f.path, rel, strings.Join(importers, ", ")))
+	}
+	if rel == "internal/simtest" && pkg != "internal/simtest" {
+		bad = append(bad, fmt.Sprintf("%s imports internal/simtest: it is test support, only _test.go files may import it; see docs/architecture.md", f.path))
+	}
+	return bad
+}
+
+// projectPath returns imp relative to the module, and whether it is one of the module's.
+func projectPath(module, imp string) (string, bool) {
+	if imp == module {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(imp, module+"/")
+	return rel, ok
+}
+
+// loadFiles parses the imports of every non-test Go file in fsys, the module's root, skipping
+// what the go command skips (testdata, vendor, names starting with . or _) and nested modules.
+func loadFiles(fsys fs.FS) ([]goFile, error) {
+	fset := token.NewFileSet()
+	var files []goFile
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return fs.SkipDir
+			}
+			if _, err := fs.Stat(fsys, path.Join(p, "go.mod")); p != "." && err == nil {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			return nil
+		}
+		src, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", p, err)
+		}
+		ast, err := parser.ParseFile(fset, p, src, parser.ImportsOnly)
+		if err != nil {
+			return fmt.Errorf("parsing %s: %w", p, err)
+		}
+		f := goFile{path: p}
+		for _, spec := range ast.Imports {
+			imp, err := strconv.Unquote(spec.Path.Value)
+			if err != nil {
+				return fmt.Errorf("%s: import %s: %w", p, spec.Path.Value, err)
+			}
+			f.imports = append(f.imports, imp)
+		}
+		files = append(files, f)
+		return nil
+	})
+	return files, err
+}
+
+// moduleRoot finds the directory of go.mod above the test's directory and its module path.
+func moduleRoot(t *testing.T) (dir, module string) {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("working directory: %v", err)
+	}
+	for {
+		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
+			defer f.Close()
+			sc := bufio.NewScanner(f)
+			for sc.Scan() {
+				if m, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+					return dir, strings.Trim(strings.TrimSpace(m), `"`)
+				}
+			}
+			t.Fatalf("%s/go.mod names no module", dir)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// TestImportsFollowTheArchitecture holds the package table of docs/architecture.md true for
+// every non-test file of the module.
+func TestImportsFollowTheArchitecture(t *testing.T) {
+	root, module := moduleRoot(t)
+	files, err := loadFiles(os.DirFS(root))
+	if err != nil {
+		t.Fatalf("reading the module's files: %v", err)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found only %d Go files under %s: is the walk wrong?", len(files), root)
+	}
+	for _, msg := range check(module, architecture(), files) {
+		t.Error(msg)
+	}
+}

@@ -1,0 +1,33 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// writeList prints the answer of a list command (status, schedules): with -json the whole
+// list, an empty array rather than null; else a line saying there are no items (of job,
+// when given), or a table of header and one row an item. noun names the items ("restarts").
+func writeList[T any](w io.Writer, list []T, jsonOut bool, noun, job, header string, row func(T) string) error {
+	if jsonOut {
+		if list == nil {
+			list = []T{}
+		}
+		return writeJSON(w, list)
+	}
+	if len(list) == 0 {
+		if job != "" {
+			fmt.Fprintf(w, "No %s of job %q\n", noun, job)
+		} else {
+			fmt.Fprintf(w, "No %s\n", noun)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, item := range list {
+		fmt.Fprintln(tw, row(item))
+	}
+	return tw.Flush()
+}
