@@ -134,6 +134,14 @@ func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 		}
 		defer account()
 		defer context.AfterFunc(r.Context(), account)()
+		// Compression sits between the handler and the counting: the bytes counted are
+		// those sent, compressed when the client asked for it, as Nomad's agent does.
+		zw, finish := compressResponse(cw, r)
+		defer finish()
+		if corsRoute(route) {
+			// rs/cors, around these routes only, always varies on Origin.
+			zw.Header().Add("Vary", "Origin")
+		}
 		latency, fail := c.faultFor(r.Method, route, r.URL.Path)
 		if latency > 0 {
 			t := time.NewTimer(latency)
@@ -146,14 +154,14 @@ func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 		}
 		if fail != nil {
 			if fail.Drop {
-				dropConnection(w)
+				dropConnection(zw)
 				return
 			}
 			body := fail.Body
 			if body == "" {
 				body = http.StatusText(fail.Status)
 			}
-			simhttp.WriteError(cw, simhttp.Errorf(fail.Status, body))
+			simhttp.WriteError(zw, simhttp.Errorf(fail.Status, body))
 			return
 		}
 		if route != eventStreamRoute {
@@ -168,16 +176,22 @@ func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 		}
 		if reg := r.URL.Query().Get("region"); reg != "" && reg != c.opts.Region {
 			// A single-region cluster has no server to forward to.
-			simhttp.WriteError(cw, simhttp.Errorf(http.StatusInternalServerError, "No path to region"))
+			simhttp.WriteError(zw, simhttp.Errorf(http.StatusInternalServerError, "No path to region"))
 			return
 		}
 		if !strings.HasPrefix(route, "/v1/agent/") && c.leaderLost() {
-			cw.Header().Set("X-Nomad-KnownLeader", "false")
-			simhttp.WriteError(cw, simhttp.Errorf(http.StatusInternalServerError, "No cluster leader"))
+			zw.Header().Set("X-Nomad-KnownLeader", "false")
+			simhttp.WriteError(zw, simhttp.Errorf(http.StatusInternalServerError, "No cluster leader"))
 			return
 		}
-		h(cw, r)
+		h(zw, r)
 	})
+}
+
+// corsRoute says whether Nomad's agent wraps a route in its CORS handler (rs/cors, which
+// adds "Vary: Origin" to every answer): the client endpoints and the variables.
+func corsRoute(route string) bool {
+	return strings.HasPrefix(route, "/v1/client/") || route == "/v1/vars" || route == "/v1/var/:path"
 }
 
 // eventStreamRoute is the one route whose handler ends when its client goes away.

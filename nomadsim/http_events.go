@@ -50,6 +50,9 @@ func (c *Cluster) handleEventStream(w http.ResponseWriter, r *http.Request) {
 	defer c.events.unsubscribe(sub)
 
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	// Nomad writes the stream on the hijacked connection, past the agent's compression.
+	uncompressedResponse(w)
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	out := &frameWriter{enc: json.NewEncoder(w), flusher: flusher}

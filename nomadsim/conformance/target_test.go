@@ -35,9 +35,9 @@ type target struct {
 	token string // a management token, or "" when ACLs are off
 	acls  bool   // whether the target enforces ACLs
 	api   *api.Client
-	// http sends the raw requests. It does not ask for gzip: Nomad's agent then compresses
-	// and drops the Content-Type it otherwise sets, and the recorded exchanges were taken
-	// without compression.
+	// http sends the raw requests. It does not ask for gzip, so that bodies compare as
+	// text: the recorded exchanges were taken without compression (compress_test.go
+	// compares what each target does when a client asks for it).
 	http *http.Client
 	sim  *nomadsim.Cluster // nil for a real agent
 	// prefix makes the names of jobs and variables unique, so that cases can run against a
