@@ -76,24 +76,70 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: benchScale, Seed: 7, MaxConnsPerClient: 100})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, client := benchStart(ctx, b, n, benchScale)
 	defer c.Close()
-	client := apiClient(b, c)
-	job := newJob("bench", "service", n)
-	job.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(20), MemoryMB: new(16)}
-	if err := register(ctx, c, job); err != nil {
-		b.Fatal(err)
-	}
-	env := driverEnv{addr: c.Addr(), stateHome: b.TempDir(), binary: bin}
 	args := []string{"run", "-yes", "-json", "-on-error", "fail", "-state", "nomad", "-batch-size", fmt.Sprint(benchBatch)}
 	if resched {
 		args = append(args, "-reschedule")
 	}
-	args = append(args, "bench")
+	run := benchDrive(ctx, b, c, client, driverEnv{addr: c.Addr(), stateHome: b.TempDir(), binary: bin}, append(args, "bench"), n, resched)
+	stats, rec, lat := run.stats, run.rec, run.lat
+	// The least any graceful driver pays per batch, measured on the same cluster and job
+	// right after: what nomad-restart adds beyond it is its own overhead.
+	minimal, err := minimalBatches(ctx, c.Addr(), "bench", resched, 10)
+	if err != nil {
+		b.Fatalf("minimal driver: %v", err)
+	}
+	ideal, idealTL := benchIdeal(ctx, b, c, client, c.Addr(), resched, benchBatch, 10)
+	b.ReportMetric(float64(stats.Requests)/float64(n), "req/alloc")
+	b.ReportMetric(float64(stats.ResponseBytes)/float64(n), "bytes/alloc")
+	b.ReportMetric(lat.median.Seconds()*1000, "ms/batch")
+	b.ReportMetric(lat.knownMedian.Seconds()*1000, "ms/batch-known")
+	b.ReportMetric((lat.spanMedian-quantile(minimal, 0.5)).Seconds()*1000, "ms/batch-over-minimal")
+	b.ReportMetric((lat.spanMedian-quantile(ideal, 0.5)).Seconds()*1000, "ms/batch-over-ideal")
+	b.ReportMetric(float64(run.peakKiB)/1024, "MiB-rss")
+	b.Logf("%d allocs, %d batches: %d requests, %d response bytes; batch latency added median %v (p90 %v, sim's own restart median %v, first signal to last start %v; batch start to intents written %v, to last alloc done %v, from there to the next batch %v); batch span median %v, a minimal driver's %v, an ideal driver's %v",
+		n, rec.Batches, stats.Requests, stats.ResponseBytes, lat.median, lat.p90, lat.simMedian, lat.simSpan, lat.takeUp, lat.inBatch, lat.between, lat.spanMedian, quantile(minimal, 0.5), quantile(ideal, 0.5))
+	benchLogTimelines(b, lat, idealTL, quantile(ideal, 0.5))
+	// One line: the test framework keeps only the first lines of a benchmark's log.
+	b.Log("by endpoint:" + strings.Join(topEndpoints(stats, n, 12), ";"))
+	if os.Getenv("E2E_BENCH_HEAP") != "" {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.Logf("benchmark process (the simulation) heap in use: %.0f MiB", float64(ms.HeapInuse)/(1<<20))
+	}
+}
 
+// benchStart starts the benchmarks' cluster, 500 nodes in two datacenters with scale
+// simulated seconds per real second, with the service job "bench" of n allocations
+// registered and running.
+func benchStart(ctx context.Context, b *testing.B, n int, scale float64) (*nomadsim.Cluster, *api.Client) {
+	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: scale, Seed: 7, MaxConnsPerClient: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := apiClient(b, c)
+	job := newJob("bench", "service", n)
+	job.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(20), MemoryMB: new(16)}
+	if err := register(ctx, c, job); err != nil {
+		c.Close()
+		b.Fatal(err)
+	}
+	return c, client
+}
+
+// benchRun is one restart of the bench job by nomad-restart, as benchDrive measured it.
+type benchRun struct {
+	stats   nomadsim.Stats // the cluster's request accounting over the driver's run
+	events  []restart.Event
+	rec     *restart.Record
+	lat     latency
+	peakKiB int64 // the driver process's peak resident memory
+}
+
+// benchDrive runs nomad-restart with args in env (the benchmark's timed part), checks that
+// it restarted all n allocations of the job, and measures its added latency per batch.
+func benchDrive(ctx context.Context, b *testing.B, c *nomadsim.Cluster, client *api.Client, env driverEnv, args []string, n int, resched bool) benchRun {
 	c.ResetStats()
 	b.StartTimer()
 	ch, err := env.start(args...)
@@ -108,59 +154,44 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	stats := c.Stats()
+	run := benchRun{stats: c.Stats(), peakKiB: peak()}
 	out := ch.out.String()
 	if code != 0 {
 		b.Fatalf("nomad-restart exited %d:\n%s", code, tail(out, 4000))
 	}
-	events, rec, err := parseJSONRun(out)
-	if err != nil {
+	if run.events, run.rec, err = parseJSONRun(out); err != nil {
 		b.Fatal(err)
 	}
-	if rec.Status != restart.StatusSucceeded || len(rec.Allocs) != n {
-		b.Fatalf("restart %s with %d allocations, want succeeded with %d", rec.Status, len(rec.Allocs), n)
+	if run.rec.Status != restart.StatusSucceeded || len(run.rec.Allocs) != n {
+		b.Fatalf("restart %s with %d allocations, want succeeded with %d", run.rec.Status, len(run.rec.Allocs), n)
 	}
-	lat, err := batchLatency(c, client, events, rec, resched)
-	if err != nil {
+	if run.lat, err = batchLatency(c, client, run.events, run.rec, resched); err != nil {
 		b.Fatal(err)
 	}
-	// The least any graceful driver pays per batch, measured on the same cluster and job
-	// right after: what nomad-restart adds beyond it is its own overhead.
-	minimal, err := minimalBatches(ctx, c.Addr(), "bench", resched, 10)
-	if err != nil {
-		b.Fatalf("minimal driver: %v", err)
-	}
-	// The least that any driver pays: requests only, seen done from the event stream.
-	idealRun, err := idealBatches(ctx, c.Addr(), "bench", resched, 10)
+	return run
+}
+
+// benchIdeal runs the ideal driver (idealBatches: requests only, done seen from the event
+// stream, the least that any driver pays) through addr on the same cluster and job, right
+// after nomad-restart, and returns its batch spans and its timeline.
+func benchIdeal(ctx context.Context, b *testing.B, c *nomadsim.Cluster, client *api.Client, addr string, resched bool, size, batches int) ([]time.Duration, [4]time.Duration) {
+	idealRun, err := idealBatches(ctx, addr, "bench", resched, size, batches)
 	if err != nil {
 		b.Fatalf("ideal driver: %v", err)
 	}
-	ideal := idealSpans(idealRun)
 	idealTL, err := idealTimeline(c, client, idealRun, resched)
 	if err != nil {
 		b.Fatalf("ideal driver's timeline: %v", err)
 	}
-	rss := float64(peak()) / 1024 // KiB
-	b.ReportMetric(float64(stats.Requests)/float64(n), "req/alloc")
-	b.ReportMetric(float64(stats.ResponseBytes)/float64(n), "bytes/alloc")
-	b.ReportMetric(lat.median.Seconds()*1000, "ms/batch")
-	b.ReportMetric(lat.knownMedian.Seconds()*1000, "ms/batch-known")
-	b.ReportMetric((lat.spanMedian-quantile(minimal, 0.5)).Seconds()*1000, "ms/batch-over-minimal")
-	b.ReportMetric((lat.spanMedian-quantile(ideal, 0.5)).Seconds()*1000, "ms/batch-over-ideal")
-	b.ReportMetric(rss, "MiB-rss")
-	b.Logf("%d allocs, %d batches: %d requests, %d response bytes; batch latency added median %v (p90 %v, sim's own restart median %v, first signal to last start %v; batch start to intents written %v, to last alloc done %v, from there to the next batch %v); batch span median %v, a minimal driver's %v, an ideal driver's %v",
-		n, rec.Batches, stats.Requests, stats.ResponseBytes, lat.median, lat.p90, lat.simMedian, lat.simSpan, lat.takeUp, lat.inBatch, lat.between, lat.spanMedian, quantile(minimal, 0.5), quantile(ideal, 0.5))
+	return idealSpans(idealRun), idealTL
+}
+
+// benchLogTimelines logs a batch's timeline, nomad-restart's and the ideal driver's.
+func benchLogTimelines(b *testing.B, lat latency, idealTL [4]time.Duration, idealSpan time.Duration) {
 	b.Logf("a batch's timeline from its start (medians): intents %v, first restart signal %v, last %v, last task start %v, known to the servers %v, last done %v, next batch %v; added beyond the servers' knowledge %v",
 		lat.takeUp, lat.timeline[0], lat.timeline[1], lat.timeline[2], lat.timeline[3], lat.timeline[4], lat.spanMedian, lat.knownMedian)
 	b.Logf("the ideal driver's (medians): first restart signal %v, last %v, last task start %v, known to the servers %v, next batch %v",
-		idealTL[0], idealTL[1], idealTL[2], idealTL[3], quantile(ideal, 0.5))
-	// One line: the test framework keeps only the first lines of a benchmark's log.
-	b.Log("by endpoint:" + strings.Join(topEndpoints(stats, n, 12), ";"))
-	if os.Getenv("E2E_BENCH_HEAP") != "" {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		b.Logf("benchmark process (the simulation) heap in use: %.0f MiB", float64(ms.HeapInuse)/(1<<20))
-	}
+		idealTL[0], idealTL[1], idealTL[2], idealTL[3], idealSpan)
 }
 
 // parseJSONRun splits `run -json` output into its events and the final record.

@@ -13,7 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// idealBatches restarts up to batches batches of benchBatch allocations of the job the way
+// idealBatches restarts up to batches batches of size allocations of the job the way
 // no graceful driver can beat on this cluster: before the first batch (outside the timed
 // spans) it lists the job once for the restart counters and subscribes to the job's
 // allocation events; then each batch only sends its requests, all at once through a pool
@@ -23,7 +23,7 @@ import (
 // own time for a batch of requests: their handling, the restarts, the clients' syncs to
 // the servers, and the connection limit's queueing. What nomad-restart's span adds to it
 // is the tool's cost.
-func idealBatches(ctx context.Context, addr string, job string, resched bool, batches int) ([]idealBatch, error) {
+func idealBatches(ctx context.Context, addr string, job string, resched bool, size, batches int) ([]idealBatch, error) {
 	client, stubs, done, err := baselineStart(ctx, addr, job)
 	if err != nil {
 		return nil, err
@@ -77,8 +77,8 @@ func idealBatches(ctx context.Context, addr string, job string, resched bool, ba
 		return nil, ctx.Err()
 	}
 	var out []idealBatch
-	for b := 0; b < batches && (b+1)*benchBatch <= len(ids); b++ {
-		batch := ids[b*benchBatch : (b+1)*benchBatch]
+	for b := 0; b < batches && (b+1)*size <= len(ids); b++ {
+		batch := ids[b*size : (b+1)*size]
 		mu.Lock()
 		for _, id := range batch {
 			pending[id] = true
