@@ -15,8 +15,8 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 		return
 	}
 	s := rec.Spec
-	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %d %s; nothing is changed",
-		rec.JobID, pluralN(len(rec.Allocs), "allocation"), rec.Batches, pluralWord(rec.Batches, "batch", "batches")))
+	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %s; nothing is changed",
+		rec.JobID, plural(len(rec.Allocs), "allocation", "allocations"), plural(rec.Batches, "batch", "batches")))
 	p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(s))
 	if s.Surge > 0 {
 		p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Surge: before the 1st batch, scale each targeted group up by %d and wait until the new allocations are healthy; they are not restarted; scale each group back to its count before the restart ends", s.Surge))
@@ -32,7 +32,7 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 			}
 			groups[g]++
 		}
-		p.plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), pluralN(len(idx), "allocation"), gateText(s, len(idx), order)))
+		p.plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), plural(len(idx), "allocation", "allocations"), gateText(s, len(idx), order)))
 		for _, i := range idx {
 			ap := rec.Allocs[i]
 			p.plain(fmt.Sprintf("    %s  %s  group %s  node %s", shortID(ap.ID, o.verbose), ap.Name, ap.Group, orDash(shortID(ap.NodeID, o.verbose))))
@@ -69,15 +69,4 @@ func gateText(s restart.Spec, batchSize int, groups []string) string {
 		parts = append(parts, fmt.Sprintf("then waits %s", s.BatchWait))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func pluralN(n int, word string) string {
-	return fmt.Sprintf("%d %s", n, pluralWord(n, word, word+"s"))
-}
-
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

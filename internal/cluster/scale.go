@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // Scaler is what -surge needs of Nomad: a job's group counts, the job scale endpoint, and
@@ -15,7 +17,7 @@ import (
 type Scaler interface {
 	// JobScale reads the job's current version: its type, JobModifyIndex and each group's
 	// count, scaling policy and update strategy.
-	JobScale(ctx context.Context, namespace, jobID string) (*JobScale, error)
+	JobScale(ctx context.Context, namespace, jobID string) (*restart.JobScale, error)
 	// ScaleGroup sets a group's count through Nomad's job scale endpoint (a scaling event
 	// with message, a new job version, an evaluation). A non-zero jobModifyIndex is Nomad's
 	// check-and-set: the request fails with ErrScaleConflict when the job changed since.
@@ -28,31 +30,6 @@ type Scaler interface {
 	LatestDeployment(ctx context.Context, namespace, jobID string, afterIndex uint64) (*DeploymentState, uint64, error)
 	// FailDeployment marks a deployment failed (`nomad deployment fail`).
 	FailDeployment(ctx context.Context, namespace, deploymentID string) error
-}
-
-// JobScale is what a surge needs of a job's current version.
-type JobScale struct {
-	ID             string
-	Type           string
-	Stopped        bool
-	Version        uint64
-	JobModifyIndex uint64
-	Groups         map[string]GroupScale
-}
-
-// GroupScale is one group's count and what manages it.
-type GroupScale struct {
-	Count int
-	// Scaling is true when the group has an enabled scaling block: a policy the
-	// autoscaler acts on. Min and Max are its bounds.
-	Scaling bool
-	// Bounded is true when the group has a scaling block, enabled or not: Nomad refuses a
-	// count outside Min and Max either way.
-	Bounded  bool
-	Min, Max int64
-	// Rolling is true when the group has an update strategy: Nomad then makes a
-	// deployment for a new job version of a service job, a scale included.
-	Rolling bool
 }
 
 // ScaleResult is Nomad's answer to a scale request.
@@ -92,7 +69,7 @@ var (
 var _ Scaler = (*Nomad)(nil)
 
 // JobScale reads the job's current version.
-func (n *Nomad) JobScale(ctx context.Context, namespace, jobID string) (*JobScale, error) {
+func (n *Nomad) JobScale(ctx context.Context, namespace, jobID string) (*restart.JobScale, error) {
 	job, err := read(ctx, n, "reading job", func(ctx context.Context) (*api.Job, error) {
 		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, namespace))
 		return j, err
@@ -103,9 +80,9 @@ func (n *Nomad) JobScale(ctx context.Context, namespace, jobID string) (*JobScal
 	return jobScale(job), nil
 }
 
-func jobScale(job *api.Job) *JobScale {
-	out := &JobScale{ID: scaleDeref(job.ID), Type: scaleDeref(job.Type), Stopped: scaleDeref(job.Stop), Version: scaleDeref(job.Version),
-		JobModifyIndex: scaleDeref(job.JobModifyIndex), Groups: map[string]GroupScale{}}
+func jobScale(job *api.Job) *restart.JobScale {
+	out := &restart.JobScale{ID: scaleDeref(job.ID), Type: scaleDeref(job.Type), Stopped: scaleDeref(job.Stop), Version: scaleDeref(job.Version),
+		JobModifyIndex: scaleDeref(job.JobModifyIndex), Groups: map[string]restart.GroupScale{}}
 	if out.Type == "" {
 		out.Type = api.JobTypeService
 	}
@@ -113,7 +90,7 @@ func jobScale(job *api.Job) *JobScale {
 		if tg == nil || tg.Name == nil {
 			continue
 		}
-		g := GroupScale{Count: scaleDeref(tg.Count)}
+		g := restart.GroupScale{Count: scaleDeref(tg.Count)}
 		if s := tg.Scaling; s != nil {
 			// Nomad holds a scale within the block's bounds even when the policy is
 			// disabled; only an enabled one means an autoscaler manages the count.

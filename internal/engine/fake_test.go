@@ -419,7 +419,7 @@ func (f *fakeCluster) AllocChecks(ctx context.Context, allocID string) ([]cluste
 	return nil, cluster.ErrNotSupported
 }
 
-func (f *fakeCluster) JobScale(ctx context.Context, ns, jobID string) (*cluster.JobScale, error) {
+func (f *fakeCluster) JobScale(ctx context.Context, ns, jobID string) (*restart.JobScale, error) {
 	return nil, cluster.ErrNotSupported
 }
 

@@ -60,18 +60,7 @@ func (e *Engine) CheckSurge(ctx context.Context, p *Plan) error {
 	case err != nil:
 		return fmt.Errorf("reading job %q for -surge: %w", rec.JobID, err)
 	}
-	return restart.SurgeRefusal(rec.Spec, scaleFacts(js), recordGroups(rec))
-}
-
-// scaleFacts are the job's scale facts as the surge's rules (restart.DecideSurgeUp and
-// DecideSurgeDown) take them.
-func scaleFacts(js *cluster.JobScale) restart.JobScale {
-	out := restart.JobScale{ID: js.ID, Type: js.Type, Stopped: js.Stopped, JobModifyIndex: js.JobModifyIndex,
-		Groups: make(map[string]restart.GroupScale, len(js.Groups))}
-	for name, g := range js.Groups {
-		out.Groups[name] = restart.GroupScale(g)
-	}
-	return out
+	return restart.SurgeRefusal(rec.Spec, *js, recordGroups(rec))
 }
 
 // scaleAnswer classifies a scale request's error for restart.AfterScaleUp and
@@ -204,7 +193,7 @@ func (d *driver) surgeGroupUp(ctx context.Context, group string) (bool, error) {
 		case err != nil:
 			return false, fmt.Errorf("reading job %q for the surge: %w", d.jobID, err)
 		}
-		step := restart.DecideSurgeUp(d.spec, sg, group, scaleFacts(js))
+		step := restart.DecideSurgeUp(d.spec, sg, group, *js)
 		if err := d.saveSurgeStep(ctx, step); err != nil {
 			return false, err
 		}
@@ -340,7 +329,7 @@ func (d *driver) surgeGroupDown(ctx context.Context, group string) error {
 		case err != nil:
 			return d.surgeNotRestored(ctx, *sg, err)
 		}
-		step := restart.DecideSurgeDown(*sg, scaleFacts(js), d.e.now())
+		step := restart.DecideSurgeDown(*sg, *js, d.e.now())
 		if err := d.saveSurgeStep(ctx, step); err != nil {
 			return err
 		}

@@ -31,10 +31,10 @@ func newFakeScaler(count int) *fakeScaler {
 	return &fakeScaler{fakeCluster: newFakeCluster("service", map[string]int{"web": 1}), count: count, jmi: 100}
 }
 
-func (f *fakeScaler) JobScale(ctx context.Context, ns, jobID string) (*cluster.JobScale, error) {
+func (f *fakeScaler) JobScale(ctx context.Context, ns, jobID string) (*restart.JobScale, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &cluster.JobScale{ID: jobID, Type: "service", JobModifyIndex: f.jmi, Groups: map[string]cluster.GroupScale{"web": {Count: f.count}}}, nil
+	return &restart.JobScale{ID: jobID, Type: "service", JobModifyIndex: f.jmi, Groups: map[string]restart.GroupScale{"web": {Count: f.count}}}, nil
 }
 
 func (f *fakeScaler) ScaleGroup(ctx context.Context, ns, jobID, group string, count int, jmi uint64, msg string) (*cluster.ScaleResult, error) {

@@ -18,6 +18,7 @@ type JobScale struct {
 	ID             string
 	Type           string
 	Stopped        bool
+	Version        uint64
 	JobModifyIndex uint64
 	Groups         map[string]GroupScale
 }
