@@ -13,8 +13,9 @@ import (
 )
 
 // TestNoFixedIntervalPolling catches a driver that polls Nomad on an interval where a
-// blocking query exists. The tasks take 80 s (simulated; 4 s of real time) to start; once
-// the driver waits on the first batch to run again, nothing changes in the cluster, and
+// blocking query exists. The tasks take 200 s (simulated; 10 s of real time) to start: the
+// driver stores that it waits on them within 2 s (its progress linger); once it waits on
+// the first batch to run again, nothing changes in the cluster, and
 // the requests it sends in the next 2 s of real time are counted: a driver waiting on blocking queries sends none
 // (a lease renewal, every 7.5 s, may fall in the window: one is allowed), a poller sends
 // one or more per poll. Requests are counted, not time: a slow machine cannot fail it.
@@ -26,7 +27,7 @@ func TestNoFixedIntervalPolling(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			job := newJob("patient", "service", sc.count)
-			job.TaskGroups[0].Tasks[0].Meta = map[string]string{"nomadsim.start_delay": "80s"}
+			job.TaskGroups[0].Tasks[0].Meta = map[string]string{"nomadsim.start_delay": "200s"}
 			if err := register(ctx, c, job); err != nil {
 				t.Fatal(err)
 			}

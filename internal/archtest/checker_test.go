@@ -40,6 +40,25 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 			wantBad: []string{"imports net/http", "imports github.com/hashicorp/nomad/api"},
 		},
 		{
+			name: "onchange reading Nomad's api types and the domain",
+			files: []goFile{{path: "internal/onchange/explain.go", imports: []string{
+				"text/template/parse", "github.com/hashicorp/nomad/api", project("internal/restart"),
+			}}},
+		},
+		{
+			name: "onchange doing I/O or reading Consul",
+			files: []goFile{{path: "internal/onchange/watch.go", imports: []string{
+				"net/http", "os", "github.com/hashicorp/consul/api", "github.com/hashicorp/nomad/api/contexts", project("internal/cluster"),
+			}}},
+			wantBad: []string{
+				"internal/onchange/watch.go imports net/http: internal/onchange may not import",
+				"imports os: internal/onchange may not import",
+				"imports github.com/hashicorp/consul/api: internal/onchange may not import",
+				"imports github.com/hashicorp/nomad/api/contexts: internal/onchange may not import",
+				"imports internal/cluster: internal/onchange may import only internal/restart",
+			},
+		},
+		{
 			name:    "restart importing a project package",
 			files:   []goFile{{path: "internal/restart/x.go", imports: []string{project("internal/cluster")}}},
 			wantBad: []string{"internal/restart/x.go imports internal/cluster: internal/restart may import no project package"},

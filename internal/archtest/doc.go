@@ -3,7 +3,8 @@
 // It has no code of its own: its test parses the imports of every non-test Go file of the
 // module and fails, naming the file and the rule, when
 //   - internal/restart imports anything that does I/O or talks to a cluster (it is the pure
-//     domain: facts in, decisions out);
+//     domain: facts in, decisions out), and internal/onchange likewise, but for the types
+//     of Nomad's api;
 //   - a product package imports nomadsim, the simulated Nomad, outside the embedded demo
 //     (internal/cli/demo.go) and cmd/nomadsim;
 //   - a file outside internal/simtest that is not a test imports internal/simtest;

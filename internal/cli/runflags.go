@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -116,8 +115,10 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 // a command line with several mistakes always names the same one.
 func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	// Questions can be answered on this terminal, or later with `nomad-restart answer` when
-	// the restart is detached (a schedule's restarts are too); -yes answers them all.
-	canAsk := interactive && !o.json || o.detach || raw.yes || o.sched.scheduled()
+	// the restart is detached (a schedule's restarts are too); -yes answers them all. A dry
+	// run asks nothing and changes nothing, so it runs anywhere (a script, CI) and its plan
+	// shows the "ask" options as given.
+	canAsk := interactive && !o.json || o.detach || raw.yes || o.sched.scheduled() || o.dryRun
 	s := &o.spec
 	if err := raw.validateBatches(s, canAsk); err != nil {
 		return err
@@ -155,36 +156,27 @@ func (raw *runFlagValues) validateBatches(s *restart.Spec, canAsk bool) error {
 	}
 	s.BatchSizes = sizes
 
-	if strings.EqualFold(raw.batchWait, "ask") {
-		if !canAsk {
-			return usageErrorf(`Invalid -batch-wait value "ask": "ask" needs an interactive terminal; add -yes, -detach (then answer with nomad-restart answer), or give a duration like 30s`)
-		}
-		s.BatchWaitAsk = true
-		return nil
-	}
-	d, err := time.ParseDuration(raw.batchWait)
+	d, ask, err := restart.ParseBatchWait(raw.batchWait)
 	if err != nil {
-		return usageErrorf("Invalid -batch-wait value %q: give a duration with a unit like 10s or 2m, or \"ask\"", raw.batchWait)
+		return usageErrorf("%s", capitalInvalid(err))
 	}
-	if d < 0 {
-		return usageErrorf("Invalid -batch-wait value %q: it must not be negative", raw.batchWait)
+	if ask && !canAsk {
+		return usageErrorf(`Invalid -batch-wait value "ask": "ask" needs an interactive terminal; add -yes, -detach (then answer with nomad-restart answer), or give a duration like 30s`)
 	}
-	s.BatchWait = d
+	s.BatchWait, s.BatchWaitAsk = d, ask
 	return nil
 }
 
 // validateOnError reads -on-error: "ask" only where a question can be answered.
 func (raw *runFlagValues) validateOnError(s *restart.Spec, canAsk bool) error {
-	switch restart.OnError(raw.onError) {
-	case restart.OnErrorAsk:
-		if !canAsk {
-			return usageErrorf(`Invalid -on-error value "ask": "ask" needs an interactive terminal; add -on-error=fail, -yes, or -detach (then answer with nomad-restart answer)`)
-		}
-	case restart.OnErrorFail:
-	default:
-		return usageErrorf("Invalid -on-error value %q: valid options are \"ask\" and \"fail\"", raw.onError)
+	onError, err := restart.ParseOnError(raw.onError)
+	if err != nil {
+		return usageErrorf("%s", capitalInvalid(err))
 	}
-	s.OnError = restart.OnError(raw.onError)
+	if onError == restart.OnErrorAsk && !canAsk {
+		return usageErrorf(`Invalid -on-error value "ask": "ask" needs an interactive terminal; add -on-error=fail, -yes, or -detach (then answer with nomad-restart answer)`)
+	}
+	s.OnError = onError
 	return nil
 }
 
@@ -209,27 +201,23 @@ func (raw *runFlagValues) validateTasks(s *restart.Spec) error {
 // validateHealth reads the health gate: -health, -healthy-deadline and -min-healthy-time,
 // which must be shorter than the deadline (given or default).
 func (raw *runFlagValues) validateHealth(s *restart.Spec) error {
-	switch h := restart.HealthMode(strings.ToLower(strings.TrimSpace(raw.health))); h {
-	case restart.HealthAuto, restart.HealthChecks, restart.HealthNone, restart.HealthRunning:
-		s.Health = h
-	default:
-		return usageErrorf("Invalid -health value %q: valid options are \"auto\" (default: checks where the groups define them, else running), \"checks\", \"running\" and \"none\" (Nomad's behaviour)", raw.health)
+	h, err := restart.ParseHealthMode(raw.health)
+	if err != nil {
+		return usageErrorf("%s", capitalInvalid(err))
 	}
+	s.Health = h
 	s.HealthyDeadline = restart.DefaultHealthyDeadline
 	if raw.healthyDeadline != "" {
-		d, err := time.ParseDuration(raw.healthyDeadline)
-		if err != nil || d <= 0 {
-			return usageErrorf("Invalid -healthy-deadline value %q: give a positive duration like 5m", raw.healthyDeadline)
+		d, err := restart.ParseHealthyDeadline(raw.healthyDeadline)
+		if err != nil {
+			return usageErrorf("%s", capitalInvalid(err))
 		}
 		s.HealthyDeadline, s.HealthyDeadlineGiven = d, true
 	}
 	if raw.minHealthyTime != "" {
-		mh, err := time.ParseDuration(raw.minHealthyTime)
-		if err != nil || mh < 0 {
-			return usageErrorf("Invalid -min-healthy-time value %q: give a duration like 10s, or 0", raw.minHealthyTime)
-		}
-		if mh >= s.HealthyDeadline {
-			return usageErrorf("Invalid -min-healthy-time value %q: it must be shorter than -healthy-deadline (%s)", raw.minHealthyTime, s.HealthyDeadline)
+		mh, err := restart.ParseMinHealthyTime(raw.minHealthyTime, s.HealthyDeadline)
+		if err != nil {
+			return usageErrorf("%s", capitalInvalid(err))
 		}
 		s.MinHealthyTime, s.MinHealthyTimeGiven = mh, true
 	}
@@ -256,9 +244,9 @@ func (raw *runFlagValues) validateTargeting(s *restart.Spec) error {
 // validateSurge reads -surge and -surge-ignore-scaling, which needs it.
 func (raw *runFlagValues) validateSurge(s *restart.Spec) error {
 	if raw.surge != "" {
-		n, err := strconv.Atoi(strings.TrimSpace(raw.surge))
-		if err != nil || n < 1 {
-			return usageErrorf("Invalid -surge value %q: give the number of extra allocations per group, 1 or more", raw.surge)
+		n, err := restart.ParseSurge(raw.surge)
+		if err != nil {
+			return usageErrorf("%s", capitalInvalid(err))
 		}
 		s.Surge = n
 	}

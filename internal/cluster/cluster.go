@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -112,8 +114,19 @@ type GroupSummary struct {
 
 // Deployment is what the restart guard needs of a deployment.
 type Deployment struct {
-	ID     string
-	Status string
+	ID          string
+	Status      string
+	ModifyIndex uint64
+}
+
+// Active reports whether the deployment is not terminal (neither successful, failed nor
+// cancelled), as Nomad's command checks before restarting.
+func (d *Deployment) Active() bool {
+	switch d.Status {
+	case api.DeploymentStatusSuccessful, api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
+		return false
+	}
+	return true
 }
 
 // PlacementFailure is a blocked evaluation that could not place a group's allocations.

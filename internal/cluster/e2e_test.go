@@ -502,3 +502,60 @@ func TestE2EAllocChecks(t *testing.T) {
 		t.Fatalf("unknown allocation: %v", err)
 	}
 }
+
+// FollowJobAllocations carries the job's own changes beside its allocations: the job as
+// re-registered (a Job event), and its deployments' states (Deployment events) until the
+// deployment ends; a stopped job says JobGone.
+func TestE2EFollowCarriesJobAndDeployments(t *testing.T) {
+	sim := startSim(t, nomadsim.Options{})
+	job := serviceJob("default", "web", 2)
+	if _, err := sim.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	n := newNomad(t, sim, "")
+	ctx := testCtx(t)
+	if err := sim.WaitAllocsRunning(ctx, "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	updates := n.FollowJobAllocations(ctx, "default", "web", 0)
+	next := func(what string, match func(u cluster.AllocUpdate) bool) cluster.AllocUpdate {
+		t.Helper()
+		for {
+			select {
+			case u, ok := <-updates:
+				if !ok || u.Err != nil {
+					t.Fatalf("waiting for %s: the stream ended (%v)", what, u.Err)
+				}
+				if match(u) {
+					return u
+				}
+			case <-ctx.Done():
+				t.Fatalf("waiting for %s: %v", what, ctx.Err())
+			}
+		}
+	}
+	next("the first sync", func(u cluster.AllocUpdate) bool { return u.Synced })
+
+	scaled := serviceJob("default", "web", 3)
+	if _, err := sim.RegisterJob(scaled); err != nil {
+		t.Fatal(err)
+	}
+	u := next("the Job event of the new version", func(u cluster.AllocUpdate) bool { return u.Job != nil && u.Job.Version > 0 })
+	if g, ok := u.Job.Group("web"); !ok || g.Count != 3 || u.Job.ID != "web" {
+		t.Fatalf("the Job event's job: %+v", u.Job)
+	}
+	d := next("the new version's deployment", func(u cluster.AllocUpdate) bool { return u.Deployment != nil && u.Deployment.Active() })
+	id := d.Deployment.ID
+	next("the deployment's end", func(u cluster.AllocUpdate) bool {
+		return u.Deployment != nil && u.Deployment.ID == id && !u.Deployment.Active()
+	})
+
+	client, err := sim.APIClient("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Jobs().Deregister("web", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	next("the stop's Job event", func(u cluster.AllocUpdate) bool { return u.JobGone })
+}

@@ -28,6 +28,13 @@ type AllocUpdate struct {
 	// Synced, after each (re)connection, says every change up to Index has been sent; Gap
 	// says the connection was lost, so changes may be missing until the next Synced.
 	Synced, Gap bool
+	// Job and Deployment (FollowJobAllocations only; Alloc is nil) are the job and one of
+	// its deployments as the stream's Job and Deployment events carried them, current as
+	// of Index; JobGone says a Job event deregistered the job (stopped or purged: a read
+	// tells which).
+	Job        *restart.Job
+	JobGone    bool
+	Deployment *Deployment
 }
 
 // StreamJobAllocations follows the job's allocations through Nomad's event stream
@@ -49,7 +56,11 @@ func (n *Nomad) StreamJobAllocations(ctx context.Context, namespace, jobID strin
 // FollowJobAllocations is StreamJobAllocations with the stream's state in between: an
 // update with Synced after each (re)connection's resync, and one with Gap when a
 // connection is lost. A follower that keeps allocations current from the stream knows
-// from them when what it holds is as current as a read would be.
+// from them when what it holds is as current as a read would be. The same connection
+// also carries the job's Job and Deployment events (topics Job:<job>, which Nomad matches
+// on the job's ID, and Deployment:<job>, matched on the deployment's job): between a Gap
+// and the next Synced none is missed either, so a follower that read the job or its
+// deployments while synced knows every later change of them.
 func (n *Nomad) FollowJobAllocations(ctx context.Context, namespace, jobID string, fromIndex uint64) <-chan AllocUpdate {
 	return n.streamJobAllocations(ctx, namespace, jobID, fromIndex, true)
 }
@@ -111,8 +122,15 @@ type allocFrame struct {
 	Index  uint64
 	Events []struct {
 		Topic   api.Topic
+		Type    string
 		Payload struct {
 			Allocation *eventAlloc
+			// Job and Deployment are decoded whole: they come once per change of the job
+			// or a deployment, not per allocation.
+			Job        *api.Job
+			Deployment *api.Deployment
+			// Deleted marks a Job event of a purge (its Job is the job before).
+			Deleted bool
 		}
 	}
 }
@@ -148,7 +166,7 @@ func (s *allocStream) connect() error {
 	defer cancel()
 	q := queryOpts(sctx, s.ns)
 	q.Params = map[string]string{"index": strconv.FormatUint(s.last, 10)}
-	body, err := s.n.client.Raw().Response("/v1/event/stream?topic="+url.QueryEscape(string(api.TopicAllocation)+":"+s.job), q)
+	body, err := s.n.client.Raw().Response("/v1/event/stream?"+s.topics(), q)
 	if err != nil {
 		return err
 	}
@@ -197,6 +215,13 @@ func (s *allocStream) connect() error {
 		}
 		for i := range frame.Events {
 			ev := &frame.Events[i]
+			if ev.Topic == api.TopicJob || ev.Topic == api.TopicDeployment {
+				gone := ev.Payload.Deleted || ev.Type == "JobDeregistered" || ev.Type == "JobBatchDeregistered"
+				if !s.relayJobEvent(ev.Topic, gone, ev.Payload.Job, ev.Payload.Deployment, frame.Index) {
+					return nil
+				}
+				continue
+			}
 			a := ev.Payload.Allocation
 			if ev.Topic != api.TopicAllocation || a == nil || a.JobID != s.job || !s.inNamespace(a.Namespace) {
 				continue
@@ -215,6 +240,37 @@ func (s *allocStream) connect() error {
 		}
 		s.last = max(s.last, frame.Index)
 	}
+}
+
+// topics is the stream's query: the job's allocations, and with markers its Job and
+// Deployment events too (a follower keeps them; the same ACL capability, read-job, grants
+// all three, so they cannot fail one another).
+func (s *allocStream) topics() string {
+	q := url.Values{"topic": {string(api.TopicAllocation) + ":" + s.job}}
+	if s.markers {
+		q.Add("topic", string(api.TopicJob)+":"+s.job)
+		q.Add("topic", string(api.TopicDeployment)+":"+s.job)
+	}
+	return q.Encode()
+}
+
+// relayJobEvent sends a Job or Deployment event of the stream's job (markers only); false
+// when the stream's context ended. Nomad sends a Job event for every change of the job
+// (registered, its status moved by its allocations, deregistered: stopped or purged), of
+// the type of the write that made it; gone marks the deregistrations.
+func (s *allocStream) relayJobEvent(topic api.Topic, gone bool, job *api.Job, dep *api.Deployment, index uint64) bool {
+	switch {
+	case !s.markers:
+		return true
+	case topic == api.TopicJob && job != nil && str(job.ID) == s.job && s.inNamespace(str(job.Namespace)):
+		if gone || (job.Stop != nil && *job.Stop) {
+			return s.send(AllocUpdate{JobGone: true, Index: index})
+		}
+		return s.send(AllocUpdate{Job: convertJob(job), Index: index})
+	case topic == api.TopicDeployment && dep != nil && dep.JobID == s.job && s.inNamespace(dep.Namespace):
+		return s.send(AllocUpdate{Deployment: &Deployment{ID: dep.ID, Status: dep.Status, ModifyIndex: dep.ModifyIndex}, Index: index})
+	}
+	return true
 }
 
 // inNamespace reports whether an allocation of namespace ns belongs to the stream.

@@ -220,10 +220,8 @@ func (n *Nomad) ActiveDeployment(ctx context.Context, namespace, jobID string) (
 		if d == nil {
 			continue
 		}
-		switch d.Status {
-		case api.DeploymentStatusSuccessful, api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
-		default:
-			return &Deployment{ID: d.ID, Status: d.Status}, nil
+		if dep := (&Deployment{ID: d.ID, Status: d.Status, ModifyIndex: d.ModifyIndex}); dep.Active() {
+			return dep, nil
 		}
 	}
 	return nil, nil

@@ -253,7 +253,7 @@ func (d *driver) requestRestart(ctx context.Context, p restart.AllocProgress, ta
 // toWaiting records that the request went out. Lazily: a driver that finds the intent
 // without it asks Nomad's facts whether the request took effect.
 func (d *driver) toWaiting(_ context.Context, i int) error {
-	d.stepLazy(func(r *restart.Record) {
+	d.stepProgress(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.State = restart.AllocWaiting
 		p.Waiting = "the tasks to run again"

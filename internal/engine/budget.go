@@ -106,7 +106,7 @@ func (d *driver) readBudgetStart(ctx context.Context, b int) budgetStart {
 	} else {
 		go func() { summary <- d.jobSummary(ctx) }()
 	}
-	job, err := d.e.cluster.Job(ctx, d.jobNS, d.jobID) // the cluster retries what passes
+	job, err := d.guardJob(ctx)
 	sum := <-summary
 	if err != nil {
 		return budgetStart{err: fmt.Errorf("reading job %q for its availability budget: %w", d.jobID, err)}

@@ -40,6 +40,8 @@ type driver struct {
 	rec    *restart.Record
 	unsent []restart.Event
 	gen    uint64 // changes made to rec
+	// lazyDue is when the lazy changes not yet in a write must be written (zero: none).
+	lazyDue time.Time
 	// detached is set when the driver lets go: its last write clears Record.Driver (as does
 	// the write that ends the restart).
 	detached bool
@@ -67,17 +69,19 @@ type driver struct {
 // in-flight request took effect. sink (may be nil) receives every event right after it has been
 // persisted, in order, from the driver's goroutines one at a time.
 func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error) {
-	// The store retries what passes inside, as it does for every call below.
-	rec, err := e.store.Get(ctx, namespace, id)
-	if err != nil {
-		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
-	}
-	if rec.Status.Terminal() {
-		return rec, nil
-	}
+	// The lease first: the record is read once, under it. The store retries what passes
+	// inside, as it does for every call below.
 	lease, err := e.store.AcquireLease(ctx, namespace, id, e.holder)
 	if err != nil {
-		if errors.Is(err, store.ErrLeaseHeld) {
+		// Without the lease, the record says what there is to say: it ended, or who
+		// drives it.
+		rec, gerr := e.store.Get(ctx, namespace, id)
+		switch {
+		case gerr != nil:
+			return nil, fmt.Errorf("reading restart %s: %w", short(id), gerr)
+		case rec.Status.Terminal():
+			return rec, nil
+		case errors.Is(err, store.ErrLeaseHeld):
 			return rec, err
 		}
 		return rec, fmt.Errorf("taking the lease on restart %s: %w", short(id), err)
@@ -87,8 +91,16 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 	dctx, cancel := whileHeld(ctx, lease)
 	defer cancel()
 
-	// Read again under the lease: a steering command may have ended it meanwhile.
-	rec, err = e.store.Get(dctx, namespace, id)
+	// The first token of the operators' steering is taken before the read under the lease:
+	// steering stored before it shows in the read, steering after it wakes the watch.
+	// Without it (the bell could not be set up) watchControl tries again, and the flush's
+	// conflicts bring steering in meanwhile.
+	_, token, terr := e.store.WatchControl(dctx, namespace, id, 0)
+	if terr != nil {
+		e.log.Debug("setting up the watch of the record's control", "restart", id, "err", terr)
+	}
+	// Under the lease: a steering command may have ended it before.
+	rec, err := e.store.Get(dctx, namespace, id)
 	if err != nil {
 		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
 	}
@@ -101,7 +113,7 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 		log: e.log.With("restart", id, "job", rec.JobID)}
 	d.feed = e.startFeed(dctx, d.jobNS, d.jobID)
 	// Events already in the record were delivered by whoever persisted them.
-	go d.watchControl(dctx)
+	go d.watchControl(dctx, token)
 	go d.flushLazily(dctx)
 
 	runErr := d.run(dctx)
@@ -142,29 +154,33 @@ func (d *driver) snapshot() *restart.Record {
 	return cloneRecord(d.rec)
 }
 
-// watchControl follows the stored record's head and takes operators' Control changes. It
-// wakes on the driver's own writes too; WatchHead keeps that cheap at any size of job. The
-// store's watch rides out what passes; a watch that failed otherwise resumes, paced, for
-// as long as the driver runs: nobody waits on it, and the flush's conflicts still bring
-// operators' changes in.
-func (d *driver) watchControl(ctx context.Context) {
+// watchControl follows operators' steering of the record (Store.WatchControl: on the Nomad
+// store its own writes do not wake it, so following costs a read per operator action, not
+// one per write) and takes their Control changes. The store's watch rides out what passes;
+// a watch that failed otherwise resumes, paced, for as long as the driver runs: nobody
+// waits on it, and the flush's conflicts still bring operators' changes in.
+func (d *driver) watchControl(ctx context.Context, token uint64) {
 	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: 50 * time.Millisecond, Max: 3 * time.Second})
 	for {
-		d.mu.Lock()
-		after := d.rec.ModifyIndex
-		d.mu.Unlock()
-		r, err := d.e.store.WatchHead(ctx, d.ns, d.id, after)
+		r, next, err := d.e.store.WatchControl(ctx, d.ns, d.id, token)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			d.log.Debug("watching the record", "err", err)
+			d.log.Debug("watching the record's control", "err", err)
 			if !b.Wait(ctx) {
 				return
 			}
 			continue
 		}
 		b.Reset()
+		token = next
+		if r == nil {
+			// The first token, taken again: the record is read at once to miss nothing.
+			if r, err = d.e.store.WatchHead(ctx, d.ns, d.id, 0); err != nil {
+				continue
+			}
+		}
 		d.mu.Lock()
 		if r.ModifyIndex > d.rec.ModifyIndex {
 			d.takeStoredLocked(r)
@@ -230,6 +246,8 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 		upTo := d.gen
 		events := d.unsent
 		d.unsent = nil
+		lazyDue := d.lazyDue
+		d.lazyDue = time.Time{} // this write carries every change so far
 		d.mu.Unlock()
 
 		err := d.e.store.Update(ctx, &snap)
@@ -247,6 +265,13 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 		}
 		d.mu.Lock()
 		d.unsent = append(events, d.unsent...)
+		if !lazyDue.IsZero() && (d.lazyDue.IsZero() || lazyDue.Before(d.lazyDue)) {
+			d.lazyDue = lazyDue // still to be written
+			select {
+			case d.dirty <- struct{}{}:
+			default:
+			}
+		}
 		d.mu.Unlock()
 		if errors.Is(err, store.ErrConflict) {
 			cur, gerr := d.e.store.Get(ctx, d.ns, d.id)

@@ -435,7 +435,8 @@ func TestTaskFailsAfterRestart(t *testing.T) {
 func TestDeploymentMidRun(t *testing.T) {
 	fc := newFakeCluster("service", map[string]int{"web": 3})
 	e, s := newTestEngine(t, fc)
-	rec := planAndCreate(t, e, restart.Spec{BatchWait: 200 * time.Millisecond})
+	// A batch wait longer than lazyLinger, so that the wait is stored while it lasts.
+	rec := planAndCreate(t, e, restart.Spec{BatchWait: 4 * lazyLinger})
 	wait, _ := driveAsync(e, rec)
 	waitStatus(t, s, rec, func(r *restart.Record) bool { return !r.NextBatchAt.IsZero() })
 	fc.mu.Lock()

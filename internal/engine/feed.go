@@ -48,6 +48,7 @@ type allocFeed struct {
 	latest  map[string]*restart.Alloc // the newest full state of pinned allocations
 	wake    map[string]chan struct{}  // closed at the allocation's next change
 	anyway  chan struct{}             // closed when the feed's state changes (sync, gap, end)
+	facts   jobFacts                  // the job and its deployments (feed_job.go)
 }
 
 // startFeed follows the job's allocations until ctx ends; nil where the cluster has no event
@@ -87,6 +88,10 @@ func (e *Engine) startFeed(ctx context.Context, namespace, jobID string) *allocF
 				feed.setSynced(u.Synced)
 			case u.Alloc != nil:
 				feed.apply(u.Alloc)
+			case u.Job != nil || u.JobGone:
+				feed.applyJob(u.Job, u.JobGone)
+			case u.Deployment != nil:
+				feed.applyDeployment(*u.Deployment)
 			}
 		}
 	}()
@@ -121,6 +126,9 @@ func newAllocFeed() *allocFeed {
 func (f *allocFeed) setSynced(synced bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !synced {
+		f.forgetJobLocked()
+	}
 	if f.synced != synced {
 		f.synced = synced
 		f.wakeAllLocked()

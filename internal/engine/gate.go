@@ -209,7 +209,7 @@ func (w *waitSaver) save(_ context.Context, d *driver, i int, reason string) err
 		return nil
 	}
 	// Lazily: what an allocation waits for is for humans; a later driver finds it again.
-	d.stepLazy(func(r *restart.Record) {
+	d.stepProgress(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.Waiting = reason
 		if newKind {

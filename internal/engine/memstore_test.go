@@ -113,6 +113,17 @@ func (m *memStore) WatchHead(ctx context.Context, ns, id string, after uint64) (
 	return m.Watch(ctx, ns, id, after)
 }
 
+// WatchControl is the local store's: every write wakes it.
+func (m *memStore) WatchControl(ctx context.Context, ns, id string, token uint64) (*restart.Record, uint64, error) {
+	r, err := m.Watch(ctx, ns, id, token)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r, r.ModifyIndex, nil
+}
+
+func (m *memStore) Ring(context.Context, string, string) error { return nil }
+
 func (m *memStore) Watch(ctx context.Context, ns, id string, after uint64) (*restart.Record, error) {
 	for {
 		m.mu.Lock()

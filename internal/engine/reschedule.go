@@ -83,7 +83,7 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 // stopped records that the stop went out. Lazily: a driver that finds the intent without it
 // asks Nomad's facts whether the stop took effect.
 func (d *driver) stopped(_ context.Context, i int, index uint64) error {
-	d.stepLazy(func(r *restart.Record) {
+	d.stepProgress(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.State, p.StopIndex, p.Waiting = restart.AllocWaiting, index, "a replacement allocation"
 	})
@@ -212,7 +212,7 @@ func (f *replacementFollow) watchNext(ctx context.Context, cancel context.Cancel
 // NextAllocation chain from the allocation.
 func (f *replacementFollow) replaced(a *restart.Alloc) {
 	from, to := a.ID, a.NextAllocation
-	f.d.stepLazy(func(rec *restart.Record) {
+	f.d.stepProgress(func(rec *restart.Record) {
 		q := &rec.Allocs[f.i]
 		q.Replacement = to
 		q.Waiting = fmt.Sprintf("allocation %q to start running", to)
@@ -230,7 +230,7 @@ func (f *replacementFollow) replaced(a *restart.Alloc) {
 func (f *replacementFollow) settle(ctx context.Context, a *restart.Alloc) (done bool, broke *restart.Alloc, err error) {
 	d := f.d
 	if d.gated(a) {
-		d.stepLazy(func(rec *restart.Record) {
+		d.stepProgress(func(rec *restart.Record) {
 			rec.Allocs[f.i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
 		})
 		if err := d.passGate(ctx, f.i, a, f.index, runningTasks(a)); err != nil {

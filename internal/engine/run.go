@@ -15,7 +15,9 @@ import (
 // run drives the record to a terminal status. Every decision is made from the record, so it
 // can start from any state a former driver left.
 func (d *driver) run(ctx context.Context) error {
-	if err := d.step(ctx, func(r *restart.Record) {
+	// Lazily: the first batch's intents carry it; a driver that dies before then leaves
+	// the record as it found it, and the next one starts the same way.
+	d.stepLazy(func(r *restart.Record) {
 		if r.Status == restart.StatusPending {
 			_ = r.SetStatus(restart.StatusRunning, "")
 			r.StartTime = d.e.now()
@@ -23,9 +25,7 @@ func (d *driver) run(ctx context.Context) error {
 		} else {
 			d.eventLocked(restart.Event{Type: restart.EventDriver, Message: fmt.Sprintf("Driver %s took over the restart", d.e.holder)})
 		}
-	}); err != nil {
-		return err
-	}
+	})
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -114,9 +114,11 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 	// Nomad checks before every allocation and may abandon a half-started batch; checking
 	// before each batch keeps batches whole. The budget's first reads (the job and its
 	// summary) do not depend on it: they are made meanwhile, and used only if it passes.
+	// The guards read what the feed cannot tell yet: a new driver's feed is synced first.
+	d.feed.awaitFirstSync(ctx, firstSyncWait)
 	first := make(chan budgetStart, 1)
 	go func() { first <- d.readBudgetStart(ctx, b) }()
-	if err := d.e.checkDeployment(ctx, d.jobNS, d.jobID); err != nil {
+	if err := d.checkDeployment(ctx); err != nil {
 		<-first
 		var dep *DeploymentError
 		if errors.As(err, &dep) {

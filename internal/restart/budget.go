@@ -13,11 +13,11 @@ import (
 func ParseMaxUnavailable(s string) (BatchSize, error) {
 	s = strings.TrimSpace(s)
 	if !batchSizeRe.MatchString(s) {
-		return BatchSize{}, fmt.Errorf("invalid -max-unavailable value %q: give a number of allocations like 1, or a percentage of each group like 25%%", s)
+		return BatchSize{}, &ValueError{Flag: "max-unavailable", Value: s, Reason: "give a number of allocations like 1, or a percentage of each group like 25%"}
 	}
 	n, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
 	if err != nil || n <= 0 || (strings.HasSuffix(s, "%") && n > 100) {
-		return BatchSize{}, fmt.Errorf("invalid -max-unavailable value %q: it must be greater than zero (and at most 100%%)", s)
+		return BatchSize{}, &ValueError{Flag: "max-unavailable", Value: s, Reason: "it must be greater than zero (and at most 100%)"}
 	}
 	return BatchSize{N: n, Percent: strings.HasSuffix(s, "%")}, nil
 }

@@ -12,28 +12,108 @@ import (
 // batchSizeRe is Nomad's own check of a -batch-size value (command/job_restart.go).
 var batchSizeRe = regexp.MustCompile(`^(\d+)%?$`)
 
+// ValueError is an option's value that one of this package's parsers refused. The same
+// options come from `run`'s flags and from a job's meta (nomad-restart.<flag>), so the error
+// keeps the flag's name, the value and the reason apart for each caller to name the option
+// its own way; Error reads as the command line says it.
+type ValueError struct {
+	Flag   string // the flag's name without its dash: "batch-wait"
+	Value  string // the value refused, as given
+	Reason string // what is wrong and what to give instead
+}
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("invalid -%s value %q: %s", e.Flag, e.Value, e.Reason)
+}
+
 // ParseBatchSizes parses -batch-size: "n", "n%", or progressive sizes such as "1,10%,25%"
 // (the last size repeats for the rest). Every size must be greater than zero.
 func ParseBatchSizes(s string) ([]BatchSize, error) {
 	if strings.TrimSpace(s) == "" {
-		return nil, errors.New(`invalid -batch-size value "": give a number of allocations like 2, or a percentage like 25%`)
+		return nil, &ValueError{Flag: "batch-size", Value: s, Reason: "give a number of allocations like 2, or a percentage like 25%"}
 	}
 	var sizes []BatchSize
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if !batchSizeRe.MatchString(part) {
-			return nil, fmt.Errorf("invalid -batch-size value %q: give a number of allocations like 2, or a percentage like 25%%", part)
+			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "give a number of allocations like 2, or a percentage like 25%"}
 		}
 		n, err := strconv.Atoi(strings.TrimSuffix(part, "%"))
 		if err != nil {
-			return nil, fmt.Errorf("invalid -batch-size value %q: %w", part, err)
+			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: err.Error()}
 		}
 		if n <= 0 {
-			return nil, fmt.Errorf("invalid -batch-size value %q: it must be greater than zero", part)
+			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "it must be greater than zero"}
 		}
 		sizes = append(sizes, BatchSize{N: n, Percent: strings.HasSuffix(part, "%")})
 	}
 	return sizes, nil
+}
+
+// ParseBatchWait parses -batch-wait: a non-negative duration with a unit, or "ask" (in any
+// case). Whether a question can be answered where the restart runs is the caller's to check.
+func ParseBatchWait(s string) (wait time.Duration, ask bool, err error) {
+	if strings.EqualFold(s, "ask") {
+		return 0, true, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, false, &ValueError{Flag: "batch-wait", Value: s, Reason: `give a duration with a unit like 10s or 2m, or "ask"`}
+	}
+	if d < 0 {
+		return 0, false, &ValueError{Flag: "batch-wait", Value: s, Reason: "it must not be negative"}
+	}
+	return d, false, nil
+}
+
+// ParseOnError parses -on-error: "ask" or "fail", exactly. Whether a question can be
+// answered where the restart runs is the caller's to check.
+func ParseOnError(s string) (OnError, error) {
+	switch OnError(s) {
+	case OnErrorAsk, OnErrorFail:
+		return OnError(s), nil
+	}
+	return "", &ValueError{Flag: "on-error", Value: s, Reason: `valid options are "ask" and "fail"`}
+}
+
+// ParseHealthMode parses -health, ignoring case and surrounding space.
+func ParseHealthMode(s string) (HealthMode, error) {
+	switch h := HealthMode(strings.ToLower(strings.TrimSpace(s))); h {
+	case HealthAuto, HealthChecks, HealthNone, HealthRunning:
+		return h, nil
+	}
+	return "", &ValueError{Flag: "health", Value: s, Reason: `valid options are "auto" (default: checks where the groups define them, else running), "checks", "running" and "none" (Nomad's behaviour)`}
+}
+
+// ParseHealthyDeadline parses -healthy-deadline: a positive duration.
+func ParseHealthyDeadline(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, &ValueError{Flag: "healthy-deadline", Value: s, Reason: "give a positive duration like 5m"}
+	}
+	return d, nil
+}
+
+// ParseMinHealthyTime parses -min-healthy-time: a non-negative duration shorter than the
+// healthy deadline that applies (given, or DefaultHealthyDeadline).
+func ParseMinHealthyTime(s string, deadline time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, &ValueError{Flag: "min-healthy-time", Value: s, Reason: "give a duration like 10s, or 0"}
+	}
+	if d >= deadline {
+		return 0, &ValueError{Flag: "min-healthy-time", Value: s, Reason: fmt.Sprintf("it must be shorter than -healthy-deadline (%s)", deadline)}
+	}
+	return d, nil
+}
+
+// ParseSurge parses -surge: the number of extra allocations per group, 1 or more.
+func ParseSurge(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 {
+		return 0, &ValueError{Flag: "surge", Value: s, Reason: "give the number of extra allocations per group, 1 or more"}
+	}
+	return n, nil
 }
 
 // String formats batch sizes the way ParseBatchSizes reads them.

@@ -469,6 +469,19 @@ func (l *Local) WatchHead(ctx context.Context, namespace, id string, afterIndex 
 	return l.Watch(ctx, namespace, id, afterIndex)
 }
 
+// WatchControl implements Store with Watch: every write wakes it, and a wake-up costs a
+// file read, no request to anyone; the token is the record's ModifyIndex.
+func (l *Local) WatchControl(ctx context.Context, namespace, id string, token uint64) (*restart.Record, uint64, error) {
+	rec, err := l.Watch(ctx, namespace, id, token)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rec, rec.ModifyIndex, nil
+}
+
+// Ring implements Store: Watch sees every write already.
+func (l *Local) Ring(context.Context, string, string) error { return nil }
+
 // Watch implements Store. There is no server to block on, so it watches the record file
 // with a cheap stat, at an interval that starts short (a driver obeys a pause or cancel
 // promptly) and backs off while nothing changes.

@@ -52,6 +52,7 @@ type NomadOptions struct {
 //	<prefix>/<job>/<id>            the record's head (see nomad_codec.go)
 //	<prefix>/<job>/<id>/c/<name>   its chunks when it passes 64 KiB
 //	<prefix>/<job>/<id>/lease      the driver's lease (a variable lock)
+//	<prefix>/<job>/<id>/control    the control bell, rung by steering (nomad_control.go)
 //	<prefix>/<job>/active          the ID of the job's restart in progress
 //
 // Every write of a head is a check-and-set on its ModifyIndex, and Watch is a blocking
@@ -78,6 +79,9 @@ type Nomad struct {
 	gzips gzipPool
 	// hubs are the shared watches (SharedWatch), one per namespace.
 	hubs hubSet
+	// endedHere holds the namespace/id of records this handle ended (wrote terminal): their
+	// lease is dropped on release without reading the record again.
+	endedHere map[string]bool
 }
 
 func (n *Nomad) pack(raw []byte) (string, error) { return n.gzips.pack(raw) }

@@ -92,6 +92,7 @@ type hubWaiter struct {
 type hubNote struct {
 	gen     uint64
 	present bool
+	index   uint64 // the variable's ModifyIndex in the listing, when present
 	err     error
 }
 
@@ -128,7 +129,7 @@ func (h *watchHub) judgeLocked(w *hubWaiter) {
 		return
 	}
 	delete(h.waiters, w)
-	w.note <- hubNote{gen: h.gen, present: ok}
+	w.note <- hubNote{gen: h.gen, present: ok, index: idx}
 }
 
 // run lists the namespace's heads with blocking queries, paced, until no waiter is left.
@@ -242,8 +243,11 @@ func (h *watchHub) list(ctx context.Context, index uint64) (map[string]uint64, u
 		if !ok {
 			continue
 		}
-		// A head is <prefix>/<job>/<id>; chunks, leases and markers are not.
-		if job, id, ok := strings.Cut(rest, "/"); ok && job != "" && !strings.Contains(id, "/") && validID(id) && id != "active" {
+		// A head is <prefix>/<job>/<id>, a control bell <prefix>/<job>/<id>/control;
+		// chunks, leases and markers are neither.
+		job, id, ok := strings.Cut(rest, "/")
+		id = strings.TrimSuffix(id, "/"+bellName)
+		if ok && job != "" && !strings.Contains(id, "/") && validID(id) && id != "active" {
 			heads[m.Path] = m.ModifyIndex
 		}
 	}

@@ -26,7 +26,7 @@ const testGap = 10 * time.Millisecond
 func TestNomadSharedWatchSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
 		c := simtest.Start(t, nomadsim.Options{})
-		return storetest.Backend{Open: func(t *testing.T) store.Store {
+		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
 			return store.NewNomad(simClient(t, c, ""), store.NomadOptions{SharedWatch: true, SharedWatchGap: testGap})
 		}}
 	})

@@ -65,11 +65,34 @@ func (n *Nomad) deleteRecord(ctx context.Context, r *restart.Record) {
 // lease still locked cannot be deleted (Nomad refuses), hence after the release.
 func (l *nomadLease) dropEndedLease(ctx context.Context, index uint64) {
 	head := strings.TrimSuffix(l.lock.Path, "/lease")
-	rec, err := l.n.Get(ctx, l.lock.Namespace, head[strings.LastIndex(head, "/")+1:])
-	if err != nil || !rec.Status.Terminal() {
-		return
+	id := head[strings.LastIndex(head, "/")+1:]
+	if !l.n.takeEnded(key(nomadvars.Namespace(l.lock.Namespace), id)) {
+		rec, err := l.n.Get(ctx, l.lock.Namespace, id)
+		if err != nil || !rec.Status.Terminal() {
+			return
+		}
 	}
 	if err := l.n.vars.DeleteAt(ctx, l.lock.Namespace, l.lock.Path, index); err != nil {
 		l.n.opts.Logger.Debug("could not delete an ended restart's lease", "path", l.lock.Path, "namespace", l.lock.Namespace, "error", err)
 	}
+}
+
+// markEnded notes that this handle wrote record k terminal.
+func (n *Nomad) markEnded(k string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.endedHere == nil {
+		n.endedHere = map[string]bool{}
+	}
+	n.endedHere[k] = true
+}
+
+// takeEnded reports (once) whether this handle wrote record k terminal: a terminal record
+// never changes status again, so its lease may go without a read.
+func (n *Nomad) takeEnded(k string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ended := n.endedHere[k]
+	delete(n.endedHere, k)
+	return ended
 }

@@ -32,7 +32,7 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestNomadSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
 		c := simtest.Start(t, nomadsim.Options{})
-		return storetest.Backend{Open: func(t *testing.T) store.Store {
+		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
 			return store.NewNomad(simClient(t, c, ""), store.NomadOptions{})
 		}}
 	})

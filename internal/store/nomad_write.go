@@ -345,6 +345,7 @@ func (n *Nomad) dropReplaced(ctx context.Context, h headRef, out *restart.Record
 		// The record will not be written again: its sweep removes the replaced chunks
 		// with any orphans, now.
 		n.dropMemo(key(h.ns, h.id))
+		n.markEnded(key(h.ns, h.id))
 		n.releaseJob(ctx, h, out.JobID)
 		n.sweepOrphans(ctx, h, headIndex, keepNames)
 	} else if len(stale) > 0 {

@@ -38,6 +38,17 @@ type Store interface {
 	// driver watching for operators' intents): the record it returns may lack its Allocs
 	// and Events, so a wake-up costs the same whatever the job's size.
 	WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error)
+	// WatchControl is how a driver follows operators' steering: with token 0 it answers at
+	// once with the first token (the record may be nil: read it after this call, so that
+	// no change stored before the token is missed); otherwise it blocks until an operator
+	// may have changed the record's Control since the call that returned token, and
+	// returns the record as WatchHead does. It returns the token to pass next. The Nomad store is not woken by the driver's own writes (see
+	// Ring); the local store, whose reads cost no request, is woken by every write.
+	WatchControl(ctx context.Context, namespace, id string, token uint64) (*restart.Record, uint64, error)
+	// Ring wakes the record's WatchControl after an operator stored a change of Control.
+	// Mutate calls it; a failed ring delays the driver's notice until its next write, whose
+	// check-and-set then fails on the changed record.
+	Ring(ctx context.Context, namespace, id string) error
 	// AcquireLease takes the driver's lease on a restart, or fails with ErrLeaseHeld. The
 	// lease renews itself until released or lost.
 	AcquireLease(ctx context.Context, namespace, id, holder string) (Lease, error)
@@ -98,13 +109,20 @@ func shortID(id string) string {
 
 // Mutate reads a record, applies change and writes it back, retrying on conflicts. It is how
 // operators change Control and how anyone makes a small change without holding the lease.
+// A change of Control rings the record's driver (Store.Ring).
 func Mutate(ctx context.Context, s Store, namespace, id string, change func(*restart.Record) error) (*restart.Record, error) {
+	var before restart.Control
 	rec, err := nomadvars.ReadChangeWrite(ctx, ErrConflict,
 		func() (*restart.Record, error) { return s.Get(ctx, namespace, id) },
-		func(rec *restart.Record) (bool, error) { return true, change(rec) },
+		func(rec *restart.Record) (bool, error) { before = rec.Control; return true, change(rec) },
 		func(rec *restart.Record) error { return s.Update(ctx, rec) })
 	if err != nil {
 		return nil, err // the record as change left it is not the caller's to see
+	}
+	if rec.Control != before && !rec.Status.Terminal() {
+		// Best effort: the change is stored, and the driver meets it at its next write
+		// if the ring is lost.
+		_ = s.Ring(ctx, rec.Namespace, rec.ID)
 	}
 	return rec, nil
 }

@@ -22,6 +22,9 @@ type Backend struct {
 	// Open returns a new handle on the backend, as another process would open it: it
 	// shares the stored records but no in-memory state with other handles.
 	Open func(t *testing.T) store.Store
+	// BellOnly says WatchControl is woken by steering (Ring) alone, never by the driver's
+	// own writes (the Nomad store); otherwise any write may wake it (the local store).
+	BellOnly bool
 }
 
 // RunSuite runs every case against fresh backends made by newBackend.
@@ -40,6 +43,7 @@ func RunSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"JobFreedAfterTerminal", testJobFreed},
 		{"WatchWakesOnUpdate", testWatch},
 		{"WatchHonoursContext", testWatchContext},
+		{"WatchControlWakesOnSteering", testWatchControl},
 		{"LeaseExclusive", testLease},
 		{"LeaseFreeProbe", testLeaseFree},
 		{"LargeRecordRoundTrip", testLargeRecord},
@@ -495,6 +499,72 @@ func testWatch(t *testing.T, b Backend) {
 				t.Fatalf("%s of an unknown restart: got %v, want ErrNotFound", tc.name, err)
 			}
 		})
+	}
+}
+
+// The driver's watch of operators' steering: it wakes when an operator's Mutate changes
+// Control, with the new Control, and (BellOnly) not on the driver's own writes before it.
+func testWatchControl(t *testing.T, b Backend) {
+	operator, driver := b.Open(t), b.Open(t)
+	ctx := ctxFor(t)
+	rec := NewRecord("default", "web", 3)
+	MustCreate(t, operator, rec)
+	if _, _, err := driver.WatchControl(ctx, "default", uuid.NewString(), 0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("WatchControl of an unknown restart: got %v, want ErrNotFound", err)
+	}
+	_, token, err := driver.WatchControl(ctx, "default", rec.ID, 0)
+	if err != nil {
+		t.Fatalf("first WatchControl: %v", err)
+	}
+	own, err := driver.Get(ctx, "default", rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rec   *restart.Record
+		wakes int
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		wakes, tok := 0, token
+		for {
+			r, next, err := driver.WatchControl(ctx, "default", rec.ID, tok)
+			wakes++
+			if err != nil || r.Control.Intent == restart.IntentPause {
+				done <- result{r, wakes, err}
+				return
+			}
+			tok = next
+		}
+	}()
+	// The driver's own progress, three writes.
+	for i := range 3 {
+		own.Allocs[i].State = restart.AllocDone
+		if err := driver.Update(ctx, own); err != nil {
+			t.Fatalf("driver's write %d: %v", i, err)
+		}
+	}
+	if _, err := store.Mutate(ctx, operator, "default", rec.ID, func(r *restart.Record) error {
+		r.Control = restart.Control{Intent: restart.IntentPause, By: "tester"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WatchControl did not wake on the operator's pause")
+	}
+	if r.err != nil {
+		t.Fatalf("WatchControl: %v", r.err)
+	}
+	if r.rec.Control.By != "tester" || r.rec.ModifyIndex <= own.ModifyIndex {
+		t.Fatalf("WatchControl returned control %+v at index %d, want the pause by tester after index %d", r.rec.Control, r.rec.ModifyIndex, own.ModifyIndex)
+	}
+	if b.BellOnly && r.wakes != 1 {
+		t.Fatalf("WatchControl woke %d times, want once: the driver's own writes woke it", r.wakes)
 	}
 }
 

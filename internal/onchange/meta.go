@@ -1,0 +1,221 @@
+package onchange
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// MetaPrefix starts every meta key nomad-restart reads. HCL refuses dotted keys in the
+// block form of meta; they are written in the attribute form, meta = { "a.b" = "x" }.
+const MetaPrefix = "nomad-restart."
+
+// The meta keys: consent, the debounce, and the options of `run` under the flag's name.
+const (
+	KeyOnChange        = MetaPrefix + "on-change"
+	KeyDebounce        = MetaPrefix + "debounce"
+	KeyBatchSize       = MetaPrefix + "batch-size"
+	KeyBatchWait       = MetaPrefix + "batch-wait"
+	KeyHealth          = MetaPrefix + "health"
+	KeyHealthyDeadline = MetaPrefix + "healthy-deadline"
+	KeyMinHealthyTime  = MetaPrefix + "min-healthy-time"
+	KeyMaxUnavailable  = MetaPrefix + "max-unavailable"
+	KeyOnError         = MetaPrefix + "on-error"
+	KeySurge           = MetaPrefix + "surge"
+)
+
+// knownKeys lists the keys in the order their problems are reported, so that a job with
+// several mistakes always reads the same. The options follow run's order of checks.
+func knownKeys() []string {
+	return []string{
+		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
+		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeySurge,
+	}
+}
+
+// DefaultDebounce is how long a rollout waits after a change (and after each further change
+// of the burst) before it starts: bursts coalesce and every allocation re-renders first.
+const DefaultDebounce = 10 * time.Second
+
+// Problem is one invalid value or unknown key of a group's meta. A group with a problem
+// is never rolled: an option that cannot be read must not silently fall back to a default.
+type Problem struct {
+	Key   string
+	Value string
+	// Level is where the key was written: "job", "group", or `task "name"` (a task's meta
+	// is not read, and saying so beats ignoring an option the job's author meant).
+	Level  string
+	Reason string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s meta %s = %q: %s", p.Level, p.Key, p.Value, p.Reason)
+}
+
+// metaValue is a key's effective value for a group and where it was written.
+type metaValue struct {
+	value, level string
+}
+
+// groupMeta merges the nomad-restart keys of the job's meta and the group's, the group's
+// winning key by key.
+func groupMeta(jobMeta, grpMeta map[string]string) map[string]metaValue {
+	out := map[string]metaValue{}
+	for k, v := range jobMeta {
+		if strings.HasPrefix(k, MetaPrefix) {
+			out[k] = metaValue{value: v, level: "job"}
+		}
+	}
+	for k, v := range grpMeta {
+		if strings.HasPrefix(k, MetaPrefix) {
+			out[k] = metaValue{value: v, level: "group"}
+		}
+	}
+	return out
+}
+
+// options are a group's roll options read from its meta.
+type options struct {
+	spec     restart.Spec
+	debounce time.Duration
+	problems []Problem
+}
+
+// readOptions validates every option with the parsers `run` uses for its flags, with the
+// defaults of a rollout nobody watches at a terminal: on-error fail, and questions (batch
+// wait ask, on-error ask) answered with `nomad-restart answer` as for a detached run.
+func readOptions(group string, meta map[string]metaValue) options {
+	o := options{debounce: DefaultDebounce}
+	s := &o.spec
+	s.Groups = []string{group}
+	s.BatchSizes = []restart.BatchSize{{N: 1}}
+	s.OnError = restart.OnErrorFail
+	s.Health = restart.HealthAuto
+	s.HealthyDeadline = restart.DefaultHealthyDeadline
+	for _, key := range knownKeys() {
+		mv, ok := meta[key]
+		if !ok || key == KeyOnChange {
+			continue
+		}
+		if err := applyOption(s, &o.debounce, key, mv.value); err != nil {
+			o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: reasonOf(err)})
+		}
+	}
+	o.problems = append(o.problems, unknownKeys(meta)...)
+	return o
+}
+
+// applyOption reads one option into s (or the debounce).
+func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) error {
+	var err error
+	switch key {
+	case KeyDebounce:
+		*debounce, err = parseDebounce(value)
+	case KeyBatchSize:
+		s.BatchSizes, err = restart.ParseBatchSizes(value)
+	case KeyBatchWait:
+		s.BatchWait, s.BatchWaitAsk, err = restart.ParseBatchWait(value)
+	case KeyOnError:
+		s.OnError, err = restart.ParseOnError(value)
+	case KeyHealth:
+		s.Health, err = restart.ParseHealthMode(value)
+	case KeyHealthyDeadline:
+		s.HealthyDeadline, err = restart.ParseHealthyDeadline(value)
+		s.HealthyDeadlineGiven = err == nil
+	case KeyMinHealthyTime:
+		// The healthy deadline is read before (knownKeys' order), as run checks it.
+		s.MinHealthyTime, err = restart.ParseMinHealthyTime(value, s.HealthyDeadline)
+		s.MinHealthyTimeGiven = err == nil
+	case KeyMaxUnavailable:
+		var mu restart.BatchSize
+		if mu, err = restart.ParseMaxUnavailable(value); err == nil {
+			s.MaxUnavailable = &mu
+		}
+	case KeySurge:
+		s.Surge, err = restart.ParseSurge(value)
+	}
+	return err
+}
+
+// parseDebounce reads nomad-restart.debounce: a positive duration, so that allocations
+// re-render before the rollout reads what they run with.
+func parseDebounce(value string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(value))
+	if err != nil || d <= 0 {
+		return 0, errors.New("give a positive duration with a unit like 10s or 1m")
+	}
+	return d, nil
+}
+
+// reasonOf is the reason of a parser's error in the meta's words: the names of run's flags
+// become the keys a job writes ("shorter than -healthy-deadline" becomes "shorter than
+// nomad-restart.healthy-deadline").
+func reasonOf(err error) string {
+	var ve *restart.ValueError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var pairs []string
+	for _, k := range knownKeys() {
+		pairs = append(pairs, "-"+strings.TrimPrefix(k, MetaPrefix), k)
+	}
+	return strings.NewReplacer(pairs...).Replace(ve.Reason)
+}
+
+// unknownKeys reports the nomad-restart keys nobody reads, most likely typos, sorted.
+func unknownKeys(meta map[string]metaValue) []Problem {
+	var out []Problem
+	for k, mv := range meta {
+		if !isKnownKey(k) {
+			out = append(out, Problem{Key: k, Value: mv.value, Level: mv.level, Reason: "unknown key: " + suggestKey(k)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+func isKnownKey(k string) bool { return slices.Contains(knownKeys(), k) }
+
+// suggestKey names the known key closest to a misspelt one, or lists them all.
+func suggestKey(k string) string {
+	best, bestDist := "", 3 // beyond two edits a guess is noise
+	for _, known := range knownKeys() {
+		if d := editDistance(k, known); d < bestDist {
+			best, bestDist = known, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("did you mean %s?", best)
+	}
+	names := make([]string, 0, len(knownKeys()))
+	for _, known := range knownKeys() {
+		names = append(names, strings.TrimPrefix(known, MetaPrefix))
+	}
+	return "the keys are " + MetaPrefix + "{" + strings.Join(names, ",") + "}"
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
