@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -121,13 +119,7 @@ type Deployment struct {
 
 // Active reports whether the deployment is not terminal (neither successful, failed nor
 // cancelled), as Nomad's command checks before restarting.
-func (d *Deployment) Active() bool {
-	switch d.Status {
-	case api.DeploymentStatusSuccessful, api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
-		return false
-	}
-	return true
-}
+func (d *Deployment) Active() bool { return deploymentActive(d.Status) }
 
 // PlacementFailure is a blocked evaluation that could not place a group's allocations.
 type PlacementFailure struct {

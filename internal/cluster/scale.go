@@ -50,8 +50,12 @@ type DeploymentState struct {
 }
 
 // Active reports whether the deployment is still in progress.
-func (d *DeploymentState) Active() bool {
-	switch d.Status {
+func (d *DeploymentState) Active() bool { return deploymentActive(d.Status) }
+
+// deploymentActive reports whether a deployment of status is not terminal (neither
+// successful, failed nor cancelled), as Nomad's command checks before restarting.
+func deploymentActive(status string) bool {
+	switch status {
 	case api.DeploymentStatusSuccessful, api.DeploymentStatusFailed, api.DeploymentStatusCancelled:
 		return false
 	}

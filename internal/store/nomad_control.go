@@ -116,13 +116,9 @@ func (n *Nomad) awaitBellShared(ctx context.Context, h headRef, token uint64) (u
 	hub := n.hubs.get(n, h.ns)
 	w := &hubWaiter{path: n.bellPath(h), after: token, note: make(chan hubNote, 1)}
 	for {
-		hub.add(w)
-		var note hubNote
-		select {
-		case <-ctx.Done():
-			hub.remove(w)
-			return 0, ctx.Err()
-		case note = <-w.note:
+		note, err := hub.wait(ctx, w)
+		if err != nil {
+			return 0, err
 		}
 		if note.err != nil {
 			return 0, note.err

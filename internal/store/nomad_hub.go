@@ -111,6 +111,18 @@ func (h *watchHub) add(w *hubWaiter) {
 	}
 }
 
+// wait registers w and returns the note that wakes it, or ctx's error.
+func (h *watchHub) wait(ctx context.Context, w *hubWaiter) (hubNote, error) {
+	h.add(w)
+	select {
+	case <-ctx.Done():
+		h.remove(w)
+		return hubNote{}, ctx.Err()
+	case note := <-w.note:
+		return note, nil
+	}
+}
+
 // remove unregisters w (its ctx ended); the last waiter leaving ends the list in flight.
 func (h *watchHub) remove(w *hubWaiter) {
 	h.mu.Lock()

@@ -91,13 +91,9 @@ func (n *Nomad) watchShared(ctx context.Context, h headRef, afterIndex uint64, w
 	w := &hubWaiter{path: n.headPath(h.jobSeg, h.id), after: afterIndex, note: make(chan hubNote, 1)}
 	backoff := hubMinBackoff
 	for {
-		hub.add(w)
-		var note hubNote
-		select {
-		case <-ctx.Done():
-			hub.remove(w)
-			return nil, ctx.Err()
-		case note = <-w.note:
+		note, err := hub.wait(ctx, w)
+		if err != nil {
+			return nil, err
 		}
 		if note.err != nil {
 			return nil, note.err
