@@ -319,6 +319,9 @@ func describeSpec(s restart.Spec) string {
 	if s.SurgeIgnoreScaling {
 		parts = append(parts, "surge-ignore-scaling")
 	}
+	if !s.StartedBefore.IsZero() {
+		parts = append(parts, "started-before="+s.StartedBefore.UTC().Format(time.RFC3339))
+	}
 	return strings.Join(parts, " ")
 }
 

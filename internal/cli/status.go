@@ -112,6 +112,9 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	}
 	field("Progress", pr.String())
 	field("Options", describeSpec(r.Spec))
+	for _, t := range r.Triggers {
+		field("Triggered By", t.String())
+	}
 	if r.Question != nil && r.Status == restart.StatusWaiting {
 		field("Question", oneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no|<duration>`)", shortID(r.ID, verbose)))
 	}

@@ -4,7 +4,10 @@
 // nothing of Nomad's client or of where records are stored.
 package restart
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Status is the lifecycle state of a restart.
 type Status string
@@ -89,6 +92,10 @@ type Record struct {
 	Question *Question `json:",omitempty"`
 
 	Control Control
+
+	// Triggers are the changes that caused a config-change rollout (none for a restart an
+	// operator or a schedule filed), oldest first.
+	Triggers []Trigger `json:",omitempty"`
 
 	// Driver names the process driving the restart (host and pid), for humans.
 	Driver string `json:",omitempty"`
@@ -286,3 +293,21 @@ const (
 // MaxEvents bounds Record.Events; older events are dropped first, and one marker event says
 // how many were dropped.
 const MaxEvents = 200
+
+// Trigger is one change of a source a job's templates read (a Nomad variable, a Consul key
+// or prefix) that a config-change rollout answers.
+type Trigger struct {
+	// Source names what changed as the job's meta names it: "nomad:<path>" or
+	// "consul:<key>[@dc]".
+	Source string
+	// OldIndex and NewIndex are the source's modify index before and after the change
+	// (Nomad's ModifyIndex, Consul's X-Consul-Index).
+	OldIndex, NewIndex uint64
+	// ChangedAt is when the change was made (Nomad's ModifyTime), or first seen where the
+	// source keeps no time (Consul).
+	ChangedAt time.Time
+}
+
+func (t Trigger) String() string {
+	return fmt.Sprintf("%s changed (index %d → %d) at %s", t.Source, t.OldIndex, t.NewIndex, t.ChangedAt.UTC().Format(time.RFC3339))
+}

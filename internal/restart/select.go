@@ -3,6 +3,7 @@ package restart
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Skipped is an allocation the selection left out, with the reason in Nomad's words (the text
@@ -16,6 +17,9 @@ type Skipped struct {
 type Selection struct {
 	Groups []string
 	Tasks  []string
+	// StartedBefore (Spec.StartedBefore) leaves out the allocations whose targeted tasks
+	// all started after it; zero: none is left out for that.
+	StartedBefore time.Time
 }
 
 // IsRunning is Nomad's test of whether an allocation may be restarted: its client status is
@@ -63,6 +67,8 @@ func Select(allocs []*Alloc, versions map[uint64]*Job, sel Selection) (kept []*A
 			skipped = append(skipped, Skipped{a, "it doesn't have any of requested groups"})
 		case len(sel.Tasks) > 0 && !hasAnyTask(a, versions, sel.Tasks):
 			skipped = append(skipped, Skipped{a, "it doesn't have any of requested tasks"})
+		case !sel.StartedBefore.IsZero() && startedSince(a, sel.Tasks, sel.StartedBefore):
+			skipped = append(skipped, Skipped{a, fmt.Sprintf("its tasks started after %s, the change it would be restarted for", sel.StartedBefore.UTC().Format(time.RFC3339))})
 		default:
 			kept = append(kept, a)
 		}
@@ -91,4 +97,28 @@ func TasksToRestart(a *Alloc, versions map[uint64]*Job, requested []string) []st
 		}
 	}
 	return out
+}
+
+// startedSince reports whether every targeted task of the allocation (the named ones it
+// has, else every task it reported) started or last restarted after t. An allocation
+// whose tasks have not reported yet has not started since: it is kept.
+func startedSince(a *Alloc, tasks []string, t time.Time) bool {
+	names := tasks
+	if len(names) == 0 {
+		for name := range a.Tasks {
+			names = append(names, name)
+		}
+	}
+	seen := 0
+	for _, name := range names {
+		st, ok := a.Tasks[name]
+		if !ok {
+			continue
+		}
+		seen++
+		if !st.StartedAt.After(t) && !st.LastRestart.After(t) {
+			return false
+		}
+	}
+	return seen > 0
 }

@@ -3,7 +3,9 @@ package restart
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // The table follows Nomad's own filterAllocs test: a job with two versions (v1: g1 and g2
@@ -124,5 +126,42 @@ func TestHasTaskPrefersTaskStates(t *testing.T) {
 	}
 	if got := TasksToRestart(a, nil, []string{"live", "x", "live"}); !reflect.DeepEqual(got, []string{"live"}) {
 		t.Fatalf("TasksToRestart = %v", got)
+	}
+}
+
+// A config-change rollout restarts only the allocations whose targeted tasks started
+// before the change: one placed or restarted since already runs with the new data.
+func TestSelectStartedBefore(t *testing.T) {
+	change := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	before, after := change.Add(-time.Hour), change.Add(time.Minute)
+	alloc := func(id string, tasks map[string]TaskState) *Alloc {
+		return &Alloc{ID: id, ClientStatus: ClientRunning, DesiredStatus: DesiredRun, Tasks: tasks}
+	}
+	for _, tc := range []struct {
+		name  string
+		alloc *Alloc
+		tasks []string
+		kept  bool
+	}{
+		{"started before the change", alloc("a", map[string]TaskState{"web": {StartedAt: before}}), nil, true},
+		{"started after it", alloc("b", map[string]TaskState{"web": {StartedAt: after}}), nil, false},
+		{"started before, restarted after", alloc("c", map[string]TaskState{"web": {StartedAt: before, LastRestart: after}}), nil, false},
+		{"one task of two started after", alloc("d", map[string]TaskState{"web": {StartedAt: after}, "log": {StartedAt: before}}), nil, true},
+		{"the named task started after", alloc("e", map[string]TaskState{"web": {StartedAt: after}, "log": {StartedAt: before}}), []string{"web"}, false},
+		{"no task reported yet", alloc("f", nil), nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, skipped := Select([]*Alloc{tc.alloc}, nil, Selection{Tasks: tc.tasks, StartedBefore: change})
+			if got := len(kept) == 1; got != tc.kept {
+				t.Fatalf("kept = %v, want %v (skipped: %+v)", got, tc.kept, skipped)
+			}
+			if !tc.kept && !strings.Contains(skipped[0].Reason, "started after 2026-12-01T12:00:00Z") {
+				t.Fatalf("reason %q", skipped[0].Reason)
+			}
+		})
+	}
+	// Without the rule, the same allocation is kept.
+	if kept, _ := Select([]*Alloc{alloc("g", map[string]TaskState{"web": {StartedAt: after}})}, nil, Selection{}); len(kept) != 1 {
+		t.Fatal("an allocation started recently was left out without StartedBefore")
 	}
 }

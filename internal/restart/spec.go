@@ -57,6 +57,10 @@ type Spec struct {
 	// SurgeIgnoreScaling is -surge-ignore-scaling: surge even a group whose count a
 	// scaling policy (the autoscaler) manages.
 	SurgeIgnoreScaling bool `json:",omitempty"`
+	// StartedBefore keeps only the allocations whose targeted tasks started (or last
+	// restarted) before it: a config-change rollout leaves alone an allocation that
+	// started after the change, which already runs with the new data. Zero: no such rule.
+	StartedBefore time.Time `json:",omitzero"`
 	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
 	// (flags); otherwise planning takes each group's update block. Planning inputs only:
 	// the resolved times are in GroupHealth.

@@ -76,7 +76,10 @@ func NewRecord(namespace, job string, n int) *restart.Record {
 		CreateTime: now,
 		Control:    restart.Control{Intent: restart.IntentRun},
 		Events:     []restart.Event{{Seq: 1, Time: now, Type: restart.EventCreated, Message: "restart created"}},
+		// A config-change rollout's trigger, so that every store keeps one.
+		Triggers: []restart.Trigger{{Source: "nomad:nomad/jobs/" + job + "/config", OldIndex: 7, NewIndex: 9, ChangedAt: now}},
 	}
+	rec.Spec.StartedBefore = now
 	for i := range n {
 		rec.Allocs = append(rec.Allocs, restart.AllocProgress{
 			ID:     uuid.NewString(),
