@@ -309,5 +309,9 @@ type Trigger struct {
 }
 
 func (t Trigger) String() string {
-	return fmt.Sprintf("%s changed (index %d → %d) at %s", t.Source, t.OldIndex, t.NewIndex, t.ChangedAt.UTC().Format(time.RFC3339))
+	at := t.ChangedAt.UTC().Format(time.RFC3339)
+	if t.OldIndex == 0 {
+		return fmt.Sprintf("%s changed (index %d) at %s", t.Source, t.NewIndex, at)
+	}
+	return fmt.Sprintf("%s changed (index %d → %d) at %s", t.Source, t.OldIndex, t.NewIndex, at)
 }

@@ -253,7 +253,7 @@ func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
 	return l.locked(ctx, func() error {
 		p := l.recordPath(rec.Namespace, rec.ID)
 		if _, err := os.Stat(p); err == nil {
-			return fmt.Errorf("local store: restart %s already exists", rec.ID)
+			return fmt.Errorf("local store: restart %s: %w", rec.ID, ErrExists)
 		}
 		if !rec.Status.Terminal() {
 			busy, err := l.jobBusy(rec.Namespace, rec.JobID)

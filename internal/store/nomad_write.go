@@ -29,7 +29,7 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	out.ModifyTime = now
 	h := headRef{ns: out.Namespace, jobSeg: n.jobSegment(out.JobID), id: out.ID}
 
-	enc, v, err := n.writeVersion(ctx, h, &out, nil, 0, fmt.Errorf("nomad store: restart %s already exists", out.ID))
+	enc, v, err := n.writeVersion(ctx, h, &out, nil, 0, fmt.Errorf("nomad store: restart %s: %w", out.ID, ErrExists))
 	if err != nil {
 		return err
 	}

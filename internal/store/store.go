@@ -17,7 +17,8 @@ import (
 type Store interface {
 	// Create stores a new record and sets its CreateIndex and ModifyIndex. It fails with
 	// *JobBusyError when a restart of the same job (namespace and job ID) is not terminal,
-	// atomically: of two concurrent Creates for one job, one fails.
+	// atomically: of two concurrent Creates for one job, one fails; and with ErrExists when
+	// a record of the same ID exists.
 	Create(ctx context.Context, rec *restart.Record) error
 	// Get reads a record by its full ID; ErrNotFound if none.
 	Get(ctx context.Context, namespace, id string) (*restart.Record, error)
@@ -78,6 +79,9 @@ var (
 	ErrNotFound  = errors.New("restart not found")
 	ErrConflict  = errors.New("restart record changed since it was read")
 	ErrLeaseHeld = errors.New("restart is driven by another process")
+	// ErrExists says Create met a record of the same ID: a restart whose ID is derived from
+	// what it answers (a config-change rollout) was filed already, maybe by another agent.
+	ErrExists = errors.New("restart already exists")
 )
 
 // JobBusyError says a job already has a restart in progress: which job, and which

@@ -41,6 +41,7 @@ func RunSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"JobBusy", testJobBusy},
 		{"ConcurrentCreatesOneWins", testConcurrentCreates},
 		{"JobFreedAfterTerminal", testJobFreed},
+		{"CreateSameIDFailsWithErrExists", testCreateExists},
 		{"WatchWakesOnUpdate", testWatch},
 		{"WatchHonoursContext", testWatchContext},
 		{"WatchControlWakesOnSteering", testWatchControl},
@@ -569,6 +570,35 @@ func testWatchControl(t *testing.T, b Backend) {
 	if b.BellOnly && r.wakes != 1 {
 		t.Fatalf("WatchControl woke %d times, want once: the driver's own writes woke it", r.wakes)
 	}
+}
+
+// A record's ID is filed once: a second Create of it fails with ErrExists, from another
+// handle, while it runs and after it ended (when its job is free again).
+func testCreateExists(t *testing.T, b Backend) {
+	s1, s2 := b.Open(t), b.Open(t)
+	ctx := ctxFor(t)
+	rec := NewRecord("default", "web", 1)
+	again := *rec
+	MustCreate(t, s1, rec)
+	dup := again
+	if err := s2.Create(ctx, &dup); !errors.Is(err, store.ErrExists) && !isBusy(err) {
+		t.Fatalf("a second Create of a running restart: got %v, want ErrExists or JobBusyError", err)
+	}
+	rec.Status = restart.StatusSucceeded
+	if err := s1.Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	dup = again
+	if err := s2.Create(ctx, &dup); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a second Create of an ended restart: got %v, want ErrExists", err)
+	}
+	// The job is free for another restart.
+	MustCreate(t, s2, NewRecord("default", "web", 1))
+}
+
+func isBusy(err error) bool {
+	var busy *store.JobBusyError
+	return errors.As(err, &busy)
 }
 
 func testWatchContext(t *testing.T, b Backend) {
