@@ -69,10 +69,12 @@ func (d *driver) progress(i int) restart.AllocProgress {
 	return d.rec.Allocs[i]
 }
 
-// failAlloc, skipAlloc and doneAlloc end an allocation's part lazily (see stepLazy): the
-// decision after the batch is made from the driver's copy and written with the rest.
+// failAlloc, skipAlloc and doneAlloc end an allocation's part lazily, as progress (see
+// stepProgress): the decision after the batch is made from the driver's copy, and the
+// batch's ends are written with it (the decision lingers less), not one by one as the
+// allocations of a batch end apart.
 func (d *driver) failAlloc(_ context.Context, i int, err error) error {
-	d.stepLazy(func(*restart.Record) { d.failLocked(i, err) })
+	d.stepProgress(func(*restart.Record) { d.failLocked(i, err) })
 	return nil
 }
 
@@ -93,7 +95,7 @@ func (d *driver) endLocked(p *restart.AllocProgress, state restart.AllocState, t
 }
 
 func (d *driver) skipAlloc(_ context.Context, i int, reason string) error {
-	d.stepLazy(func(*restart.Record) { d.skipLocked(i, reason) })
+	d.stepProgress(func(*restart.Record) { d.skipLocked(i, reason) })
 	return nil
 }
 
@@ -104,7 +106,7 @@ func (d *driver) skipLocked(i int, reason string) {
 }
 
 func (d *driver) doneAlloc(_ context.Context, i int, msg string) error {
-	d.stepLazy(func(r *restart.Record) {
+	d.stepProgress(func(r *restart.Record) {
 		p := &r.Allocs[i]
 		p.Waiting = ""
 		d.endLocked(p, restart.AllocDone, restart.EventAllocDone, msg)

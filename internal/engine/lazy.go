@@ -14,23 +14,24 @@ import (
 // ends within it has its outcome carried by the next batch's intents.
 const lazyLinger = 250 * time.Millisecond
 
-// progressLinger is lazyLinger for progress within an allocation's restart (its request
-// went out, what it waits for, its replacement): it may wait for the allocation's end,
-// which a batch of one in place reaches within a second or so, so that such a batch costs
-// one write (its intents, which carry the batch before) instead of two. A long wait (health
-// checks, a slow start) is still written within it.
+// progressLinger is lazyLinger for an allocation's progress (its request went out, what it
+// waits for, its replacement) and its end: it may wait for the batch's end, which a batch
+// of one in place reaches within a second or so and whose decision lingers lazyLinger, so
+// that a batch costs one write (its intents, which carry the batch before) however far
+// apart its allocations end. A long wait (health checks, a slow start) is still written
+// within it.
 const progressLinger = 2 * time.Second
 
-// stepLazy applies a change that need not be durable before the driver goes on: progress a
-// later driver would find again from Nomad's facts (an allocation done, failed or skipped,
-// the batch's decision). Nothing is ever sent to Nomad on the strength of it. It is written
-// with the next step, or by flushLazily within lazyLinger, whichever comes first; its
-// events reach the sink once written.
+// stepLazy applies a change that need not be durable before the driver goes on: what a
+// later driver would find again from Nomad's facts or decide again from the record (a
+// batch started or decided, a warning). Nothing is ever sent to Nomad on the strength of
+// it. It is written with the next step, or by flushLazily within lazyLinger, whichever
+// comes first; its events reach the sink once written.
 func (d *driver) stepLazy(change func(r *restart.Record)) {
 	d.stepWithin(lazyLinger, change)
 }
 
-// stepProgress is stepLazy for progress within an allocation's restart, written within
+// stepProgress is stepLazy for an allocation's progress and end, written within
 // progressLinger.
 func (d *driver) stepProgress(change func(r *restart.Record)) {
 	d.stepWithin(progressLinger, change)

@@ -33,11 +33,15 @@ func (n *Nomad) AcquireLease(ctx context.Context, namespace, id, holder string) 
 		return nil, err
 	}
 	// The lock lives beside the record; refuse a lease on a restart that does not exist.
-	if _, err := n.readHead(ctx, h); err != nil {
-		if errors.Is(err, ErrNotFound) {
-			n.forget(h)
+	// A record this handle wrote or read is known to exist (the driver of a restart just
+	// filed here, or read before): no read for it.
+	if !n.knows(h) {
+		if _, err := n.readHead(ctx, h); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				n.forget(h)
+			}
+			return nil, err
 		}
-		return nil, err
 	}
 	if holder == "" {
 		holder = "unknown"
@@ -131,4 +135,12 @@ func (l *nomadLease) Release(ctx context.Context) error {
 		}
 	})
 	return err
+}
+
+// knows reports whether this handle holds the record's head from a write or a read of it.
+func (n *Nomad) knows(h headRef) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.heads[key(h.ns, h.id)]
+	return ok
 }

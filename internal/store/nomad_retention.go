@@ -1,8 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
+
+	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -22,18 +26,37 @@ func (n *Nomad) keepEnded() int {
 // prune deletes the job's ended restarts beyond the newest keepEnded, so that Nomad
 // Variables do not grow with every restart ever run. It runs when a restart of the job is
 // created; it is best effort (a failure leaves records for the next prune).
+//
+// It reads only the records it may delete: the listing (metadata, no record read) orders
+// the job's records by creation, and the newest keepEnded+1 stay unread, since a job has
+// one restart in progress at most (the one just created) and the others ended.
 func (n *Nomad) prune(ctx context.Context, ns, job string) {
 	keep := n.keepEnded()
 	if keep < 0 {
 		return
 	}
-	recs, err := n.List(ctx, Filter{Namespace: ns, JobID: job})
+	jobSeg := n.jobSegment(job)
+	metas, err := n.vars.List(ctx, ns, n.opts.Prefix+"/"+jobSeg+"/")
 	if err != nil {
 		n.opts.Logger.Debug("could not list restarts to prune", "job", job, "namespace", ns, "error", err)
 		return
 	}
-	for _, r := range endedBeyond(recs, job, keep) {
-		n.deleteRecord(ctx, r)
+	var heads []*api.VariableMetadata
+	for _, m := range metas {
+		if id, ok := strings.CutPrefix(m.Path, n.opts.Prefix+"/"+jobSeg+"/"); ok && isRestartID(id) {
+			heads = append(heads, m)
+		}
+	}
+	if len(heads) <= keep+1 {
+		return
+	}
+	slices.SortFunc(heads, func(a, b *api.VariableMetadata) int { return cmp.Compare(b.CreateIndex, a.CreateIndex) })
+	for _, m := range heads[keep+1:] {
+		h := headRef{ns: ns, jobSeg: jobSeg, id: m.Path[strings.LastIndex(m.Path, "/")+1:]}
+		r, err := n.getAt(ctx, h)
+		if err == nil && r.Status.Terminal() && r.JobID == job {
+			n.deleteRecord(ctx, r)
+		}
 	}
 }
 
