@@ -45,7 +45,10 @@
 // while the workload is down (during a restart), the script's result while it runs; purged
 // once the allocation is stopped. Consul-provider checks are pushed to the Consul catalog
 // served on ConsulAddr, under the service IDs Nomad gives allocations' services, and follow
-// their scripts continuously.
+// their scripts continuously. ConsulAddr also serves Consul's KV store (/v1/kv/: reads with
+// ?recurse, ?keys and ?raw, writes with ?cas and ?flags, blocking queries with Consul's
+// index rules; no sessions, no ACLs). The Consul listener compresses answers of 1400 bytes
+// or more with gzip for clients that accept it, as Consul's agent does.
 //
 // # Behaviour
 //
@@ -85,7 +88,7 @@
 //
 // # Go API beyond the HTTP API
 //
-// Start, Close, Addr, ConsulAddr, APIClient; ConnStats and ResetConnStats; RegisterJob, WaitJobRunning (which also
+// Start, Close, Addr, ConsulAddr, ConsulKVPut, ConsulKVGet, APIClient; ConnStats and ResetConnStats; RegisterJob, WaitJobRunning (which also
 // waits for the job's deployment to end), WaitAllocsRunning (which does not) and
 // WaitDeploymentDone; ExpireLock; Nodes,
 // AddNode, DownNode, UpNode, SetNodeEligibility; FailTaskStarts; ScriptCheck; SetFault and

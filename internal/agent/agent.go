@@ -61,6 +61,12 @@ type Config struct {
 	// Health wires the engine's health gate; the zero value reads checks through Nomad and
 	// Consul from the environment (CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, ...).
 	Health engine.HealthConfig
+	// Changes turns on config-change rollouts (change_runner.go); nil: off. It needs Client.
+	Changes *ChangeRollouts
+	// Steer builds, for one action of the web page, what performs it with the Nomad ACL
+	// token the browser sent ("" when none: Nomad's anonymous token). Nil: the page
+	// steers nothing.
+	Steer func(token string) (Steerer, error)
 }
 
 // Agent adopts restarts whose lease is free and drives each to its end.
@@ -80,6 +86,7 @@ type Agent struct {
 	kick    chan struct{}
 
 	view viewCache
+	page pageHub // wakes the web page's live streams
 }
 
 // entry is what the agent remembers of one restart between passes.
@@ -146,13 +153,17 @@ func New(cfg Config) (*Agent, error) {
 	a.eng = engine.New(engine.Config{Cluster: cfg.Cluster, Store: cfg.Store, Logger: cfg.Logger, Holder: cfg.Holder, Now: cfg.Now, Health: cfg.Health})
 	if cfg.Client != nil && cfg.Store.Kind() == "nomad" {
 		a.src = &nomadSource{lister: store.NewNomadRestartLister(cfg.Client, cfg.Prefix), namespace: cfg.Namespace, wait: cfg.ListWait,
-			minGap: cfg.MinListGap, resync: cfg.Resync, log: a.log, metrics: a.metrics}
+			minGap: cfg.MinListGap, resync: cfg.Resync, log: a.log, metrics: a.metrics, listed: a.listingOutcome}
 	} else {
-		a.src = &listSource{store: cfg.Store, namespace: cfg.Namespace, every: cfg.PollEvery, log: a.log, metrics: a.metrics}
+		a.src = &listSource{store: cfg.Store, namespace: cfg.Namespace, every: cfg.PollEvery, log: a.log, metrics: a.metrics, listed: a.listingOutcome}
 	}
 	a.view = viewCache{a: a}
 	return a, nil
 }
+
+// listingOutcome hears how each listing of the records went: while they fail (Nomad
+// unreachable, a denial), the page warns that what it shows may be out of date.
+func (a *Agent) listingOutcome(err error) { a.page.listing(a.cfg.Now(), err) }
 
 // Metrics returns the agent's metrics.
 func (a *Agent) Metrics() *Metrics { return a.metrics }
@@ -169,6 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopSrc()
 	go a.src.run(srcCtx, passes)
 	a.startScheduleRunner(ctx) // scheduled restarts (schedule_runner.go); Run's wait covers it
+	a.startChangeRunner(ctx)   // config-change rollouts (change_runner.go), when configured
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "store", a.cfg.Store.Kind(), "concurrency", a.cfg.Concurrency)
 
 	timer := time.NewTimer(time.Hour)
@@ -180,6 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.stopped = true
 			n := a.drivingCount()
 			a.mu.Unlock()
+			a.page.stop()
 			a.log.Info("agent stopping: detaching from the restarts it drives", "driving", n)
 			a.wg.Wait()
 			a.log.Info("agent stopped")
@@ -190,6 +203,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.last = p
 			a.running = true
 			a.mu.Unlock()
+			a.page.changed()
 			if fresh {
 				a.prime(ctx)
 			}

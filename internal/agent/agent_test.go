@@ -114,7 +114,7 @@ func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
 		}
 	}
 	page := get(t, srv.URL+"/", http.StatusOK)
-	for _, want := range []string{rec.ID, `aria-valuenow="100"`, "succeeded", `http-equiv="refresh"`} {
+	for _, want := range []string{rec.ID, `aria-valuenow="100"`, "succeeded", `data-stream="/events"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("list page lacks %q", want)
 		}

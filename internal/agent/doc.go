@@ -9,6 +9,10 @@
 // Nomad when its TTL ran out), at most once per MinListGap, with a slow resync as a safety
 // net. The local store has no such watch; its records are listed every PollEvery.
 //
+// The web page (http.go, page_*.go) follows the same watch: each discovery pass wakes its
+// server-sent event streams. Its actions (pause, resume, cancel, answer, filing a restart)
+// run through Config.Steer with the Nomad token the browser sent, never the agent's own.
+//
 // On cancellation every drive detaches at its next step: the record stays consistent and
 // each lease is released, so another agent takes over at once.
 package agent

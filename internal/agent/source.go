@@ -47,6 +47,7 @@ type nomadSource struct {
 	resync    time.Duration
 	log       *slog.Logger
 	metrics   *Metrics
+	listed    func(error) // told each listing's outcome (the page warns while they fail)
 }
 
 func (s *nomadSource) retryHeldEachPass() bool { return false }
@@ -58,6 +59,9 @@ func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
 	backoff := cluster.NewBackoff(watchRetryPolicy())
 	for ctx.Err() == nil {
 		listing, err := s.lister.List(ctx, s.namespace, index, s.wait)
+		if ctx.Err() == nil {
+			s.listed(err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -111,6 +115,7 @@ type listSource struct {
 	every     time.Duration
 	log       *slog.Logger
 	metrics   *Metrics
+	listed    func(error) // told each listing's outcome (the page warns while they fail)
 }
 
 func (s *listSource) retryHeldEachPass() bool { return true }
@@ -118,6 +123,9 @@ func (s *listSource) retryHeldEachPass() bool { return true }
 func (s *listSource) run(ctx context.Context, out chan<- pass) {
 	for ctx.Err() == nil {
 		recs, err := s.store.List(ctx, store.Filter{Namespace: s.namespace, Active: true})
+		if ctx.Err() == nil {
+			s.listed(err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

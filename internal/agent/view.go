@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -11,14 +12,16 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// viewCache holds the records the web page and the status gauges show. It is refreshed at
-// most every ViewMaxAge whoever asks (page views, scrapes), and with the Nomad store only the
-// records whose head changed since the last pass are read again.
+// viewCache holds the records the web page and the status gauges show. It is refreshed
+// after each discovery pass (which the page's live streams wait for), else at most every
+// ViewMaxAge whoever asks (page views, scrapes); with the Nomad store only the records whose
+// head changed since the last pass are read again.
 type viewCache struct {
 	a *Agent
 
 	mu   sync.Mutex // serialises refreshes
 	at   time.Time
+	seen uint64 // the page hub's change number at the last refresh
 	recs map[string]*restart.Record
 	err  error
 }
@@ -29,9 +32,13 @@ const viewReaders = 16
 func (v *viewCache) records(ctx context.Context) ([]*restart.Record, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.recs == nil || time.Since(v.at) >= v.a.cfg.ViewMaxAge {
+	// A discovery pass since the last refresh means records changed: read them again
+	// whatever their age, so that the live page shows the change it is woken for.
+	seq, _ := v.a.page.next()
+	if v.recs == nil || time.Since(v.at) >= v.a.cfg.ViewMaxAge || seq != v.seen {
 		v.err = v.refresh(ctx)
 		v.at = time.Now()
+		v.seen = seq
 	}
 	out := make([]*restart.Record, 0, len(v.recs))
 	for _, r := range v.recs {
@@ -112,4 +119,19 @@ func (v *viewCache) refresh(ctx context.Context) error {
 // record returns one restart by ID or unique prefix, read fresh from the store.
 func (v *viewCache) record(ctx context.Context, id string) (*restart.Record, error) {
 	return v.a.cfg.Store.Find(ctx, v.a.cfg.Namespace, id)
+}
+
+// cached returns restart id of namespace ns from the records the agent's watch keeps
+// current (what the live page shows), or store.ErrNotFound once it is gone.
+func (v *viewCache) cached(ctx context.Context, ns, id string) (*restart.Record, error) {
+	recs, err := v.records(ctx)
+	for _, r := range recs {
+		if r.Namespace == ns && r.ID == id {
+			return r, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("restart %s: %w (it was deleted, or the agent may no longer read it)", short(id), store.ErrNotFound)
 }

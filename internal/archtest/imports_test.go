@@ -55,6 +55,7 @@ func architecture() []rule {
 			forbidReason: "it must do no I/O; of HashiCorp's modules it reads only the types of Nomad's api",
 		},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
+		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
 		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
 		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
@@ -65,7 +66,7 @@ func architecture() []rule {
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
 		},
-		{pkg: "internal/agent", mayImport: []string{"internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart"}},
+		{pkg: "internal/agent", mayImport: []string{"internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
 		// nomadsim only from demo.go: see nomadsimImporters.
 		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "nomadsim"}},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},

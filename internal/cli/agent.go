@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -26,8 +29,9 @@ Usage: nomad-restart agent [options]
   detached at its next step and its lease released, so another agent takes over at
   once.
 
-  The agent serves a read-only web page of the restarts, /healthz and Prometheus
-  /metrics on -http-addr. Logs are structured (JSON with -log-format=json).
+  The agent serves a live web page of the restarts (with a timeline of each, and
+  pause, resume, cancel and answer performed with the Nomad token the user enters in
+  the page), /healthz and Prometheus /metrics on -http-addr. Logs are structured (JSON with -log-format=json).
 
 General Options:
 
@@ -152,22 +156,22 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		return errors.New(oneLine(err.Error()))
 	}
 	holder := "agent@" + a.holder()
-	var st store.Store
+	st, err := agentStore(o.state, storeClient, logger)
+	if err != nil {
+		return err
+	}
+	var localStore store.Store
 	if o.state == "local" {
-		dir, err := store.DefaultLocalDir()
-		if err != nil {
-			return fmt.Errorf("finding the local state directory: %w", err)
-		}
-		if st, err = store.NewLocal(dir); err != nil {
-			return err
-		}
-	} else {
-		st = store.NewNomad(storeClient, store.NomadOptions{Logger: logger, SharedWatch: true})
+		localStore = st
+	}
+	steer, err := pageSteer(cc, localStore, logger, holder)
+	if err != nil {
+		return err
 	}
 	ag, err := agent.New(agent.Config{
 		Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: o.client.region, Logger: logger}),
 		Store:   st, Client: client, Namespace: scopeNS, Concurrency: o.concurrency,
-		Holder: holder, Logger: logger, Metrics: metrics,
+		Holder: holder, Logger: logger, Metrics: metrics, Steer: steer,
 	})
 	if err != nil {
 		return err
@@ -191,6 +195,51 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		logger.Info("serving the web page, /healthz and /metrics", "addr", "http://"+ln.Addr().String())
 	}
 	return ag.Run(ctx)
+}
+
+// agentStore is where the agent finds and keeps the records (-state).
+func agentStore(state string, storeClient *api.Client, logger *slog.Logger) (store.Store, error) {
+	if state != "local" {
+		return store.NewNomad(storeClient, store.NomadOptions{Logger: logger, SharedWatch: true}), nil
+	}
+	dir, err := store.DefaultLocalDir()
+	if err != nil {
+		return nil, fmt.Errorf("finding the local state directory: %w", err)
+	}
+	return store.NewLocal(dir)
+}
+
+// pageSteer returns what the agent's page acts through: for each action, an engine on a
+// Nomad client that carries exactly the token the browser sent ("" is Nomad's anonymous
+// token), never the agent's -token or NOMAD_TOKEN, so the page can do nothing that token
+// could not do with the CLI. The clients share one connection pool. local is the store
+// of -state local (nil: the records in Nomad Variables, read and written with the token).
+func pageSteer(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string) (func(string) (agent.Steerer, error), error) {
+	base := cc.APIConfig()
+	var shared *http.Client
+	if !strings.HasPrefix(base.Address, "unix://") {
+		shared = &http.Client{Transport: cluster.NewTransport()}
+		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
+			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
+		}
+	}
+	return func(token string) (agent.Steerer, error) {
+		conf := cc.APIConfig()
+		conf.SecretID = token
+		conf.HttpClient = shared
+		client, err := api.NewClient(conf)
+		if err != nil {
+			return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
+		}
+		st := local
+		if st == nil {
+			st = store.NewNomad(client, store.NomadOptions{Logger: logger})
+		}
+		return engine.New(engine.Config{
+			Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: cc.Region, Logger: logger}),
+			Store:   st, Logger: logger, Holder: "page@" + holder,
+		}), nil
+	}, nil
 }
 
 // agentLogger logs at info unless told otherwise: an agent's logs are its record.

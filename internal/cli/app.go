@@ -84,6 +84,7 @@ func commands() []command {
 		{"agent", "Drive detached and orphaned restarts; serve metrics and a status page", helpAgent, (*app).cmdAgent},
 		{"schedules", "List scheduled restarts (run -at, run -every)", helpSchedules, (*app).cmdSchedules},
 		{"unschedule", "Remove a scheduled restart", helpUnschedule, (*app).cmdUnschedule},
+		{"watches", "List jobs opted in to config-change rollouts, or explain one", helpWatches, (*app).cmdWatches},
 		{"version", "Print the version", "Usage: nomad-restart version", (*app).cmdVersion},
 	}
 }

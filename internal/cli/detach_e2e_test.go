@@ -62,20 +62,6 @@ func TestAttachCtrlCStopsOnlyTheViewer(t *testing.T) {
 	}
 }
 
-func TestDemo(t *testing.T) {
-	var out, errb syncBuffer
-	a := newApp(strings.NewReader(""), &out, &errb, func(string) string { return "" })
-	code := a.run(testCtx(t), []string{"demo", "-time-scale=40", "-batch-size=4"})
-	if code != 0 {
-		t.Fatalf("demo: exit %d\n%s\n%s", code, out.String(), errb.String())
-	}
-	for _, s := range []string{"This is a simulated Nomad cluster (nomadsim); nothing real is restarted", "Restarting 8 allocations", "2nd batch of 4", "Job restarted successfully!"} {
-		if !strings.Contains(out.String(), s) {
-			t.Errorf("demo output lacks %q:\n%s", s, out.String())
-		}
-	}
-}
-
 func TestVersion(t *testing.T) {
 	var out, errb syncBuffer
 	a := newApp(nil, &out, &errb, nil)

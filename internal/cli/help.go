@@ -127,7 +127,8 @@ Our Options:
 
   -dry-run
     Print the plan (batches with allocation IDs, names, groups and nodes,
-    and what gates each batch) and change nothing.
+    and what gates each batch) and change nothing. It asks nothing, so it
+    runs without a terminal (a script, CI) and without -yes.
 
   -filter=<expression>
     Restart only the allocations that match Nomad's filter expression (on
@@ -258,10 +259,74 @@ Usage: nomad-restart answer [options] <id> yes|no|<duration>
 const helpDemo = `
 Usage: nomad-restart demo [options]
 
-  Start a simulated Nomad cluster (nomadsim) in this process, register a
-  sample service job, and restart it live. Nothing real is restarted.
+  Start a simulated Nomad cluster (nomadsim) in this process with a sample
+  service whose 4 instances need 3s to serve after they start, behind a health
+  check. Restart it as "nomad job restart" does (-health none), then as
+  nomad-restart does, probing every instance, and print side by side the
+  fewest instances serving, the share of time with none serving and the total
+  time. Nothing real is restarted and nothing is asked.
 
-  -batch-size, -batch-wait, -reschedule, -group, -all-tasks, -on-error,
-  -yes, -verbose and -json are passed to the restart as in "run".
-  -time-scale=<n>  Simulated seconds per real second (default 10).
+  -json
+    Print the figures as one JSON object: {"count": N, "nomad": {...},
+    "nomad_restart": {...}}, each with min_serving, none_serving_share (0 to 1),
+    seconds (until every instance serves again), restart_seconds and
+    restart_id.
+
+  -http-addr=<host:port>
+    After the figures, keep the simulated cluster up and serve the agent's page
+    of its restarts on this address until Ctrl-C.
+
+  -time-scale=<n>
+    Simulated seconds per real second (default 1); the figures are simulated
+    seconds.
+
+  -batch-size, -batch-wait, -health, -min-healthy-time, -max-unavailable,
+  -surge, -reschedule, -group, -task, -all-tasks and -verbose shape
+  nomad-restart's restart as in "run"; the first restart takes the same
+  batches with Nomad's gate.
+`
+
+const helpWatches = `
+Usage: nomad-restart watches [options]
+       nomad-restart watches -explain [options] <job>
+
+  Config-change rollouts: a job opts in with meta "nomad-restart.on-change"
+  ("auto", or a comma-separated list of sources) at job or group level, and
+  the agent restarts its allocations in health-gated batches when a Nomad
+  variable or Consul key that its templates read changes. The options of
+  "run" are read from the same meta under their flag's name
+  ("nomad-restart.batch-size", ".health", ".max-unavailable", ".surge",
+  ".batch-wait", ".on-error" (default fail), ".min-healthy-time",
+  ".healthy-deadline"), plus "nomad-restart.debounce" (default 10s).
+
+  Without -explain, list the jobs of the namespace (every namespace with
+  -namespace '*') that opt in, with each source of each opted-in group,
+  watched or not and why. Jobs launched from a periodic or parameterized job
+  are listed through their parent. The last change seen and the last
+  rollout are not available yet: they need the agent's watcher.
+
+  With -explain, show for one job (an ID or a unique prefix), before it opts
+  in, what the agent would do: per group, whether it opted in and where, the
+  options a rollout would use, each source it would watch (Nomad variable or
+  Consul key or prefix, where it lives, and the task, template, function and
+  change_mode that read it), what it would not watch and why, warnings (a
+  template with change_mode restart, signal or script makes Nomad act on
+  every allocation at once: use change_mode = "noop") and problems (invalid
+  meta values: no rollout until they are fixed). The last line says what a
+  change would do. Problems are part of the explanation: the command still
+  exits 0; it exits 1 only when the job cannot be read.
+
+  Nothing is written: both forms only read jobs.
+
+General Options: Nomad's -address, -region, -namespace, -token and TLS
+options, and -log-level (see "nomad-restart run -help").
+
+Watches Options:
+
+  -explain
+    Explain one job instead of listing the opted-in jobs.
+
+  -json
+    Output the explanation (or the list of explanations of the opted-in
+    jobs) in its JSON format.
 `

@@ -107,7 +107,7 @@ func newestChange(g Group, states map[Source]SourceState) (time.Time, []restart.
 			continue
 		}
 		newest = maxTime(newest, st.ChangedAt)
-		triggers = append(triggers, restart.Trigger{Source: w.Source.String(), NewIndex: st.Index, ChangedAt: st.ChangedAt})
+		triggers = append(triggers, restart.Trigger{Source: w.Source.Ref(), NewIndex: st.Index, ChangedAt: st.ChangedAt})
 	}
 	return newest, triggers
 }

@@ -76,7 +76,7 @@ func TestDecide(t *testing.T) {
 			if !r.Spec.StartedBefore.Equal(t0.Add(10*time.Second)) || len(r.Spec.Groups) != len(tc.wantRoll) {
 				t.Errorf("spec: started-before %v groups %v", r.Spec.StartedBefore, r.Spec.Groups)
 			}
-			if len(r.Triggers) != 1 || r.Triggers[0].Source != cfg.String() || r.Triggers[0].NewIndex != 42 {
+			if len(r.Triggers) != 1 || r.Triggers[0].Source != "nomad:nomad/jobs/web/config" || r.Triggers[0].NewIndex != 42 {
 				t.Errorf("triggers %+v", r.Triggers)
 			}
 			// Another agent deciding on the same facts names the same restart.

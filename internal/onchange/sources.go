@@ -43,6 +43,22 @@ type Source struct {
 	Datacenter string `json:",omitempty"`
 }
 
+// Ref names the source as nomad-restart.on-change lists it: "nomad:<path>" or
+// "consul:<key>[@<datacenter>]", a prefix ending in "/".
+func (s Source) Ref() string {
+	path := s.Path
+	if (s.Kind == NomadPrefix || s.Kind == ConsulPrefix) && !strings.HasSuffix(path, "/") && path != "" {
+		path += "/"
+	}
+	if s.Kind.Nomad() {
+		return "nomad:" + path
+	}
+	if s.Datacenter != "" {
+		return "consul:" + path + "@" + s.Datacenter
+	}
+	return "consul:" + path
+}
+
 // String names the source for a reader: what it is, where, and in which namespace,
 // region, partition or datacenter where they are set.
 func (s Source) String() string {

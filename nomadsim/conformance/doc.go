@@ -16,4 +16,8 @@
 // nomad-restart/) and needs python3 on the agent's host for its web job's HTTP check.
 // TestVariableLockExpiry waits out a 10 s lock TTL (Nomad's minimum): about 23 s on a real
 // agent.
+//
+// The TestConsulKV cases check the sim's Consul KV store the same way, against a real Consul
+// agent (no ACLs, datacenter dc1, such as `consul agent -dev`) when CONSUL_CONFORMANCE_ADDR
+// names one; they write only under a key prefix unique to the run.
 package conformance

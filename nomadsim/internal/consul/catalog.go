@@ -1,6 +1,7 @@
 // Package consul is nomadsim's Consul: a catalog of service instances and their health
 // checks behind the parts of Consul's HTTP API that health gates read (/v1/health/...),
-// with Consul's blocking queries and X-Consul-* headers and consul/api's JSON shapes.
+// and Consul's KV store (/v1/kv/), with Consul's blocking queries and X-Consul-* headers
+// and consul/api's JSON shapes.
 package consul
 
 import (
@@ -63,6 +64,11 @@ type Catalog struct {
 	// checks: the index a blocking query on that service reports, as Consul's does.
 	serviceIndex map[string]uint64
 	nodeIndex    map[string]uint64
+	// catalogIndex is the index of the catalog's latest write: the index of the health
+	// state query, which KV writes (numbered on the same Raft index) must not move.
+	catalogIndex uint64
+
+	kv *kvStore // numbered by idx too: Consul has one Raft index for all its tables
 }
 
 // NewCatalog returns an empty catalog whose agent runs on nodeName.
@@ -74,14 +80,17 @@ func NewCatalog(nodeName string) *Catalog {
 		serviceIndex: map[string]uint64{},
 		nodeIndex:    map[string]uint64{},
 	}
-	c.nodeIndex[nodeName] = c.idx.Next()
+	c.kv = newKVStore(c.idx)
+	c.catalogIndex = c.idx.Next()
+	c.nodeIndex[nodeName] = c.catalogIndex
 	return c
 }
 
 // write applies f under the catalog's lock with the next index and wakes blocking queries.
 func (c *Catalog) write(f func(i uint64)) {
 	c.mu.Lock()
-	f(c.idx.Next())
+	c.catalogIndex = c.idx.Next()
+	f(c.catalogIndex)
 	c.mu.Unlock()
 	c.idx.Notify()
 }

@@ -17,31 +17,55 @@ import (
 )
 
 // Handler serves Consul's GET /v1/health/checks/:service, /v1/health/service/:service
-// (?passing, ?tag, ?filter), /v1/health/state/:state, /v1/status/leader and /v1/agent/self.
-// Reads of the health endpoints block on ?index= and ?wait= as Consul's do.
+// (?passing, ?tag, ?filter), /v1/health/state/:state, /v1/status/leader and /v1/agent/self,
+// and the KV store under /v1/kv/ (GET, PUT, DELETE; see serveKV).
+// Reads of the health and KV endpoints block on ?index= and ?wait= as Consul's do.
+//
+// Consul serves its API through net/http's ServeMux, and so does the sim: a path that is not
+// clean (a key with "//" or "/../") is redirected to its cleaned form, /v1/kv to /v1/kv/.
+// Answers are compressed as Consul compresses them (see withGzip).
 func (c *Catalog) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			fmt.Fprintf(w, "method %s not allowed", r.Method)
-			return
-		}
-		p := r.URL.Path
-		switch {
-		case strings.HasPrefix(p, "/v1/health/checks/"):
-			c.serveHealth(w, r, strings.TrimPrefix(p, "/v1/health/checks/"), c.serviceChecks)
-		case strings.HasPrefix(p, "/v1/health/service/"):
-			c.serveServiceNodes(w, r, strings.TrimPrefix(p, "/v1/health/service/"))
-		case strings.HasPrefix(p, "/v1/health/state/"):
-			c.serveState(w, r, strings.TrimPrefix(p, "/v1/health/state/"))
-		case p == "/v1/status/leader":
-			writeJSON(w, "127.0.0.1:8300")
-		case p == "/v1/agent/self":
-			c.serveAgentSelf(w)
-		default:
-			w.WriteHeader(http.StatusNotFound)
-		}
-	})
+	mux := http.NewServeMux()
+	// Consul compresses behind its mux: its redirects are not compressed, nor do they vary.
+	mux.Handle("/v1/kv/", withGzip(http.HandlerFunc(c.serveKV)))
+	mux.Handle("/", withGzip(http.HandlerFunc(c.serveCatalog)))
+	return mux
+}
+
+// aclDefaultPolicy is what a Consul agent without ACL settings reports in
+// X-Consul-Default-ACL-Policy. The sim's Consul has no ACLs: it accepts any token and
+// enforces nothing.
+const aclDefaultPolicy = "allow"
+
+// setAgentHeaders writes what every answer of a Consul agent carries: its ACL default
+// policy, ACLs enabled or not.
+func setAgentHeaders(w http.ResponseWriter) {
+	w.Header().Set("X-Consul-Default-ACL-Policy", aclDefaultPolicy)
+}
+
+// serveCatalog answers the health, status and agent endpoints.
+func (c *Catalog) serveCatalog(w http.ResponseWriter, r *http.Request) {
+	setAgentHeaders(w)
+	if r.Method != http.MethodGet {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		fmt.Fprintf(w, "method %s not allowed", r.Method)
+		return
+	}
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/v1/health/checks/"):
+		c.serveHealth(w, r, strings.TrimPrefix(p, "/v1/health/checks/"), c.serviceChecks)
+	case strings.HasPrefix(p, "/v1/health/service/"):
+		c.serveServiceNodes(w, r, strings.TrimPrefix(p, "/v1/health/service/"))
+	case strings.HasPrefix(p, "/v1/health/state/"):
+		c.serveState(w, r, strings.TrimPrefix(p, "/v1/health/state/"))
+	case p == "/v1/status/leader":
+		writeJSON(w, "127.0.0.1:8300")
+	case p == "/v1/agent/self":
+		c.serveAgentSelf(w)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -49,7 +73,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// badRequest answers 400 with msg. Consul writes these without a Content-Type, which
+// net/http then sniffs as plain text; setting it says the same without relying on that.
 func badRequest(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusBadRequest)
 	fmt.Fprint(w, msg)
 }
@@ -285,7 +312,7 @@ func (c *Catalog) serveState(w http.ResponseWriter, r *http.Request, state strin
 				}
 			}
 		}
-		return c.idx.Current(), out
+		return c.catalogIndex, out
 	})
 	if err != nil {
 		return

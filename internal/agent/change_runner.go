@@ -1,0 +1,323 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// SourceWatcher follows the sources a job's templates read (a *sourcewatch.Hub).
+type SourceWatcher interface {
+	Watch(ctx context.Context, src onchange.Source) <-chan sourcewatch.State
+}
+
+// ChangeRollouts turns on config-change rollouts: the agent follows the jobs in its scope
+// and files a restart of the groups that opt in (nomad-restart.on-change) when the sources
+// their templates read change (onchange.Decide says when and which allocations). The
+// restarts it files are ordinary detached restarts, driven like any other.
+type ChangeRollouts struct {
+	Sources SourceWatcher
+	// BusyRecheck is how long a rollout refused by a deployment in progress waits before
+	// it is decided again; default 30s.
+	BusyRecheck time.Duration
+}
+
+// changeRunner runs ChangeRollouts: one blocking list of the jobs, and one follower per
+// job that opts in, restarted when the job's specification changes.
+type changeRunner struct {
+	a   *Agent
+	cfg ChangeRollouts
+	log *slog.Logger
+
+	mu        sync.Mutex
+	followers map[string]*jobFollower // by namespace/job
+}
+
+// jobFollower is the follow of one opted-in job at one version of its specification.
+type jobFollower struct {
+	modifyIndex uint64
+	cancel      context.CancelFunc
+}
+
+func (a *Agent) startChangeRunner(ctx context.Context) {
+	if a.cfg.Changes == nil || a.cfg.Client == nil {
+		return
+	}
+	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"), followers: map[string]*jobFollower{}}
+	if c.cfg.BusyRecheck <= 0 {
+		c.cfg.BusyRecheck = 30 * time.Second
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		c.run(ctx)
+	}()
+}
+
+// run follows the job list with blocking queries and keeps one follower per opted-in job.
+func (c *changeRunner) run(ctx context.Context) {
+	defer c.stopAll()
+	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: time.Second, Max: time.Minute})
+	var index uint64
+	for {
+		q := (&api.QueryOptions{Namespace: c.scope(), WaitIndex: index, WaitTime: 5 * time.Minute}).WithContext(ctx)
+		stubs, meta, err := c.a.cfg.Client.Jobs().List(q)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			c.log.Warn("listing jobs for config-change rollouts", "err", err)
+			if !b.Wait(ctx) {
+				return
+			}
+			continue
+		}
+		b.Reset()
+		if meta.LastIndex < index { // Nomad's rule: an index going backwards resets the watch
+			index = 0
+		} else {
+			index = meta.LastIndex
+		}
+		c.sync(ctx, stubs)
+	}
+}
+
+func (c *changeRunner) scope() string {
+	if c.a.cfg.Namespace == "" {
+		return api.AllNamespacesNamespace
+	}
+	return c.a.cfg.Namespace
+}
+
+// sync starts a follower for each job whose specification changed since its follower
+// started (or that has none), and stops those of jobs gone.
+func (c *changeRunner) sync(ctx context.Context, stubs []*api.JobListStub) {
+	seen := map[string]bool{}
+	for _, st := range stubs {
+		if st.ParentID != "" || st.Stop {
+			continue // a periodic or dispatched child, or a stopped job: nothing to roll
+		}
+		k := st.Namespace + "/" + st.ID
+		seen[k] = true
+		c.mu.Lock()
+		f := c.followers[k]
+		c.mu.Unlock()
+		if f != nil && f.modifyIndex == st.JobModifyIndex {
+			continue
+		}
+		c.restartFollower(ctx, k, st)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, f := range c.followers {
+		if !seen[k] {
+			f.cancel()
+			delete(c.followers, k)
+		}
+	}
+}
+
+// restartFollower reads the job's specification and follows it if a group opts in.
+func (c *changeRunner) restartFollower(ctx context.Context, k string, st *api.JobListStub) {
+	c.mu.Lock()
+	if f := c.followers[k]; f != nil {
+		f.cancel()
+		delete(c.followers, k)
+	}
+	c.mu.Unlock()
+	spec, err := c.a.cfg.Cluster.JobSpec(ctx, st.Namespace, st.ID)
+	if err != nil {
+		c.log.Warn("reading a job's specification for config-change rollouts", "job", st.ID, "namespace", st.Namespace, "err", err)
+		return
+	}
+	ex := onchange.Analyze(spec.API())
+	rolls := false
+	for _, g := range ex.Groups {
+		for _, p := range g.Problems {
+			c.log.Warn("invalid nomad-restart meta: the group is not rolled until it is fixed", "job", st.ID, "group", g.Name, "problem", p.String())
+		}
+		if g.OptedIn() {
+			for _, w := range g.Warnings {
+				c.log.Warn("config-change rollouts", "job", st.ID, "group", g.Name, "warning", w)
+			}
+		}
+		rolls = rolls || g.Rolls()
+	}
+	if !rolls {
+		return
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.followers[k] = &jobFollower{modifyIndex: st.JobModifyIndex, cancel: cancel}
+	c.mu.Unlock()
+	c.log.Info("following a job for config-change rollouts", "job", st.ID, "namespace", st.Namespace)
+	c.a.wg.Add(1)
+	go func() {
+		defer c.a.wg.Done()
+		c.follow(fctx, ex)
+	}()
+}
+
+func (c *changeRunner) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, f := range c.followers {
+		f.cancel()
+		delete(c.followers, k)
+	}
+}
+
+// sourceUpdate is one source's new state, for a job's follower.
+type sourceUpdate struct {
+	src   onchange.Source
+	state sourcewatch.State
+}
+
+// follow decides, at each change of the job's sources and when a debounce ends, whether the
+// job needs a rollout (onchange.Decide), and files it.
+func (c *changeRunner) follow(ctx context.Context, ex onchange.Explain) {
+	updates := make(chan sourceUpdate)
+	for _, src := range rollingSources(ex) {
+		ch := c.cfg.Sources.Watch(ctx, src)
+		go func() {
+			for st := range ch {
+				select {
+				case updates <- sourceUpdate{src, st}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	states := map[onchange.Source]onchange.SourceState{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-updates:
+			if u.state.Err != nil {
+				c.log.Warn("a watched source cannot be read: the job is not rolled on its changes", "job", ex.JobID, "source", u.src.String(), "err", u.state.Err)
+				continue
+			}
+			states[u.src] = onchange.SourceState{Index: u.state.Index, Count: u.state.Count, ChangedAt: u.state.ChangedAt}
+		case <-timer.C:
+		}
+		if wait := c.decide(ctx, ex, states); wait > 0 {
+			timer.Reset(wait)
+		}
+	}
+}
+
+// rollingSources are the distinct sources of the job's groups that roll.
+func rollingSources(ex onchange.Explain) []onchange.Source {
+	seen := map[onchange.Source]bool{}
+	var out []onchange.Source
+	for _, g := range ex.Groups {
+		if !g.Rolls() {
+			continue
+		}
+		for _, w := range g.Watched {
+			if !seen[w.Source] {
+				seen[w.Source] = true
+				out = append(out, w.Source)
+			}
+		}
+	}
+	return out
+}
+
+// decide reads the job's allocations, decides and files; it returns when to decide again
+// (0: at the next change).
+func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states map[onchange.Source]onchange.SourceState) time.Duration {
+	allocs, _, err := c.a.cfg.Cluster.JobAllocations(ctx, ex.Namespace, ex.JobID)
+	if err != nil {
+		c.log.Warn("reading a job's allocations for config-change rollouts", "job", ex.JobID, "err", err)
+		return c.cfg.BusyRecheck
+	}
+	now := c.a.cfg.Now()
+	d := onchange.Decide(ex, states, allocs, now)
+	if d.Rollout == nil {
+		if d.RecheckAt.IsZero() {
+			return 0
+		}
+		return max(d.RecheckAt.Sub(now), time.Millisecond)
+	}
+	return c.file(ctx, ex, d.Rollout)
+}
+
+// file plans and records the rollout (detached: the agents drive it); it returns when to
+// decide again when the job could not be rolled now.
+func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchange.Rollout) time.Duration {
+	plan, err := c.a.eng.Plan(ctx, engine.Request{Namespace: ex.Namespace, Job: ex.JobID, Spec: r.Spec})
+	var dep *engine.DeploymentError
+	switch {
+	case errors.As(err, &dep):
+		c.log.Info("config change: the job's deployment is in progress; rolling after it", "job", ex.JobID, "deployment", dep.ID)
+		return c.cfg.BusyRecheck
+	case err != nil:
+		c.log.Warn("planning a config-change rollout", "job", ex.JobID, "err", err)
+		return c.cfg.BusyRecheck
+	}
+	rec := plan.Record
+	if len(rec.Allocs) == 0 {
+		return 0 // every allocation started since the change
+	}
+	rec.ID, rec.Triggers = r.ID, r.Triggers
+	rec.AppendEvent(restart.Event{Time: c.a.cfg.Now(), Type: restart.EventCreated,
+		Message: fmt.Sprintf("Restart of job %q created by a change of %s: %d allocation(s) in %d batch(es)",
+			rec.JobID, triggerSources(r.Triggers), len(rec.Allocs), rec.Batches)})
+	err = c.a.eng.Create(ctx, rec)
+	var busy *store.JobBusyError
+	switch {
+	case err == nil:
+		// The agents' discovery finds it, pending and undriven, and drives it.
+		c.log.Info("config-change rollout filed", "job", ex.JobID, "restart", rec.ID, "allocs", len(rec.Allocs), "groups", r.Groups)
+		return 0
+	case errors.Is(err, store.ErrExists):
+		return 0 // filed already, by this agent or another: once per change
+	case errors.As(err, &busy):
+		c.log.Info("config change: the job has a restart in progress; rolling after it", "job", ex.JobID, "restart", busy.RestartID)
+		c.awaitEnd(ctx, busy.Namespace, busy.RestartID)
+		return time.Millisecond
+	}
+	c.log.Warn("filing a config-change rollout", "job", ex.JobID, "err", err)
+	return c.cfg.BusyRecheck
+}
+
+// awaitEnd waits, with the store's blocking watch, until restart id has ended.
+func (c *changeRunner) awaitEnd(ctx context.Context, ns, id string) {
+	var after uint64
+	for ctx.Err() == nil {
+		r, err := c.a.cfg.Store.WatchHead(ctx, ns, id, after)
+		if err != nil || r.Status.Terminal() {
+			return
+		}
+		after = r.ModifyIndex
+	}
+}
+
+func triggerSources(ts []restart.Trigger) string {
+	out := ""
+	for i, t := range ts {
+		if i > 0 {
+			out += ", "
+		}
+		out += t.Source
+	}
+	return out
+}

@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"math"
+	"time"
+)
+
+// servingFigures is what a restart did to the service, as `demo -json` prints it.
+type servingFigures struct {
+	// MinServing is the fewest instances that served at once.
+	MinServing int `json:"min_serving"`
+	// NoneServingShare is the share of the time, 0 to 1, during which no instance served.
+	NoneServingShare float64 `json:"none_serving_share"`
+	// Seconds is the total time, from the restart's start until it ended and every
+	// instance served again (on the cluster's clock).
+	Seconds float64 `json:"seconds"`
+	// RestartSeconds is how long the restart itself ran: Nomad's command ends before its
+	// instances serve again.
+	RestartSeconds float64 `json:"restart_seconds"`
+	// RestartID is the restart's record.
+	RestartID string `json:"restart_id,omitempty"`
+}
+
+// figuresOf sums up samples taken from a restart's start (the first) until every instance
+// served again (the last), the restart having ended at ended. Each sample holds until the
+// next: the share of time with none serving is weighted by time, not by sample count.
+func figuresOf(samples []servingSample, ended time.Time) servingFigures {
+	if len(samples) == 0 {
+		return servingFigures{}
+	}
+	start, last := samples[0].at, samples[len(samples)-1].at
+	f := servingFigures{MinServing: samples[0].serving}
+	var none time.Duration
+	for i, s := range samples {
+		f.MinServing = min(f.MinServing, s.serving)
+		if i+1 < len(samples) && s.serving == 0 {
+			none += samples[i+1].at.Sub(s.at)
+		}
+	}
+	total := last.Sub(start)
+	if total > 0 {
+		f.NoneServingShare = round(float64(none)/float64(total), 1000)
+	}
+	f.Seconds = round(total.Seconds(), 10)
+	f.RestartSeconds = round(max(ended.Sub(start), 0).Seconds(), 10)
+	return f
+}
+
+// round rounds x to 1/per (per 10: tenths).
+func round(x, per float64) float64 { return math.Round(x*per) / per }

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// What Nomad's checks endpoint (/v1/client/allocation/:id/checks) answers for a check that
+// counts for an allocation's health and passed its latest probe.
+const (
+	checkModeHealthiness = "healthiness"
+	checkStatusSuccess   = "success"
+)
+
+// servingProbe counts the instances of a job that serve, as a load balancer following
+// Nomad's service checks sees them: it asks the cluster, never the restart's plan or record.
+type servingProbe struct {
+	client    *api.Client
+	namespace string
+	jobID     string
+}
+
+// serving counts the job's allocations that serve now: desired to run, running on their
+// client, and passing every check of mode healthiness in Nomad's latest probe of it.
+func (p servingProbe) serving(ctx context.Context) (int, error) {
+	q := (&api.QueryOptions{Namespace: p.namespace}).WithContext(ctx)
+	stubs, _, err := p.client.Jobs().Allocations(p.jobID, false, q)
+	if err != nil {
+		return 0, fmt.Errorf("listing the allocations of job %q: %w", p.jobID, err)
+	}
+	n := 0
+	for _, s := range stubs {
+		if s.DesiredStatus != api.AllocDesiredStatusRun || s.ClientStatus != api.AllocClientStatusRunning {
+			continue
+		}
+		checks, err := p.client.Allocations().Checks(s.ID, q)
+		if err != nil {
+			return 0, fmt.Errorf("reading the checks of allocation %s: %w", shortID(s.ID, false), err)
+		}
+		if healthy(checks) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// healthy reports whether an allocation has checks that count for its health and all of
+// them passed their latest probe (a check not probed yet is pending: not healthy).
+func healthy(checks api.AllocCheckStatuses) bool {
+	counted := 0
+	for _, c := range checks {
+		if c.Mode != checkModeHealthiness {
+			continue
+		}
+		if c.Status != checkStatusSuccess {
+			return false
+		}
+		counted++
+	}
+	return counted > 0
+}
+
+// servingSample is how many instances served at an instant of the cluster's clock.
+type servingSample struct {
+	at      time.Time
+	serving int
+}
+
+// servingMeter samples a probe while a restart runs.
+type servingMeter struct {
+	probe servingProbe
+	// clock is the cluster's: figures are in its (simulated) seconds.
+	clock func() time.Time
+	// every is the real time between two samples.
+	every time.Duration
+	// count is how many instances serve when all do.
+	count int
+	// recoverWithin bounds, on the cluster's clock, how long after the restart ended the
+	// instances may take to all serve again before the measure gives up.
+	recoverWithin time.Duration
+	// onSample, when set, sees every sample as it is taken.
+	onSample func(servingSample)
+}
+
+func (m servingMeter) sample(ctx context.Context) (servingSample, error) {
+	at := m.clock()
+	n, err := m.probe.serving(ctx)
+	if err != nil {
+		return servingSample{}, err
+	}
+	s := servingSample{at: at, serving: n}
+	if m.onSample != nil {
+		m.onSample(s)
+	}
+	return s, nil
+}
+
+// waitAllServing samples until every instance serves.
+func (m servingMeter) waitAllServing(ctx context.Context) error {
+	tick := time.NewTicker(m.every)
+	defer tick.Stop()
+	for {
+		s, err := m.sample(ctx)
+		if err != nil {
+			return err
+		}
+		if s.serving >= m.count {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// measured is what one restart did to the service: the samples from its start until it
+// ended and every instance served again, when it ended, and its record.
+type measured struct {
+	samples []servingSample
+	ended   time.Time
+	rec     *restart.Record
+}
+
+// measure runs the restart while sampling, and goes on sampling after it ended until every
+// instance serves again: an outage that outlasts the restart counts.
+func (m servingMeter) measure(ctx context.Context, run func(context.Context) (*restart.Record, error)) (*measured, error) {
+	first, err := m.sample(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type ending struct {
+		rec *restart.Record
+		err error
+		at  time.Time
+	}
+	done := make(chan ending, 1)
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		rec, err := run(runCtx)
+		done <- ending{rec, err, m.clock()}
+	}()
+	var end *ending
+	defer func() {
+		cancel()
+		if end == nil {
+			<-done // the restart stops at its next step; the session stays usable until then
+		}
+	}()
+
+	out := &measured{samples: []servingSample{first}}
+	tick := time.NewTicker(m.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e := <-done:
+			end = &e
+			if e.err != nil {
+				return nil, e.err
+			}
+		case <-tick.C:
+		}
+		s, err := m.sample(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out.samples = append(out.samples, s)
+		if end == nil {
+			continue
+		}
+		if s.serving >= m.count {
+			out.ended, out.rec = end.at, end.rec
+			return out, nil
+		}
+		if s.at.Sub(end.at) > m.recoverWithin {
+			return nil, fmt.Errorf("%d of %d instances serve %s after the restart ended; the service did not recover", s.serving, m.count, m.recoverWithin)
+		}
+	}
+}

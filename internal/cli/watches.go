@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+)
+
+// watchesOptions are the options of `nomad-restart watches`.
+type watchesOptions struct {
+	client  clientFlags
+	explain bool
+	json    bool
+}
+
+// cmdWatches is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
+// `nomad-restart watches -explain [options] <job>` (what the agent would watch and do for
+// one job). Both only read jobs: nothing is written anywhere.
+func (a *app) cmdWatches(ctx context.Context, args []string) error {
+	var o watchesOptions
+	fs := newFlagSet("watches")
+	o.client.add(fs)
+	fs.BoolVar(&o.explain, "explain", false, "")
+	fs.BoolVar(&o.json, "json", false, "")
+	if err := parseFlags(fs, "watches", args); err != nil {
+		return err
+	}
+	o.client = o.client.withEnv(a.env)
+	rest := fs.Args()
+	if !o.explain {
+		if len(rest) > 0 {
+			return usageErrorf("unexpected arguments %q: to explain one job, use `nomad-restart watches -explain %s` (options go before the job)", strings.Join(rest, " "), rest[0])
+		}
+		return a.listWatches(ctx, o)
+	}
+	job, err := oneJob(rest)
+	if err != nil {
+		return err
+	}
+	return a.explainWatches(ctx, o, job)
+}
+
+// oneJob takes exactly one job ID or prefix from args.
+func oneJob(args []string) (string, error) {
+	switch {
+	case len(args) == 0:
+		return "", usageErrorf("missing job: give a job ID or a unique prefix, as in `nomad-restart watches -explain <job>`")
+	case len(args) > 1:
+		return "", usageErrorf("too many arguments %q: watches -explain takes one job (options go before it)", strings.Join(args, " "))
+	}
+	job := strings.TrimSpace(args[0])
+	if job == "" {
+		return "", usageErrorf("empty job ID: give a job ID or a unique prefix")
+	}
+	return job, nil
+}
+
+// jobsOf connects and returns the session's Nomad, through which jobs are read.
+func (a *app) jobsOf(ctx context.Context, cf clientFlags) (*cluster.Nomad, error) {
+	ses, err := a.connect(ctx, cf)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := ses.(interface{ jobCluster() *cluster.Nomad })
+	if !ok {
+		return nil, errors.New("watches reads job specifications, and this session has no Nomad client")
+	}
+	return c.jobCluster(), nil
+}
+
+// explainWatches resolves job as run does (ID or unique prefix, -namespace), reads its full
+// specification and shows what the agent would watch and do for it.
+func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix string) error {
+	nomad, err := a.jobsOf(ctx, o.client)
+	if err != nil {
+		return err
+	}
+	job, err := resolveJobSpec(ctx, nomad, o.client.namespace, prefix)
+	if err != nil {
+		return err
+	}
+	e := onchange.Analyze(job)
+	if o.json {
+		return writeJSON(a.stdout, e)
+	}
+	printExplain(a.stdout, job, e)
+	return nil
+}
+
+// resolveJobSpec finds the job by ID or unique prefix and reads its full specification.
+func resolveJobSpec(ctx context.Context, nomad *cluster.Nomad, namespace, prefix string) (*api.Job, error) {
+	found, err := nomad.ResolveJob(ctx, namespace, prefix)
+	if err != nil {
+		return nil, jobLookupError(prefix, namespace, err)
+	}
+	spec, err := nomad.JobSpec(ctx, found.Namespace, found.ID)
+	if err != nil {
+		return nil, jobLookupError(found.ID, found.Namespace, err)
+	}
+	job := spec.API()
+	if job.Namespace == nil || *job.Namespace == "" {
+		job.Namespace = &found.Namespace
+	}
+	return job, nil
+}
+
+// jobLookupError turns a failed lookup into one line that says what to do, in the words
+// `run` uses for the same failures.
+func jobLookupError(job, namespace string, err error) error {
+	var amb *cluster.AmbiguousJobError
+	switch {
+	case errors.As(err, &amb):
+		return fmt.Errorf("job prefix %q matched multiple jobs (%s); give the full job ID, or -namespace to pick one", job, strings.Join(amb.Matches, ", "))
+	case errors.Is(err, cluster.ErrJobNotFound):
+		//lint:ignore ST1005 Nomad's own wording, as run says it
+		return fmt.Errorf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", job, namespaceName(namespace))
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		return fmt.Errorf("reading job %q: %s; the token needs read-job (and list-jobs for a prefix) in the namespace", job, oneLine(err.Error()))
+	}
+	return fmt.Errorf("reading job %q: %s", job, oneLine(err.Error()))
+}
+
+// namespaceName names a namespace in messages: the client's default is "default".
+func namespaceName(ns string) string {
+	if ns == "" {
+		return "default"
+	}
+	return ns
+}

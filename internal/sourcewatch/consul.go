@@ -1,0 +1,172 @@
+package sourcewatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+)
+
+// errNoConsul says a Consul source was watched by a hub that has no Consul.
+var errNoConsul = errors.New("no Consul is configured: give the agent Consul's address (CONSUL_HTTP_ADDR) to watch Consul keys")
+
+// consulEntries is one answer of a Consul source: its entries' ModifyIndex values.
+type consulEntries []uint64
+
+// runConsul follows one Consul source with blocking queries until ctx ends.
+func (h *Hub) runConsul(ctx context.Context, g *group) {
+	src := g.key.source
+	if src.Kind != onchange.ConsulKey && src.Kind != onchange.ConsulPrefix {
+		h.consulFailed(g, fmt.Errorf("unknown kind of source %q: give one of %s, %s, %s, %s", src.Kind,
+			onchange.NomadVariable, onchange.NomadPrefix, onchange.ConsulKey, onchange.ConsulPrefix))
+		<-ctx.Done()
+		return
+	}
+	kv, err := h.consulKV(src.Datacenter)
+	for err != nil {
+		h.consulFailed(g, err)
+		if !pace(ctx, time.Now(), h.slowRetry) {
+			return
+		}
+		kv, err = h.consulKV(src.Datacenter)
+	}
+	var (
+		index uint64
+		last  time.Time
+	)
+	b := cluster.NewBackoff(cluster.DefaultRetryPolicy())
+	for pace(ctx, last, h.opts.MinGap) {
+		last = time.Now()
+		entries, got, err := readConsul(ctx, kv, src, index)
+		if err != nil {
+			if !h.consulRetry(ctx, g, b, err) {
+				return
+			}
+			index = 0 // the next answer comes at once, whatever changed meanwhile
+			continue
+		}
+		b.Reset()
+		index = nextConsulIndex(index, got)
+		h.publish(g, consulAnswer(entries, time.Now()))
+	}
+}
+
+// consulKV is the KV client for a datacenter.
+func (h *Hub) consulKV(dc string) (*consulapi.KV, error) {
+	if h.opts.Consul == nil {
+		return nil, errNoConsul
+	}
+	c, err := h.opts.Consul(dc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Consul (datacenter %q): %w", dc, err)
+	}
+	return c.KV(), nil
+}
+
+// readConsul runs one (blocking, when index > 0) read of src: GET /v1/kv/<key>, or
+// ?recurse for a prefix. Consul's ?keys form would spare the values, but it answers key
+// names only, without the ModifyIndex a change is told by.
+func readConsul(ctx context.Context, kv *consulapi.KV, src onchange.Source, index uint64) (consulEntries, uint64, error) {
+	q := (&consulapi.QueryOptions{
+		Datacenter: src.Datacenter, Namespace: src.Namespace, Partition: src.Partition, WaitIndex: index,
+	}).WithContext(ctx)
+	var (
+		out consulEntries
+		qm  *consulapi.QueryMeta
+		err error
+	)
+	if src.Kind == onchange.ConsulKey {
+		var pair *consulapi.KVPair
+		pair, qm, err = kv.Get(src.Path, q)
+		if pair != nil {
+			out = append(out, pair.ModifyIndex)
+		}
+	} else {
+		var pairs consulapi.KVPairs
+		pairs, qm, err = kv.List(src.Path, q)
+		for _, p := range pairs {
+			out = append(out, p.ModifyIndex)
+		}
+	}
+	if err != nil || qm == nil {
+		return nil, 0, err
+	}
+	return out, qm.LastIndex, nil
+}
+
+// nextConsulIndex is nextIndex with Consul's other rule: an answer at index 0 is taken
+// as 1, since a query at 0 would not block and the loop would spin (Consul's KV endpoints
+// answer 1 themselves where their table is empty; a proxy or an old agent may not).
+func nextConsulIndex(prev, got uint64) uint64 {
+	if got == 0 {
+		return 1
+	}
+	return nextIndex(prev, got)
+}
+
+// consulRetry handles a failed read as nomadFailed does for Nomad.
+func (h *Hub) consulRetry(ctx context.Context, g *group, b *cluster.Backoff, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if !cluster.IsTransient(err) {
+		h.consulFailed(g, err)
+		return pace(ctx, time.Now(), h.slowRetry)
+	}
+	h.opts.Logger.Debug("retrying a watch of Consul", "source", g.key.source.String(), "err", err)
+	if b.Wait(ctx) {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	b.Reset()
+	h.consulFailed(g, fmt.Errorf("no answer from Consul for %s, still trying: %w", cluster.DefaultRetryPolicy().MaxElapsed, err))
+	return true
+}
+
+// consulFailed logs and publishes a failure of a Consul source.
+func (h *Hub) consulFailed(g *group, err error) {
+	h.opts.Logger.Warn("cannot watch Consul", "source", g.key.source.String(), "err", err)
+	h.publishErr(g, consulSourceErr, err)
+}
+
+// consulSourceErr words a failure for the source: a denial names the ACL rule to grant.
+func consulSourceErr(src onchange.Source, err error) error {
+	var se consulapi.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusForbidden {
+		return fmt.Errorf("watching %s: %w", src, err)
+	}
+	rule := fmt.Sprintf(`key %q { policy = "read" }`, src.Path)
+	if src.Kind == onchange.ConsulPrefix {
+		rule = fmt.Sprintf(`key_prefix %q { policy = "read" }`, src.Path)
+	}
+	return fmt.Errorf("watching %s: Consul denied key read (%w): grant the agent's Consul token %s", src, err, rule)
+}
+
+// consulAnswer applies an answer to the source. Consul keeps no modify time, so ChangedAt
+// is when this hub first saw the answer's Index (or Count) change, zero at the first
+// answer (a failure seen before any answer does not count as one).
+func consulAnswer(entries consulEntries, now time.Time) answerFunc {
+	return func(_ onchange.Source, prev State, known bool) State {
+		st := State{Count: len(entries)}
+		for _, i := range entries {
+			st.Index = max(st.Index, i)
+		}
+		switch {
+		case !known || prev.Err != nil && prev.Index == 0 && prev.Count == 0:
+			// the first answer: Consul says nothing of when it was written
+		case st.Index != prev.Index || st.Count != prev.Count:
+			st.ChangedAt = now
+		default:
+			st.ChangedAt = prev.ChangedAt
+		}
+		return st
+	}
+}

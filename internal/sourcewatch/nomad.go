@@ -1,0 +1,187 @@
+package sourcewatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+)
+
+// groupPrefix is the prefix of the one listing that covers path: its first segment with
+// the slash ("nomad/" for "nomad/jobs/web/config"), so that every source under it shares
+// a query, and the slash keeps "nomad/" from matching the product's "nomad-restart/…".
+// A path without a slash is its own prefix ("" lists the whole namespace).
+func groupPrefix(path string) string {
+	if i := strings.IndexByte(path, '/'); i >= 0 {
+		return path[:i+1]
+	}
+	return path
+}
+
+// runNomad lists the group's prefix with blocking queries until ctx ends, publishing
+// each answer to the group's sources.
+func (h *Hub) runNomad(ctx context.Context, g *group) {
+	var (
+		index uint64
+		last  time.Time
+	)
+	if h.nomad == nil {
+		h.publishErr(g, nomadSourceErr(g.key), errors.New("this hub has no Nomad client"))
+		<-ctx.Done()
+		return
+	}
+	b := cluster.NewBackoff(cluster.DefaultRetryPolicy())
+	for pace(ctx, last, h.opts.MinGap) {
+		last = time.Now()
+		metas, got, err := h.list(ctx, g.key, index)
+		if err != nil {
+			if !h.nomadFailed(ctx, g, b, err) {
+				return
+			}
+			index = 0 // the next answer comes at once, whatever changed meanwhile
+			continue
+		}
+		b.Reset()
+		index = nextIndex(index, got)
+		h.publish(g, h.nomadAnswer(newListing(metas), time.Now()))
+	}
+}
+
+// list runs one (blocking, when index > 0) listing of the group's prefix and returns its
+// entries and index.
+func (h *Hub) list(ctx context.Context, key groupKey, index uint64) ([]*api.VariableMetadata, uint64, error) {
+	q := (&api.QueryOptions{Namespace: key.namespace, Region: key.region, WaitIndex: index}).WithContext(ctx)
+	metas, qm, err := h.nomad.Variables().PrefixList(key.prefix, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	if qm == nil {
+		return metas, 0, nil
+	}
+	return metas, qm.LastIndex, nil
+}
+
+// nomadFailed handles a failed listing: a transient error is retried with backoff (and
+// published once the backoff gives up, then retried on); any other error (a denial, a
+// bad request) is published and asked again after the slow retry. It reports whether
+// the loop goes on.
+func (h *Hub) nomadFailed(ctx context.Context, g *group, b *cluster.Backoff, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	log := h.opts.Logger.With("namespace", g.key.namespace, "region", g.key.region, "prefix", g.key.prefix, "err", err)
+	if !cluster.IsTransient(err) {
+		log.Warn("cannot watch Nomad variables; asking again later")
+		h.publishErr(g, nomadSourceErr(g.key), err)
+		return pace(ctx, time.Now(), h.slowRetry)
+	}
+	log.Debug("retrying a watch of Nomad variables")
+	if b.Wait(ctx) {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	b.Reset()
+	log.Warn("Nomad does not answer a watch of variables; still trying")
+	h.publishErr(g, nomadSourceErr(g.key), fmt.Errorf("no answer from Nomad for %s, still trying: %w", cluster.DefaultRetryPolicy().MaxElapsed, err))
+	return true
+}
+
+// nomadSourceErr words a listing's failure for one source: a denial becomes a
+// nomadvars.PermissionError on the listed prefix, with the policy rule to grant.
+func nomadSourceErr(key groupKey) func(onchange.Source, error) error {
+	return func(src onchange.Source, err error) error {
+		if statusOf(err) != http.StatusForbidden {
+			return fmt.Errorf("watching %s: %w", src, err)
+		}
+		// Nomad leaves out of a listing what the token may not list, so a 403 refuses the
+		// token itself (unknown, expired), whatever its policies say.
+		denied := &nomadvars.PermissionError{Capability: "list", Namespace: nomadvars.Namespace(key.namespace), Path: key.prefix, Err: err}
+		return fmt.Errorf("watching %s: %w: check that the agent's token exists and has not expired; it needs %s", src, denied, listRule(src))
+	}
+}
+
+// listRule is the ACL policy rule that lets a token list src, and nothing more.
+func listRule(src onchange.Source) string {
+	path := src.Path
+	if src.Kind == onchange.NomadPrefix {
+		path += "*"
+	}
+	return fmt.Sprintf(`namespace %q { variables { path %q { capabilities = ["list"] } } }`, nomadvars.Namespace(src.Namespace), path)
+}
+
+// statusOf is the HTTP status of an api client's error answer, 0 for none.
+func statusOf(err error) int {
+	var ure api.UnexpectedResponseError
+	if errors.As(err, &ure) && ure.HasStatusCode() {
+		return ure.StatusCode()
+	}
+	var pure *api.UnexpectedResponseError
+	if errors.As(err, &pure) && pure != nil && pure.HasStatusCode() {
+		return pure.StatusCode()
+	}
+	return 0
+}
+
+// listing is one answer of a group's listing, ordered by path for range lookups.
+type listing []*api.VariableMetadata
+
+func newListing(metas []*api.VariableMetadata) listing {
+	l := listing(metas)
+	sort.Slice(l, func(i, j int) bool { return l[i].Path < l[j].Path })
+	return l
+}
+
+// covered returns the entries src covers: its exact path for a variable, everything
+// under its path for a prefix, except the product's own records (under records) unless
+// the prefix itself lies there.
+func (l listing) covered(src onchange.Source, records string) []*api.VariableMetadata {
+	from := sort.Search(len(l), func(i int) bool { return l[i].Path >= src.Path })
+	var out []*api.VariableMetadata
+	skipRecords := !strings.HasPrefix(src.Path, records)
+	for _, m := range l[from:] {
+		if src.Kind == onchange.NomadVariable && m.Path != src.Path {
+			break
+		}
+		if !strings.HasPrefix(m.Path, src.Path) {
+			break
+		}
+		if skipRecords && strings.HasPrefix(m.Path, records) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// nomadAnswer applies a listing to a source. ChangedAt is the newest ModifyTime of the
+// entries (Nomad's clock); a deletion, for which Nomad keeps no time, is dated now, when
+// this hub saw it.
+func (h *Hub) nomadAnswer(l listing, now time.Time) answerFunc {
+	return func(src onchange.Source, prev State, known bool) State {
+		var st State
+		var newest int64
+		for _, m := range l.covered(src, h.opts.RecordsPrefix) {
+			st.Count++
+			st.Index = max(st.Index, m.ModifyIndex)
+			newest = max(newest, m.ModifyTime)
+		}
+		if newest > 0 {
+			st.ChangedAt = time.Unix(0, newest)
+		}
+		if known && st.Count < prev.Count {
+			st.ChangedAt = now
+		}
+		return st
+	}
+}
