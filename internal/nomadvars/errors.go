@@ -100,9 +100,9 @@ func classify(ctx context.Context, err error, op operation, ns, path string) err
 	}
 	var conflict api.ErrCASConflict
 	switch {
-	case statusOf(err) == http.StatusForbidden:
+	case StatusOf(err) == http.StatusForbidden:
 		return &PermissionError{Capability: string(op), Namespace: ns, Path: path, Err: err}
-	case statusOf(err) == http.StatusNotFound, errors.Is(err, api.ErrVariablePathNotFound):
+	case StatusOf(err) == http.StatusNotFound, errors.Is(err, api.ErrVariablePathNotFound):
 		return ErrNotFound
 	case errors.As(err, &conflict):
 		return newConflict(ns, path, conflict)
@@ -120,8 +120,8 @@ func newConflict(ns, path string, c api.ErrCASConflict) *ConflictError {
 	return &ConflictError{Namespace: ns, Path: path, CheckIndex: c.CheckIndex, Current: cur, Err: c}
 }
 
-// statusOf returns the HTTP status of an error of the api client, or 0.
-func statusOf(err error) int {
+// StatusOf returns the HTTP status of an error of the api client, or 0.
+func StatusOf(err error) int {
 	var ure api.UnexpectedResponseError
 	if errors.As(err, &ure) && ure.HasStatusCode() {
 		return ure.StatusCode()
@@ -136,7 +136,7 @@ func statusOf(err error) int {
 // lockGone reports whether err is Nomad's answer to a lock operation on a variable that
 // holds no lock, or does not exist: a 500 that no retry changes.
 func lockGone(err error) bool {
-	if statusOf(err) != http.StatusInternalServerError {
+	if StatusOf(err) != http.StatusInternalServerError {
 		return false
 	}
 	msg := err.Error()

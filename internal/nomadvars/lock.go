@@ -28,7 +28,7 @@ func (c *Client) AcquireLock(ctx context.Context, v *api.Variable) (*api.Variabl
 		in := *v
 		in.Namespace = ns
 		got, _, err := c.api.Variables().AcquireLock(&in, writeOptions(ctx, ns))
-		if statusOf(err) == http.StatusConflict || (err == nil && got.LockID() == "") {
+		if StatusOf(err) == http.StatusConflict || (err == nil && got.LockID() == "") {
 			return nil, ErrLockHeld
 		}
 		return got, err
@@ -68,7 +68,7 @@ func lockErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case statusOf(err) == http.StatusConflict, statusOf(err) == http.StatusNotFound, lockGone(err):
+	case StatusOf(err) == http.StatusConflict, StatusOf(err) == http.StatusNotFound, lockGone(err):
 		return &lockLostError{err: err}
 	}
 	var conflict api.ErrCASConflict

@@ -101,7 +101,7 @@ func (h *Hub) nomadFailed(ctx context.Context, g *group, b *cluster.Backoff, err
 // nomadvars.PermissionError on the listed prefix, with the policy rule to grant.
 func nomadSourceErr(key groupKey) func(onchange.Source, error) error {
 	return func(src onchange.Source, err error) error {
-		if statusOf(err) != http.StatusForbidden {
+		if nomadvars.StatusOf(err) != http.StatusForbidden {
 			return fmt.Errorf("watching %s: %w", src, err)
 		}
 		// Nomad leaves out of a listing what the token may not list, so a 403 refuses the
@@ -118,19 +118,6 @@ func listRule(src onchange.Source) string {
 		path += "*"
 	}
 	return fmt.Sprintf(`namespace %q { variables { path %q { capabilities = ["list"] } } }`, nomadvars.Namespace(src.Namespace), path)
-}
-
-// statusOf is the HTTP status of an api client's error answer, 0 for none.
-func statusOf(err error) int {
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) && ure.HasStatusCode() {
-		return ure.StatusCode()
-	}
-	var pure *api.UnexpectedResponseError
-	if errors.As(err, &pure) && pure != nil && pure.HasStatusCode() {
-		return pure.StatusCode()
-	}
-	return 0
 }
 
 // listing is one answer of a group's listing, ordered by path for range lookups.
