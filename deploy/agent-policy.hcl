@@ -23,5 +23,12 @@ namespace "*" {
     path "nomad-restart/*" {
       capabilities = ["list", "read", "write", "destroy"]
     }
+    # Config-change rollouts (-roll-on-change): the variables that opted-in jobs'
+    # templates read are watched by their metadata, which needs "list" only, never
+    # "read". nomad/jobs/* is where Nomad's workload identities read by default; add the
+    # paths your templates read elsewhere, or remove this block with -roll-on-change=false.
+    path "nomad/jobs/*" {
+      capabilities = ["list"]
+    }
   }
 }

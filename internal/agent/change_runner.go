@@ -37,12 +37,16 @@ type ChangeRollouts struct {
 // changeRunner runs ChangeRollouts: one blocking list of the jobs, and one follower per
 // job that opts in, restarted when the job's specification changes.
 type changeRunner struct {
-	a   *Agent
-	cfg ChangeRollouts
-	log *slog.Logger
+	a       *Agent
+	cfg     ChangeRollouts
+	log     *slog.Logger
+	metrics *changeMetrics
 
 	mu        sync.Mutex
 	followers map[string]*jobFollower // by namespace/job
+	// carried holds, by namespace/job, the triggers of a rollout that a newer change
+	// waited for: the rollout that follows lists them before its own.
+	carried map[string][]restart.Trigger
 }
 
 // jobFollower is the follow of one opted-in job at one version of its specification.
@@ -55,7 +59,8 @@ func (a *Agent) startChangeRunner(ctx context.Context) {
 	if a.cfg.Changes == nil || a.cfg.Client == nil {
 		return
 	}
-	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"), followers: map[string]*jobFollower{}}
+	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"),
+		metrics: a.metrics.changeMetrics(), followers: map[string]*jobFollower{}, carried: map[string][]restart.Trigger{}}
 	if c.cfg.BusyRecheck <= 0 {
 		c.cfg.BusyRecheck = 30 * time.Second
 	}
@@ -127,6 +132,7 @@ func (c *changeRunner) sync(ctx context.Context, stubs []*api.JobListStub) {
 			delete(c.followers, k)
 		}
 	}
+	c.metrics.jobs.Set(float64(len(c.followers)))
 }
 
 // restartFollower reads the job's specification and follows it if a group opts in.
@@ -147,10 +153,12 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st *api.Jo
 	for _, g := range ex.Groups {
 		for _, p := range g.Problems {
 			c.log.Warn("invalid nomad-restart meta: the group is not rolled until it is fixed", "job", st.ID, "group", g.Name, "problem", p.String())
+			c.metrics.warnings.WithLabelValues("invalid_meta").Inc()
 		}
 		if g.OptedIn() {
 			for _, w := range g.Warnings {
 				c.log.Warn("config-change rollouts", "job", st.ID, "group", g.Name, "warning", w)
+				c.metrics.warnings.WithLabelValues("change_mode").Inc()
 			}
 		}
 		rolls = rolls || g.Rolls()
@@ -210,17 +218,43 @@ func (c *changeRunner) follow(ctx context.Context, ex onchange.Explain) {
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			if u.state.Err != nil {
-				c.log.Warn("a watched source cannot be read: the job is not rolled on its changes", "job", ex.JobID, "source", u.src.String(), "err", u.state.Err)
+			if !c.take(ex, states, u) {
 				continue
 			}
-			states[u.src] = onchange.SourceState{Index: u.state.Index, Count: u.state.Count, ChangedAt: u.state.ChangedAt}
 		case <-timer.C:
 		}
 		if wait := c.decide(ctx, ex, states); wait > 0 {
 			timer.Reset(wait)
 		}
 	}
+}
+
+// take records a source's new state; false when there is nothing to decide on (the source
+// cannot be read, which is logged and counted).
+func (c *changeRunner) take(ex onchange.Explain, states map[onchange.Source]onchange.SourceState, u sourceUpdate) bool {
+	if u.state.Err != nil {
+		c.log.Warn("a watched source cannot be read: the job is not rolled on its changes", "job", ex.JobID, "source", u.src.String(), "err", u.state.Err)
+		c.metrics.warnings.WithLabelValues("source_unreadable").Inc()
+		return false
+	}
+	if u.state.Count == 0 && u.src.Kind == onchange.NomadVariable {
+		// Nomad leaves out of a listing what the token may not list: a missing variable
+		// and an unlistable one look alike.
+		c.log.Warn("a watched variable is missing, or the agent's token may not list it (variables \"list\" on its path)", "job", ex.JobID, "source", u.src.String())
+		c.metrics.warnings.WithLabelValues("source_missing").Inc()
+	}
+	prev := states[u.src]
+	states[u.src] = onchange.SourceState{Index: u.state.Index, Count: u.state.Count, ChangedAt: u.state.ChangedAt, PrevIndex: prevIndex(prev, u.state.Index)}
+	return true
+}
+
+// prevIndex is the index a source had before it moved to index: the one seen last, or
+// the one before that when the state came again without a move.
+func prevIndex(prev onchange.SourceState, index uint64) uint64 {
+	if prev.Index != index {
+		return prev.Index
+	}
+	return prev.PrevIndex
 }
 
 // rollingSources are the distinct sources of the job's groups that roll.
@@ -268,16 +302,18 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 	switch {
 	case errors.As(err, &dep):
 		c.log.Info("config change: the job's deployment is in progress; rolling after it", "job", ex.JobID, "deployment", dep.ID)
+		c.metrics.rollouts.WithLabelValues("waiting").Inc()
 		return c.cfg.BusyRecheck
 	case err != nil:
 		c.log.Warn("planning a config-change rollout", "job", ex.JobID, "err", err)
+		c.metrics.rollouts.WithLabelValues("failed").Inc()
 		return c.cfg.BusyRecheck
 	}
 	rec := plan.Record
 	if len(rec.Allocs) == 0 {
 		return 0 // every allocation started since the change
 	}
-	rec.ID, rec.Triggers = r.ID, r.Triggers
+	rec.ID, rec.Triggers = r.ID, append(c.superseded(ex), r.Triggers...)
 	rec.AppendEvent(restart.Event{Time: c.a.cfg.Now(), Type: restart.EventCreated,
 		Message: fmt.Sprintf("Restart of job %q created by a change of %s: %d allocation(s) in %d batch(es)",
 			rec.JobID, triggerSources(r.Triggers), len(rec.Allocs), rec.Batches)})
@@ -287,16 +323,42 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 	case err == nil:
 		// The agents' discovery finds it, pending and undriven, and drives it.
 		c.log.Info("config-change rollout filed", "job", ex.JobID, "restart", rec.ID, "allocs", len(rec.Allocs), "groups", r.Groups)
+		c.metrics.rollouts.WithLabelValues("filed").Inc()
 		return 0
 	case errors.Is(err, store.ErrExists):
+		c.metrics.rollouts.WithLabelValues("exists").Inc()
 		return 0 // filed already, by this agent or another: once per change
 	case errors.As(err, &busy):
 		c.log.Info("config change: the job has a restart in progress; rolling after it", "job", ex.JobID, "restart", busy.RestartID)
+		c.metrics.rollouts.WithLabelValues("waiting").Inc()
+		c.remember(ctx, ex, busy.Namespace, busy.RestartID)
 		c.awaitEnd(ctx, busy.Namespace, busy.RestartID)
 		return time.Millisecond
 	}
 	c.log.Warn("filing a config-change rollout", "job", ex.JobID, "err", err)
+	c.metrics.rollouts.WithLabelValues("failed").Inc()
 	return c.cfg.BusyRecheck
+}
+
+// remember keeps the triggers of restart id, in progress, for the rollout that follows it.
+func (c *changeRunner) remember(ctx context.Context, ex onchange.Explain, ns, id string) {
+	r, err := c.a.cfg.Store.Get(ctx, ns, id)
+	if err != nil || len(r.Triggers) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.carried[ex.Namespace+"/"+ex.JobID] = r.Triggers
+}
+
+// superseded returns (once) the triggers remember kept for the job.
+func (c *changeRunner) superseded(ex onchange.Explain) []restart.Trigger {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := ex.Namespace + "/" + ex.JobID
+	out := c.carried[k]
+	delete(c.carried, k)
+	return out
 }
 
 // awaitEnd waits, with the store's blocking watch, until restart id has ended.

@@ -68,7 +68,7 @@ func architecture() []rule {
 		},
 		{pkg: "internal/agent", mayImport: []string{"internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
 		// nomadsim only from demo.go: see nomadsimImporters.
-		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "nomadsim"}},
+		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "nomadsim"}},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
 		{pkg: "internal/archtest"},
 		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -64,15 +66,24 @@ Agent Options:
 
   -log-format=<text|json>
     The log lines' format (default text).
+
+  -roll-on-change=<bool>
+    Config-change rollouts (default true): the agent follows the jobs whose meta opts
+    in ("nomad-restart.on-change") and, when a Nomad variable or Consul key their
+    templates read changes, files a restart of them that agents then drive in
+    health-gated batches. See docs/config-change.md; "nomad-restart watches" lists what
+    is followed. Consul keys are watched through CONSUL_HTTP_ADDR and the CONSUL_*
+    environment.
 `
 
 type agentOptions struct {
-	client      clientFlags
-	namespace   string
-	concurrency int
-	httpAddr    string
-	state       string
-	logFormat   string
+	client       clientFlags
+	namespace    string
+	concurrency  int
+	httpAddr     string
+	state        string
+	logFormat    string
+	rollOnChange bool
 }
 
 func parseAgentFlags(args []string) (*agentOptions, error) {
@@ -83,6 +94,7 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
 	fs.StringVar(&o.state, "state", "nomad", "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
 	if err := parseFlags(fs, "agent", args); err != nil {
 		return nil, err
 	}
@@ -172,6 +184,7 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: o.client.region, Logger: logger}),
 		Store:   st, Client: client, Namespace: scopeNS, Concurrency: o.concurrency,
 		Holder: holder, Logger: logger, Metrics: metrics, Steer: steer,
+		Changes: changeRollouts(o.rollOnChange, client, env, logger),
 	})
 	if err != nil {
 		return err
@@ -258,4 +271,22 @@ func (a *app) agentLogger(o *agentOptions) (*slog.Logger, error) {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(strings.ToUpper(strings.Replace(level, "trace", "debug", 1))))
 	return slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// changeRollouts configures the agent's config-change rollouts (nil: off): sources are
+// watched through the agent's Nomad client, and Consul keys through the Consul agent the
+// CONSUL_* environment names.
+func changeRollouts(on bool, client *api.Client, env func(string) string, logger *slog.Logger) *agent.ChangeRollouts {
+	if !on {
+		return nil
+	}
+	consul := consulFlags{}.config(env)
+	var consulFor func(string) (*consulapi.Client, error)
+	if consul.Address != "" {
+		consulFor = func(string) (*consulapi.Client, error) {
+			c, _, err := consul.Client(true)
+			return c, err
+		}
+	}
+	return &agent.ChangeRollouts{Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulFor})}
 }

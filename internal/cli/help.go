@@ -302,8 +302,14 @@ Usage: nomad-restart watches [options]
   Without -explain, list the jobs of the namespace (every namespace with
   -namespace '*') that opt in, with each source of each opted-in group,
   watched or not and why. Jobs launched from a periodic or parameterized job
-  are listed through their parent. The last change seen and the last
-  rollout are not available yet: they need the agent's watcher.
+  are listed through their parent. Last Change is the newest modify index
+  of what the source covers, and its time for Nomad variables: read from
+  Nomad's variable listing (metadata only: no read of a secret is needed),
+  where a variable missing and one the token may not list look alike ("none
+  (missing, or not listable by this token)"), or from Consul (with no
+  Consul address given, "unknown (no Consul configured)"). Last Rollout is
+  the job's newest config-change rollout, its ID and status, from the
+  records "nomad-restart status" lists.
 
   With -explain, show for one job (an ID or a unique prefix), before it opts
   in, what the agent would do: per group, whether it opted in and where, the
@@ -314,9 +320,11 @@ Usage: nomad-restart watches [options]
   every allocation at once: use change_mode = "noop") and problems (invalid
   meta values: no rollout until they are fixed). The last line says what a
   change would do. Problems are part of the explanation: the command still
-  exits 0; it exits 1 only when the job cannot be read.
+  exits 0; it exits 1 only when the job cannot be read. Before that line,
+  the last change of each source and the job's last rollout.
 
-  Nothing is written: both forms only read jobs.
+  Nothing is written: both forms only read jobs, variables' metadata,
+  Consul keys and restart records.
 
 General Options: Nomad's -address, -region, -namespace, -token and TLS
 options, and -log-level (see "nomad-restart run -help").
@@ -328,5 +336,13 @@ Watches Options:
 
   -json
     Output the explanation (or the list of explanations of the opted-in
-    jobs) in its JSON format.
+    jobs) in its JSON format, with per job Sources (each Source with its
+    LastChange, {Index, Time} or null, and a Note saying why when null) and
+    LastRollout ({ID, Status} or null).
+
+  -consul-address=<addr>, -consul-token=<token>, -consul-ca-cert=<path>,
+  -consul-client-cert=<path>, -consul-client-key=<path>,
+  -consul-tls-server-name=<name>, -consul-tls-skip-verify
+    Where Consul is, for the last change of Consul keys; unset values come
+    from CONSUL_HTTP_ADDR and the other CONSUL_* variables, as for "run".
 `

@@ -21,14 +21,19 @@ type watchesOptions struct {
 
 // cmdWatches is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
 // `nomad-restart watches -explain [options] <job>` (what the agent would watch and do for
-// one job). Both only read jobs: nothing is written anywhere.
+// one job). Both only read (jobs, the variables' metadata, Consul keys and the restart
+// records): nothing is written anywhere.
 func (a *app) cmdWatches(ctx context.Context, args []string) error {
 	var o watchesOptions
 	fs := newFlagSet("watches")
 	o.client.add(fs)
+	o.client.consul.add(fs)
 	fs.BoolVar(&o.explain, "explain", false, "")
 	fs.BoolVar(&o.json, "json", false, "")
 	if err := parseFlags(fs, "watches", args); err != nil {
+		return err
+	}
+	if err := o.client.consul.validate(); err != nil {
 		return err
 	}
 	o.client = o.client.withEnv(a.env)
@@ -61,23 +66,41 @@ func oneJob(args []string) (string, error) {
 	return job, nil
 }
 
-// jobsOf connects and returns the session's Nomad, through which jobs are read.
-func (a *app) jobsOf(ctx context.Context, cf clientFlags) (*cluster.Nomad, error) {
-	ses, err := a.connect(ctx, cf)
+// watchSession is what watches needs of a session: its Nomad, through which jobs are
+// read, and the api client that lists variables' metadata.
+type watchSession interface {
+	session
+	jobCluster() *cluster.Nomad
+	variablesClient() *api.Client
+}
+
+// openWatches connects and prepares the reader of the listing's facts, on the stores
+// `status` reads (Nomad's, and this machine's records of the cluster).
+func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad, *watchFacts, error) {
+	ses, err := a.connect(ctx, o.client)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c, ok := ses.(interface{ jobCluster() *cluster.Nomad })
+	ws, ok := ses.(watchSession)
 	if !ok {
-		return nil, errors.New("watches reads job specifications, and this session has no Nomad client")
+		return nil, nil, errors.New("watches reads job specifications, and this session has no Nomad client")
 	}
-	return c.jobCluster(), nil
+	stores, err := a.stores(ctx, ses, stateAuto)
+	if err != nil {
+		return nil, nil, err
+	}
+	log, err := a.logger(o.client.logLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ws.jobCluster(), newWatchFacts(ws.variablesClient(), o.client.consulConfig, stores, log), nil
 }
 
 // explainWatches resolves job as run does (ID or unique prefix, -namespace), reads its full
-// specification and shows what the agent would watch and do for it.
+// specification and shows what the agent would watch and do for it, with the last change
+// of each source and the job's last rollout.
 func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix string) error {
-	nomad, err := a.jobsOf(ctx, o.client)
+	nomad, facts, err := a.openWatches(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -85,11 +108,11 @@ func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix strin
 	if err != nil {
 		return err
 	}
-	e := onchange.Analyze(job)
+	w := facts.job(ctx, onchange.Analyze(job))
 	if o.json {
-		return writeJSON(a.stdout, e)
+		return writeJSON(a.stdout, w)
 	}
-	printExplain(a.stdout, job, e)
+	printExplain(a.stdout, job, w)
 	return nil
 }
 

@@ -175,7 +175,7 @@ func TestWatchesList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, s := range []string{"Job", "Last Rollout", `Nomad variable "nomad/jobs/web/config" (namespace default, region global)`, "web-bad", "no: invalid meta", "web-loud", "n/a", "not yet available"} {
+	for _, s := range []string{"Job", "Last Rollout", `Nomad variable "nomad/jobs/web/config" (namespace default, region global)`, "web-bad", "no: invalid meta", "web-loud", noneNomad, "Last Rollout is the job's newest"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("list lacks %q:\n%s", s, out)
 		}
@@ -235,6 +235,7 @@ func TestWatchesBadInput(t *testing.T) {
 		{"a job without -explain", []string{"web"}, "unexpected arguments \"web\": to explain one job, use `nomad-restart watches -explain web`"},
 		{"unknown option", []string{"-nosuch"}, "unknown option -nosuch"},
 		{"unknown namespace", []string{"-explain", "-namespace=nosuch", "web"}, `found in namespace "nosuch"`},
+		{"Consul certificate without its key", []string{"-consul-client-cert=client.pem"}, "-consul-client-cert and -consul-client-key go together"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

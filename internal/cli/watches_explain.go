@@ -15,9 +15,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// printExplain shows, group by group, what the agent would watch and do for job, and ends
-// with one line saying what would happen on a change.
-func printExplain(w io.Writer, job *api.Job, e onchange.Explain) {
+// printExplain shows, group by group, what the agent would watch and do for job, then the
+// last change of each source and the job's last rollout, and ends with one line saying what
+// would happen on a change.
+func printExplain(w io.Writer, job *api.Job, wj watchedJob) {
+	e := wj.Explain
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintf(tw, "Job ID\t= %s\n", e.JobID)
 	fmt.Fprintf(tw, "Namespace\t= %s\n", e.Namespace)
@@ -31,7 +33,25 @@ func printExplain(w io.Writer, job *api.Job, e onchange.Explain) {
 		printNotes(w, "Warnings", g.Warnings)
 		printNotes(w, "Problems (no rollout until they are fixed)", problemLines(g.Problems))
 	}
+	printLastFacts(w, wj)
 	fmt.Fprintf(w, "\n%s\n", explainOutcome(job, e))
+}
+
+// printLastFacts shows the last change of each source the groups watch (or would watch)
+// and the job's last config-change rollout.
+func printLastFacts(w io.Writer, wj watchedJob) {
+	fmt.Fprintln(w, "\nLast Changes")
+	if len(wj.Sources) == 0 {
+		fmt.Fprintln(w, "None (no source to watch)")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "Source\tLast Change")
+		for _, f := range wj.Sources {
+			fmt.Fprintf(tw, "%s\t%s\n", f.Source, changeText(f))
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(w, "\nLast Rollout = %s\n", wj.rolloutText())
 }
 
 func yesOrNo(b bool) string {

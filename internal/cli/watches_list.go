@@ -11,26 +11,24 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 )
 
-// notYet is what the listing shows for the last change seen and the last rollout until the
-// agent's watcher records them.
-const notYet = "n/a"
-
 // listWatches lists the jobs of the namespace (every one with -namespace '*') whose meta
-// opts in, with each source of each opted-in group, watched or not and why. It reads every
-// job's specification: Nomad's job list carries no group meta nor templates.
+// opts in, with each source of each opted-in group, watched or not and why, its last
+// change and the job's last rollout. It reads every job's specification: Nomad's job list
+// carries no group meta nor templates.
 func (a *app) listWatches(ctx context.Context, o watchesOptions) error {
-	nomad, err := a.jobsOf(ctx, o.client)
+	nomad, facts, err := a.openWatches(ctx, o)
 	if err != nil {
 		return err
 	}
-	list, err := optedInJobs(ctx, nomad, o.client.namespace)
+	explained, err := optedInJobs(ctx, nomad, o.client.namespace)
 	if err != nil {
 		return err
+	}
+	list := make([]watchedJob, 0, len(explained))
+	for _, e := range explained {
+		list = append(list, facts.job(ctx, e))
 	}
 	if o.json {
-		if list == nil {
-			list = []onchange.Explain{}
-		}
 		return writeJSON(a.stdout, list)
 	}
 	if len(list) == 0 {
@@ -77,37 +75,49 @@ func optedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([
 
 // printWatchList prints one row per source of each opted-in group: the sources it watches,
 // then what it does not watch with the reason; a group with invalid meta gets one row that
-// says so.
-func printWatchList(w io.Writer, list []onchange.Explain) {
+// says so. Every row of a job shows the job's last rollout.
+func printWatchList(w io.Writer, list []watchedJob) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "Job\tNamespace\tGroup\tSource\tWatched\tLast Change\tLast Rollout")
-	for _, e := range list {
-		for _, g := range e.Groups {
-			if !g.OptedIn() {
-				continue
-			}
-			row := func(source, watched string) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.JobID, e.Namespace, g.Name, source, watched, notYet, notYet)
-			}
-			for _, wt := range g.Watched {
-				watched := "yes"
-				if len(g.Problems) > 0 {
-					watched = fmt.Sprintf("no: invalid meta (see `nomad-restart watches -explain %s`)", e.JobID)
-				}
-				row(wt.Source.String(), watched)
-			}
-			if len(g.Watched) == 0 {
-				why := "no: nothing the agent can watch"
-				if len(g.Problems) > 0 {
-					why = fmt.Sprintf("no: invalid meta (see `nomad-restart watches -explain %s`)", e.JobID)
-				}
-				row("-", why)
-			}
-			for _, n := range g.NotWatched {
-				row(oneLine(n.What), "no: "+n.Reason)
+	for _, j := range list {
+		for _, g := range j.Groups {
+			if g.OptedIn() {
+				printGroupRows(tw, j, g)
 			}
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "\nLast change and last rollout need the agent's watcher, which is not yet available; %q means not available.\n", notYet)
+	fmt.Fprintln(w, "\nLast Change is the newest modify index of what a source covers (and its time, for Nomad")
+	fmt.Fprintln(w, "variables), read from Nomad's variable listings and Consul; Last Rollout is the job's newest")
+	fmt.Fprintln(w, "config-change rollout (see `nomad-restart status <id>`).")
+}
+
+// printGroupRows prints the rows of one opted-in group.
+func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
+	rollout := j.rolloutText()
+	row := func(source, watched, change string) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Namespace, g.Name, source, watched, change, rollout)
+	}
+	invalid := fmt.Sprintf("no: invalid meta (see `nomad-restart watches -explain %s`)", j.JobID)
+	for _, wt := range g.Watched {
+		watched := "yes"
+		if len(g.Problems) > 0 {
+			watched = invalid
+		}
+		change := "-"
+		if f, ok := j.sourceFactOf(wt.Source); ok {
+			change = changeText(f)
+		}
+		row(wt.Source.String(), watched, change)
+	}
+	if len(g.Watched) == 0 {
+		why := "no: nothing the agent can watch"
+		if len(g.Problems) > 0 {
+			why = invalid
+		}
+		row("-", why, "-")
+	}
+	for _, n := range g.NotWatched {
+		row(oneLine(n.What), "no: "+n.Reason, "-")
+	}
 }

@@ -20,6 +20,8 @@ type SourceState struct {
 	Index     uint64
 	Count     int
 	ChangedAt time.Time
+	// PrevIndex is the index before the last change seen (0: none seen).
+	PrevIndex uint64
 }
 
 // Rollout is a restart a job needs now: the groups it covers (those that share one set of
@@ -107,7 +109,7 @@ func newestChange(g Group, states map[Source]SourceState) (time.Time, []restart.
 			continue
 		}
 		newest = maxTime(newest, st.ChangedAt)
-		triggers = append(triggers, restart.Trigger{Source: w.Source.Ref(), NewIndex: st.Index, ChangedAt: st.ChangedAt})
+		triggers = append(triggers, restart.Trigger{Source: w.Source.Ref(), OldIndex: st.PrevIndex, NewIndex: st.Index, ChangedAt: st.ChangedAt})
 	}
 	return newest, triggers
 }

@@ -25,7 +25,7 @@ func TestDecide(t *testing.T) {
 	}
 	old := t0.Add(-time.Hour)
 	webAllocs := []*restart.Alloc{alloc("a1", "web", old), alloc("a2", "web", old), alloc("a3", "web", t0.Add(11*time.Second))}
-	changed := map[Source]SourceState{cfg: {Index: 42, Count: 1, ChangedAt: t0}}
+	changed := map[Source]SourceState{cfg: {Index: 42, Count: 1, ChangedAt: t0, PrevIndex: 41}}
 	for _, tc := range []struct {
 		name      string
 		groups    []Group
@@ -76,7 +76,7 @@ func TestDecide(t *testing.T) {
 			if !r.Spec.StartedBefore.Equal(t0.Add(10*time.Second)) || len(r.Spec.Groups) != len(tc.wantRoll) {
 				t.Errorf("spec: started-before %v groups %v", r.Spec.StartedBefore, r.Spec.Groups)
 			}
-			if len(r.Triggers) != 1 || r.Triggers[0].Source != "nomad:nomad/jobs/web/config" || r.Triggers[0].NewIndex != 42 {
+			if len(r.Triggers) != 1 || r.Triggers[0].Source != "nomad:nomad/jobs/web/config" || r.Triggers[0].NewIndex != 42 || r.Triggers[0].OldIndex != 41 {
 				t.Errorf("triggers %+v", r.Triggers)
 			}
 			// Another agent deciding on the same facts names the same restart.

@@ -183,3 +183,69 @@ func TestVariableLocks(t *testing.T) {
 		}
 	})
 }
+
+// A blocking listing of variables by prefix wakes on a write or a delete under its prefix,
+// and not on an update elsewhere (Nomad's query watches the prefix's node in its state
+// store's tree, then answers at the whole table's index): a watch of the variables that
+// templates read is not woken by the product's own records. Timing is one-sided: a listing woken by the
+// write elsewhere would return well before its wait; a slow machine only makes it later.
+func TestVariablesBlockingListWakesOnItsPrefixOnly(t *testing.T) {
+	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
+		prefix := "nomad-restart/" + tg.id("listwake") + "/"
+		watched, elsewhere := prefix+"config", "nomad-restart/"+tg.id("elsewhere")
+		tg.deleteVarLater(t, watched)
+		tg.deleteVarLater(t, elsewhere)
+		put := func(path, v string) {
+			if r := tg.do(t, "PUT", "/v1/var/"+path, tg.token, strings.NewReader(varBody(path, map[string]string{"k": v}, ""))); r.status != 200 {
+				t.Fatalf("writing %s: %d %q", path, r.status, r.body)
+			}
+		}
+		put(watched, "1")
+		// Created first: creating a key whose path shares a stretch with the prefix's
+		// splits a node of Nomad's state tree, which wakes the watch once; an update does not.
+		put(elsewhere, "0")
+		first := tg.do(t, "GET", "/v1/vars?prefix="+prefix, tg.token, nil)
+		index := headerIndex(t, first)
+
+		type answer struct {
+			r       rawResponse
+			elapsed time.Duration
+		}
+		listAfter := func(index uint64, wait string) <-chan answer {
+			out := make(chan answer, 1)
+			go func() {
+				start := time.Now()
+				r := tg.do(t, "GET", fmt.Sprintf("/v1/vars?prefix=%s&index=%d&wait=%s", prefix, index, wait), tg.token, nil)
+				out <- answer{r, time.Since(start)}
+			}()
+			return out
+		}
+		// A write elsewhere does not wake it.
+		pending := listAfter(index, "2s")
+		time.Sleep(300 * time.Millisecond)
+		put(elsewhere, "x")
+		if a := <-pending; a.elapsed < 1800*time.Millisecond {
+			t.Errorf("a listing of %s woke after %s on a write of %s", prefix, a.elapsed, elsewhere)
+		} else if got := headerIndex(t, a.r); got < index {
+			t.Errorf("a listing that waited out its wait answered at index %d, before %d", got, index)
+		}
+		// A write under the prefix does, and so does a delete.
+		index = headerIndex(t, tg.do(t, "GET", "/v1/vars?prefix="+prefix, tg.token, nil))
+		pending = listAfter(index, "30s")
+		time.Sleep(300 * time.Millisecond)
+		put(watched, "2")
+		if a := <-pending; a.elapsed > 20*time.Second || headerIndex(t, a.r) <= index {
+			t.Errorf("a listing did not wake on a write under its prefix: %s, index %d", a.elapsed, headerIndex(t, a.r))
+		}
+		index = headerIndex(t, tg.do(t, "GET", "/v1/vars?prefix="+prefix, tg.token, nil))
+		pending = listAfter(index, "30s")
+		time.Sleep(300 * time.Millisecond)
+		if r := tg.do(t, "DELETE", "/v1/var/"+watched, tg.token, nil); r.status != 200 && r.status != 204 {
+			t.Fatalf("deleting %s: %d %q", watched, r.status, r.body)
+		}
+		a := <-pending
+		if a.elapsed > 20*time.Second || headerIndex(t, a.r) <= index || strings.Contains(string(a.r.body), watched) {
+			t.Errorf("a listing did not wake on a delete under its prefix: %s, index %d, body %.200q", a.elapsed, headerIndex(t, a.r), a.r.body)
+		}
+	})
+}

@@ -148,6 +148,7 @@ func (s *Store) deleteLocked(i uint64, a applyArgs) applyResult {
 		return s.zeroConflict(a, false)
 	}
 	delete(s.vars, k)
+	s.deleted[k] = i
 	s.tableIndex = i
 	return applyResult{outcome: outcomeOK}
 }

@@ -403,33 +403,24 @@ func (s *Store) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var next string
+	var ranAt uint64 // the table's index when the query last looked
 	got, v, err := simhttp.Block(r.Context(), s.idx, q, nil, func() (uint64, any, error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		out := make([]metaJSON, 0)
-		for _, cur := range s.vars {
-			if q.Namespace != "*" && cur.namespace != q.Namespace {
-				continue
-			}
-			if !strings.HasPrefix(cur.path, q.Prefix) {
-				continue
-			}
-			if !tok.AllowVariable(cur.namespace, cur.path, acl.VariablesList) {
-				continue
-			}
-			m := cur.meta(tok.Management())
-			ok, err := filter(m)
-			if err != nil {
-				return 0, nil, err
-			}
-			if ok {
-				out = append(out, m)
-			}
+		changed, table := s.changedUnder(q.Namespace, q.Prefix, q.MinIndex)
+		if !changed {
+			ranAt = table
+			return q.MinIndex, nil, nil // nothing under the prefix moved: keep waiting
 		}
-		var page []metaJSON
-		page, next = paginate(out, q)
-		return s.tableIndex, page, nil
+		idx, page, nt, err := s.list(tok, q, filter)
+		next = nt
+		return idx, page, err
 	})
+	if err == nil && v == nil {
+		// The wait ended with nothing changed under the prefix: Nomad answers what its
+		// query read last, at the table's index of then (writes elsewhere since do not
+		// show in it).
+		_, v, next, err = s.list(tok, q, filter)
+		got = max(ranAt, 1)
+	}
 	if err != nil {
 		simhttp.WriteError(w, err)
 		return
@@ -439,6 +430,60 @@ func (s *Store) serveList(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Nomad-NextToken", next)
 	}
 	simhttp.WriteJSON(w, v)
+}
+
+// list is one page of the variables under q's prefix that tok may list and filter keeps,
+// at the table's index, with the next page's token.
+func (s *Store) list(tok *acl.Token, q simhttp.Query, filter func(metaJSON) (bool, error)) (uint64, []metaJSON, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]metaJSON, 0)
+	for _, cur := range s.vars {
+		if q.Namespace != "*" && cur.namespace != q.Namespace {
+			continue
+		}
+		if !strings.HasPrefix(cur.path, q.Prefix) {
+			continue
+		}
+		if !tok.AllowVariable(cur.namespace, cur.path, acl.VariablesList) {
+			continue
+		}
+		m := cur.meta(tok.Management())
+		ok, err := filter(m)
+		if err != nil {
+			return 0, nil, "", err
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	page, next := paginate(out, q)
+	return s.tableIndex, page, next, nil
+}
+
+// changedUnder reports whether a variable under prefix in namespace ns ("*": any) was
+// written or deleted after index (always, for index 0), and the table's index: what wakes
+// Nomad's blocking listing, which watches the prefix's node in its state tree, not the
+// whole table. (Nomad's tree also wakes it when a key created elsewhere splits that node,
+// once; the simulation does not.)
+func (s *Store) changedUnder(ns, prefix string, index uint64) (changed bool, table uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if index == 0 {
+		return true, s.tableIndex
+	}
+	under := func(k key) bool { return (ns == "*" || k.namespace == ns) && strings.HasPrefix(k.path, prefix) }
+	for k, v := range s.vars {
+		if v.modifyIndex > index && under(k) {
+			return true, s.tableIndex
+		}
+	}
+	for k, i := range s.deleted {
+		if i > index && under(k) {
+			return true, s.tableIndex
+		}
+	}
+	return false, s.tableIndex
 }
 
 // paginate orders entries by namespace and path (Nomad's ID index) and cuts the page that

@@ -50,6 +50,10 @@ type Store struct {
 
 	mu   sync.Mutex
 	vars map[key]*variable
+	// deleted holds the index at which each deleted variable went, so that a blocking
+	// listing wakes on a deletion under its prefix (Nomad's wakes on any change under the
+	// prefix, and only there: its query watches the prefix in the state store's tree).
+	deleted map[key]uint64
 	// tableIndex is the index of the latest change to the table, which reads of missing
 	// variables and lists report, as Nomad's index table does.
 	tableIndex uint64
@@ -70,6 +74,7 @@ func New(cfg Config) *Store {
 		acl:         cfg.ACL,
 		afterFunc:   cfg.AfterFunc,
 		vars:        map[key]*variable{},
+		deleted:     map[key]uint64{},
 		ttlTimers:   map[string]*ttlTimer{},
 		delayTimers: map[int]func() bool{},
 	}
