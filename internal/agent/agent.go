@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -360,6 +361,22 @@ func (a *Agent) drive(ctx context.Context, c candidate) {
 		if obs.acquired {
 			a.metrics.lease("released")
 		}
+	}
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// offerFiled makes a restart this agent just filed (a config-change rollout) a candidate
+// of its dispatch at once, ahead of the next listing, which finds it only after its pace.
+func (a *Agent) offerFiled(ns, id string, headIndex uint64) {
+	c := candidate{ns: ns, id: id, headIndex: headIndex}
+	a.mu.Lock()
+	if !slices.ContainsFunc(a.last.cands, func(x candidate) bool { return x.key() == c.key() }) {
+		// A copy: the pass's slice is the source's.
+		a.last.cands = append(slices.Clip(a.last.cands), c)
 	}
 	a.mu.Unlock()
 	select {

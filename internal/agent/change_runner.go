@@ -76,7 +76,14 @@ func (c *changeRunner) run(ctx context.Context) {
 	defer c.stopAll()
 	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: time.Second, Max: time.Minute})
 	var index uint64
+	var last time.Time
 	for {
+		// Paced: the job list's index moves with every allocation's change on a busy
+		// cluster, and each answer lists every job.
+		if !sleepUntil(ctx, last.Add(c.a.cfg.MinListGap)) {
+			return
+		}
+		last = time.Now()
 		q := (&api.QueryOptions{Namespace: c.scope(), WaitIndex: index, WaitTime: 5 * time.Minute}).WithContext(ctx)
 		stubs, meta, err := c.a.cfg.Client.Jobs().List(q)
 		if ctx.Err() != nil {
@@ -321,9 +328,11 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 	var busy *store.JobBusyError
 	switch {
 	case err == nil:
-		// The agents' discovery finds it, pending and undriven, and drives it.
+		// Any agent's discovery finds it, pending and undriven; this one offers it to its
+		// own dispatch at once rather than at its next listing.
 		c.log.Info("config-change rollout filed", "job", ex.JobID, "restart", rec.ID, "allocs", len(rec.Allocs), "groups", r.Groups)
 		c.metrics.rollouts.WithLabelValues("filed").Inc()
+		c.a.offerFiled(rec.Namespace, rec.ID, rec.ModifyIndex)
 		return 0
 	case errors.Is(err, store.ErrExists):
 		c.metrics.rollouts.WithLabelValues("exists").Inc()
@@ -382,4 +391,20 @@ func triggerSources(ts []restart.Trigger) string {
 		out += t.Source
 	}
 	return out
+}
+
+// sleepUntil waits until t or ctx's end; false when ctx ended.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }

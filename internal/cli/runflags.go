@@ -322,6 +322,9 @@ func describeSpec(s restart.Spec) string {
 	if !s.StartedBefore.IsZero() {
 		parts = append(parts, "started-before="+s.StartedBefore.UTC().Format(time.RFC3339))
 	}
+	if s.CreatedBeforeIndex > 0 {
+		parts = append(parts, fmt.Sprintf("created-before-index=%d", s.CreatedBeforeIndex))
+	}
 	return strings.Join(parts, " ")
 }
 

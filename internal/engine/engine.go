@@ -123,7 +123,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the allocations of job %q: %w", job.ID, err)
 	}
-	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks, StartedBefore: spec.StartedBefore})
+	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks, StartedBefore: spec.StartedBefore, CreatedBeforeIndex: spec.CreatedBeforeIndex})
 	kept, untargeted, err := e.target(ctx, spec, job, kept)
 	if err != nil {
 		return nil, err

@@ -63,31 +63,34 @@ func Decide(ex Explain, states map[Source]SourceState, allocs []*restart.Alloc, 
 		if !g.Rolls() {
 			continue
 		}
-		changed, triggers := newestChange(g, states)
-		if changed.IsZero() {
+		newest := newestChange(g, states)
+		if newest.at.IsZero() {
 			continue
 		}
-		due := changed.Add(g.Debounce)
+		due := newest.at.Add(g.Debounce)
 		if now.Before(due) {
 			if d.RecheckAt.IsZero() || due.Before(d.RecheckAt) {
 				d.RecheckAt = due
 			}
 			continue
 		}
-		stale := staleAllocs(allocs, g.Name, due)
+		spec := g.Spec
+		spec.Groups = []string{g.Name}
+		spec.StartedBefore, spec.CreatedBeforeIndex = due, newest.nomadIndex
+		stale := staleAllocs(allocs, spec)
 		if stale == 0 {
 			continue
 		}
 		if pick == nil {
-			spec := g.Spec
-			spec.StartedBefore = due
-			pick = &Rollout{Spec: spec, Triggers: triggers}
+			pick = &Rollout{Spec: spec}
+			pick.Spec.Groups = nil
 		}
 		if sameOptions(pick.Spec, g.Spec) {
 			pick.Groups = append(pick.Groups, g.Name)
 			pick.Stale += stale
-			pick.Triggers = mergeTriggers(pick.Triggers, triggers)
+			pick.Triggers = mergeTriggers(pick.Triggers, newest.triggers)
 			pick.Spec.StartedBefore = maxTime(pick.Spec.StartedBefore, due)
+			pick.Spec.CreatedBeforeIndex = max(pick.Spec.CreatedBeforeIndex, newest.nomadIndex)
 		}
 	}
 	if pick != nil {
@@ -98,29 +101,43 @@ func Decide(ex Explain, states map[Source]SourceState, allocs []*restart.Alloc, 
 	return d
 }
 
-// newestChange is the newest known change among the group's sources, with a trigger per
-// source that has one.
-func newestChange(g Group, states map[Source]SourceState) (time.Time, []restart.Trigger) {
-	var newest time.Time
-	var triggers []restart.Trigger
+// change is a group's newest known change: when, the triggers (one per source that has
+// changed), and the Raft index of the newest Nomad source when it is the newest change (0
+// otherwise: Consul's indexes are not Nomad's).
+type change struct {
+	at         time.Time
+	triggers   []restart.Trigger
+	nomadIndex uint64
+}
+
+func newestChange(g Group, states map[Source]SourceState) change {
+	var c change
 	for _, w := range g.Watched {
 		st, ok := states[w.Source]
 		if !ok || st.ChangedAt.IsZero() {
 			continue
 		}
-		newest = maxTime(newest, st.ChangedAt)
-		triggers = append(triggers, restart.Trigger{Source: w.Source.Ref(), OldIndex: st.PrevIndex, NewIndex: st.Index, ChangedAt: st.ChangedAt})
+		if st.ChangedAt.After(c.at) {
+			c.at, c.nomadIndex = st.ChangedAt, 0
+			if w.Source.Kind.Nomad() {
+				c.nomadIndex = st.Index
+			}
+		}
+		c.triggers = append(c.triggers, restart.Trigger{Source: w.Source.Ref(), OldIndex: st.PrevIndex, NewIndex: st.Index, ChangedAt: st.ChangedAt})
 	}
-	return newest, triggers
+	return c
 }
 
-// staleAllocs counts the group's allocations that run (as Nomad's command selects them)
-// with a task started, or last restarted, no later than before: none has the data since.
-func staleAllocs(allocs []*restart.Alloc, group string, before time.Time) int {
-	kept, _ := restart.Select(allocs, nil, restart.Selection{Groups: []string{group}, StartedBefore: before})
+// staleAllocs counts the allocations of spec's group that a rollout planned with spec
+// restarts, as the planner selects them: running, placed before the change, with a task
+// started, or last restarted, before the debounce ended (one restarted in place between
+// the change and Nomad's re-render kept the old environment). One that has not reported
+// its tasks yet is starting now, with the new data.
+func staleAllocs(allocs []*restart.Alloc, spec restart.Spec) int {
+	kept, _ := restart.Select(allocs, nil, restart.Selection{Groups: spec.Groups, StartedBefore: spec.StartedBefore, CreatedBeforeIndex: spec.CreatedBeforeIndex})
 	n := 0
 	for _, a := range kept {
-		if len(a.Tasks) > 0 { // one that has not reported its tasks yet is starting now
+		if len(a.Tasks) > 0 {
 			n++
 		}
 	}
@@ -131,6 +148,7 @@ func staleAllocs(allocs []*restart.Alloc, group string, before time.Time) int {
 func sameOptions(a, b restart.Spec) bool {
 	a.Groups, b.Groups = nil, nil
 	a.StartedBefore, b.StartedBefore = time.Time{}, time.Time{}
+	a.CreatedBeforeIndex, b.CreatedBeforeIndex = 0, 0
 	return reflect.DeepEqual(a, b)
 }
 

@@ -85,6 +85,23 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+	// Placed after the change (a Raft index past the variable's): it rendered the new data
+	// at its start, even within the debounce. Restarted in place within the debounce but
+	// placed before: it may hold the old environment, so it rolls.
+	placedAfter := alloc("p1", "web", t0.Add(2*time.Second))
+	placedAfter.CreateIndex = 50
+	restartedIn := alloc("p2", "web", old)
+	restartedIn.CreateIndex = 10
+	restartedIn.Tasks = map[string]restart.TaskState{"app": {State: "running", StartedAt: old, LastRestart: t0.Add(2 * time.Second)}}
+	ex0 := Explain{Namespace: "default", JobID: "web", Groups: []Group{group("web", 1, cfg)}}
+	r := Decide(ex0, changed, []*restart.Alloc{placedAfter, restartedIn}, t0.Add(time.Minute)).Rollout
+	if r == nil || r.Stale != 1 || r.Spec.CreatedBeforeIndex != 42 {
+		t.Fatalf("rollout %+v: want the allocation restarted in the debounce only, created before index 42", r)
+	}
+	if Decide(ex0, changed, []*restart.Alloc{placedAfter}, t0.Add(time.Minute)).Rollout != nil {
+		t.Fatal("an allocation placed after the change was rolled")
+	}
+
 	// A newer change is a new rollout.
 	ex := Explain{Namespace: "default", JobID: "web", Groups: []Group{group("web", 1, cfg)}}
 	first := Decide(ex, changed, webAllocs, t0.Add(time.Minute)).Rollout

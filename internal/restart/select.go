@@ -20,6 +20,9 @@ type Selection struct {
 	// StartedBefore (Spec.StartedBefore) leaves out the allocations whose targeted tasks
 	// all started after it; zero: none is left out for that.
 	StartedBefore time.Time
+	// CreatedBeforeIndex (Spec.CreatedBeforeIndex) leaves out the allocations created at
+	// or after it; zero: none.
+	CreatedBeforeIndex uint64
 }
 
 // IsRunning is Nomad's test of whether an allocation may be restarted: its client status is
@@ -67,6 +70,8 @@ func Select(allocs []*Alloc, versions map[uint64]*Job, sel Selection) (kept []*A
 			skipped = append(skipped, Skipped{a, "it doesn't have any of requested groups"})
 		case len(sel.Tasks) > 0 && !hasAnyTask(a, versions, sel.Tasks):
 			skipped = append(skipped, Skipped{a, "it doesn't have any of requested tasks"})
+		case sel.CreatedBeforeIndex > 0 && a.CreateIndex >= sel.CreatedBeforeIndex:
+			skipped = append(skipped, Skipped{a, fmt.Sprintf("it was placed after the change it would be restarted for (index %d)", sel.CreatedBeforeIndex)})
 		case !sel.StartedBefore.IsZero() && startedSince(a, sel.Tasks, sel.StartedBefore):
 			skipped = append(skipped, Skipped{a, fmt.Sprintf("its tasks started after %s, the change it would be restarted for", sel.StartedBefore.UTC().Format(time.RFC3339))})
 		default:

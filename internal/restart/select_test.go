@@ -165,3 +165,13 @@ func TestSelectStartedBefore(t *testing.T) {
 		t.Fatal("an allocation started recently was left out without StartedBefore")
 	}
 }
+
+// A config-change rollout leaves out the allocations placed after the change.
+func TestSelectCreatedBeforeIndex(t *testing.T) {
+	before := &Alloc{ID: "a", CreateIndex: 10, ClientStatus: ClientRunning, DesiredStatus: DesiredRun}
+	after := &Alloc{ID: "b", CreateIndex: 50, ClientStatus: ClientRunning, DesiredStatus: DesiredRun}
+	kept, skipped := Select([]*Alloc{before, after}, nil, Selection{CreatedBeforeIndex: 42})
+	if len(kept) != 1 || kept[0].ID != "a" || len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "placed after the change") {
+		t.Fatalf("kept %+v skipped %+v", kept, skipped)
+	}
+}

@@ -61,6 +61,10 @@ type Spec struct {
 	// restarted) before it: a config-change rollout leaves alone an allocation that
 	// started after the change, which already runs with the new data. Zero: no such rule.
 	StartedBefore time.Time `json:",omitzero"`
+	// CreatedBeforeIndex keeps only the allocations created before this Raft index (the
+	// changed Nomad variable's ModifyIndex): one placed after the change rendered the new
+	// data at its start. Zero: no such rule.
+	CreatedBeforeIndex uint64 `json:",omitempty"`
 	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
 	// (flags); otherwise planning takes each group's update block. Planning inputs only:
 	// the resolved times are in GroupHealth.
