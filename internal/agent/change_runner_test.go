@@ -4,7 +4,9 @@ import (
 	"context"
 	"testing"
 
+	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
@@ -125,22 +127,70 @@ func putVar(t *testing.T, client *api.Client, path, value string, index uint64) 
 // change_mode noop, with meta at job level, and waits until it runs.
 func registerTemplated(t *testing.T, e *env, id string, count int, path string, meta map[string]string) {
 	t.Helper()
-	job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr("service"), Namespace: ptr("default"),
-		Datacenters: []string{"dc1", "dc2"}, Region: ptr("global"), Meta: meta}
-	tg := api.NewTaskGroup("web", count)
-	task := api.NewTask("main", "raw_exec")
-	task.Config = map[string]any{"command": "/bin/sh"}
-	task.Require(&api.Resources{CPU: ptr(10), MemoryMB: ptr(16)})
-	task.Templates = []*api.Template{{
-		EmbeddedTmpl: ptr(`{{ with nomadVar "` + path + `" }}{{ .greeting }}{{ end }}`),
-		DestPath:     ptr("local/config.txt"), ChangeMode: ptr("noop"),
-	}}
-	tg.AddTask(task)
-	job.AddTaskGroup(tg)
+	job := templatedJob(id, count, `{{ with nomadVar "`+path+`" }}{{ .greeting }}{{ end }}`, meta)
 	if _, err := e.sim.RegisterJob(job); err != nil {
 		t.Fatalf("registering job %s: %v", id, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	simtest.WaitFor(t, ctx, "job "+id+" running", func() bool { return running(ctx, e.client, "default", id, count) })
+}
+
+// A Consul key read by `key` rolls the job when it changes while the agent watches it
+// (Consul keeps no time of a change: the agent's first sight of the key is no change).
+func TestConfigChangeRolloutsOnAConsulKey(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	ctx := testContext(t)
+	e.sim.ConsulKVPut("web/flags", "a=1")
+	job := templatedJob("flags", 2, `{{ key "web/flags" }}`, map[string]string{
+		"nomad-restart.on-change": "auto", "nomad-restart.debounce": "2s", "nomad-restart.health": "running",
+	})
+	if _, err := e.sim.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	simtest.WaitFor(t, ctx, "job flags running", func() bool { return running(ctx, e.client, "default", "flags", 2) })
+
+	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) {
+		c.Now = e.sim.Now
+		c.Changes = &ChangeRollouts{Sources: sourcewatch.New(c.Client, sourcewatch.Options{
+			Consul: func(string) (*consulapi.Client, error) {
+				return consulapi.NewClient(&consulapi.Config{Address: e.sim.ConsulAddr()})
+			},
+		})}
+	})
+	defer start(t, a)()
+	simtest.WaitFor(t, ctx, "the agent to follow the job", func() bool {
+		var m dto.Metric
+		return a.metrics.changeMetrics().jobs.Write(&m) == nil && m.GetGauge().GetValue() == 1
+	})
+	e.sim.ConsulKVPut("web/flags", "a=2")
+	var rec *restart.Record
+	simtest.WaitFor(t, ctx, "the rollout of the change", func() bool {
+		recs, err := e.store.List(ctx, store.Filter{Namespace: "default", JobID: "flags"})
+		if err == nil && len(recs) == 1 {
+			rec = recs[0]
+		}
+		return rec != nil
+	})
+	rec = e.waitEnd(t, rec)
+	if rec.Status != restart.StatusSucceeded || len(rec.Triggers) != 1 || rec.Triggers[0].Source != "consul:web/flags" {
+		t.Fatalf("the rollout ended %s (%s) with triggers %+v, want succeeded for consul:web/flags", rec.Status, rec.Reason, rec.Triggers)
+	}
+	e.checkOnce(t, rec)
+}
+
+// templatedJob is a service job whose task renders tmpl with change_mode noop, with meta
+// at job level.
+func templatedJob(id string, count int, tmpl string, meta map[string]string) *api.Job {
+	job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr("service"), Namespace: ptr("default"),
+		Datacenters: []string{"dc1", "dc2"}, Region: ptr("global"), Meta: meta}
+	tg := api.NewTaskGroup("web", count)
+	task := api.NewTask("main", "raw_exec")
+	task.Config = map[string]any{"command": "/bin/sh"}
+	task.Require(&api.Resources{CPU: ptr(10), MemoryMB: ptr(16)})
+	task.Templates = []*api.Template{{EmbeddedTmpl: ptr(tmpl), DestPath: ptr("local/config.txt"), ChangeMode: ptr("noop")}}
+	tg.AddTask(task)
+	job.AddTaskGroup(tg)
+	return job
 }
