@@ -77,6 +77,7 @@ func (c *changeRunner) run(ctx context.Context) {
 	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: time.Second, Max: time.Minute})
 	var index uint64
 	var last time.Time
+	failing := false
 	for {
 		// Paced: the job list's index moves with every allocation's change on a busy
 		// cluster, and each answer lists every job.
@@ -90,12 +91,21 @@ func (c *changeRunner) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			c.log.Warn("listing jobs for config-change rollouts", "err", err)
+			// Once per streak of failures: a token without list-jobs would say it every
+			// minute for good.
+			if !failing {
+				c.log.Warn("listing jobs for config-change rollouts; retrying", "err", err)
+			}
+			failing = true
 			if !b.Wait(ctx) {
 				return
 			}
 			continue
 		}
+		if failing {
+			c.log.Info("listing jobs for config-change rollouts works again")
+		}
+		failing = false
 		b.Reset()
 		if meta.LastIndex < index { // Nomad's rule: an index going backwards resets the watch
 			index = 0

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
@@ -34,7 +36,7 @@ func TestConfigChangeRollouts(t *testing.T) {
 
 	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) {
 		c.Now = e.sim.Now // the variables' and tasks' times are the simulation's
-		c.Changes = &ChangeRollouts{Sources: sourcewatch.New(c.Client, sourcewatch.Options{})}
+		c.Changes = &ChangeRollouts{BusyRecheck: 200 * time.Millisecond, Sources: sourcewatch.New(c.Client, sourcewatch.Options{})}
 	})
 	defer start(t, a)()
 
@@ -153,7 +155,7 @@ func TestConfigChangeRolloutsOnAConsulKey(t *testing.T) {
 
 	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) {
 		c.Now = e.sim.Now
-		c.Changes = &ChangeRollouts{Sources: sourcewatch.New(c.Client, sourcewatch.Options{
+		c.Changes = &ChangeRollouts{BusyRecheck: 200 * time.Millisecond, Sources: sourcewatch.New(c.Client, sourcewatch.Options{
 			Consul: func(string) (*consulapi.Client, error) {
 				return consulapi.NewClient(&consulapi.Config{Address: e.sim.ConsulAddr()})
 			},
@@ -164,15 +166,27 @@ func TestConfigChangeRolloutsOnAConsulKey(t *testing.T) {
 		var m dto.Metric
 		return a.metrics.changeMetrics().jobs.Write(&m) == nil && m.GetGauge().GetValue() == 1
 	})
-	e.sim.ConsulKVPut("web/flags", "a=2")
+	// The agent's first answer from Consul is its baseline, whenever it comes: a change
+	// made before it is no change. Change the key until one lands after it, each time
+	// waiting out the debounce and more.
 	var rec *restart.Record
-	simtest.WaitFor(t, ctx, "the rollout of the change", func() bool {
+	find := func() bool {
 		recs, err := e.store.List(ctx, store.Filter{Namespace: "default", JobID: "flags"})
-		if err == nil && len(recs) == 1 {
-			rec = recs[0]
+		if err == nil && len(recs) > 0 {
+			rec = recs[0] // the newest
 		}
 		return rec != nil
-	})
+	}
+	for i := 2; rec == nil; i++ {
+		if i > 8 {
+			t.Fatal("no rollout after 7 changes of the key")
+		}
+		e.sim.ConsulKVPut("web/flags", fmt.Sprintf("a=%d", i))
+		deadline := time.Now().Add(8 * time.Second)
+		for !find() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	rec = e.waitEnd(t, rec)
 	if rec.Status != restart.StatusSucceeded || len(rec.Triggers) != 1 || rec.Triggers[0].Source != "consul:web/flags" {
 		t.Fatalf("the rollout ended %s (%s) with triggers %+v, want succeeded for consul:web/flags", rec.Status, rec.Reason, rec.Triggers)
