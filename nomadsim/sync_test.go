@@ -10,9 +10,9 @@ import (
 // next sync tick, and a named-task restart sent while the client still restarts the task
 // fails with 500 "Task not running".
 func TestClientSyncLag(t *testing.T) {
-	// A long sync interval (10s simulated, 500ms real) makes the stale window wide enough
-	// to observe without depending on the machine's speed.
-	c, cl := startCluster(t, Options{TimeScale: 20, AllocSyncInterval: 10 * time.Second})
+	// A long sync interval (60s simulated, 3s real) makes the stale window wide enough to
+	// observe on a loaded machine, where a test may stall for a second.
+	c, cl := startCluster(t, Options{TimeScale: 20, AllocSyncInterval: 60 * time.Second})
 	a := runningAlloc(t, c, cl, serviceJob("web", 1))
 	if err := cl.Allocations().Restart(a, "", nil); err != nil {
 		t.Fatal(err)
