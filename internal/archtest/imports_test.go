@@ -48,6 +48,7 @@ func nomadAPIs() []string {
 func architecture() []rule {
 	return []rule{
 		{pkg: "internal/restart", forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/fleet", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/cluster", mayImport: []string{"internal/restart"}},
 		{
 			pkg: "internal/onchange", mayImport: []string{"internal/restart"},

@@ -1,0 +1,207 @@
+package fleet
+
+import (
+	"fmt"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// Decision is what a fleet's driver does next, as Next decides it from the recorded fleet.
+type Decision struct {
+	// Start lists the pending jobs (indexes into Fleet.Jobs, in the fleet's order) whose
+	// child the driver creates now.
+	Start []int
+	// Steer lists the running children to give the fleet's intent. Each intent is forwarded
+	// once: the driver records it in Job.Steered after writing it to the child's control.
+	Steer []Steer
+	// Abandon lists the pending jobs that will never start, because the fleet was canceled
+	// or failed; Record marks them canceled with Reason, so a finished fleet has no job
+	// left pending.
+	Abandon []int
+	// Status is the fleet's status after this decision.
+	Status restart.Status
+	// Reason says why the fleet stopped starting jobs or ended, for its events and status.
+	Reason string
+}
+
+// Steer is one child to give an intent to.
+type Steer struct {
+	Job    int // index into Fleet.Jobs
+	Intent restart.Intent
+}
+
+// Record writes the parts of d that need no cluster into f: the status and the abandoned
+// jobs. Start and Steer are the driver's to carry out and then record (Observe, Job.Steered).
+func (d Decision) Record(f *Fleet) {
+	f.Status = d.Status
+	for _, i := range d.Abandon {
+		f.Jobs[i] = settle(f.Jobs[i], JobCanceled, d.Reason)
+	}
+}
+
+// Next decides, from the fleet as recorded (the children's statuses observed), what to do
+// now. It is a pure function of f so that a resumed or adopting driver decides exactly as
+// the one it replaces would have.
+func Next(f Fleet) Decision {
+	if f.Status.Terminal() {
+		return Decision{Status: f.Status}
+	}
+	t := tallyJobs(f.Jobs)
+	switch f.Control.Intent {
+	case restart.IntentCancel:
+		return decideCancel(f, t)
+	case restart.IntentPause:
+		return decidePause(f, t)
+	}
+	return decideRun(f, t)
+}
+
+// tally counts the fleet's jobs by what the rules need.
+type tally struct {
+	pending, running, failed, canceled int
+}
+
+func tallyJobs(jobs []Job) tally {
+	var t tally
+	for _, j := range jobs {
+		switch j.Status {
+		case JobPending:
+			t.pending++
+		case JobRunning:
+			t.running++
+		case JobFailed:
+			t.failed++
+		case JobCanceled:
+			t.canceled++
+		}
+	}
+	return t
+}
+
+// done reports whether every job has ended.
+func (t tally) done() bool { return t.pending == 0 && t.running == 0 }
+
+// budgetSpent reports whether more jobs failed than the fleet allows: from then on nothing
+// new starts.
+func (t tally) budgetSpent(o Options) bool { return t.failed > o.MaxFailedJobs }
+
+// decideCancel stops everything: the children are canceled, the jobs not started are
+// abandoned, and the fleet is canceled once no child runs, so that its end is not
+// reported while allocations are still mid-restart.
+func decideCancel(f Fleet, t tally) Decision {
+	d := Decision{Steer: steer(f.Jobs, restart.IntentCancel), Abandon: pending(f.Jobs), Reason: "the fleet was canceled" + by(f.Control)}
+	d.Status = inFlight(f.Status)
+	if t.running == 0 {
+		d.Status = restart.StatusCanceled
+	}
+	return d
+}
+
+// decidePause starts nothing and forwards the pause. The fleet is paused at once rather
+// than when its children have paused: its own promise, no new start, holds from now, and
+// each child shows its own state. A fleet whose jobs all ended, or whose budget is spent,
+// ends or asks as it would running: a pause cannot make a result wait.
+func decidePause(f Fleet, t tally) Decision {
+	if t.done() || (t.budgetSpent(f.Options) && t.running == 0) {
+		d := decideRun(f, t)
+		d.Steer = nil
+		return d
+	}
+	return Decision{Steer: steer(f.Jobs, restart.IntentPause), Status: restart.StatusPaused, Reason: "the fleet was paused" + by(f.Control)}
+}
+
+// decideRun resumes the children the fleet paused, starts pending jobs up to the
+// parallel limit while the failure budget holds, and ends the fleet when nothing is left.
+func decideRun(f Fleet, t tally) Decision {
+	steers := steer(f.Jobs, restart.IntentRun)
+	switch {
+	case t.done():
+		return finish(f, t)
+	case t.budgetSpent(f.Options) && t.running == 0:
+		return budgetOutcome(f, t)
+	case t.budgetSpent(f.Options):
+		return Decision{Steer: steers, Status: restart.StatusRunning, Reason: spentReason(f, t) + "; no new job starts while the running ones finish"}
+	}
+	return Decision{Start: startable(f), Steer: steers, Status: restart.StatusRunning}
+}
+
+// finish is the verdict once every job ended.
+func finish(f Fleet, t tally) Decision {
+	if t.failed == 0 && t.canceled == 0 {
+		return Decision{Status: restart.StatusSucceeded, Reason: "every job was restarted or skipped"}
+	}
+	return Decision{Status: restart.StatusFailed, Reason: fmt.Sprintf("%d of %d jobs failed and %d were canceled", t.failed, len(f.Jobs), t.canceled)}
+}
+
+// budgetOutcome applies -on-error once the budget is spent and no child runs.
+func budgetOutcome(f Fleet, t tally) Decision {
+	reason := spentReason(f, t)
+	if f.Options.OnError == restart.OnErrorAsk {
+		return Decision{Status: restart.StatusWaiting, Reason: reason + "; continue by raising -max-failed-jobs, or cancel the fleet"}
+	}
+	return Decision{Abandon: pending(f.Jobs), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
+}
+
+func spentReason(f Fleet, t tally) string {
+	return fmt.Sprintf("%d jobs failed, more than -max-failed-jobs %d allows", t.failed, f.Options.MaxFailedJobs)
+}
+
+// startable picks, in the fleet's order, the pending jobs to start in the free slots. A
+// job waiting for another restart is passed over rather than waited on, so one busy job
+// does not hold up the fleet.
+func startable(f Fleet) []int {
+	free := f.Options.MaxParallelJobs - tallyJobs(f.Jobs).running
+	var start []int
+	for i, j := range f.Jobs {
+		if len(start) >= free {
+			break
+		}
+		if j.Status == JobPending && j.BusyWith == "" {
+			start = append(start, i)
+		}
+	}
+	return start
+}
+
+// steer lists the running children that have not yet been given intent by the fleet. A
+// child the fleet canceled is never given another intent: a cancel is final. Under run,
+// only the children the fleet paused are resumed; one an operator paused alone is left so.
+func steer(jobs []Job, intent restart.Intent) []Steer {
+	var out []Steer
+	for i, j := range jobs {
+		given := j.Steered
+		if given == "" {
+			given = restart.IntentRun
+		}
+		if j.Status == JobRunning && given != intent && given != restart.IntentCancel {
+			out = append(out, Steer{Job: i, Intent: intent})
+		}
+	}
+	return out
+}
+
+func pending(jobs []Job) []int {
+	var out []int
+	for i, j := range jobs {
+		if j.Status == JobPending {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// inFlight is the status a fleet keeps while its children wind down: paused or waiting
+// stay what they are, anything else is running.
+func inFlight(s restart.Status) restart.Status {
+	if s == restart.StatusPaused || s == restart.StatusWaiting {
+		return s
+	}
+	return restart.StatusRunning
+}
+
+func by(c restart.Control) string {
+	if c.By == "" {
+		return ""
+	}
+	return " by " + c.By
+}

@@ -1,0 +1,111 @@
+package fleet
+
+import (
+	"fmt"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// Observation is what the driver saw of one job of a fleet. Set one kind of fact: the
+// job's child (RestartID and ChildStatus), another restart in progress on the job
+// (BusyWith), or that Nomad no longer knows the job (Purged). A pending job observed with
+// none of them is free to start.
+type Observation struct {
+	Namespace string
+	JobID     string
+	// RestartID and ChildStatus are the job's child restart and its status.
+	RestartID   string
+	ChildStatus restart.Status
+	// ChildError is the child's error when it failed, kept as the job's Reason.
+	ChildError string
+	// BusyWith is the ID of another restart in progress on the job, not this fleet's child.
+	BusyWith string
+	// Purged means the job is gone from Nomad.
+	Purged bool
+}
+
+// Observe applies obs to its job in f. It never moves a job back: a job that ended keeps
+// its end, and a job's child once recorded is the only one it may have; either attempt is
+// an error, since it means two drivers disagree about the fleet and the write must not go on.
+func Observe(f *Fleet, obs Observation) error {
+	i := indexOf(f.Jobs, obs.Namespace, obs.JobID)
+	if i < 0 {
+		return fmt.Errorf("fleet %s: job %q in namespace %q is not in its selection", f.ID, obs.JobID, obs.Namespace)
+	}
+	job := &f.Jobs[i]
+	if obs.RestartID != "" {
+		return observeChild(f.ID, job, obs)
+	}
+	if job.Status != JobPending {
+		// Busy and purged facts matter only before the job's turn: once its child exists,
+		// the child's own status tells how the job ends.
+		return nil
+	}
+	switch {
+	case obs.Purged:
+		*job = settle(*job, JobSkipped, "the job was purged from Nomad before its turn")
+	case obs.BusyWith != "" && f.Options.Busy == BusySkip:
+		*job = settle(*job, JobSkipped, fmt.Sprintf("restart %s was in progress on the job (-busy skip)", obs.BusyWith))
+	case obs.BusyWith != "":
+		job.BusyWith = obs.BusyWith
+		job.Reason = fmt.Sprintf("waiting for restart %s in progress on the job (-busy wait)", obs.BusyWith)
+	default:
+		job.BusyWith, job.Reason = "", ""
+	}
+	return nil
+}
+
+// observeChild records the job's child and maps its status onto the job.
+func observeChild(fleetID string, job *Job, obs Observation) error {
+	if job.RestartID != "" && job.RestartID != obs.RestartID {
+		return fmt.Errorf("fleet %s: job %q already has restart %s, not %s: a job is restarted once per fleet", fleetID, job.JobID, job.RestartID, obs.RestartID)
+	}
+	if job.Status.Terminal() {
+		if job.RestartID == "" {
+			return fmt.Errorf("fleet %s: job %q ended %s before its turn and may not get restart %s", fleetID, job.JobID, job.Status, obs.RestartID)
+		}
+		return nil
+	}
+	status, err := jobStatusOf(obs.ChildStatus)
+	if err != nil {
+		return fmt.Errorf("fleet %s: job %q: %w", fleetID, job.JobID, err)
+	}
+	job.RestartID = obs.RestartID
+	job.BusyWith = ""
+	reason := ""
+	if status == JobFailed {
+		reason = obs.ChildError
+	}
+	*job = settle(*job, status, reason)
+	return nil
+}
+
+// jobStatusOf maps a child's status onto its job's: any child that has not ended holds
+// the job running, because its allocations may be mid-restart.
+func jobStatusOf(s restart.Status) (JobStatus, error) {
+	switch s {
+	case restart.StatusPending, restart.StatusRunning, restart.StatusPaused, restart.StatusWaiting:
+		return JobRunning, nil
+	case restart.StatusSucceeded:
+		return JobSucceeded, nil
+	case restart.StatusFailed:
+		return JobFailed, nil
+	case restart.StatusCanceled:
+		return JobCanceled, nil
+	}
+	return "", fmt.Errorf("unknown child restart status %q", s)
+}
+
+func settle(job Job, status JobStatus, reason string) Job {
+	job.Status, job.Reason, job.BusyWith = status, reason, ""
+	return job
+}
+
+func indexOf(jobs []Job, namespace, jobID string) int {
+	for i, j := range jobs {
+		if j.Namespace == namespace && j.JobID == jobID {
+			return i
+		}
+	}
+	return -1
+}
