@@ -84,14 +84,16 @@ func (f *allocFeed) offerJob(j *restart.Job, m readMark) {
 }
 
 // applyJob takes a Job event: the job as of the event, or gone (deregistered: unknown
-// until read again).
+// until read again). An event only updates a job read before it: a stream subscribes from
+// the start of Nomad's event buffer and replays older changes first (a scale up, then its
+// scale down), so an event alone may be stale; one newer than the read is not.
 func (f *allocFeed) applyJob(j *restart.Job, gone bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case gone:
 		f.facts.job = nil
-	case f.facts.job == nil || j.ModifyIndex >= f.facts.job.ModifyIndex:
+	case f.facts.job != nil && j.ModifyIndex > f.facts.job.ModifyIndex:
 		f.facts.job = j
 	}
 }
