@@ -66,6 +66,9 @@ func (d *driver) awaitBudget(ctx context.Context, b int, first budgetStart) (boo
 		if ctx.Err() != nil {
 			return false, ctx.Err() // a read cut short is no verdict
 		}
+		if j, ok := d.feed.knownJob(); ok {
+			job = j // a scale during the wait changes the budget (no read: the feed knows it)
+		}
 		failing := checks.failing(allocs)
 		d.noteBudgetChecks(b, checks)
 		d.mu.Lock()
