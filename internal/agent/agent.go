@@ -363,10 +363,7 @@ func (a *Agent) drive(ctx context.Context, c candidate) {
 		}
 	}
 	a.mu.Unlock()
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
+	a.kickDispatch()
 }
 
 // offerFiled makes a restart this agent just filed (a config-change rollout) a candidate
@@ -379,6 +376,11 @@ func (a *Agent) offerFiled(ns, id string, headIndex uint64) {
 		a.last.cands = append(slices.Clip(a.last.cands), c)
 	}
 	a.mu.Unlock()
+	a.kickDispatch()
+}
+
+// kickDispatch has Run dispatch drives again soon (a drive ended, a restart was offered).
+func (a *Agent) kickDispatch() {
 	select {
 	case a.kick <- struct{}{}:
 	default:

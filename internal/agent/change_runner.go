@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +82,7 @@ func (c *changeRunner) run(ctx context.Context) {
 	for {
 		// Paced: the job list's index moves with every allocation's change on a busy
 		// cluster, and each answer lists every job.
-		if !sleepUntil(ctx, last.Add(c.a.cfg.MinListGap)) {
+		if gap := time.Until(last.Add(c.a.cfg.MinListGap)); gap > 0 && !sleep(ctx, gap) {
 			return
 		}
 		last = time.Now()
@@ -393,28 +394,9 @@ func (c *changeRunner) awaitEnd(ctx context.Context, ns, id string) {
 }
 
 func triggerSources(ts []restart.Trigger) string {
-	out := ""
+	sources := make([]string, len(ts))
 	for i, t := range ts {
-		if i > 0 {
-			out += ", "
-		}
-		out += t.Source
+		sources[i] = t.Source
 	}
-	return out
-}
-
-// sleepUntil waits until t or ctx's end; false when ctx ended.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
+	return strings.Join(sources, ", ")
 }
