@@ -58,7 +58,7 @@ func architecture() []rule {
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
 		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
-		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/restart"}},
+		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/restart"}},
 		{
@@ -67,9 +67,15 @@ func architecture() []rule {
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
 		},
-		{pkg: "internal/agent", mayImport: []string{"internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
+		{
+			pkg:          "internal/fleetrun",
+			mayImport:    []string{"internal/engine", "internal/store", "internal/cluster", "internal/onchange", "internal/fleet", "internal/restart"},
+			forbids:      nomadAPIs(),
+			forbidReason: "it reaches Nomad only through cluster.Cluster and the store",
+		},
+		{pkg: "internal/agent", mayImport: []string{"internal/fleetrun", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
 		// nomadsim only from demo.go: see nomadsimImporters.
-		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "nomadsim"}},
+		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/fleetrun", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "nomadsim"}},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
 		{pkg: "internal/archtest"},
 		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},
