@@ -296,6 +296,9 @@ func (c *Cluster) blocking(w http.ResponseWriter, r *http.Request, q simhttp.Que
 	if r.Context().Err() != nil {
 		return
 	}
+	if writeRPCError(w, err) {
+		return
+	}
 	simhttp.SetMeta(w, idx, !c.leaderLost(), 0)
 	if err != nil {
 		simhttp.WriteError(w, err)

@@ -1,14 +1,11 @@
 package nomadsim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 
-	"github.com/hashicorp/go-bexpr"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
@@ -23,41 +20,6 @@ func (c *Cluster) lookupJob(ns, id string) (*jobEntry, error) {
 	return j, nil
 }
 
-// filterList applies a go-bexpr filter expression to a list, as Nomad's list endpoints do.
-func filterList[T any](expr string, items []T) ([]T, error) {
-	if expr == "" {
-		return items, nil
-	}
-	ev, err := bexpr.CreateEvaluator(expr)
-	if err != nil {
-		return nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("failed to read filter expression: %v", err))
-	}
-	out := items[:0:0]
-	for _, it := range items {
-		// Evaluate against the JSON form, which is what Nomad's field names describe
-		// (and which flattens the embedded stubs).
-		b, err := json.Marshal(it)
-		if err != nil {
-			return nil, err
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
-		}
-		ok, err := ev.Evaluate(m)
-		if err != nil {
-			if strings.Contains(err.Error(), "error finding value in datum") {
-				continue
-			}
-			return nil, simhttp.Errorf(http.StatusBadRequest, fmt.Sprintf("failed to apply filter: %v", err))
-		}
-		if ok {
-			out = append(out, it)
-		}
-	}
-	return out, nil
-}
-
 func (c *Cluster) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q, ok := query(w, r)
 	if !ok {
@@ -65,27 +27,86 @@ func (c *Cluster) handleJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet:
-		allowed, err := c.authorizeList(r, q.Namespace, "list-jobs")
-		if err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
-		c.blocking(w, r, q, func() (uint64, any, error) {
-			out := []jobStub{}
-			for _, j := range c.sortedJobs(q.Namespace) {
-				if (q.Prefix != "" && !matchPrefix(j.key.id, q.Prefix)) || !allowed(j.key.ns) {
-					continue
-				}
-				out = append(out, c.jobStub(j))
-			}
-			out, err := filterList(q.Filter, out)
-			return c.tableIndex(tJobs, tAllocs), out, err
-		})
+		c.listJobs(w, r, q)
 	case http.MethodPut, http.MethodPost:
 		c.register(w, r, q, "")
 	default:
 		methodIs(w, r)
 	}
+}
+
+// listJobs answers Nomad's jobs list: the jobs of the namespace ("*" for every namespace the
+// token may list), with a prefix of their ID and a filter applied to the job itself; each
+// stub carries the job's Meta only when the request asks for it with meta=true.
+func (c *Cluster) listJobs(w http.ResponseWriter, r *http.Request, q simhttp.Query) {
+	withMeta, err := parseBoolParam(r, "meta")
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	allowed, err := c.authorizeList(r, q.Namespace, "list-jobs")
+	if err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	filter, err := newListFilter(q.Filter)
+	if err != nil {
+		writeRPCError(w, err)
+		return
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) {
+		out := []jobStub{}
+		for _, j := range c.sortedJobs(q.Namespace) {
+			if q.Prefix != "" && !matchPrefix(j.key.id, q.Prefix) {
+				continue
+			}
+			// Nomad applies the filter before it skips the namespaces the token may not
+			// list: a job there that the filter cannot be applied to fails the list too.
+			ok, err := jobMatches(filter, j)
+			if err != nil {
+				return 0, nil, err
+			}
+			if ok && allowed(j.key.ns) {
+				out = append(out, c.listedJobStub(j, withMeta))
+			}
+		}
+		return c.tableIndex(tJobs, tAllocs), out, nil
+	})
+}
+
+// jobMatches applies the jobs list's filter to the job as Nomad's state store holds it.
+func jobMatches(filter *listFilter, j *jobEntry) (bool, error) {
+	if filter.ev == nil {
+		return true, nil
+	}
+	datum, err := jobFilterDatum(j.current())
+	if err != nil {
+		return false, err
+	}
+	return filter.match(datum)
+}
+
+// listedJobStub is the job's stub as the jobs list shows it: without Meta unless asked.
+func (c *Cluster) listedJobStub(j *jobEntry, withMeta bool) jobStub {
+	stub := c.jobStub(j)
+	if !withMeta {
+		stub.Meta = nil
+	}
+	return stub
+}
+
+// parseBoolParam reads a boolean query parameter (false when absent) as Nomad's HTTP agent
+// does, with its error, a 500, when the value is not a boolean.
+func parseBoolParam(r *http.Request, name string) (bool, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, simhttp.Errorf(http.StatusInternalServerError, fmt.Sprintf("Failed to parse value of %q (%v) as a bool: %v", name, s, err))
+	}
+	return v, nil
 }
 
 func (c *Cluster) register(w http.ResponseWriter, r *http.Request, q simhttp.Query, pathID string) {

@@ -174,6 +174,9 @@ func (c *Cluster) registerVersionLocked(job *api.Job, trigger string, always boo
 	job.SubmitTime = ptr(now.UnixNano())
 	job.Stable = ptr(false)
 	job.Status = ptr(jobPending)
+	if (job.IsPeriodic() || job.IsParameterized()) && !deref(job.Stop) {
+		job.Status = ptr(jobRunning) // Nomad's getJobStatus: they run until stopped
+	}
 	if j == nil {
 		j = &jobEntry{key: k, allocs: map[string]*allocRun{}, scaleEvents: map[string][]api.ScalingEvent{}}
 		c.jobs[k] = j

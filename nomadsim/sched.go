@@ -257,6 +257,8 @@ func (c *Cluster) jobChanged(k jobKey) {
 		status = jobRunning
 	case deref(job.Stop):
 		status = jobDead
+	case job.IsPeriodic() || job.IsParameterized():
+		status = jobRunning // Nomad's getJobStatus: they run until stopped, their launches aside
 	case pendingEval:
 		status = jobPending
 	case hasAllocs && (deref(job.Type) == api.JobTypeBatch || deref(job.Type) == api.JobTypeSysbatch):

@@ -68,6 +68,14 @@ type Config struct {
 	// token the browser sent ("" when none: Nomad's anonymous token). Nil: the page
 	// steers nothing.
 	Steer func(token string) (Steerer, error)
+	// Fleets is the store of fleet restarts the agent drives (fleet_runner.go); nil: the
+	// fleet store of Client under Prefix when the records are in Nomad, else fleets are off.
+	Fleets store.Fleets
+	// FleetConcurrency bounds the fleets driven at once; default DefaultFleetConcurrency.
+	FleetConcurrency int
+	// SteerFleet is Steer for fleets: what pauses, resumes, cancels or answers a fleet
+	// with the browser's token. Nil: the page steers no fleet.
+	SteerFleet func(token string) (FleetSteerer, error)
 }
 
 // Agent adopts restarts whose lease is free and drives each to its end.
@@ -86,8 +94,9 @@ type Agent struct {
 	wg      sync.WaitGroup
 	kick    chan struct{}
 
-	view viewCache
-	page pageHub // wakes the web page's live streams
+	view   viewCache
+	page   pageHub      // wakes the web page's live streams
+	fleets *fleetRunner // nil: fleets are off
 }
 
 // entry is what the agent remembers of one restart between passes.
@@ -117,6 +126,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.FleetConcurrency <= 0 {
+		cfg.FleetConcurrency = DefaultFleetConcurrency
 	}
 	if cfg.Holder == "" {
 		host, _ := os.Hostname()
@@ -159,6 +171,7 @@ func New(cfg Config) (*Agent, error) {
 		a.src = &listSource{store: cfg.Store, namespace: cfg.Namespace, every: cfg.PollEvery, log: a.log, metrics: a.metrics, listed: a.listingOutcome}
 	}
 	a.view = viewCache{a: a}
+	a.fleets = newFleetRunner(a)
 	return a, nil
 }
 
@@ -182,6 +195,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.src.run(srcCtx, passes)
 	a.startScheduleRunner(ctx) // scheduled restarts (schedule_runner.go); Run's wait covers it
 	a.startChangeRunner(ctx)   // config-change rollouts (change_runner.go), when configured
+	a.startFleetRunner(ctx)    // fleet restarts (fleet_runner.go), with the Nomad store
 	a.log.Info("agent started", "namespace", a.cfg.Namespace, "store", a.cfg.Store.Kind(), "concurrency", a.cfg.Concurrency)
 
 	timer := time.NewTimer(time.Hour)

@@ -13,6 +13,11 @@
 // server-sent event streams. Its actions (pause, resume, cancel, answer, filing a restart)
 // run through Config.Steer with the Nomad token the browser sent, never the agent's own.
 //
+// Fleets (fleet_runner.go: many jobs restarted under one ID, filed with `run -jobs ...
+// -detach`) are driven the same way, each under its own lease, at most FleetConcurrency at
+// once: the fleet's driver files each job's restart when its turn comes, and those restarts
+// are ordinary detached restarts that the agents adopt as any other.
+//
 // On cancellation every drive detaches at its next step: the record stays consistent and
 // each lease is released, so another agent takes over at once.
 package agent

@@ -22,6 +22,7 @@ import (
 //	POST /restart/<id>/<action>     pause, resume, cancel or answer, with the X-Nomad-Token of the request
 //	POST /restarts/plan             a new restart's plan (a dry run), with the request's token
 //	POST /restarts                  file that restart (as run -detach), with the request's token
+//	GET  /fleet/<id>, its /events, POST /fleet/<id>/<action>: a fleet, as a restart (fleet_page.go)
 //	GET  /healthz                   200 while the agent runs (503 before its first listing, and while stopping)
 //	GET  /metrics                   Prometheus metrics
 //
@@ -37,6 +38,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.Handle("POST /restart/{id}/{action}", sameOrigin.Handler(http.HandlerFunc(a.serveAction)))
 	mux.Handle("POST /restarts/plan", sameOrigin.Handler(http.HandlerFunc(a.servePlan)))
 	mux.Handle("POST /restarts", sameOrigin.Handler(http.HandlerFunc(a.serveFile)))
+	a.fleetRoutes(mux, sameOrigin) // GET /fleet/<id>, its events, POST /fleet/<id>/<action>
 	mux.HandleFunc("GET /page.js", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -96,6 +98,9 @@ type listRow struct {
 type listLive struct {
 	Rows  []listRow
 	Error string
+	// Fleets are shown above the restarts when there are any (fleet_page.go).
+	Fleets      []fleetRow
+	FleetsError string
 }
 
 func (a *Agent) listData(ctx context.Context) listLive {
@@ -109,6 +114,7 @@ func (a *Agent) listData(ctx context.Context) listLive {
 		p := rec.Progress(now)
 		data.Rows = append(data.Rows, listRow{Rec: rec, Progress: p, Percent: percent(p)})
 	}
+	data.Fleets, data.FleetsError = a.fleetRows()
 	return data
 }
 

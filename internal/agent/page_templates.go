@@ -108,7 +108,7 @@ var pageFrame = template.Must(template.New("frame").Funcs(pageFuncs).Parse(`
 {{define "bottom"}}</main><script src="/page.js"></script></body></html>{{end}}
 `))
 
-var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(`{{template "top" .}}
+var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(fleetListTemplate + `{{template "top" .}}
 <h1>Restarts</h1>
 <details id="file-panel"><summary>New restart</summary>
 <form id="file-form" class="file-form">
@@ -136,6 +136,7 @@ var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(`{{template 
 {{end}}
 {{define "listLive"}}
 {{if .Error}}<p class="err" role="alert">Some restarts could not be read: {{.Error}}</p>{{end}}
+{{template "fleetList" .}}
 {{if not .Rows}}<p id="empty">No restarts.</p>{{else}}
 <table id="restarts"><caption style="text-align:left;color:#5c6370">Newest first</caption>
 <thead><tr><th scope="col">ID</th><th scope="col">Namespace</th><th scope="col">Job</th><th scope="col">Status</th><th scope="col">Progress</th><th scope="col">Driver</th><th scope="col">Submitted</th></tr></thead><tbody>

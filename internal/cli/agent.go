@@ -16,6 +16,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -176,14 +177,15 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	if o.state == "local" {
 		localStore = st
 	}
-	steer, err := pageSteer(cc, localStore, logger, holder)
+	steer, steerFleet, err := pageSteerers(cc, localStore, logger, holder)
 	if err != nil {
 		return err
 	}
 	ag, err := agent.New(agent.Config{
 		Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: o.client.region, Logger: logger}),
 		Store:   st, Client: client, Namespace: scopeNS, Concurrency: o.concurrency,
-		Holder: holder, Logger: logger, Metrics: metrics, Steer: steer,
+		Holder: holder, Logger: logger, Metrics: metrics, Steer: steer, SteerFleet: steerFleet,
+		Fleets:  agentFleets(localStore, storeClient, logger),
 		Changes: changeRollouts(o.rollOnChange, client, env, logger),
 	})
 	if err != nil {
@@ -228,21 +230,14 @@ func agentStore(state string, storeClient *api.Client, logger *slog.Logger) (sto
 // could not do with the CLI. The clients share one connection pool. local is the store
 // of -state local (nil: the records in Nomad Variables, read and written with the token).
 func pageSteer(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string) (func(string) (agent.Steerer, error), error) {
-	base := cc.APIConfig()
-	var shared *http.Client
-	if !strings.HasPrefix(base.Address, "unix://") {
-		shared = &http.Client{Transport: cluster.NewTransport()}
-		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
-			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
-		}
+	clientFor, err := pageClient(cc)
+	if err != nil {
+		return nil, err
 	}
 	return func(token string) (agent.Steerer, error) {
-		conf := cc.APIConfig()
-		conf.SecretID = token
-		conf.HttpClient = shared
-		client, err := api.NewClient(conf)
+		client, err := clientFor(token)
 		if err != nil {
-			return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
+			return nil, err
 		}
 		st := local
 		if st == nil {
@@ -252,6 +247,73 @@ func pageSteer(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, 
 			Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: cc.Region, Logger: logger}),
 			Store:   st, Logger: logger, Holder: "page@" + holder,
 		}), nil
+	}, nil
+}
+
+// agentFleets is where the agent finds fleets: in Nomad Variables, on the records' pool
+// (their leases renew beside the restarts'); nil with -state local, which keeps no fleets.
+func agentFleets(local store.Store, storeClient *api.Client, logger *slog.Logger) store.Fleets {
+	if local != nil {
+		return nil
+	}
+	return store.NewNomadFleets(storeClient, store.NomadOptions{Logger: logger})
+}
+
+// pageSteerers are what the agent's page steers restarts and fleets through (fleets: nil
+// with -state local).
+func pageSteerers(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string) (func(string) (agent.Steerer, error), func(string) (agent.FleetSteerer, error), error) {
+	steer, err := pageSteer(cc, local, logger, holder)
+	if err != nil || local != nil {
+		return steer, nil, err
+	}
+	steerFleet, err := pageSteerFleet(cc, logger, holder)
+	return steer, steerFleet, err
+}
+
+// pageSteerFleet is pageSteer for fleets: a fleet driver on the browser's token, with its
+// records and fleets in Nomad Variables. It does not drive the fleet's restarts (the agents
+// do); a cancel of a fleet no driver holds winds it down, as `cancel <fleet>` does.
+func pageSteerFleet(cc cluster.ClientConfig, logger *slog.Logger, holder string) (func(string) (agent.FleetSteerer, error), error) {
+	clientFor, err := pageClient(cc)
+	if err != nil {
+		return nil, err
+	}
+	return func(token string) (agent.FleetSteerer, error) {
+		client, err := clientFor(token)
+		if err != nil {
+			return nil, err
+		}
+		st := store.NewNomad(client, store.NomadOptions{Logger: logger})
+		eng := engine.New(engine.Config{
+			Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: cc.Region, Logger: logger}),
+			Store:   st, Logger: logger, Holder: "page@" + holder,
+		})
+		return fleetrun.New(fleetrun.Config{Fleets: store.NewNomadFleets(client, store.NomadOptions{Logger: logger}),
+			Restarts: st, Engine: eng, Logger: logger, Holder: "page@" + holder}), nil
+	}, nil
+}
+
+// pageClient returns, for each action of the page, a Nomad client that carries exactly the
+// token the browser sent ("" is Nomad's anonymous token), never the agent's -token or
+// NOMAD_TOKEN. The clients share one connection pool.
+func pageClient(cc cluster.ClientConfig) (func(token string) (*api.Client, error), error) {
+	base := cc.APIConfig()
+	var shared *http.Client
+	if !strings.HasPrefix(base.Address, "unix://") {
+		shared = &http.Client{Transport: cluster.NewTransport()}
+		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
+			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
+		}
+	}
+	return func(token string) (*api.Client, error) {
+		conf := cc.APIConfig()
+		conf.SecretID = token
+		conf.HttpClient = shared
+		client, err := api.NewClient(conf)
+		if err != nil {
+			return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
+		}
+		return client, nil
 	}, nil
 }
 

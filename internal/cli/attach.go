@@ -21,6 +21,9 @@ func (a *app) cmdAttach(ctx context.Context, args []string) error {
 		return err
 	}
 	p := a.printer(o.verbose, jsonOut)
+	if t.fleet != nil {
+		return a.attachFleet(ctx, p, t.fleet)
+	}
 	if !jsonOut && !t.rec.Status.Terminal() && t.rec.Driver != "" && a.driverOf(ctx, t.st, t.rec) == leaseFree {
 		// The record names a driver that has let go or died: say so, or the viewer waits
 		// for a restart that does not move.

@@ -43,6 +43,7 @@ const generalOptions = `General Options:
 
 const helpRun = `
 Usage: nomad-restart run [options] <job>
+       nomad-restart run -jobs '<filter>' [options]
 
   Restart every allocation of a job, in batches, as "nomad job restart" does,
   with a durable record: the restart gets an ID, can be followed, paused,
@@ -54,6 +55,15 @@ Usage: nomad-restart run [options] <job>
   The job is an ID or a unique prefix. Ctrl-C detaches: the restart stops
   after the requests in flight are recorded; continue it with
   "nomad-restart resume <id>".
+
+  With -jobs, restart a fleet: every job that Nomad's filter expression
+  selects on its jobs list (e.g. 'Name matches "^api-"'), each through a
+  restart of its own, under one fleet ID that status, attach, pause, resume,
+  cancel and answer take. The per-job options below apply to every job; a
+  job's own nomad-restart.* meta overrides them for that job. With
+  -namespace '*' the jobs of every namespace the token may list are
+  selected, and the fleet is recorded in namespace "default"; otherwise in
+  the namespace named.
 
 ` + generalOptions + `
 Restart Options (those of "nomad job restart"):
@@ -192,6 +202,42 @@ Our Options:
     CONSUL_HTTP_SSL and CONSUL_HTTP_SSL_VERIFY. A job with Consul checks is
     refused before anything changes when Consul cannot be read, unless
     -health running.
+
+Fleet Options:
+
+  -jobs=<filter>
+    Restart the jobs Nomad's filter expression selects on its jobs list
+    (as "nomad job list -filter": Name, Type, NodePool, Datacenters, Meta,
+    Status...), instead of one job. Periodic and parameterized jobs are left
+    out (their launches are jobs of their own). The selection is fixed when
+    the fleet is created. A bad expression, a selection of no job, or
+    options that cannot apply to a selected job (-surge on a batch job) are
+    refused before anything is written. Fleets are kept in Nomad Variables:
+    not with -state local.
+
+  -max-parallel-jobs=<n>
+    How many jobs restart at once. Default 1.
+
+  -max-failed-jobs=<n>
+    How many jobs may fail before no new job starts; the jobs restarting
+    then finish, and -on-error decides: "fail" ends the fleet failed, "ask"
+    waits for "nomad-restart answer <fleet-id> yes|no". Default 0.
+
+  -order=<name|priority|listed>
+    The order the jobs take their turn: by namespace and name (default), by
+    Nomad priority (highest first), or as Nomad lists them.
+
+  -busy=<wait|skip>
+    What to do with a job that already has a restart in progress: wait for
+    it to end, then restart the job (default), or skip the job.
+
+  -dry-run prints the fleet's plan: the jobs in order with their type,
+  allocations, batches, the options their meta overrides and any problem,
+  and the limits. -detach records the fleet, prints its ID and exits; drive
+  it with "nomad-restart resume <fleet-id>". Otherwise this process drives
+  the fleet and its jobs' restarts (each line of a job starts with [job]),
+  and exits 0 when every job was restarted (or skipped for a recorded
+  reason), 1 otherwise. Ctrl-C detaches.
 `
 
 const idOptionsHelp = `
@@ -204,11 +250,16 @@ Options:
 const helpStatus = `
 Usage: nomad-restart status [options] [id]
 
-  Without an ID, list the restarts, newest first. With an ID (or a unique
-  prefix), show one restart in detail: its allocations with their batch,
-  state, replacement, error and what each waits for, and its latest events.
+  Without an ID, list the restarts, newest first, and the fleets. With an ID
+  (or a unique prefix), show one restart in detail: its allocations with
+  their batch, state, replacement, error and what each waits for, and its
+  latest events. A fleet's ID shows the fleet: its jobs done, running,
+  pending, failed, skipped and canceled, the allocations of its started
+  jobs, its jobs with their restart IDs, and its latest events.
 
-  -json    Print the record (or an array of records) as JSON.
+  -json    Print the record (or an array of records) as JSON, each with its
+           Kind: "restart" or "fleet" (a fleet's Jobs list each selected job
+           with its Namespace, JobID, RestartID once started, and Status).
   -job=J   List only the restarts of job J.
 ` + idOptionsHelp
 
@@ -217,7 +268,8 @@ Usage: nomad-restart attach [options] <id>
 
   Follow a restart live, with the same output as "run". Exits 0 when the
   restart succeeded, 1 otherwise. Ctrl-C stops following; the restart goes
-  on. On a terminal, questions the restart waits on are asked here.
+  on. On a terminal, questions the restart waits on are asked here. A
+  fleet's ID follows the fleet and its running restarts until it ends.
 
   -json    Print one JSON event per line, then the final record.
 ` + idOptionsHelp
@@ -226,7 +278,8 @@ const helpPause = `
 Usage: nomad-restart pause [options] <id>
 
   Hold a restart: the batch in flight finishes, then no new batch starts
-  until "nomad-restart resume <id>".
+  until "nomad-restart resume <id>". A fleet's ID holds the fleet: no new
+  job starts, and its running restarts hold after their batch.
 ` + idOptionsHelp
 
 const helpResume = `
@@ -235,6 +288,8 @@ Usage: nomad-restart resume [options] <id>
   Continue a paused, detached or abandoned restart. Unless another process
   drives it, this process becomes its driver, with live output (Ctrl-C
   detaches again). Allocations already restarted are not restarted again.
+  A fleet's ID resumes the fleet and the restarts it paused, and drives
+  them here; a job already restarted by the fleet is not restarted again.
 
   -detach  Only set the restart to run; do not drive it here.
   -json    Print one JSON event per line, then the final record.
@@ -244,7 +299,8 @@ const helpCancel = `
 Usage: nomad-restart cancel [options] <id>
 
   Cancel a restart: requests in flight finish and are recorded, no more
-  allocations are restarted.
+  allocations are restarted. A fleet's ID cancels the fleet: no new job
+  starts, and its running restarts are canceled.
 ` + idOptionsHelp
 
 const helpAnswer = `
@@ -253,7 +309,9 @@ Usage: nomad-restart answer [options] <id> yes|no|<duration>
   Answer the question a restart waits on ("-batch-wait ask" or
   "-on-error ask"): yes proceeds, no stops the restart, and a duration
   (where the question offers one) proceeds and becomes the new wait
-  between batches.
+  between batches. A fleet's ID answers the fleet's own question (its
+  -max-failed-jobs spent: yes starts the remaining jobs, no ends it), else
+  the question each of its running restarts waits on.
 ` + idOptionsHelp
 
 const helpDemo = `

@@ -126,7 +126,7 @@ func (a *app) find(ctx context.Context, stores []store.Store, namespace, prefix 
 		var other *store.OtherClusterError
 		switch {
 		case errors.As(err, &amb):
-			return nil, nil, errors.New(amb.Error())
+			return nil, nil, amb
 		case errors.As(err, &other):
 			return nil, nil, errors.New(other.Error())
 		case errors.Is(err, store.ErrNotFound):

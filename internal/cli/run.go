@@ -19,6 +19,9 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if o.sched.scheduled() {
 		return a.runSchedule(ctx, o) // -at / -every: store a schedule (schedule.go)
 	}
+	if o.fleet.selected() {
+		return a.runFleet(ctx, o) // -jobs: a fleet restart (fleet_run.go)
+	}
 	return a.runRestart(ctx, o, nil)
 }
 

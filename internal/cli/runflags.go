@@ -30,6 +30,8 @@ type runOptions struct {
 	dryRun bool
 	// sched is -at, -every, -time-zone and -schedule-grace (schedule.go): store a schedule.
 	sched scheduleFlags
+	// fleet is -jobs and the fleet's options (fleet_flags.go): restart the jobs it selects.
+	fleet fleetFlags
 }
 
 // runFlagValues holds the raw values as typed, before validation.
@@ -87,21 +89,31 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 	o.client.add(fs)
 	addRunFlags(fs, &raw, o)
 	o.sched.add(fs)
+	o.fleet.add(fs)
 	if err := parseFlags(fs, "run", args); err != nil {
 		return nil, err
 	}
+	o.fleet.parsed(fs)
 	rest := fs.Args()
 	switch {
+	case o.fleet.selected() && len(rest) > 0:
+		return nil, usageErrorf("-jobs and a job argument %q cannot be used together: give the job, or -jobs '<filter>' to restart the jobs it selects", strings.Join(rest, " "))
+	case o.fleet.selected():
 	case len(rest) == 0:
-		return nil, usageErrorf("missing job: give the job ID or a unique prefix, as in `nomad-restart run [options] <job>`")
+		return nil, usageErrorf("missing job: give the job ID or a unique prefix, as in `nomad-restart run [options] <job>`, or -jobs '<filter>' to restart the jobs a filter selects")
 	case len(rest) > 1:
 		return nil, usageErrorf("too many arguments %q: run takes one job (options go before it), as in `nomad-restart run [options] <job>`", strings.Join(rest, " "))
 	}
-	o.job = strings.TrimSpace(rest[0])
-	if o.job == "" {
-		return nil, usageErrorf("empty job: give the job ID or a unique prefix")
+	if !o.fleet.selected() {
+		o.job = strings.TrimSpace(rest[0])
+		if o.job == "" {
+			return nil, usageErrorf("empty job: give the job ID or a unique prefix")
+		}
 	}
 	if err := raw.validate(o, interactive); err != nil {
+		return nil, err
+	}
+	if err := o.fleet.validate(o); err != nil {
 		return nil, err
 	}
 	if err := o.sched.validate(o, time.Now()); err != nil {

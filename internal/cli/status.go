@@ -39,8 +39,11 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if t.fleet != nil {
+			return a.showFleet(ctx, t.fleet, o.verbose, jsonOut)
+		}
 		if jsonOut {
-			return writeJSON(a.stdout, t.rec)
+			return writeJSON(a.stdout, newRestartEntry(t.rec))
 		}
 		a.printRecord(t.rec, t.st.Kind(), o.verbose, a.driverOf(ctx, t.st, t.rec))
 		return nil
@@ -67,7 +70,11 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 		// would be a guess.
 		return fmt.Errorf("no restarts could be listed: Nomad at %s could not be read and this machine's local store has none", ses.address())
 	}
-	return writeList(a.stdout, recs, jsonOut, "restarts", job, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState",
+	fleets := a.listFleets(ctx, ses, stores, ns, job)
+	if jsonOut {
+		return writeJSON(a.stdout, statusEntries(recs, fleets))
+	}
+	err = writeList(a.stdout, recs, false, "restarts", job, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState",
 		func(r *restart.Record) string {
 			pr := r.Progress(a.now())
 			progress := fmt.Sprintf("%d/%d", pr.Done, pr.Total)
@@ -76,6 +83,10 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 			}
 			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(r.ID, o.verbose), r.JobID, r.Namespace, r.Status, progress, formatTime(r.CreateTime), kinds[r.ID])
 		})
+	if err != nil {
+		return err
+	}
+	return a.printFleetList(fleets, o.verbose)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -114,6 +125,9 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	field("Options", describeSpec(r.Spec))
 	for _, t := range r.Triggers {
 		field("Triggered By", t.String())
+	}
+	if r.Fleet != "" {
+		field("Fleet", fmt.Sprintf("%s (this restart is one job of that fleet: `nomad-restart status %s`)", shortID(r.Fleet, verbose), shortID(r.Fleet, verbose)))
 	}
 	if r.Question != nil && r.Status == restart.StatusWaiting {
 		field("Question", oneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no|<duration>`)", shortID(r.ID, verbose)))

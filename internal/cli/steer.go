@@ -12,11 +12,13 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// target is a restart found by ID, with the session and store it lives in.
+// target is a restart found by ID, with the session and store it lives in; or, when the
+// ID names a fleet, that fleet (fleet set, st and rec nil).
 type target struct {
-	ses session
-	st  store.Store
-	rec *restart.Record
+	ses   session
+	st    store.Store
+	rec   *restart.Record
+	fleet *fleetTarget
 }
 
 // locate parses the ID command's flags and finds the restart.
@@ -33,11 +35,11 @@ func (a *app) locate(ctx context.Context, cmd string, o *idOptions, fsArgs []str
 	if err != nil {
 		return nil, err
 	}
-	st, rec, err := a.find(ctx, stores, o.namespace, id)
+	st, rec, ft, err := a.findAny(ctx, ses, stores, o, id)
 	if err != nil {
 		return nil, err
 	}
-	return &target{ses: ses, st: st, rec: rec}, nil
+	return &target{ses: ses, st: st, rec: rec, fleet: ft}, nil
 }
 
 // endedError refuses to steer a restart that has ended.
@@ -68,6 +70,9 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*tar
 	t, err := a.locate(ctx, cmd, &o, rest)
 	if err != nil {
 		return err
+	}
+	if t.fleet != nil {
+		return a.steerFleet(ctx, cmd, t.fleet, o.verbose)
 	}
 	if t.rec.Status.Terminal() {
 		return endedError(t.rec, cmd, o.verbose)
@@ -107,6 +112,9 @@ func (a *app) cmdAnswer(ctx context.Context, args []string) error {
 	t, err := a.locate(ctx, "answer", &o, rest[:1])
 	if err != nil {
 		return err
+	}
+	if t.fleet != nil {
+		return a.answerFleet(ctx, t.fleet, text, o.verbose)
 	}
 	rec := t.rec
 	id := shortID(rec.ID, o.verbose)
@@ -149,6 +157,9 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 	t, err := a.locate(ctx, "resume", &o, rest)
 	if err != nil {
 		return err
+	}
+	if t.fleet != nil {
+		return a.resumeFleet(ctx, t.fleet, o.verbose, detach, jsonOut)
 	}
 	if t.rec.Status.Terminal() {
 		return endedError(t.rec, "resume", o.verbose)

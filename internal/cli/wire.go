@@ -64,6 +64,9 @@ type nomadSession struct {
 
 	nomadOnce sync.Once
 	nomad     store.Store
+
+	fleetsOnce sync.Once
+	fleets     store.Fleets
 }
 
 func (s *nomadSession) address() string { return s.client.Address() }

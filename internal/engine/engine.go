@@ -8,6 +8,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,10 @@ type Config struct {
 	// Health wires the checks gate; its zero value reads checks through Cluster, Consul
 	// from the environment, and estimates Nomad's clock.
 	Health HealthConfig
+	// MaxFeeds bounds the event streams the engine's drivers hold at once (0: 8); a fleet
+	// driving many children in one process raises it to its parallel limit, within the
+	// process's budget of blocking connections.
+	MaxFeeds int
 }
 
 // Engine plans, drives and steers restarts.
@@ -54,7 +59,7 @@ type Engine struct {
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, offset: health.NewOffsetClock(nil), feeds: make(chan struct{}, maxFeeds)}
+		health: cfg.Health, offset: health.NewOffsetClock(nil), feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -73,6 +78,10 @@ type Request struct {
 	Namespace string // as given by -namespace ("" = client default; "*" allowed for prefix lookup)
 	Job       string // ID or unique prefix
 	Spec      restart.Spec
+	// Exact says Job is a full job ID in Namespace, read without a listing.
+	Exact bool
+	// ID is the record's ID; "" gives a new random one. A fleet derives its children's.
+	ID string
 }
 
 // Plan is a restart ready to be created.
@@ -95,7 +104,7 @@ type Skip struct {
 // the fix.
 func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	spec := normalizeSpec(req.Spec)
-	job, err := e.cluster.ResolveJob(ctx, req.Namespace, req.Job)
+	job, err := e.resolveJob(ctx, req)
 	if err != nil {
 		return nil, jobLookupError(req, err)
 	}
@@ -138,7 +147,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	now := e.now()
 	rec := &restart.Record{
-		ID:           uuid.NewString(),
+		ID:           cmp.Or(req.ID, uuid.NewString()),
 		Namespace:    job.Namespace,
 		Region:       region,
 		JobID:        job.ID,
@@ -171,6 +180,16 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	return plan, nil
 }
 
+// resolveJob reads the job the request names: by its exact ID when the caller knows it
+// (a fleet's child), so that a job purged meanwhile is never mistaken for another one its ID
+// prefixes; else by ID or unique prefix, as Nomad's command does.
+func (e *Engine) resolveJob(ctx context.Context, req Request) (*restart.Job, error) {
+	if req.Exact {
+		return e.cluster.Job(ctx, req.Namespace, req.Job)
+	}
+	return e.cluster.ResolveJob(ctx, req.Namespace, req.Job)
+}
+
 func normalizeSpec(s restart.Spec) restart.Spec {
 	if s.Health == "" {
 		s.Health = restart.HealthRunning
@@ -191,7 +210,7 @@ func jobLookupError(req Request, err error) error {
 		return fmt.Errorf("job prefix %q matched multiple jobs (%v); give the full job ID, or -namespace to pick one", req.Job, amb.Matches)
 	case errors.Is(err, cluster.ErrJobNotFound):
 		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-		return fmt.Errorf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", req.Job, nsName(req.Namespace))
+		return &jobNotFoundError{text: fmt.Sprintf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", req.Job, nsName(req.Namespace))}
 	case errors.Is(err, cluster.ErrPermissionDenied):
 		return fmt.Errorf("looking up job %q: %w; the token needs read-job (and list-jobs for a prefix) in the namespace", req.Job, err)
 	}
@@ -302,3 +321,10 @@ func pluralWord(n int, one, many string) string {
 	}
 	return many
 }
+
+// jobNotFoundError keeps Nomad's wording while letting callers match
+// cluster.ErrJobNotFound (a fleet records a job purged before its turn as skipped).
+type jobNotFoundError struct{ text string }
+
+func (e *jobNotFoundError) Error() string { return e.text }
+func (e *jobNotFoundError) Unwrap() error { return cluster.ErrJobNotFound }

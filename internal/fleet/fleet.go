@@ -26,8 +26,13 @@ type Fleet struct {
 type Job struct {
 	Namespace string
 	JobID     string
+	// Type is Nomad's job type (service, batch, system, sysbatch) when the fleet was created.
+	Type string `json:",omitempty"`
 	// Priority is Nomad's job priority when the fleet was created, kept for -order priority.
 	Priority int
+	// Meta holds the job's own nomad-restart.* meta keys when the fleet was created: they
+	// override the fleet's options for this job's child.
+	Meta map[string]string `json:",omitempty"`
 	// RestartID is the child restart's ID once the job's turn came; it never changes after,
 	// which is what makes each job restarted once per fleet.
 	RestartID string `json:",omitempty"`

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -174,7 +175,7 @@ func TestNext(t *testing.T) {
 			if !strings.Contains(d.Reason, tt.wantReason) {
 				t.Errorf("Reason = %q, want one containing %q", d.Reason, tt.wantReason)
 			}
-			if !slices.Equal(f.Jobs, before) {
+			if !reflect.DeepEqual(f.Jobs, before) {
 				t.Errorf("Next changed the fleet's jobs")
 			}
 		})

@@ -22,6 +22,11 @@ type Observation struct {
 	BusyWith string
 	// Purged means the job is gone from Nomad.
 	Purged bool
+	// Skip is why the job's turn found nothing to restart (no allocation left to restart).
+	Skip string
+	// Failed is why the job's child could not be planned or created (Nomad refused the
+	// plan, the token may not write the child's record).
+	Failed string
 }
 
 // Observe applies obs to its job in f. It never moves a job back: a job that ended keeps
@@ -44,6 +49,10 @@ func Observe(f *Fleet, obs Observation) error {
 	switch {
 	case obs.Purged:
 		*job = settle(*job, JobSkipped, "the job was purged from Nomad before its turn")
+	case obs.Skip != "":
+		*job = settle(*job, JobSkipped, obs.Skip)
+	case obs.Failed != "":
+		*job = settle(*job, JobFailed, obs.Failed)
 	case obs.BusyWith != "" && f.Options.Busy == BusySkip:
 		*job = settle(*job, JobSkipped, fmt.Sprintf("restart %s was in progress on the job (-busy skip)", obs.BusyWith))
 	case obs.BusyWith != "":
@@ -53,6 +62,23 @@ func Observe(f *Fleet, obs Observation) error {
 		job.BusyWith, job.Reason = "", ""
 	}
 	return nil
+}
+
+// Unstart takes back the start of a job whose child was recorded as an intent but could not
+// be created (the job became busy with another restart meanwhile, or the token may not write
+// its record): the child does not exist, so the job is pending again, and obs (BusyWith or
+// Failed) is applied to it as to any pending job.
+func Unstart(f *Fleet, obs Observation) error {
+	i := indexOf(f.Jobs, obs.Namespace, obs.JobID)
+	if i < 0 {
+		return fmt.Errorf("fleet %s: job %q in namespace %q is not in its selection", f.ID, obs.JobID, obs.Namespace)
+	}
+	if f.Jobs[i].Status != JobRunning {
+		return fmt.Errorf("fleet %s: job %q is %s, not running: only a start may be taken back", f.ID, obs.JobID, f.Jobs[i].Status)
+	}
+	f.Jobs[i].Status, f.Jobs[i].RestartID, f.Jobs[i].Steered = JobPending, "", ""
+	obs.RestartID = ""
+	return Observe(f, obs)
 }
 
 // observeChild records the job's child and maps its status onto the job.

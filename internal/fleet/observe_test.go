@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -60,7 +61,7 @@ func TestObserve(t *testing.T) {
 			if tt.obs.RestartID != "" && got.RestartID != tt.obs.RestartID {
 				t.Errorf("RestartID = %q, want %q", got.RestartID, tt.obs.RestartID)
 			}
-			if f.Jobs[0] != (Job{Namespace: "other", JobID: "web"}) {
+			if !reflect.DeepEqual(f.Jobs[0], Job{Namespace: "other", JobID: "web"}) {
 				t.Errorf("the same job ID in another namespace changed: %+v", f.Jobs[0])
 			}
 		})
@@ -89,7 +90,7 @@ func TestObserveRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Observe error = %v, want one containing %q", err, tt.want)
 			}
-			if f.Jobs[0] != tt.job {
+			if !reflect.DeepEqual(f.Jobs[0], tt.job) {
 				t.Errorf("a refused observation changed the job: %+v, was %+v", f.Jobs[0], tt.job)
 			}
 		})

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestOrder(t *testing.T) {
 			if names := keys(got); !slices.Equal(names, tt.want) {
 				t.Errorf("Order(%s) = %v, want %v", tt.by, names, tt.want)
 			}
-			if !slices.Equal(listed, before) {
+			if !reflect.DeepEqual(listed, before) {
 				t.Errorf("Order(%s) changed its input: %v", tt.by, keys(listed))
 			}
 		})

@@ -122,3 +122,32 @@ func ApplyAnswer(r *Record, answer string) (proceed bool, err error) {
 	}
 	return false, nil
 }
+
+// The events of a fleet's own log beyond a restart's (restart.EventStarted, EventPaused,
+// EventQuestion, EventAnswer, EventSucceeded and the like keep their meaning).
+const (
+	EventJobStarted restart.EventType = "job-started" // a job's child was filed
+	EventJobWaiting restart.EventType = "job-waiting" // a job waits for another restart of it
+	EventJobEnded   restart.EventType = "job-ended"   // a job's turn ended: its status says how
+)
+
+// StatusEvent is the event type that reports a fleet's move to status.
+func StatusEvent(from, to restart.Status) restart.EventType {
+	switch to {
+	case restart.StatusPaused:
+		return restart.EventPaused
+	case restart.StatusWaiting:
+		return restart.EventQuestion
+	case restart.StatusSucceeded:
+		return restart.EventSucceeded
+	case restart.StatusFailed:
+		return restart.EventFailed
+	case restart.StatusCanceled:
+		return restart.EventCanceled
+	case restart.StatusRunning:
+		if from == restart.StatusPaused || from == restart.StatusWaiting {
+			return restart.EventResumed
+		}
+	}
+	return restart.EventStarted
+}

@@ -97,6 +97,10 @@ type Record struct {
 	// operator or a schedule filed), oldest first.
 	Triggers []Trigger `json:",omitempty"`
 
+	// Fleet is the ID of the fleet that filed this restart as one of its jobs' ("" for a
+	// restart filed on its own).
+	Fleet string `json:",omitempty"`
+
 	// Driver names the process driving the restart (host and pid), for humans.
 	Driver string `json:",omitempty"`
 	// Cluster is the Nomad cluster the restart was filed against, as the address its

@@ -178,7 +178,9 @@ func (n *Nomad) listHeads(ctx context.Context, ns, jobSeg string) ([]headRef, er
 	defer n.mu.Unlock()
 	for _, m := range metas {
 		parts := strings.Split(strings.TrimPrefix(m.Path, n.opts.Prefix+"/"), "/")
-		if len(parts) != 2 || parts[1] == "active" || !validID(parts[1]) {
+		// A reserved first segment is a directory of the project's own (schedules, fleets),
+		// never a job's.
+		if len(parts) != 2 || nomadvars.Reserved(parts[0]) || parts[1] == "active" || !validID(parts[1]) {
 			continue
 		}
 		h := headRef{ns: m.Namespace, jobSeg: parts[0], id: parts[1]}

@@ -64,8 +64,12 @@ func (n *Nomad) WatchControl(ctx context.Context, namespace, id string, token ui
 // (records written before it existed, or a restart no one steered). It writes first: a
 // record's first driver finds no bell, and a conflict carries the bell's index anyway.
 func (n *Nomad) establishBell(ctx context.Context, h headRef) (uint64, error) {
-	path := n.bellPath(h)
-	created, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: bellItems(time.Now())})
+	return n.establishBellAt(ctx, h.ns, n.bellPath(h))
+}
+
+// establishBellAt is establishBell for the bell at path in ns (a restart's or a fleet's).
+func (n *Nomad) establishBellAt(ctx context.Context, ns, path string) (uint64, error) {
+	created, err := n.vars.Write(ctx, &api.Variable{Namespace: ns, Path: path, Items: bellItems(time.Now())})
 	var conflict *nomadvars.ConflictError
 	switch {
 	case err == nil:
@@ -73,7 +77,7 @@ func (n *Nomad) establishBell(ctx context.Context, h headRef) (uint64, error) {
 	case errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.ModifyIndex != 0:
 		return conflict.Current.ModifyIndex, nil
 	case errors.As(err, &conflict):
-		v, err := n.vars.Read(ctx, h.ns, path) // a conflict that did not say the index
+		v, err := n.vars.Read(ctx, ns, path) // a conflict that did not say the index
 		if err != nil {
 			return 0, n.storeErr(err)
 		}
@@ -85,13 +89,17 @@ func (n *Nomad) establishBell(ctx context.Context, h headRef) (uint64, error) {
 // awaitBell waits with blocking reads of the bell until its index passes token. Passing
 // failures do not end it (it is a long wait); it backs off as the head's watch does.
 func (n *Nomad) awaitBell(ctx context.Context, h headRef, token uint64) (uint64, error) {
-	path := n.bellPath(h)
+	return n.awaitBellAt(ctx, h.ns, n.bellPath(h), token)
+}
+
+// awaitBellAt is awaitBell for the bell at path in ns (a restart's or a fleet's).
+func (n *Nomad) awaitBellAt(ctx context.Context, ns, path string, token uint64) (uint64, error) {
 	backoff := 50 * time.Millisecond
 	for {
-		v, _, err := n.watching.ReadAfter(ctx, h.ns, path, nomadvars.Wait{After: token, Time: headWatchWait})
+		v, _, err := n.watching.ReadAfter(ctx, ns, path, nomadvars.Wait{After: token, Time: headWatchWait})
 		switch {
 		case err != nil && cluster.IsTransient(err):
-			n.opts.Logger.Debug("watching a restart's control bell: retrying", "restart", h.id, "error", err)
+			n.opts.Logger.Debug("watching a control bell: retrying", "path", path, "namespace", ns, "error", err)
 			if serr := sleepCtx(ctx, backoff); serr != nil {
 				return 0, serr
 			}
@@ -148,16 +156,20 @@ func (n *Nomad) Ring(ctx context.Context, namespace, id string) error {
 	if err != nil {
 		return err
 	}
-	path := n.bellPath(h)
+	return n.ringAt(ctx, h.ns, n.bellPath(h))
+}
+
+// ringAt rings the bell at path in ns (a restart's or a fleet's), as Ring says.
+func (n *Nomad) ringAt(ctx context.Context, ns, path string) error {
 	var index uint64
-	v, err := n.vars.Read(ctx, h.ns, path)
+	v, err := n.vars.Read(ctx, ns, path)
 	switch {
 	case err == nil:
 		index = v.ModifyIndex
 	case !errors.Is(err, nomadvars.ErrNotFound):
 		return n.storeErr(err)
 	}
-	_, err = n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: bellItems(time.Now()), ModifyIndex: index})
+	_, err = n.vars.Write(ctx, &api.Variable{Namespace: ns, Path: path, Items: bellItems(time.Now()), ModifyIndex: index})
 	var conflict *nomadvars.ConflictError
 	if errors.As(err, &conflict) {
 		return nil

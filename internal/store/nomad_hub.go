@@ -256,10 +256,11 @@ func (h *watchHub) list(ctx context.Context, index uint64) (map[string]uint64, u
 			continue
 		}
 		// A head is <prefix>/<job>/<id>, a control bell <prefix>/<job>/<id>/control;
-		// chunks, leases and markers are neither.
+		// chunks, leases and markers are neither, nor is anything under a reserved
+		// directory (a fleet's <prefix>/~fleets/<id>/control is no restart's bell).
 		job, id, ok := strings.Cut(rest, "/")
 		id = strings.TrimSuffix(id, "/"+bellName)
-		if ok && job != "" && !strings.Contains(id, "/") && validID(id) && id != "active" {
+		if ok && job != "" && !nomadvars.Reserved(job) && !strings.Contains(id, "/") && validID(id) && id != "active" {
 			heads[m.Path] = m.ModifyIndex
 		}
 	}

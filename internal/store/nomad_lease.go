@@ -11,13 +11,15 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
-// nomadLease is a Nomad variable lock on <record>/lease, renewed at half its TTL until
+// nomadLease is a Nomad variable lock on <record>/lease (or a fleet's lease), renewed at half its TTL until
 // released. When renewals fail for a whole TTL, or Nomad says the lock is no longer ours,
 // the lease is lost: another driver may take it once Nomad's lock delay has passed.
 type nomadLease struct {
 	n      *Nomad
 	lock   nomadvars.Lock
 	holder string
+	// afterRelease runs after a successful Release (see lockLease); nil for none.
+	afterRelease func(*nomadLease, context.Context, uint64)
 
 	lost     chan struct{}
 	lostOnce sync.Once
@@ -43,12 +45,23 @@ func (n *Nomad) AcquireLease(ctx context.Context, namespace, id, holder string) 
 			return nil, err
 		}
 	}
+	l, err := n.lockLease(ctx, h.ns, n.headPath(h.jobSeg, h.id)+"/lease", holder, (*nomadLease).dropEndedLease)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// lockLease takes the variable lock at path for holder (ErrLeaseHeld when another holds
+// it) and renews it until released or lost: the lease of a restart, or of a fleet.
+// afterRelease, when not nil, runs once Release freed the lock, with the index the lease
+// variable was released at (to delete a lease no driver will take again).
+func (n *Nomad) lockLease(ctx context.Context, ns, path, holder string, afterRelease func(*nomadLease, context.Context, uint64)) (*nomadLease, error) {
 	if holder == "" {
 		holder = "unknown"
 	}
-	path := n.headPath(h.jobSeg, h.id) + "/lease"
 	v := &api.Variable{
-		Namespace: h.ns,
+		Namespace: ns,
 		Path:      path,
 		Items:     map[string]string{"holder": holder},
 		Lock:      &api.VariableLock{TTL: n.opts.LockTTL.String(), LockDelay: n.opts.LockDelay.String()},
@@ -61,7 +74,7 @@ func (n *Nomad) AcquireLease(ctx context.Context, namespace, id, holder string) 
 		return nil, n.storeErr(err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	l := &nomadLease{n: n, lock: lock, holder: holder, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	l := &nomadLease{n: n, lock: lock, holder: holder, afterRelease: afterRelease, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
 	go l.renew(runCtx)
 	return l, nil
 }
@@ -70,7 +83,7 @@ func (l *nomadLease) Lost() <-chan struct{} { return l.lost }
 
 func (l *nomadLease) markLost(reason string, err error) {
 	l.lostOnce.Do(func() {
-		l.n.opts.Logger.Warn("restart lease lost", "path", l.lock.Path, "namespace", l.lock.Namespace, "reason", reason, "error", err)
+		l.n.opts.Logger.Warn("lease lost", "path", l.lock.Path, "namespace", l.lock.Namespace, "reason", reason, "error", err)
 		close(l.lost)
 	})
 }
@@ -106,7 +119,7 @@ func (l *nomadLease) renew(ctx context.Context) {
 			l.markLost("renewals failed for a whole TTL", err)
 			return
 		default:
-			l.n.opts.Logger.Debug("restart lease renewal failed; retrying", "path", l.lock.Path, "error", err)
+			l.n.opts.Logger.Debug("lease renewal failed; retrying", "path", l.lock.Path, "error", err)
 			next = max(min(every/4, ttl-time.Since(lastOK)), time.Millisecond)
 		}
 	}
@@ -130,8 +143,8 @@ func (l *nomadLease) Release(ctx context.Context) error {
 		if rerr != nil && !errors.Is(rerr, nomadvars.ErrLockLost) {
 			err = l.n.storeErr(rerr)
 		}
-		if rerr == nil && released != nil {
-			l.dropEndedLease(ctx, released.ModifyIndex)
+		if rerr == nil && released != nil && l.afterRelease != nil {
+			l.afterRelease(l, ctx, released.ModifyIndex)
 		}
 	})
 	return err

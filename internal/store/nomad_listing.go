@@ -91,6 +91,9 @@ func listedRestarts(prefix string, metas []*api.VariableMetadata) []ListedRestar
 			continue
 		}
 		parts := strings.Split(rest, "/")
+		if nomadvars.Reserved(parts[0]) {
+			continue // schedules and fleets (~schedules, ~fleets) are no restarts
+		}
 		switch {
 		case len(parts) == 2 && isRestartID(parts[1]):
 			r := get(m.Namespace, parts[1])

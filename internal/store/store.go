@@ -4,6 +4,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,14 +95,17 @@ func (e *JobBusyError) Error() string {
 	return fmt.Sprintf("job %q already has restart %s in progress", e.JobID, shortID(e.RestartID))
 }
 
-// AmbiguousIDError says a prefix matched several restarts.
+// AmbiguousIDError says a prefix matched several restarts (or fleets).
 type AmbiguousIDError struct {
 	Prefix  string
 	Matches []string
+	// Kind is what the IDs name, for the message: "restart" when empty, or "fleet".
+	Kind string
 }
 
 func (e *AmbiguousIDError) Error() string {
-	return fmt.Sprintf("restart ID prefix %q matched %d restarts; give more characters of the ID", e.Prefix, len(e.Matches))
+	kind := cmp.Or(e.Kind, "restart")
+	return fmt.Sprintf("%s ID prefix %q matched %d %ss; give more characters of the ID", kind, e.Prefix, len(e.Matches), kind)
 }
 
 func shortID(id string) string {

@@ -10,10 +10,12 @@
 // NOMAD_CONFORMANCE_TOKEN gives a management token for an agent that enforces ACLs; the ACL
 // cases run against a real agent only when it is set. A real agent must offer the raw_exec
 // driver (for example `nomad agent -dev` with `plugin "raw_exec" { config { enabled = true } }`).
-// The cases create jobs and variables under unique names and purge them afterwards, except
-// TestReferenceExchanges, which replays testdata/nomad-http (exchanges recorded from a real
-// agent) under the recording's own names (jobs sleepy, web and impossible, variables under
-// nomad-restart/) and needs python3 on the agent's host for its web job's HTTP check.
+// The cases create jobs, variables and namespaces under unique names and remove them
+// afterwards, except TestReferenceExchanges, which replays testdata/nomad-http (exchanges
+// recorded from a real agent) under the recording's own names (jobs sleepy, web and
+// impossible, variables under nomad-restart/; skip it with -skip TestReferenceExchanges on
+// an agent whose own jobs bear those names) and needs python3 on the agent's host for its
+// web job's HTTP check.
 // TestVariableLockExpiry waits out a 10 s lock TTL (Nomad's minimum): about 23 s on a real
 // agent.
 //

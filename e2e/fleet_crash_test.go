@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// TestFleetCrashCampaign restarts a fleet of 50 jobs of 10 allocations, at most 5 jobs at
+// once, SIGKILLing its driver at random instants and resuming it from a new process each
+// time, until it ends. From Nomad's own facts: every allocation was restarted exactly once,
+// no job outside the selection was touched, and never more than 5 jobs were restarting at
+// once.
+func TestFleetCrashCampaign(t *testing.T) {
+	jobs, kills := 50, 8
+	if testing.Short() {
+		jobs, kills = 12, 3
+	}
+	seed := campaignSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	t.Logf("seed %d (set E2E_SEED to replay)", seed)
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 20, Seed: int64(seed), NodesPerDatacenter: 4})
+	client := apiClient(t, c)
+	env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	ids := registerFleetJobs(ctx, t, c, "fl", jobs, 10)
+	if err := register(ctx, c, newJob("other", "service", 3)); err != nil {
+		t.Fatal(err)
+	}
+	fleets := store.NewNomadFleets(client, store.NomadOptions{})
+
+	run, err := env.start("run", "-jobs", `Name matches "^fl-"`, "-max-parallel-jobs", "5", "-batch-size", "5",
+		"-health", "running", "-on-error", "fail", "-yes", "-detach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := run.wait(ctx); err != nil || code != 0 {
+		t.Fatalf("run -jobs -detach exited %d (%v):\n%s", code, err, run.out.String())
+	}
+	listed, err := fleets.ListFleets(ctx, "*", false)
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("fleets recorded: %d (%v), want 1", len(listed), err)
+	}
+	id := listed[0].ID
+
+	var done *fleet.Record
+	landed := 0
+	for procs := 0; done == nil; procs++ {
+		if procs > 3*kills+10 {
+			t.Fatalf("fleet %s did not end after %d processes", id, procs)
+		}
+		ch, err := env.start("resume", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if landed < kills {
+			select {
+			case <-ch.done:
+			case <-time.After(time.Duration(300+rng.IntN(2500)) * time.Millisecond):
+				if ch.kill() {
+					landed++
+					freeFleetLeases(ctx, t, client, fleets, id)
+				}
+			}
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 4*time.Minute)
+		_, err = ch.wait(wctx)
+		wcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := fleets.GetFleet(ctx, "default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status.Terminal() {
+			done = rec
+		}
+	}
+	t.Logf("%d kills landed", landed)
+	checkFleetFacts(ctx, t, client, done, ids, 5)
+	other, err := simtest.CountRestarts(ctx, client, "default", "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := other.ExactlyOnce(nil, false); len(bad) > 0 {
+		t.Errorf("a job outside the selection was touched: %v", bad)
+	}
+}
+
+// registerFleetJobs registers n service jobs prefix-00.. of count allocations each, in
+// parallel, and waits until they run.
+func registerFleetJobs(ctx context.Context, t testing.TB, c *nomadsim.Cluster, prefix string, n, count int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
+		wg.Go(func() { errs[i] = register(ctx, c, newJob(ids[i], api.JobTypeService, count)) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// freeFleetLeases frees, at once, the leases a killed driver left on the fleet and on its
+// running children, as their TTLs would.
+func freeFleetLeases(ctx context.Context, t testing.TB, client *api.Client, fleets store.Fleets, id string) {
+	t.Helper()
+	if _, err := freeLease(client, id); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := fleets.GetFleet(ctx, "default", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range rec.Jobs {
+		// A child may exist before the record says so only under a start recorded as an
+		// intent; free every job's derived ID that may be held.
+		if j.Status == fleet.JobRunning || j.Status == fleet.JobPending {
+			if _, err := freeLease(client, fleet.ChildID(id, j.Namespace, j.JobID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// checkFleetFacts asserts, from Nomad's facts, that every job of the fleet succeeded with
+// each allocation its child planned restarted exactly once, and that no more than limit
+// jobs were restarting at once.
+func checkFleetFacts(ctx context.Context, t *testing.T, client *api.Client, rec *fleet.Record, ids []string, limit int) {
+	t.Helper()
+	if rec.Status != "succeeded" || len(rec.Jobs) != len(ids) {
+		t.Fatalf("fleet ended %s (%s) with %d jobs, want succeeded with %d", rec.Status, rec.Reason, len(rec.Jobs), len(ids))
+	}
+	st := store.NewNomad(client, store.NomadOptions{})
+	var windows []simtest.Window
+	for _, j := range rec.Jobs {
+		child, err := st.Get(ctx, j.Namespace, j.RestartID)
+		if err != nil {
+			t.Fatalf("job %s's child %s: %v", j.JobID, j.RestartID, err)
+		}
+		var allocs []string
+		for _, a := range child.Allocs {
+			allocs = append(allocs, a.ID)
+		}
+		counts, err := simtest.CountRestarts(ctx, client, j.Namespace, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(allocs) != 10 {
+			t.Errorf("job %s's child planned %d allocations, want 10", j.JobID, len(allocs))
+		}
+		for _, bad := range counts.ExactlyOnce(allocs, false) {
+			t.Errorf("job %s: %s", j.JobID, bad)
+		}
+		w, err := simtest.RestartWindow(ctx, client, j.Namespace, j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows = append(windows, w)
+	}
+	if peak := simtest.PeakOverlap(windows); peak > limit {
+		t.Errorf("%d jobs were restarting at once by Nomad's facts, want at most %d", peak, limit)
+	} else {
+		t.Logf("at most %d jobs restarting at once", peak)
+	}
+}

@@ -1,0 +1,131 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+func TestChildIDDerivesFromFleetAndJob(t *testing.T) {
+	a := ChildID("f1", "default", "web")
+	if a != ChildID("f1", "default", "web") {
+		t.Fatal("ChildID is not stable")
+	}
+	for _, other := range []string{ChildID("f2", "default", "web"), ChildID("f1", "prod", "web"), ChildID("f1", "default", "web2"), ChildID("f1", "defaultw", "eb")} {
+		if other == a {
+			t.Errorf("two jobs or fleets share child ID %s", a)
+		}
+	}
+}
+
+func TestUnstart(t *testing.T) {
+	tests := []struct {
+		name       string
+		obs        Observation
+		wantStatus JobStatus
+		wantBusy   string
+	}{
+		{"busy with another restart, -busy wait", Observation{BusyWith: "r9"}, JobPending, "r9"},
+		{"not recordable", Observation{Failed: "permission denied"}, JobFailed, ""},
+		{"purged meanwhile", Observation{Purged: true}, JobSkipped, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Fleet{ID: "f1", Options: DefaultOptions(), Jobs: []Job{{Namespace: "default", JobID: "web", Status: JobPending}}}
+			if err := Observe(&f, Observation{Namespace: "default", JobID: "web", RestartID: "c1", ChildStatus: restart.StatusPending}); err != nil {
+				t.Fatal(err)
+			}
+			tt.obs.Namespace, tt.obs.JobID = "default", "web"
+			if err := Unstart(&f, tt.obs); err != nil {
+				t.Fatal(err)
+			}
+			j := f.Jobs[0]
+			if j.Status != tt.wantStatus || j.BusyWith != tt.wantBusy || j.RestartID != "" {
+				t.Errorf("job = %+v, want %s busy with %q and no child", j, tt.wantStatus, tt.wantBusy)
+			}
+		})
+	}
+	f := Fleet{ID: "f1", Jobs: []Job{{Namespace: "default", JobID: "web", Status: JobSucceeded, RestartID: "c1"}}}
+	if err := Unstart(&f, Observation{Namespace: "default", JobID: "web"}); err == nil {
+		t.Error("Unstart took back a job that ended")
+	}
+}
+
+func TestObserveSkipAndFailedBeforeStart(t *testing.T) {
+	f := Fleet{ID: "f1", Jobs: []Job{{Namespace: "a", JobID: "x", Status: JobPending}, {Namespace: "a", JobID: "y", Status: JobPending}}}
+	if err := Observe(&f, Observation{Namespace: "a", JobID: "x", Skip: "no allocation"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Observe(&f, Observation{Namespace: "a", JobID: "y", Failed: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Jobs[0].Status != JobSkipped || f.Jobs[1].Status != JobFailed || f.Jobs[1].Reason != "refused" {
+		t.Errorf("jobs = %+v", f.Jobs)
+	}
+}
+
+func TestApplyAnswer(t *testing.T) {
+	waiting := func() *Record {
+		r := &Record{Fleet: Fleet{ID: "f1", Options: Options{MaxParallelJobs: 1}, Status: restart.StatusWaiting,
+			Jobs: []Job{{JobID: "a", Status: JobFailed}, {JobID: "b", Status: JobFailed}, {JobID: "c", Status: JobPending}}}}
+		r.Question = BudgetQuestion("q1", "2 jobs failed", time.Now())
+		return r
+	}
+	r := waiting()
+	if ok, err := ApplyAnswer(r, "y"); err != nil || !ok {
+		t.Fatalf("yes: %v %v", ok, err)
+	}
+	if r.Options.MaxFailedJobs != 2 || r.Status != restart.StatusRunning || r.Question != nil {
+		t.Errorf("after yes: budget %d, status %s", r.Options.MaxFailedJobs, r.Status)
+	}
+	if d := Next(r.Fleet); len(d.Start) != 1 || d.Start[0] != 2 {
+		t.Errorf("after yes the pending job should start: %+v", d)
+	}
+	r = waiting()
+	if ok, err := ApplyAnswer(r, ""); err != nil || ok {
+		t.Fatalf("the default answer: %v %v", ok, err)
+	}
+	if r.Status != restart.StatusFailed || r.Jobs[2].Status != JobCanceled {
+		t.Errorf("after no: %s, %+v", r.Status, r.Jobs[2])
+	}
+	r = waiting()
+	if _, err := ApplyAnswer(r, "maybe"); err == nil || !strings.Contains(err.Error(), "y/N") {
+		t.Errorf("an invalid answer: %v", err)
+	}
+	r.Status = restart.StatusRunning
+	if _, err := ApplyAnswer(r, "y"); err == nil {
+		t.Error("a fleet that asks nothing took an answer")
+	}
+}
+
+func TestAddEventBoundsTheLog(t *testing.T) {
+	var r Record
+	for range MaxEvents + 7 {
+		r.AddEvent(time.Now(), restart.EventStarted, "x")
+	}
+	if len(r.Events) != MaxEvents || r.Events[0].Seq != 8 || r.Events[len(r.Events)-1].Seq != MaxEvents+7 {
+		t.Errorf("log of %d events from seq %d", len(r.Events), r.Events[0].Seq)
+	}
+}
+
+func TestStatusEvent(t *testing.T) {
+	tests := []struct {
+		from, to restart.Status
+		want     restart.EventType
+	}{
+		{restart.StatusPending, restart.StatusRunning, restart.EventStarted},
+		{restart.StatusPaused, restart.StatusRunning, restart.EventResumed},
+		{restart.StatusRunning, restart.StatusPaused, restart.EventPaused},
+		{restart.StatusRunning, restart.StatusWaiting, restart.EventQuestion},
+		{restart.StatusRunning, restart.StatusFailed, restart.EventFailed},
+		{restart.StatusRunning, restart.StatusCanceled, restart.EventCanceled},
+		{restart.StatusRunning, restart.StatusSucceeded, restart.EventSucceeded},
+	}
+	for _, tt := range tests {
+		if got := StatusEvent(tt.from, tt.to); got != tt.want {
+			t.Errorf("StatusEvent(%s, %s) = %s, want %s", tt.from, tt.to, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package fleetrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// create files the children whose start is stored, in parallel, and follows each. A child
+// that exists already (a driver died after creating it) is followed as it is. One that
+// cannot be created is taken back at the next step: the job waits for the restart that
+// made it busy, or fails with the reason.
+func (r *run) create(ctx context.Context, starts []start) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range starts {
+		wg.Go(func() {
+			err := r.d.cfg.Engine.Create(ctx, s.child)
+			if err == nil || errors.Is(err, store.ErrExists) {
+				return
+			}
+			obs := fleet.Observation{Namespace: s.job.Namespace, JobID: s.job.JobID}
+			var busy *store.JobBusyError
+			if errors.As(err, &busy) {
+				obs.BusyWith = busy.RestartID
+			} else {
+				obs.Failed = "its restart could not be recorded: " + oneLine(err.Error())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			r.unstarts = append(r.unstarts, obs)
+		})
+	}
+	wg.Wait()
+	taken := map[jobKey]bool{}
+	for _, obs := range r.unstarts {
+		k := jobKey{obs.Namespace, obs.JobID}
+		taken[k] = true
+		if obs.BusyWith != "" {
+			r.seen[k] = obs
+			r.followBusy(ctx, obs)
+		}
+	}
+	for _, s := range starts {
+		if !taken[keyOf(s.job)] {
+			r.follow(ctx, s.job)
+		}
+	}
+}
+
+// follow follows a child to its end, driving it here when the driver drives children,
+// and reports its end as a fact.
+func (r *run) follow(ctx context.Context, job fleet.Job) {
+	if r.followed[job.RestartID] {
+		return
+	}
+	r.followed[job.RestartID] = true
+	r.wg.Go(func() {
+		rec, err := r.untilEnd(ctx, job, r.d.cfg.DriveChildren)
+		if err != nil {
+			return // ctx ended: the child is left as stored, to be resumed
+		}
+		obs := fleet.Observation{Namespace: job.Namespace, JobID: job.JobID, RestartID: job.RestartID, ChildStatus: rec.Status}
+		if rec.Status == restart.StatusFailed {
+			obs.ChildError = rec.Reason
+		}
+		r.report(ctx, obs)
+	})
+}
+
+// followBusy follows the restart a pending job waits for (-busy wait) and, when it ends,
+// reports the job free to start.
+func (r *run) followBusy(ctx context.Context, obs fleet.Observation) {
+	if r.followed[obs.BusyWith] {
+		return
+	}
+	r.followed[obs.BusyWith] = true
+	other := fleet.Job{Namespace: obs.Namespace, JobID: obs.JobID, RestartID: obs.BusyWith}
+	r.wg.Go(func() {
+		if _, err := r.untilEnd(ctx, other, false); err != nil {
+			return
+		}
+		r.report(ctx, fleet.Observation{Namespace: obs.Namespace, JobID: obs.JobID})
+	})
+}
+
+func (r *run) report(ctx context.Context, obs fleet.Observation) {
+	select {
+	case r.facts <- obs:
+	case <-ctx.Done():
+	}
+}
+
+// untilEnd returns the restart's record once it ended. With drive, it drives the restart
+// here whenever no other driver holds it; otherwise it follows the record. A restart
+// whose record is gone counts as failed.
+func (r *run) untilEnd(ctx context.Context, job fleet.Job, drive bool) (*restart.Record, error) {
+	for attempt := 0; ; attempt++ {
+		if drive {
+			rec, err := r.d.cfg.Engine.Drive(ctx, job.Namespace, job.RestartID, r.childSink(job))
+			if err == nil && rec.Status.Terminal() {
+				return rec, nil
+			}
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			if errors.Is(err, store.ErrNotFound) {
+				return gone(job), nil
+			}
+			if !errors.Is(err, store.ErrLeaseHeld) {
+				r.d.log.Warn("driving a child of the fleet", "fleet", r.id, "restart", job.RestartID, "err", err)
+			}
+		}
+		rec, err := r.watchChild(ctx, job, drive)
+		switch {
+		case rec != nil:
+			return rec, nil
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case errors.Is(err, store.ErrNotFound):
+			return gone(job), nil
+		case err != nil:
+			r.d.log.Warn("following a child of the fleet", "fleet", r.id, "restart", job.RestartID, "err", err)
+			if err := sleep(ctx, r.probeEvery()); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// gone is the end of a child whose record was deleted before the fleet saw it end.
+func gone(job fleet.Job) *restart.Record {
+	return &restart.Record{ID: job.RestartID, Status: restart.StatusFailed, Reason: fmt.Sprintf("restart %s's record is gone", job.RestartID)}
+}
+
+// watchChild follows the restart's record until it ends (returned) or, with probeLease,
+// until its lease is free (nil, nil): its driver let go or died, and the caller drives it.
+func (r *run) watchChild(ctx context.Context, job fleet.Job, probeLease bool) (*restart.Record, error) {
+	var index uint64
+	for {
+		wctx, cancel := context.WithTimeout(ctx, r.probeEvery())
+		rec, err := r.d.cfg.Restarts.WatchHead(wctx, job.Namespace, job.RestartID, index)
+		timedOut := wctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil && rec.Status.Terminal():
+			return rec, nil
+		case err == nil:
+			index = rec.ModifyIndex
+		case !timedOut:
+			return nil, err
+		}
+		if probeLease && timedOut {
+			free, err := store.LeaseFree(ctx, r.d.cfg.Restarts, job.Namespace, job.RestartID, r.d.cfg.Holder)
+			if err == nil && free {
+				return nil, nil
+			}
+		}
+	}
+}
+
+// childSink passes a child's events to the fleet's sink, naming the job.
+func (r *run) childSink(job fleet.Job) func(restart.Event) {
+	if r.sink == nil {
+		return nil
+	}
+	return func(e restart.Event) {
+		r.emit(Event{Fleet: r.id, Namespace: job.Namespace, JobID: job.JobID, RestartID: job.RestartID, Event: e})
+	}
+}
+
+// probeEvery is how often a lease held by another driver is probed: the store's lease TTL
+// (no sooner can a silent driver's lease expire), at most 2 s and at least 10 ms.
+func (r *run) probeEvery() time.Duration {
+	if r.d.cfg.ProbeEvery > 0 {
+		return r.d.cfg.ProbeEvery
+	}
+	if lt, ok := r.d.cfg.Restarts.(store.LeaseTiming); ok {
+		if ttl, _ := lt.LeaseExpiry(); ttl > 0 {
+			return min(max(ttl/4, 10*time.Millisecond), 2*time.Second)
+		}
+	}
+	return 2 * time.Second
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,294 @@
+package fleetrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// jobKey names a job across namespaces.
+type jobKey struct{ namespace, jobID string }
+
+func keyOf(j fleet.Job) jobKey { return jobKey{j.Namespace, j.JobID} }
+
+// run is one drive of one fleet.
+type run struct {
+	d     *Driver
+	ns    string
+	id    string
+	sink  func(Event)
+	sinkM sync.Mutex
+
+	rec *fleet.Record // as last stored
+	// seen holds the newest fact observed of each job, applied again at every step (Observe
+	// is idempotent), so a write lost to a conflict loses no fact.
+	seen map[jobKey]fleet.Observation
+	// unstarts are starts to take back at the next step (their child could not be created).
+	unstarts []fleet.Observation
+	// followed marks the restarts followed (children, and restarts busy jobs wait for).
+	followed map[string]bool
+	facts    chan fleet.Observation
+	rung     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newRun(d *Driver, namespace, id string, sink func(Event)) *run {
+	return &run{d: d, ns: namespace, id: id, sink: sink, seen: map[jobKey]fleet.Observation{},
+		followed: map[string]bool{}, facts: make(chan fleet.Observation, 64), rung: make(chan struct{}, 1)}
+}
+
+// drive is the loop: load, then step and wait until the fleet ends.
+func (r *run) drive(ctx context.Context) (*fleet.Record, error) {
+	defer r.wg.Wait()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	token, err := r.firstToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.load(ctx); err != nil {
+		return nil, err
+	}
+	if r.rec.Status.Terminal() {
+		return r.rec, nil // nothing to do, and nothing to write
+	}
+	r.wg.Go(func() { r.watchControl(ctx, token) })
+	for {
+		if err := r.step(ctx); err != nil {
+			return r.rec, err
+		}
+		if r.rec.Status.Terminal() {
+			return r.rec, nil
+		}
+		if !r.settled() {
+			continue // a job's turn ended at once (skipped, failed to plan): decide again
+		}
+		if err := r.wait(ctx); err != nil {
+			return r.rec, err
+		}
+	}
+}
+
+// settled reports whether the stored fleet leaves nothing to do until a fact or an
+// operator's change arrives: the rules would start, steer or abandon nothing and keep
+// its status.
+func (r *run) settled() bool {
+	if len(r.unstarts) > 0 {
+		return false
+	}
+	d := fleet.Next(r.rec.Fleet)
+	return len(d.Start) == 0 && len(d.Steer) == 0 && len(d.Abandon) == 0 && d.Status == r.rec.Status
+}
+
+// load reads the fleet and follows the children its record says are running.
+func (r *run) load(ctx context.Context) error {
+	rec, err := r.d.cfg.Fleets.GetFleet(ctx, r.ns, r.id)
+	if err != nil {
+		return fmt.Errorf("reading fleet %s: %w", short(r.id), err)
+	}
+	r.rec = rec
+	if rec.Status.Terminal() {
+		return nil
+	}
+	var missing []fleet.Job
+	for _, j := range rec.Jobs {
+		if j.Status != fleet.JobRunning || j.RestartID == "" {
+			continue
+		}
+		_, err := r.d.cfg.Restarts.Get(ctx, j.Namespace, j.RestartID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			missing = append(missing, j)
+		case err != nil:
+			return fmt.Errorf("reading restart %s of job %q of fleet %s: %w", short(j.RestartID), j.JobID, short(r.id), err)
+		default:
+			r.follow(ctx, j)
+		}
+	}
+	return r.createMissing(ctx, missing)
+}
+
+// createMissing files the children whose start a driver stored but did not live to create:
+// planned now, with the allocations the job has now.
+func (r *run) createMissing(ctx context.Context, jobs []fleet.Job) error {
+	var starts []start
+	for _, j := range jobs {
+		child, obs := r.planChild(ctx, r.rec, j)
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		if child == nil {
+			r.unstarts = append(r.unstarts, obs)
+			continue
+		}
+		starts = append(starts, start{job: j, child: child})
+	}
+	r.create(ctx, starts)
+	return nil
+}
+
+// wait blocks until a fact, a ring, or ctx's end; facts that arrived together are taken
+// together, so a burst of ends is one write.
+func (r *run) wait(ctx context.Context) error {
+	if len(r.unstarts) > 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case obs := <-r.facts:
+		r.note(obs)
+	case <-r.rung:
+		if err := r.reload(ctx); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case obs := <-r.facts:
+			r.note(obs)
+		default:
+			return nil
+		}
+	}
+}
+
+func (r *run) note(obs fleet.Observation) {
+	r.seen[jobKey{obs.Namespace, obs.JobID}] = obs
+}
+
+// reload reads the fleet after a ring: an operator changed its Control.
+func (r *run) reload(ctx context.Context) error {
+	rec, err := r.d.cfg.Fleets.GetFleet(ctx, r.ns, r.id)
+	if err != nil {
+		return fmt.Errorf("reading fleet %s after an operator's change: %w", short(r.id), err)
+	}
+	r.rec = rec
+	return nil
+}
+
+// step applies what was observed, decides, carries out the decision's steering and plans
+// the starts, stores the result (one write), then creates the children whose start it
+// stored. On a conflict (an operator's write meanwhile) it reads the fleet and decides again.
+func (r *run) step(ctx context.Context) error {
+	for {
+		next := clone(r.rec)
+		if err := r.observe(next); err != nil {
+			return err
+		}
+		starts, err := r.decide(ctx, next)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(next, r.rec) {
+			err := r.d.cfg.Fleets.UpdateFleet(ctx, next)
+			if errors.Is(err, store.ErrConflict) {
+				if err := r.reload(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("recording fleet %s: %w", short(r.id), err)
+			}
+			r.emitNew(r.rec, next)
+		}
+		r.rec = next
+		r.unstarts = nil
+		r.create(ctx, starts)
+		return nil
+	}
+}
+
+// observe applies the facts seen and the starts to take back to next.
+func (r *run) observe(next *fleet.Record) error {
+	for _, obs := range r.unstarts {
+		if err := fleet.Unstart(&next.Fleet, obs); err != nil {
+			return err
+		}
+	}
+	for i, j := range next.Jobs {
+		obs, ok := r.seen[keyOf(j)]
+		if !ok {
+			continue
+		}
+		before := next.Jobs[i]
+		if err := fleet.Observe(&next.Fleet, obs); err != nil {
+			return fmt.Errorf("observing fleet %s: %w", short(r.id), err)
+		}
+		r.noteChange(next, before, next.Jobs[i])
+	}
+	return nil
+}
+
+// noteChange logs a job's move to the fleet's events.
+func (r *run) noteChange(next *fleet.Record, before, after fleet.Job) {
+	if before.Status == after.Status && before.BusyWith == after.BusyWith {
+		return
+	}
+	typ := fleet.EventJobEnded
+	switch after.Status {
+	case fleet.JobRunning:
+		typ = fleet.EventJobStarted
+	case fleet.JobPending:
+		typ = fleet.EventJobWaiting
+	}
+	next.AddEvent(r.d.now(), typ, jobMessage(after))
+}
+
+// jobMessage says where a job of the fleet stands, for the fleet's events.
+func jobMessage(j fleet.Job) string {
+	name := fmt.Sprintf("Job %q (namespace %q)", j.JobID, j.Namespace)
+	switch {
+	case j.Status == fleet.JobRunning:
+		return fmt.Sprintf("%s started: restart %s", name, j.RestartID)
+	case j.Status == fleet.JobPending && j.BusyWith != "":
+		return fmt.Sprintf("%s %s", name, j.Reason)
+	case j.Reason != "":
+		return fmt.Sprintf("%s %s: %s", name, j.Status, j.Reason)
+	}
+	return fmt.Sprintf("%s %s", name, j.Status)
+}
+
+// emitNew sends the events next holds beyond before's.
+func (r *run) emitNew(before, next *fleet.Record) {
+	if r.sink == nil {
+		return
+	}
+	var last uint64
+	if n := len(before.Events); n > 0 {
+		last = before.Events[n-1].Seq
+	}
+	for _, e := range next.Events {
+		if e.Seq > last {
+			r.emit(Event{Fleet: r.id, Event: e})
+		}
+	}
+}
+
+func (r *run) emit(e Event) {
+	if r.sink == nil {
+		return
+	}
+	r.sinkM.Lock()
+	defer r.sinkM.Unlock()
+	r.sink(e)
+}
+
+// clone copies what a step changes, so that the stored fleet stays as read when a write fails.
+func clone(rec *fleet.Record) *fleet.Record {
+	out := *rec
+	out.Jobs = slices.Clone(rec.Jobs)
+	out.Events = slices.Clone(rec.Events)
+	if rec.Question != nil {
+		q := *rec.Question
+		out.Question = &q
+	}
+	return &out
+}

@@ -1,0 +1,239 @@
+package fleetrun
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+func TestFleetRestartsEveryJobOnceWithinItsLimit(t *testing.T) {
+	e := startEnv(t)
+	e.register(t, "api", 6, 3, nil)
+	e.register(t, "web", 2, 2, nil) // not selected
+	rec := e.file(t, `Name matches "^api-"`, runningSpec(), options(2, 0, restart.OnErrorFail))
+	if len(rec.Jobs) != 6 {
+		t.Fatalf("selected %d jobs, want the 6 api jobs", len(rec.Jobs))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var lines []string
+	done, err := e.driver("fleet-test:1", true).Run(ctx, rec.Namespace, rec.ID, func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, ev.JobID+": "+ev.Message)
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if done.Status != restart.StatusSucceeded || counts(done)[fleet.JobSucceeded] != 6 {
+		t.Fatalf("fleet ended %s (%s) with jobs %v", done.Status, done.Reason, counts(done))
+	}
+	windows := e.checkJobsOnce(t, done)
+	if peak := simtest.PeakOverlap(windows); peak > 2 || peak < 1 {
+		t.Errorf("%d jobs were restarting at once by Nomad's facts, want at most 2 (and some)", peak)
+	}
+	for _, j := range done.Jobs {
+		if j.RestartID != fleet.ChildID(done.ID, j.Namespace, j.JobID) {
+			t.Errorf("job %s's child is %s, not its derived ID", j.JobID, j.RestartID)
+		}
+	}
+	web, err := simtest.CountRestarts(ctx, e.client, "default", "web-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := web.ExactlyOnce(nil, false); len(bad) > 0 {
+		t.Errorf("a job outside the selection was touched: %v", bad)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), "started: restart") {
+		t.Errorf("the sink saw no job start: %q", lines)
+	}
+}
+
+// TestFleetResumedAfterEveryDetach stops the driver at random instants (its context ends,
+// as a detach or a lost terminal does) and resumes it from a new driver until the fleet
+// ends: each allocation is restarted exactly once.
+func TestFleetResumedAfterEveryDetach(t *testing.T) {
+	e := startEnv(t)
+	e.register(t, "api", 5, 2, nil)
+	rec := e.file(t, `Name matches "^api-"`, runningSpec(), options(2, 0, restart.OnErrorFail))
+	deadline := time.Now().Add(testTimeout)
+	var done *fleet.Record
+	for n := 0; ; n++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet did not end after %d drives", n)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(150+n*37%200)*time.Millisecond)
+		got, err := e.driver("fleet-test:"+string(rune('a'+n%26)), true).Run(ctx, rec.Namespace, rec.ID, nil)
+		cancel()
+		if err == nil && got.Status.Terminal() {
+			done = got
+			break
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, store.ErrLeaseHeld) {
+			t.Fatalf("drive %d: %v", n, err)
+		}
+	}
+	if done.Status != restart.StatusSucceeded {
+		t.Fatalf("fleet ended %s: %s", done.Status, done.Reason)
+	}
+	if peak := simtest.PeakOverlap(e.checkJobsOnce(t, done)); peak > 2 {
+		t.Errorf("%d jobs were restarting at once by Nomad's facts, want at most 2", peak)
+	}
+}
+
+func TestFleetBusyJobs(t *testing.T) {
+	for _, busy := range []fleet.Busy{fleet.BusySkip, fleet.BusyWait} {
+		t.Run(string(busy), func(t *testing.T) {
+			e := startEnv(t)
+			e.register(t, "api", 3, 1, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			// Another restart of api-1 is filed and not driven yet.
+			p, err := e.eng.Plan(ctx, engine.Request{Namespace: "default", Job: "api-1", Exact: true, Spec: runningSpec()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.eng.Create(ctx, p.Record); err != nil {
+				t.Fatal(err)
+			}
+			opts := options(3, 0, restart.OnErrorFail)
+			opts.Busy = busy
+			rec := e.file(t, `Name matches "^api-"`, runningSpec(), opts)
+			if busy == fleet.BusyWait {
+				// That restart is driven once the fleet waits for it.
+				go func() {
+					simtest.WaitFor(t, ctx, "the fleet to wait for api-1", func() bool {
+						f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+						return err == nil && f.Jobs[1].BusyWith == p.Record.ID
+					})
+					_, _ = e.eng.Drive(ctx, "default", p.Record.ID, nil)
+				}()
+			}
+			done, err := e.driver("fleet-test:1", true).Run(ctx, rec.Namespace, rec.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := done.Jobs[1]
+			switch busy {
+			case fleet.BusySkip:
+				if j.Status != fleet.JobSkipped || !strings.Contains(j.Reason, p.Record.ID) {
+					t.Errorf("api-1 is %s (%s), want skipped naming %s", j.Status, j.Reason, p.Record.ID)
+				}
+			case fleet.BusyWait:
+				if j.Status != fleet.JobSucceeded || j.RestartID == p.Record.ID {
+					t.Errorf("api-1 is %s with restart %s, want succeeded by a child of its own", j.Status, j.RestartID)
+				}
+			}
+			if done.Status != restart.StatusSucceeded {
+				t.Errorf("fleet ended %s: %s", done.Status, done.Reason)
+			}
+		})
+	}
+}
+
+func TestFleetPurgedJobAndFailureBudget(t *testing.T) {
+	e := startEnv(t)
+	e.register(t, "api", 4, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	rec := e.file(t, `Name matches "^api-"`, runningSpec(), options(1, 0, restart.OnErrorFail))
+	// api-0 is purged before its turn; api-1 has a deployment running when its turn comes,
+	// which Nomad's rule refuses: it fails and the budget of 0 stops the fleet.
+	if _, _, err := e.client.Jobs().Deregister("api-0", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := e.client.Jobs().Info("api-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Update = &api.UpdateStrategy{MinHealthyTime: ptr(time.Hour), HealthyDeadline: ptr(2 * time.Hour), ProgressDeadline: ptr(3 * time.Hour)}
+	job.TaskGroups[0].Tasks[0].Env = map[string]string{"V": "2"}
+	if _, _, err := e.client.Jobs().Register(job, nil); err != nil {
+		t.Fatal(err)
+	}
+	done, err := e.driver("fleet-test:1", true).Run(ctx, rec.Namespace, rec.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fleet.JobStatus{fleet.JobSkipped, fleet.JobFailed, fleet.JobCanceled, fleet.JobCanceled}
+	for i, j := range done.Jobs {
+		if j.Status != want[i] {
+			t.Errorf("%s is %s (%s), want %s", j.JobID, j.Status, j.Reason, want[i])
+		}
+	}
+	if done.Status != restart.StatusFailed {
+		t.Errorf("fleet ended %s, want failed", done.Status)
+	}
+	if !strings.Contains(done.Jobs[0].Reason, "purged") || !strings.Contains(strings.ToLower(done.Jobs[1].Reason), "deployment") {
+		t.Errorf("reasons: %q, %q", done.Jobs[0].Reason, done.Jobs[1].Reason)
+	}
+}
+
+func TestFleetPauseResumeCancel(t *testing.T) {
+	e := startEnv(t)
+	e.register(t, "api", 4, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	spec := runningSpec()
+	spec.BatchWait = 300 * time.Millisecond // room to pause mid-child
+	rec := e.file(t, `Name matches "^api-"`, spec, options(1, 0, restart.OnErrorFail))
+	d := e.driver("fleet-test:1", true)
+	result := make(chan *fleet.Record, 1)
+	go func() {
+		done, err := d.Run(ctx, rec.Namespace, rec.ID, nil)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		result <- done
+	}()
+	get := func() *fleet.Record {
+		f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	simtest.WaitFor(t, ctx, "the first job to start", func() bool { return get().Jobs[0].Status == fleet.JobRunning })
+	if _, err := d.Pause(ctx, rec.Namespace, rec.ID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	simtest.WaitFor(t, ctx, "the fleet to pause and pass it on", func() bool {
+		f := get()
+		return f.Status == restart.StatusPaused && f.Jobs[0].Steered == restart.IntentPause
+	})
+	child, err := e.restarts.Get(ctx, "default", get().Jobs[0].RestartID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Control.Intent != restart.IntentPause {
+		t.Errorf("the running child's intent is %s, want pause", child.Control.Intent)
+	}
+	if _, err := d.Resume(ctx, rec.Namespace, rec.ID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	simtest.WaitFor(t, ctx, "a second job to start", func() bool { return get().Jobs[1].Status != fleet.JobPending })
+	if _, err := d.Cancel(ctx, rec.Namespace, rec.ID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	done := <-result
+	if done.Status != restart.StatusCanceled {
+		t.Fatalf("fleet ended %s (%s), want canceled", done.Status, done.Reason)
+	}
+	if c := done.Counts(); c[fleet.JobPending] != 0 || c[fleet.JobRunning] != 0 || c[fleet.JobCanceled] < 2 {
+		t.Errorf("jobs after the cancel: %v", c)
+	}
+}

@@ -1,0 +1,181 @@
+package fleetrun
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// Lister lists jobs with Nomad's filter expressions (cluster.Nomad.SelectJobs).
+type Lister interface {
+	SelectJobs(ctx context.Context, namespace, filter string) ([]cluster.JobStub, error)
+}
+
+// Selected is a fleet's selection before it is recorded.
+type Selected struct {
+	// Jobs are the selected jobs, in the fleet's order.
+	Jobs []fleet.Job
+	// LeftOut names the matching jobs a fleet cannot restart themselves (periodic and
+	// parameterized jobs: their launches are jobs of their own, selected when they match).
+	LeftOut []string
+}
+
+// Select lists the jobs sel matches (only those the token may list: Nomad filters its
+// list by the token's ACLs), orders them, and refuses, naming the job and the fix, a
+// selection the fleet's options cannot apply to. Nothing is written.
+func Select(ctx context.Context, l Lister, sel fleet.Selection, spec restart.Spec, opts fleet.Options) (*Selected, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	stubs, err := l.SelectJobs(ctx, sel.Namespace, sel.Filter)
+	if err != nil {
+		return nil, err
+	}
+	out := &Selected{}
+	var listed []fleet.Job
+	for _, s := range stubs {
+		if s.Periodic || s.ParameterizedJob {
+			out.LeftOut = append(out.LeftOut, fmt.Sprintf("%s (namespace %q)", s.ID, s.Namespace))
+			continue
+		}
+		listed = append(listed, fleet.Job{Namespace: s.Namespace, JobID: s.ID, Type: s.Type, Priority: s.Priority,
+			Meta: ownMeta(s.Meta), Status: fleet.JobPending})
+	}
+	if len(listed) == 0 {
+		return nil, &EmptySelectionError{Selection: sel, LeftOut: len(out.LeftOut)}
+	}
+	if err := checkApplies(listed, spec); err != nil {
+		return nil, err
+	}
+	out.Jobs, err = fleet.Order(listed, opts.Order)
+	return out, err
+}
+
+// EmptySelectionError says a selection matched no job the fleet could restart.
+type EmptySelectionError struct {
+	Selection fleet.Selection
+	LeftOut   int
+}
+
+func (e *EmptySelectionError) Error() string {
+	ns := e.Selection.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	msg := fmt.Sprintf("-jobs %q selected no job in namespace %q", e.Selection.Filter, ns)
+	if e.LeftOut > 0 {
+		msg += fmt.Sprintf(" but %d periodic or parameterized jobs, whose launches are jobs of their own", e.LeftOut)
+	}
+	return msg + "; check the expression with `nomad job list -filter '...'`, and -namespace ('*' for every namespace the token may list)"
+}
+
+// ownMeta keeps the job's nomad-restart.* meta keys: the only ones a fleet reads.
+func ownMeta(meta map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range meta {
+		if strings.HasPrefix(k, onchange.MetaPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// checkApplies refuses options that cannot apply to a selected job, and a job whose own
+// nomad-restart.* meta cannot be read, before anything is written.
+func checkApplies(jobs []fleet.Job, spec restart.Spec) error {
+	var problems []string
+	for _, j := range jobs {
+		js, metaProblems := onchange.JobOptions(spec, j.Meta)
+		if len(metaProblems) > 0 {
+			problems = append(problems, fmt.Sprintf("job %q (namespace %q): %s; fix the job's meta or leave the job out of -jobs", j.JobID, j.Namespace, metaProblems[0]))
+			continue
+		}
+		if p := typeProblem(j, js); p != "" {
+			problems = append(problems, p)
+		}
+	}
+	switch len(problems) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s", problems[0])
+	}
+	return fmt.Errorf("%s (and %d more jobs)", problems[0], len(problems)-1)
+}
+
+// typeProblem is what Nomad or the engine would refuse of spec for the job's type.
+func typeProblem(j fleet.Job, spec restart.Spec) string {
+	switch {
+	case spec.Surge > 0 && j.Type != "service":
+		return fmt.Sprintf(`-surge scales service jobs only, and job %q (namespace %q) is a %s job; drop -surge or narrow -jobs (add: and Type == "service")`, j.JobID, j.Namespace, j.Type)
+	case spec.Reschedule && j.Type == "sysbatch":
+		return fmt.Sprintf(`jobs of type "sysbatch" are not allowed to be rescheduled, and job %q (namespace %q) is one; drop -reschedule or narrow -jobs (add: and Type != "sysbatch")`, j.JobID, j.Namespace)
+	}
+	return ""
+}
+
+// NewRecord is the pending fleet of a selection, to be stored with Fleets.CreateFleet. Its
+// home is namespace (the one -namespace named, or "default" for "*").
+func NewRecord(id, home string, sel fleet.Selection, spec restart.Spec, opts fleet.Options, jobs []fleet.Job, clusterAddr string, now time.Time) *fleet.Record {
+	rec := &fleet.Record{
+		Fleet:      fleet.Fleet{ID: id, Options: opts, Jobs: jobs, Status: restart.StatusPending, Control: restart.Control{Intent: restart.IntentRun}},
+		Namespace:  home,
+		Selection:  sel,
+		Spec:       spec,
+		Cluster:    clusterAddr,
+		CreateTime: now,
+		ModifyTime: now,
+	}
+	rec.AddEvent(now, restart.EventCreated, fmt.Sprintf("Fleet created: %d jobs selected by -jobs %q", len(jobs), sel.Filter))
+	return rec
+}
+
+// HomeNamespace is where a fleet of selection namespace ns is recorded: that namespace, or
+// "default" when the selection spans namespaces ("*").
+func HomeNamespace(ns string) string {
+	if ns == "" || ns == "*" {
+		return "default"
+	}
+	return ns
+}
+
+// JobPlan is one job's part of a fleet's dry-run plan.
+type JobPlan struct {
+	Job fleet.Job
+	// Spec is the options its child would start with (the fleet's, with the job's meta).
+	Spec restart.Spec
+	// Allocs and Batches are what its restart would take now.
+	Allocs, Batches int
+	// Problem says why the job would not restart now ("" when it would).
+	Problem string
+}
+
+// Plan is a fleet's dry run: each job's restart as it would be planned now. It writes
+// nothing; a job's plan may differ when its turn comes (its allocations then).
+func (d *Driver) Plan(ctx context.Context, rec *fleet.Record) []JobPlan {
+	out := make([]JobPlan, len(rec.Jobs))
+	for i, j := range rec.Jobs {
+		spec, _ := onchange.JobOptions(rec.Spec, j.Meta)
+		out[i] = JobPlan{Job: j, Spec: spec}
+		p, err := d.cfg.Engine.Plan(ctx, engine.Request{Namespace: j.Namespace, Job: j.JobID, Exact: true, Spec: spec})
+		if err != nil {
+			out[i].Problem = oneLine(err.Error())
+			continue
+		}
+		out[i].Allocs, out[i].Batches = len(p.Record.Allocs), p.Record.Batches
+		if out[i].Allocs == 0 {
+			out[i].Problem = "no allocation to restart: it would be skipped"
+		}
+	}
+	return out
+}

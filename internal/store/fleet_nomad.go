@@ -1,0 +1,301 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
+)
+
+// FleetsDir is the path segment under the store's prefix that holds fleets. It is one
+// that nomadvars.EscapeSegment never makes (nomadvars.Reserved), so no job's records can
+// collide with a fleet's, and the restart store's listings skip it.
+const FleetsDir = "~fleets"
+
+// The variables of a fleet, under <prefix>/~fleets/<id>/, and the items of its record.
+const (
+	fleetRecordName = "fleet"
+	fleetLeaseName  = "lease"
+
+	fleetItemFormat = "format"
+	fleetItemData   = "fleet.gz" // the record's JSON, gzip'd then base64'd
+	fleetFormat     = "1"
+)
+
+// NomadFleets keeps fleet records in Nomad Variables, in each fleet's home namespace
+// (fleet.Record.Namespace):
+//
+//	<prefix>/~fleets/<id>/fleet     the record, compressed into one variable
+//	<prefix>/~fleets/<id>/control   the control bell, rung by steering (see nomad_control.go)
+//	<prefix>/~fleets/<id>/lease     the driver's lease (a variable lock)
+//
+// The record is one variable so that every write is one check-and-set; compressed, a
+// fleet of a few thousand jobs fits Nomad's 64 KiB. Namespace "" is "default"; "*" asks the
+// methods that take a fleet's ID to find its namespace first (one listing).
+type NomadFleets struct {
+	// n is the restart store's plumbing on the same cluster and prefix: its variables
+	// clients, options, leases and bells.
+	n *Nomad
+}
+
+var _ Fleets = (*NomadFleets)(nil)
+
+// NewNomadFleets returns a fleet store on client's cluster, under opts.Prefix (default
+// "nomad-restart", beside the restart records). Of opts it uses Prefix, the lease's
+// LockTTL, LockDelay and RenewEvery, Keep (how many finished fleets of a namespace are
+// kept) and Logger.
+func NewNomadFleets(client *api.Client, opts NomadOptions) *NomadFleets {
+	return &NomadFleets{n: NewNomad(client, opts)}
+}
+
+// fleetDir is the prefix of every fleet variable, for listings.
+func (s *NomadFleets) fleetDir() string { return s.n.opts.Prefix + "/" + FleetsDir + "/" }
+
+// fleetPath is the path of fleet id's variable name (fleetRecordName, bellName,
+// fleetLeaseName).
+func (s *NomadFleets) fleetPath(id, name string) string { return s.fleetDir() + id + "/" + name }
+
+// fleetRef is a fleet's record variable as a listing shows it.
+type fleetRef struct {
+	ns, id      string
+	createIndex uint64
+}
+
+// listFleets lists the record variables of the fleets in ns ("" or "*": every namespace
+// the token may list), without reading them.
+func (s *NomadFleets) listFleets(ctx context.Context, ns string) ([]fleetRef, error) {
+	if allNamespaces(ns) {
+		ns = "*"
+	}
+	metas, err := s.n.vars.List(ctx, ns, s.fleetDir())
+	if err != nil {
+		return nil, s.fleetErr(err)
+	}
+	var out []fleetRef
+	for _, m := range metas {
+		rest := strings.TrimPrefix(m.Path, s.fleetDir())
+		id, name, ok := strings.Cut(rest, "/")
+		if ok && name == fleetRecordName && validID(id) {
+			out = append(out, fleetRef{ns: m.Namespace, id: id, createIndex: m.CreateIndex})
+		}
+	}
+	return out, nil
+}
+
+// home resolves the namespace a caller named for fleet id: "" is "default", "*" is
+// wherever the fleet is.
+func (s *NomadFleets) home(ctx context.Context, ns, id string) (string, error) {
+	if !validID(id) {
+		return "", ErrFleetNotFound
+	}
+	if ns != "*" {
+		return nomadvars.Namespace(ns), nil
+	}
+	refs, err := s.listFleets(ctx, "*")
+	if err != nil {
+		return "", err
+	}
+	for _, r := range refs {
+		if r.id == id {
+			return r.ns, nil
+		}
+	}
+	return "", ErrFleetNotFound
+}
+
+// CreateFleet implements Fleets. It gives f an ID when it has none and files it in
+// f.Namespace ("" is "default"); then it deletes the namespace's finished fleets beyond
+// the newest NomadOptions.Keep, best effort.
+func (s *NomadFleets) CreateFleet(ctx context.Context, f *fleet.Record) error {
+	if f.ID == "" {
+		f.ID = uuid.NewString()
+	}
+	if !validID(f.ID) {
+		return fmt.Errorf("nomad fleet store: invalid fleet ID %q", f.ID)
+	}
+	if f.Namespace == "*" {
+		return fmt.Errorf(`nomad fleet store: fleet %s names namespace "*" as its home: a fleet lives in one namespace ("default" for a selection across namespaces)`, f.ID)
+	}
+	rec := *f
+	rec.Namespace = nomadvars.Namespace(f.Namespace)
+	now := time.Now().UTC()
+	if rec.CreateTime.IsZero() {
+		rec.CreateTime = now
+	}
+	rec.ModifyTime = now
+	v, err := s.encode(&rec)
+	if err != nil {
+		return err
+	}
+	out, err := s.n.vars.Write(ctx, v) // ModifyIndex 0: create only
+	var conflict *nomadvars.ConflictError
+	if errors.As(err, &conflict) {
+		return ErrExists
+	}
+	if err != nil {
+		return s.fleetErr(err)
+	}
+	rec.CreateIndex, rec.ModifyIndex = out.CreateIndex, out.ModifyIndex
+	*f = rec
+	s.prune(ctx, rec.Namespace, rec.ID)
+	return nil
+}
+
+// UpdateFleet implements Fleets.
+func (s *NomadFleets) UpdateFleet(ctx context.Context, f *fleet.Record) error {
+	if f.ModifyIndex == 0 {
+		return fmt.Errorf("nomad fleet store: fleet %s has no ModifyIndex: read it (or create it) before updating it", f.ID)
+	}
+	if !validID(f.ID) {
+		return ErrFleetNotFound
+	}
+	rec := *f
+	rec.Namespace = nomadvars.Namespace(f.Namespace)
+	rec.ModifyTime = time.Now().UTC()
+	v, err := s.encode(&rec)
+	if err != nil {
+		return err
+	}
+	v.ModifyIndex = f.ModifyIndex
+	out, err := s.n.vars.Write(ctx, v)
+	var conflict *nomadvars.ConflictError
+	switch {
+	case errors.As(err, &conflict) && conflict.Current == nil:
+		return ErrFleetNotFound
+	case errors.As(err, &conflict):
+		return ErrConflict
+	case err != nil:
+		return s.fleetErr(err)
+	}
+	f.Namespace, f.ModifyIndex, f.ModifyTime = rec.Namespace, out.ModifyIndex, rec.ModifyTime
+	return nil
+}
+
+// GetFleet implements Fleets.
+func (s *NomadFleets) GetFleet(ctx context.Context, namespace, id string) (*fleet.Record, error) {
+	ns, err := s.home(ctx, namespace, id)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.n.vars.Read(ctx, ns, s.fleetPath(id, fleetRecordName))
+	if err != nil {
+		return nil, s.fleetErr(err)
+	}
+	return s.decode(v)
+}
+
+// FindFleet implements Fleets.
+func (s *NomadFleets) FindFleet(ctx context.Context, namespace, prefix string) (*fleet.Record, error) {
+	refs, err := s.listFleets(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return nomadvars.FindByIDPrefix(refs, func(r fleetRef) string { return r.id }, prefix, ErrFleetNotFound,
+		func(ids []string) error { return &AmbiguousIDError{Prefix: prefix, Matches: ids, Kind: "fleet"} },
+		func(r fleetRef) (*fleet.Record, error) { return s.GetFleet(ctx, r.ns, r.id) })
+}
+
+// ListFleets implements Fleets. It reads the listed fleets a few at a time; one deleted
+// since the listing is left out.
+func (s *NomadFleets) ListFleets(ctx context.Context, namespace string, active bool) ([]*fleet.Record, error) {
+	refs, err := s.listFleets(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	read := make([]*fleet.Record, len(refs))
+	err = forEach(ctx, len(refs), chunkWorkers, func(ctx context.Context, i int) error {
+		f, err := s.GetFleet(ctx, refs[i].ns, refs[i].id)
+		if errors.Is(err, ErrFleetNotFound) {
+			return nil
+		}
+		read[i] = f
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*fleet.Record, 0, len(read))
+	for _, f := range read {
+		if f != nil && (!active || !f.Status.Terminal()) {
+			out = append(out, f)
+		}
+	}
+	sortFleetsNewestFirst(out)
+	return out, nil
+}
+
+// sortFleetsNewestFirst orders fleets by CreateTime, newest first (then by CreateIndex, for
+// fleets created within one clock tick).
+func sortFleetsNewestFirst(fleets []*fleet.Record) {
+	slices.SortStableFunc(fleets, func(a, b *fleet.Record) int {
+		if c := b.CreateTime.Compare(a.CreateTime); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.CreateIndex, a.CreateIndex)
+	})
+}
+
+// encode turns a fleet into its variable; *FleetTooLargeError when it would not fit.
+func (s *NomadFleets) encode(f *fleet.Record) (*api.Variable, error) {
+	raw, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("nomad fleet store: encoding fleet %s: %w", f.ID, err)
+	}
+	packed, err := s.n.pack(raw)
+	if err != nil {
+		return nil, fmt.Errorf("nomad fleet store: compressing fleet %s: %w", f.ID, err)
+	}
+	items := map[string]string{fleetItemFormat: fleetFormat, fleetItemData: packed}
+	if size := itemsSize(items); size > maxVariableSize {
+		return nil, &FleetTooLargeError{Jobs: len(f.Jobs), Bytes: size, Limit: maxVariableSize}
+	}
+	return &api.Variable{Namespace: f.Namespace, Path: s.fleetPath(f.ID, fleetRecordName), Items: items}, nil
+}
+
+// decode reads a fleet's variable; its namespace and indexes are the variable's own.
+func (s *NomadFleets) decode(v *api.Variable) (*fleet.Record, error) {
+	if f := v.Items[fleetItemFormat]; f != fleetFormat {
+		return nil, fmt.Errorf("nomad fleet store: variable %q in namespace %q has unknown fleet format %q (written by a newer nomad-restart?)", v.Path, v.Namespace, f)
+	}
+	raw, err := unpack(v.Items[fleetItemData])
+	if err != nil {
+		return nil, fmt.Errorf("nomad fleet store: variable %q in namespace %q is corrupt: %w", v.Path, v.Namespace, err)
+	}
+	f := &fleet.Record{}
+	if err := json.Unmarshal(raw, f); err != nil {
+		return nil, fmt.Errorf("nomad fleet store: variable %q in namespace %q is not a fleet: %w", v.Path, v.Namespace, err)
+	}
+	if v.Path != s.fleetPath(f.ID, fleetRecordName) {
+		return nil, fmt.Errorf("nomad fleet store: variable %q in namespace %q holds fleet %q, not the one its path names", v.Path, v.Namespace, f.ID)
+	}
+	f.Namespace = nomadvars.Namespace(v.Namespace)
+	f.CreateIndex, f.ModifyIndex = v.CreateIndex, v.ModifyIndex
+	return f, nil
+}
+
+// fleetErr turns an error of nomadvars into the fleet store's terms: ErrFleetNotFound, a
+// *PermissionError naming the prefix to grant, or the failure with the store's name.
+func (s *NomadFleets) fleetErr(err error) error {
+	return nomadvars.Translate(err, "nomad fleet store", ErrFleetNotFound, func(perm *nomadvars.PermissionError) error {
+		return &PermissionError{Capability: perm.Capability, Namespace: perm.Namespace, Path: perm.Path, Prefix: s.n.opts.Prefix, Err: perm}
+	})
+}
+
+// plumbingErr is fleetErr for an error of the restart store's plumbing (bells, leases),
+// which is in the store's terms already but for saying ErrNotFound of a restart.
+func plumbingErr(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return ErrFleetNotFound
+	}
+	return err
+}

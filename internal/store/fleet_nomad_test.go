@@ -1,0 +1,544 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// newFleet is a pending fleet of jobs jobs in namespace ns, as a driver files it.
+func newFleet(ns string, jobs int) *fleet.Record {
+	f := &fleet.Record{
+		Fleet: fleet.Fleet{
+			ID:      uuid.NewString(),
+			Options: fleet.DefaultOptions(),
+			Status:  restart.StatusPending,
+			Control: restart.Control{Intent: restart.IntentRun},
+		},
+		Namespace: ns,
+		Selection: fleet.Selection{Namespace: ns, Filter: `Meta["team"] == "payments"`},
+		Spec:      restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, OnError: restart.OnErrorAsk},
+		Reason:    "rotate the database credentials",
+	}
+	for i := range jobs {
+		f.Jobs = append(f.Jobs, fleet.Job{
+			Namespace: ns,
+			JobID:     fmt.Sprintf("payments-service-%04d", i),
+			Priority:  50,
+			RestartID: fleet.ChildID(f.ID, ns, fmt.Sprintf("payments-service-%04d", i)),
+			Status:    fleet.JobPending,
+		})
+	}
+	return f
+}
+
+// startFleets starts a simulated Nomad and opens a fleet store and a restart store on it,
+// with the management client they use.
+func startFleets(t testing.TB, opts store.NomadOptions) (*api.Client, *store.NomadFleets, *store.Nomad) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{})
+	cl := simClient(t, c, "")
+	return cl, store.NewNomadFleets(cl, opts), store.NewNomad(cl, opts)
+}
+
+func mustCreateFleet(t testing.TB, ctx context.Context, s store.Fleets, f *fleet.Record) *fleet.Record {
+	t.Helper()
+	if err := s.CreateFleet(ctx, f); err != nil {
+		t.Fatalf("CreateFleet: %v", err)
+	}
+	return f
+}
+
+func TestNomadFleetCreateGetUpdate(t *testing.T) {
+	_, s, _ := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	f := mustCreateFleet(t, ctx, s, newFleet("", 3))
+	if f.Namespace != "default" || f.CreateIndex == 0 || f.ModifyIndex == 0 || f.CreateTime.IsZero() {
+		t.Fatalf("CreateFleet did not fill in the namespace, indexes and times: %+v", f)
+	}
+	if err := s.CreateFleet(ctx, &fleet.Record{Fleet: fleet.Fleet{ID: f.ID}, Namespace: "default"}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a second CreateFleet of one ID: got %v, want ErrExists", err)
+	}
+
+	got, err := s.GetFleet(ctx, "default", f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ModifyIndex != f.ModifyIndex || len(got.Jobs) != 3 || got.Jobs[2].JobID != f.Jobs[2].JobID || got.Reason != f.Reason {
+		t.Fatalf("GetFleet: got %+v, want %+v", got, f)
+	}
+
+	stale := *got
+	got.Status = restart.StatusRunning
+	got.Jobs[0].Status = fleet.JobRunning
+	before := got.ModifyIndex
+	if err := s.UpdateFleet(ctx, got); err != nil {
+		t.Fatalf("UpdateFleet: %v", err)
+	}
+	if got.ModifyIndex <= before || !got.ModifyTime.After(f.ModifyTime.Add(-time.Nanosecond)) {
+		t.Fatalf("UpdateFleet did not set the new ModifyIndex and ModifyTime: %d (was %d), %v", got.ModifyIndex, before, got.ModifyTime)
+	}
+	stale.Status = restart.StatusCanceled
+	if err := s.UpdateFleet(ctx, &stale); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("UpdateFleet of a stale copy: got %v, want ErrConflict", err)
+	}
+	again, err := s.GetFleet(ctx, "*", f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status != restart.StatusRunning || again.Jobs[0].Status != fleet.JobRunning || again.ModifyIndex != got.ModifyIndex {
+		t.Fatalf("after a conflict the stored fleet changed: %+v", again)
+	}
+
+	for _, id := range []string{uuid.NewString(), "../x"} {
+		if _, err := s.GetFleet(ctx, "default", id); !errors.Is(err, store.ErrFleetNotFound) {
+			t.Errorf("GetFleet(%q): got %v, want ErrFleetNotFound", id, err)
+		}
+	}
+}
+
+// A fleet of 500 jobs fits its one variable and reads back whole; one whose record cannot
+// be compressed under 64 KiB is refused with FleetTooLargeError and nothing is written.
+func TestNomadFleetSize(t *testing.T) {
+	cl, s, _ := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	big := newFleet("default", 500)
+	for i := range big.Jobs {
+		big.Jobs[i].Reason = "waiting for restart " + big.Jobs[i].RestartID[:8] + " of this job to end"
+	}
+	mustCreateFleet(t, ctx, s, big)
+	got, err := s.GetFleet(ctx, "default", big.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Jobs) != 500 || !reflect.DeepEqual(got.Jobs, big.Jobs) {
+		t.Fatalf("a 500-job fleet did not round-trip: %d jobs, last %+v", len(got.Jobs), got.Jobs[len(got.Jobs)-1])
+	}
+	v, _, err := cl.Variables().Read("nomad-restart/~fleets/"+big.ID+"/fleet", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, val := range v.Items {
+		size += len(k) + len(val)
+	}
+	if size > 65536 {
+		t.Fatalf("the variable holds %d bytes, over Nomad's 65536", size)
+	}
+
+	huge := newFleet("default", 500)
+	for i := range huge.Jobs {
+		huge.Jobs[i].Reason = randomHex(t, 200) // incompressible
+	}
+	err = s.CreateFleet(ctx, huge)
+	var tooLarge *store.FleetTooLargeError
+	if !errors.As(err, &tooLarge) || tooLarge.Jobs != 500 || tooLarge.Bytes <= tooLarge.Limit || tooLarge.Limit != 65536 {
+		t.Fatalf("CreateFleet of an oversized fleet: got %v, want a FleetTooLargeError", err)
+	}
+	if _, err := s.GetFleet(ctx, "default", huge.ID); !errors.Is(err, store.ErrFleetNotFound) {
+		t.Fatalf("an oversized fleet was written anyway: %v", err)
+	}
+	// An update that would not fit is refused too, and leaves the record as it was.
+	got.Jobs[0].Reason = randomHex(t, 100000)
+	if err := s.UpdateFleet(ctx, got); !errors.As(err, &tooLarge) {
+		t.Fatalf("UpdateFleet of an oversized fleet: got %v, want a FleetTooLargeError", err)
+	}
+}
+
+func randomHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func TestNomadFleetFindAndList(t *testing.T) {
+	_, s, _ := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	a := newFleet("default", 1)
+	a.ID = "aaaa1111-" + a.ID[9:]
+	b := newFleet("ops", 1)
+	b.ID = "aaaa2222-" + b.ID[9:]
+	c := newFleet("ops", 1)
+	c.ID = "bbbb3333-" + c.ID[9:]
+	for _, f := range []*fleet.Record{a, b, c} {
+		mustCreateFleet(t, ctx, s, f)
+	}
+
+	tests := []struct {
+		ns, prefix string
+		want       string // the fleet's ID, or "ambiguous", or "none"
+	}{
+		{"*", "aaaa1", a.ID},
+		{"", "aaaa2", b.ID},
+		{"*", "bbbb", c.ID},
+		{"*", c.ID, c.ID},
+		{"ops", "aaaa", b.ID},
+		{"default", "bbbb", "none"},
+		{"*", "aaaa", "ambiguous"},
+		{"*", "cccc", "none"},
+	}
+	for _, tc := range tests {
+		got, err := s.FindFleet(ctx, tc.ns, tc.prefix)
+		var amb *store.AmbiguousIDError
+		switch tc.want {
+		case "ambiguous":
+			if !errors.As(err, &amb) || len(amb.Matches) != 2 || !strings.Contains(err.Error(), "fleet ID prefix") {
+				t.Errorf("FindFleet(%q, %q): got %v, want an AmbiguousIDError of 2 fleets", tc.ns, tc.prefix, err)
+			}
+		case "none":
+			if !errors.Is(err, store.ErrFleetNotFound) {
+				t.Errorf("FindFleet(%q, %q): got %v, want ErrFleetNotFound", tc.ns, tc.prefix, err)
+			}
+		default:
+			if err != nil || got.ID != tc.want {
+				t.Errorf("FindFleet(%q, %q): got %v, %v, want %s", tc.ns, tc.prefix, got, err, tc.want)
+			}
+		}
+	}
+
+	if _, err := store.MutateFleet(ctx, s, "ops", b.ID, func(f *fleet.Record) error {
+		f.Status = restart.StatusSucceeded
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	listTests := []struct {
+		ns     string
+		active bool
+		want   []string // newest first
+	}{
+		{"*", false, []string{c.ID, b.ID, a.ID}},
+		{"", true, []string{c.ID, a.ID}},
+		{"ops", false, []string{c.ID, b.ID}},
+		{"ops", true, []string{c.ID}},
+		{"default", false, []string{a.ID}},
+	}
+	for _, tc := range listTests {
+		got, err := s.ListFleets(ctx, tc.ns, tc.active)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, f := range got {
+			ids = append(ids, f.ID)
+		}
+		if strings.Join(ids, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("ListFleets(%q, active=%v): got %v, want %v", tc.ns, tc.active, ids, tc.want)
+		}
+	}
+}
+
+// The driver's writes do not wake WatchFleetControl; an operator's change of Control
+// (MutateFleet, which rings) does, and WatchFleet follows every write.
+func TestNomadFleetWatches(t *testing.T) {
+	cl, s, _ := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	f := mustCreateFleet(t, ctx, s, newFleet("default", 2))
+
+	first, token, err := s.WatchFleetControl(ctx, "default", f.ID, 0)
+	if err != nil || token == 0 || first == nil || first.ID != f.ID {
+		t.Fatalf("WatchFleetControl with token 0: %v, %d, %v", first, token, err)
+	}
+	bellIndex := func() uint64 {
+		v, _, err := cl.Variables().Read("nomad-restart/~fleets/"+f.ID+"/control", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.ModifyIndex
+	}
+	if bellIndex() != token {
+		t.Fatalf("the first token %d is not the bell's index %d", token, bellIndex())
+	}
+
+	type answer struct {
+		f     *fleet.Record
+		token uint64
+		err   error
+	}
+	woke := make(chan answer, 1)
+	go func() {
+		got, next, err := s.WatchFleetControl(ctx, "default", f.ID, token)
+		woke <- answer{got, next, err}
+	}()
+	watched := make(chan answer, 1)
+	go func() {
+		got, err := s.WatchFleet(ctx, "default", f.ID, f.ModifyIndex)
+		watched <- answer{f: got, err: err}
+	}()
+
+	// The driver's own writes: WatchFleet answers the first; the bell stays as it was, so
+	// a WatchFleetControl woken by them would answer with Control still "run".
+	first.Status = restart.StatusRunning
+	for range 3 {
+		if err := s.UpdateFleet(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := <-watched
+	if w.err != nil || w.f.ModifyIndex <= f.ModifyIndex || w.f.Status != restart.StatusRunning {
+		t.Fatalf("WatchFleet after an update: %+v, %v", w.f, w.err)
+	}
+	if bellIndex() != token {
+		t.Fatal("UpdateFleet rang the control bell")
+	}
+
+	if _, err := store.MutateFleet(ctx, s, "default", f.ID, func(f *fleet.Record) error {
+		f.Control = restart.Control{Intent: restart.IntentPause, By: "alice"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	a := <-woke
+	if a.err != nil || a.f.Control.Intent != restart.IntentPause || a.token <= token || a.token != bellIndex() {
+		t.Fatalf("WatchFleetControl after MutateFleet: %+v, %d, %v; want the paused fleet and the bell's new index", a.f, a.token, a.err)
+	}
+
+	// RingFleet alone wakes it too.
+	go func() {
+		got, next, err := s.WatchFleetControl(ctx, "default", f.ID, a.token)
+		woke <- answer{got, next, err}
+	}()
+	if err := s.RingFleet(ctx, "default", f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if a2 := <-woke; a2.err != nil || a2.token <= a.token {
+		t.Fatalf("WatchFleetControl after RingFleet: %d, %v", a2.token, a2.err)
+	}
+
+	// No fleet, no bell.
+	missing := uuid.NewString()
+	if _, _, err := s.WatchFleetControl(ctx, "default", missing, 0); !errors.Is(err, store.ErrFleetNotFound) {
+		t.Fatalf("WatchFleetControl of a missing fleet: got %v, want ErrFleetNotFound", err)
+	}
+	if _, _, err := cl.Variables().Read("nomad-restart/~fleets/"+missing+"/control", nil); err == nil {
+		t.Fatal("WatchFleetControl left a bell for a missing fleet")
+	}
+}
+
+func TestNomadFleetLease(t *testing.T) {
+	_, s, _ := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
+
+	if h, err := s.FleetLeaseHolder(ctx, "default", f.ID); err != nil || h != "" {
+		t.Fatalf("FleetLeaseHolder of a fleet never driven: %q, %v", h, err)
+	}
+	l, err := s.AcquireFleetLease(ctx, "default", f.ID, "host-a pid 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireFleetLease(ctx, "default", f.ID, "host-b pid 2"); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("AcquireFleetLease of a held lease: got %v, want ErrLeaseHeld", err)
+	}
+	if h, err := s.FleetLeaseHolder(ctx, "*", f.ID); err != nil || h != "host-a pid 1" {
+		t.Fatalf("FleetLeaseHolder: %q, %v", h, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.FleetLeaseHolder(ctx, "default", f.ID); err != nil || h != "" {
+		t.Fatalf("FleetLeaseHolder after Release: %q, %v", h, err)
+	}
+	l2, err := s.AcquireFleetLease(ctx, "default", f.ID, "host-b pid 2")
+	if err != nil {
+		t.Fatalf("AcquireFleetLease after Release: %v", err)
+	}
+	if h, _ := s.FleetLeaseHolder(ctx, "default", f.ID); h != "host-b pid 2" {
+		t.Fatalf("FleetLeaseHolder after a new driver took the lease: %q", h)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireFleetLease(ctx, "default", uuid.NewString(), "x"); !errors.Is(err, store.ErrFleetNotFound) {
+		t.Fatalf("AcquireFleetLease of a missing fleet: got %v, want ErrFleetNotFound", err)
+	}
+}
+
+// A fleet lease that Nomad no longer holds for its driver is lost, as a restart's is.
+func TestNomadFleetLeaseLost(t *testing.T) {
+	cl, s, _ := startFleets(t, store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
+	ctx := testContext(t, 30*time.Second)
+	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
+	l, err := s.AcquireFleetLease(ctx, "default", f.ID, "driver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "nomad-restart/~fleets/" + f.ID + "/lease"
+	v, _, err := cl.Variables().Read(path, nil)
+	if err != nil || v.LockID() == "" {
+		t.Fatalf("reading the lease variable: %v, %+v", err, v)
+	}
+	if _, _, err := cl.Variables().ReleaseLock(&api.Variable{Path: path, Lock: &api.VariableLock{ID: v.LockID()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-ctx.Done():
+		t.Fatal("the lock was released under the lease but Lost was never closed")
+	}
+	if _, err := s.AcquireFleetLease(ctx, "default", f.ID, "driver-2"); err != nil {
+		t.Fatalf("AcquireFleetLease after the lease was lost: %v", err)
+	}
+}
+
+// Creating a fleet deletes the namespace's finished fleets beyond the newest Keep, with
+// their bells and leases, and leaves active fleets and other namespaces alone.
+func TestNomadFleetRetention(t *testing.T) {
+	cl, s, _ := startFleets(t, store.NomadOptions{Keep: 2})
+	ctx := testContext(t, 30*time.Second)
+	var ended []*fleet.Record
+	createEnded := func() {
+		f := newFleet("default", 1)
+		f.Status = restart.StatusSucceeded
+		ended = append(ended, mustCreateFleet(t, ctx, s, f))
+	}
+	for range 3 { // Keep and the new one: nothing to prune yet
+		createEnded()
+	}
+	oldest := ended[0]
+	if err := s.RingFleet(ctx, "default", oldest.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cl.Variables().Create(&api.Variable{Path: "nomad-restart/~fleets/" + oldest.ID + "/lease", Items: map[string]string{"holder": "gone"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	createEnded()                                                 // prunes the oldest
+	running := mustCreateFleet(t, ctx, s, newFleet("default", 1)) // prunes the second
+	other := newFleet("ops", 1)
+	other.Status = restart.StatusFailed
+	mustCreateFleet(t, ctx, s, other)
+	mustCreateFleet(t, ctx, s, newFleet("default", 1)) // prunes nothing more
+
+	got, err := s.ListFleets(ctx, "*", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]bool{}
+	for _, f := range got {
+		kept[f.ID] = true
+	}
+	for i, f := range ended {
+		if want := i >= 2; kept[f.ID] != want {
+			t.Errorf("finished fleet %d (of 4, oldest first) kept=%v, want %v", i, kept[f.ID], want)
+		}
+	}
+	if !kept[running.ID] || !kept[other.ID] || len(got) != 5 {
+		t.Errorf("retention removed an active fleet or another namespace's: kept %v", kept)
+	}
+	for _, name := range []string{"fleet", "control", "lease"} {
+		if _, _, err := cl.Variables().Read("nomad-restart/~fleets/"+oldest.ID+"/"+name, nil); err == nil {
+			t.Errorf("the pruned fleet's %s variable is still there", name)
+		}
+	}
+}
+
+// A fleet's record, bell and lease are no restarts: the restart store's Find and List and
+// its lister never show them.
+func TestNomadFleetNotARestart(t *testing.T) {
+	cl, s, rs := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	rec := createRecord(t, ctx, rs, "default", "web", 1)
+	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
+	if err := s.RingFleet(ctx, "default", f.ID); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.AcquireFleetLease(ctx, "default", f.ID, "driver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+
+	metas, _, err := cl.Variables().PrefixList("nomad-restart/~fleets/", nil)
+	if err != nil || len(metas) != 3 {
+		t.Fatalf("want the fleet's three variables in Nomad: %v, %v", metas, err)
+	}
+	for _, ns := range []string{"default", "*", ""} {
+		recs, err := rs.List(ctx, store.Filter{Namespace: ns})
+		if err != nil || len(recs) != 1 || recs[0].ID != rec.ID {
+			t.Errorf("List(%q) shows more than the one restart: %v, %v", ns, recs, err)
+		}
+		if _, err := rs.Find(ctx, ns, f.ID[:8]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Find(%q) of the fleet's ID prefix: got %v, want ErrNotFound", ns, err)
+		}
+		if _, err := rs.Get(ctx, ns, f.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(%q) of the fleet's ID: got %v, want ErrNotFound", ns, err)
+		}
+	}
+	listing, err := store.NewNomadRestartLister(cl, "").List(ctx, "*", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listing.Restarts) != 1 || listing.Restarts[0].ID != rec.ID {
+		t.Fatalf("the lister shows more than the one restart: %+v", listing.Restarts)
+	}
+}
+
+// A token without the variables' write capability is told which rule to grant.
+func TestNomadFleetACLs(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	ctx := testContext(t, 30*time.Second)
+	reader, err := c.CreateToken("reader", map[string]string{"reader": `
+namespace "default" {
+  policy = "read"
+  variables {
+    path "nomad-restart/*" { capabilities = ["read", "list"] }
+  }
+}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := c.CreateToken("none", map[string]string{"none": `namespace "default" { policy = "read" }`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := store.NewNomadFleets(simClient(t, c, c.BootstrapToken()), store.NomadOptions{})
+	f := mustCreateFleet(t, ctx, admin, newFleet("default", 1))
+
+	rs := store.NewNomadFleets(simClient(t, c, reader), store.NomadOptions{})
+	err = rs.CreateFleet(ctx, newFleet("default", 1))
+	var perm *store.PermissionError
+	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "default" {
+		t.Fatalf("CreateFleet with a read-only token: got %v, want a PermissionError for write", err)
+	}
+	for _, want := range []string{`"write"`, `path "nomad-restart/*"`, `namespace "default"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error %q does not mention %s", err, want)
+		}
+	}
+	if _, err := rs.GetFleet(ctx, "default", f.ID); err != nil {
+		t.Fatalf("GetFleet with a reader token: %v", err)
+	}
+	if err := rs.RingFleet(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "write" {
+		t.Fatalf("RingFleet with a read-only token: got %v, want a PermissionError for write", err)
+	}
+	if _, err := rs.AcquireFleetLease(ctx, "default", f.ID, "x"); !errors.As(err, &perm) || perm.Capability != "write" {
+		t.Fatalf("AcquireFleetLease with a read-only token: got %v, want a PermissionError for write", err)
+	}
+
+	ns := store.NewNomadFleets(simClient(t, c, none), store.NomadOptions{})
+	// Nomad leaves out of a listing what the token may not list: nothing to find.
+	if _, err := ns.FindFleet(ctx, "default", f.ID[:6]); !errors.Is(err, store.ErrFleetNotFound) {
+		t.Fatalf("FindFleet without the variables' list capability: got %v, want ErrFleetNotFound", err)
+	}
+	if _, err := ns.GetFleet(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
+		t.Fatalf("GetFleet without the variables' read capability: got %v, want a PermissionError for read", err)
+	}
+}
