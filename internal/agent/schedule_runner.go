@@ -17,7 +17,7 @@ import (
 
 // scheduleRunner starts the occurrences of scheduled restarts (`run -at`, `run -every`,
 // kept by the schedule package); the Agent's dispatchDrives then drives them like any
-// other restart. It keeps one blocking list query on the schedules' variables and a timer
+// other restart, and the fleet runner the fleets of fleet schedules (schedule_fleet.go). It keeps one blocking list query on the schedules' variables and a timer
 // to the earliest due time, and polls nothing. Each due occurrence becomes a detached
 // restart whose ID derives from the schedule and the due time: agents racing on one
 // occurrence collide on the restart store's Create, so one restart exists, and the
@@ -173,7 +173,7 @@ func (s *scheduleRunner) pass(ctx context.Context) time.Duration {
 				if ctx.Err() != nil {
 					return time.Hour
 				}
-				s.log.Warn("handling a due schedule failed; will try again", "schedule", sc.ID, "namespace", sc.Namespace, "job", sc.JobID, "retry_in", s.retry, "err", err)
+				s.log.Warn("handling a due schedule failed; will try again", append(scheduleAttrs(sc), "retry_in", s.retry, "err", err)...)
 				s.retryAt[k] = s.now().Add(s.retry)
 				earliest = earlier(earliest, s.retryAt[k])
 				continue
@@ -272,19 +272,21 @@ func (s *scheduleRunner) claim(ctx context.Context, sc *schedule.Schedule, step 
 	}
 	if claimed && step.Missed > 0 {
 		s.metrics.missed.Add(float64(step.Missed))
-		s.log.Warn("scheduled restart missed", "schedule", sc.ID, "namespace", sc.Namespace, "job", sc.JobID,
-			"missed", step.Missed, "last_missed_due", step.LastMissed.UTC().Format(time.RFC3339), "reason", step.MissedReason)
+		s.log.Warn("scheduled restart missed", append(scheduleAttrs(sc),
+			"missed", step.Missed, "last_missed_due", step.LastMissed.UTC().Format(time.RFC3339), "reason", step.MissedReason)...)
 	}
 	if claimed && cur.Status == schedule.StatusDone {
-		s.log.Info("schedule done: it has no more occurrences", "schedule", sc.ID, "namespace", sc.Namespace, "job", sc.JobID)
+		s.log.Info("schedule done: it has no more occurrences", scheduleAttrs(sc)...)
 	}
 	return cur, claimed, nil
 }
 
 func (s *scheduleRunner) logOutcome(sc *schedule.Schedule, due time.Time, out schedule.Outcome, cur *schedule.Schedule) {
 	s.metrics.occurrences.WithLabelValues(string(out.Result)).Inc()
-	attrs := []any{"schedule", sc.ID, "namespace", sc.Namespace, "job", sc.JobID, "due", due.UTC().Format(time.RFC3339), "result", out.Result}
-	if out.RestartID != "" {
+	attrs := append(scheduleAttrs(sc), "due", due.UTC().Format(time.RFC3339), "result", out.Result)
+	if out.RestartID != "" && sc.IsFleet() {
+		attrs = append(attrs, "fleet", out.RestartID)
+	} else if out.RestartID != "" {
 		attrs = append(attrs, "restart", out.RestartID)
 	}
 	if out.Reason != "" {
@@ -296,15 +298,19 @@ func (s *scheduleRunner) logOutcome(sc *schedule.Schedule, due time.Time, out sc
 		s.log.Info("scheduled restart", attrs...)
 	}
 	if cur.Status == schedule.StatusDone {
-		s.log.Info("schedule done: it has no more occurrences", "schedule", sc.ID, "namespace", sc.Namespace, "job", sc.JobID)
+		s.log.Info("schedule done: it has no more occurrences", scheduleAttrs(sc)...)
 	}
 }
 
 // start creates the occurrence's restart, detached: the agents' adoption drives it. A
 // restart already there under the occurrence's ID (another agent's, or ours before a
 // crash) counts as started. An error means nothing was decided: the agent is stopping,
-// or the store failed, and the occurrence is tried again.
+// or the store failed, and the occurrence is tried again. A fleet schedule's occurrence
+// is a fleet (startFleet).
 func (s *scheduleRunner) start(ctx context.Context, sc *schedule.Schedule, due time.Time) (schedule.Outcome, error) {
+	if sc.IsFleet() {
+		return s.startFleet(ctx, sc, due)
+	}
 	id := schedule.OccurrenceID(sc.ID, due)
 	started := schedule.Outcome{Result: schedule.ResultStarted, RestartID: id}
 	st := s.a.cfg.Store

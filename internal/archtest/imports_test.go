@@ -60,7 +60,7 @@ func architecture() []rule {
 		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
 		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
-		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/restart"}},
+		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
 			pkg:          "internal/engine",
 			mayImport:    []string{"internal/health", "internal/cluster", "internal/store", "internal/restart"},

@@ -109,7 +109,7 @@ func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan
 func (f *fleetFollower) showFleet(rec *fleet.Record, lastSeq uint64) uint64 {
 	for _, ev := range rec.Events {
 		if ev.Seq > lastSeq {
-			f.a.printFleetEvent(f.p, fleetrun.Event{Fleet: rec.ID, Event: ev}, f.across)
+			f.a.printFleetEvent(f.p, fleetrun.Event{Fleet: rec.ID, Event: ev}, f.across, true)
 			lastSeq = ev.Seq
 		}
 	}
@@ -197,7 +197,7 @@ func (f *fleetFollower) showChild(j fleet.Job, cur *restart.Record) {
 	defer f.mu.Unlock()
 	last := f.last[j.RestartID]
 	for _, ev := range cur.EventsAfter(last) {
-		f.a.printFleetEvent(f.p, fleetrun.Event{Fleet: f.ft.rec.ID, Namespace: j.Namespace, JobID: j.JobID, RestartID: j.RestartID, Event: ev}, f.across)
+		f.a.printFleetEvent(f.p, fleetrun.Event{Fleet: f.ft.rec.ID, Namespace: j.Namespace, JobID: j.JobID, RestartID: j.RestartID, Event: ev}, f.across, true)
 		last = ev.Seq
 	}
 	f.last[j.RestartID] = last

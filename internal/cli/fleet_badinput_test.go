@@ -38,7 +38,9 @@ func TestFleetBadSelections(t *testing.T) {
 		{"bad order", []string{"-jobs", `Name matches "^mix-"`, "-order", "random"}, `Invalid -order value "random"`},
 		{"bad busy", []string{"-jobs", `Name matches "^mix-"`, "-busy", "queue"}, `Invalid -busy value "queue"`},
 		{"fleet option without -jobs", []string{"-max-parallel-jobs", "2", "mix-web"}, "-max-parallel-jobs applies to fleet restarts only"},
-		{"scheduled fleet", []string{"-jobs", `Name matches "^mix-"`, "-at", future}, "-at and -every cannot be used with -jobs"},
+		{"scheduled fleet, bad expression", []string{"-jobs", `Name ==`, "-at", future}, `Invalid -jobs expression "Name =="`},
+		{"scheduled fleet, zero jobs", []string{"-jobs", `Name == "nosuch"`, "-every", "@daily"}, `selected no job in namespace "default"`},
+		{"scheduled fleet, surge on a batch job", []string{"-jobs", `Name matches "^mix-"`, "-surge", "1", "-at", future}, `-surge scales service jobs only`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

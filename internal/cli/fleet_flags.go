@@ -57,11 +57,8 @@ func (f *fleetFlags) validate(o *runOptions) error {
 		}
 		return nil
 	}
-	switch {
-	case o.state == stateLocal:
+	if o.state == stateLocal {
 		return usageErrorf("-state local cannot keep a fleet: fleets and their restarts are recorded in Nomad Variables; drop -state local")
-	case o.sched.scheduled():
-		return usageErrorf("-at and -every cannot be used with -jobs yet: schedule each job's restart, or run the fleet when it is due")
 	}
 	parallel, err := wholeNumber("max-parallel-jobs", f.maxParallel)
 	if err != nil {

@@ -37,23 +37,28 @@ func newRestartEntry(rec *restart.Record) restartEntry {
 }
 
 // fleetSink prints the events of a fleet and of its children as they come: the fleet's
-// own as headers, a child's prefixed with its job.
-func (a *app) fleetSink(p *printer, rec *fleet.Record) func(fleetrun.Event) {
+// own as headers, a child's prefixed with its job. prompting says that this terminal asks
+// the questions (fleet_prompt.go): no need to say how to answer them elsewhere.
+func (a *app) fleetSink(p *printer, rec *fleet.Record, prompting bool) func(fleetrun.Event) {
 	across := rec.Selection.Namespace == "*"
-	return func(e fleetrun.Event) { a.printFleetEvent(p, e, across) }
+	return func(e fleetrun.Event) { a.printFleetEvent(p, e, across, !prompting) }
 }
 
 // printFleetEvent prints one event of a fleet (JobID empty) or of one of its children.
-// across names each job with its namespace (a selection across namespaces).
-func (a *app) printFleetEvent(p *printer, e fleetrun.Event, across bool) {
+// across names each job with its namespace (a selection across namespaces); hint says how
+// to answer a question.
+func (a *app) printFleetEvent(p *printer, e fleetrun.Event, across, hint bool) {
 	if p.json {
 		p.jsonLine(e)
 		return
 	}
 	fid := shortID(e.Fleet, p.verbose)
+	if !hint && e.Type == restart.EventQuestion {
+		return // this terminal asks it (fleet_prompt.go), and its answer's event repeats it
+	}
 	if e.JobID == "" {
 		p.header(e.Time, e.Message)
-		if e.Type == restart.EventQuestion {
+		if hint && e.Type == restart.EventQuestion {
 			p.detail(a.now(), fmt.Sprintf("Answer with `nomad-restart answer %s yes|no`", fid))
 		}
 		return
@@ -68,7 +73,7 @@ func (a *app) printFleetEvent(p *printer, e fleetrun.Event, across bool) {
 	} else {
 		p.header(e.Time, msg)
 	}
-	if e.Type == restart.EventQuestion {
+	if hint && e.Type == restart.EventQuestion {
 		p.detail(a.now(), fmt.Sprintf("[%s] Answer with `nomad-restart answer %s yes|no|<duration>` (every waiting job of the fleet), or `nomad-restart answer %s ...` (this job alone)",
 			label, fid, shortID(e.RestartID, p.verbose)))
 	}

@@ -54,7 +54,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		a.printFleetDetached(p, rec)
 		return nil
 	}
-	return a.driveFleet(ctx, p, drv, rec)
+	return a.driveFleet(ctx, p, fs, drv, rec)
 }
 
 // selectionError is one line for a selection Select refused: a bad expression, no job,
@@ -148,8 +148,8 @@ func (a *app) printFleetDetached(p *printer, rec *fleet.Record) {
 
 // driveFleet drives the fleet in this process, with its children, printing the fleet's
 // events and its children's, until it ends or ctx ends (Ctrl-C: a detach).
-func (a *app) driveFleet(ctx context.Context, p *printer, drv *fleetrun.Driver, rec *fleet.Record) error {
-	ended, err := drv.Run(ctx, rec.Namespace, rec.ID, a.fleetSink(p, rec))
+func (a *app) driveFleet(ctx context.Context, p *printer, fs fleetSession, drv *fleetrun.Driver, rec *fleet.Record) error {
+	ended, err := a.runFleetHere(ctx, p, fs.fleetStore(), drv, rec)
 	return a.fleetFinish(ctx, p, rec.ID, ended, err)
 }
 

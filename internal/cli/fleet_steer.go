@@ -140,7 +140,7 @@ func (a *app) resumeFleet(ctx context.Context, ft *fleetTarget, verbose, detach,
 func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetrun.Driver, ft *fleetTarget) error {
 	said := false
 	for {
-		ended, err := drv.Run(ctx, ft.rec.Namespace, ft.rec.ID, a.fleetSink(p, ft.rec))
+		ended, err := a.runFleetHere(ctx, p, ft.ses.fleetStore(), drv, ft.rec)
 		if !errors.Is(err, store.ErrLeaseHeld) {
 			return a.fleetFinish(ctx, p, ft.rec.ID, ended, err)
 		}

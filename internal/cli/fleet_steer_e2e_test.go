@@ -92,6 +92,12 @@ func TestFleetFailedJobStopsTheFleet(t *testing.T) {
 		t.Errorf("dry run: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// A job whose restart cannot even be planned fails at its turn, and stops the fleet too.
+	code, out, errOut = e.run(ctx, "run", "-jobs", `Name matches "^ft-"`, "-task=nosuch", "-on-error=fail")
+	if code != 1 || !strings.Contains(errOut, `* job "ft-0" (namespace "default") failed: task "nosuch" not found`) {
+		t.Errorf("run with a task no job has: exit %d\n%s\n%s", code, out, errOut)
+	}
+
 	c.FailTaskStarts("default", "ft-0", "main", 100)
 	code, out, errOut = e.run(ctx, "run", "-jobs", `Name matches "^ft-"`, "-on-error=fail", "-healthy-deadline=1m")
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
@@ -148,4 +154,33 @@ func (e cliEnv) app(out, errOut *syncBuffer) *app {
 	a := newApp(strings.NewReader(""), out, errOut, func(k string) string { return env[k] })
 	a.backend = nomadBackend{localDir: e.localDir, clock: e.clock, timeScale: e.scale}
 	return a
+}
+
+// TestFleetPromptsOnATerminal drives fleets on a terminal, which asks the questions here:
+// a job's restart's (its batch failed), then the fleet's own (its failure budget spent),
+// each answered by a line typed.
+func TestFleetPromptsOnATerminal(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{})
+	registerFleetJobs(t, c, "", "tp", 3, 1)
+	ctx := testCtx(t)
+
+	c.FailTaskStarts("default", "tp-0", "main", 100)
+	code, out, errOut := e.runIn(ctx, strings.NewReader("y\n"), true, "run", "-jobs", `Name matches "^tp-"`)
+	t.Logf("job's question:\n%s\n%s", out, errOut)
+	if code != 0 || !strings.Contains(out, "[tp-0] The last batch had the errors above.") || !strings.Contains(out, "Answer for tp-0: ") ||
+		!strings.Contains(out, `[tp-0] Answer "y" by tester`) || strings.Contains(out, "Answer with `nomad-restart answer") {
+		t.Fatalf("run on a terminal: exit %d", code)
+	}
+
+	// Every job fails at its turn (a task they lack): yes to the first question starts
+	// the second job, no to the next ends the fleet failed, its third job canceled.
+	code, out, errOut = e.runIn(ctx, strings.NewReader("y\nn\n"), true, "run", "-jobs", `Name matches "^tp-"`, "-task=nosuch")
+	t.Logf("fleet's question:\n%s\n%s", out, errOut)
+	if code != 1 || strings.Count(out, "Start the remaining jobs anyway (yes raises -max-failed-jobs to the failures so far)? [y/N]") != 2 || !strings.Contains(errOut, "answered no") {
+		t.Fatalf("run on a terminal: exit %d", code)
+	}
+	f := fleetOf(t, ctx, e, fleetIDIn(t, out))
+	if f.Status != restart.StatusFailed || f.Counts()[fleet.JobFailed] != 2 || f.Counts()[fleet.JobCanceled] != 1 {
+		t.Errorf("fleet: %s %v", f.Status, f.Counts())
+	}
 }

@@ -213,7 +213,8 @@ Fleet Options:
     the fleet is created. A bad expression, a selection of no job, or
     options that cannot apply to a selected job (-surge on a batch job) are
     refused before anything is written. Fleets are kept in Nomad Variables:
-    not with -state local.
+    not with -state local. With -at or -every, a scheduled fleet: checked
+    now, then selected again at each occurrence by the agent, with its token.
 
   -max-parallel-jobs=<n>
     How many jobs restart at once. Default 1.
@@ -237,7 +238,9 @@ Fleet Options:
   it with "nomad-restart resume <fleet-id>". Otherwise this process drives
   the fleet and its jobs' restarts (each line of a job starts with [job]),
   and exits 0 when every job was restarted (or skipped for a recorded
-  reason), 1 otherwise. Ctrl-C detaches.
+  reason), 1 otherwise. On a terminal, the questions of the fleet and of
+  its jobs' restarts are asked here; elsewhere, answer them with
+  "nomad-restart answer <fleet-id> yes|no". Ctrl-C detaches.
 `
 
 const idOptionsHelp = `

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 )
 
@@ -51,7 +54,7 @@ func (f *scheduleFlags) validate(o *runOptions, now time.Time) error {
 	case o.detach:
 		return usageErrorf("-detach cannot be used with -at or -every: a scheduled restart is always detached (the nomad-restart agent starts and drives it); drop -detach")
 	case o.dryRun:
-		return usageErrorf("-dry-run cannot be used with -at or -every: see the plan with `nomad-restart run -dry-run <job>` (without -at/-every), then schedule")
+		return usageErrorf("-dry-run cannot be used with -at or -every: see the plan with `nomad-restart run -dry-run` (without -at/-every), then schedule")
 	case o.state == stateLocal:
 		return usageErrorf("-state local cannot be used with -at or -every: schedules live in Nomad Variables, where the nomad-restart agent reads them; drop -state local")
 	}
@@ -105,7 +108,11 @@ func scheduleStore(ses session) (*schedule.Store, error) {
 
 // runSchedule is `run -at` / `run -every`: everything run checks (the job, its groups and
 // tasks, a plan), then a schedule is stored for the agent, and nothing else is written.
+// With -jobs the schedule is a fleet's (runFleetSchedule).
 func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
+	if o.fleet.selected() {
+		return a.runFleetSchedule(ctx, o)
+	}
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
 		return err
@@ -134,40 +141,121 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 	}
 
 	now := a.now()
-	sc := &schedule.Schedule{Namespace: rec.Namespace, JobID: rec.JobID, Grace: o.sched.graceDur,
-		CreateTime: now.UTC(), CreatedBy: a.by(), Status: schedule.StatusActive}
-	sc.SetSpec(o.spec)
-	if o.sched.cron != nil {
-		sc.Cron, sc.TimeZone = strings.TrimSpace(o.sched.every), o.sched.timeZone
-		if sc.Next, err = o.sched.cron.Next(now); err != nil || sc.Next.IsZero() {
-			return usageErrorf("Invalid -every value %q: it names no time after now", o.sched.every)
-		}
-	} else {
-		sc.At, sc.Next = o.sched.when, o.sched.when
+	sc, err := a.newSchedule(o, now)
+	if err != nil {
+		return err
 	}
-	sc.Next = sc.Next.UTC()
-	sc.At = sc.At.UTC()
-	if err := ss.Create(ctx, sc); err != nil {
-		var perm *schedule.PermissionError
-		if errors.As(err, &perm) {
-			return errors.New(perm.Error())
-		}
-		return fmt.Errorf("storing the schedule of job %q: %s", rec.JobID, oneLine(err.Error()))
+	sc.Namespace, sc.JobID = rec.Namespace, rec.JobID
+	if err := storeSchedule(ctx, ss, sc); err != nil {
+		return err
 	}
 	if o.json {
 		return writeJSON(a.stdout, sc)
 	}
-	when := ""
-	if sc.Cron != "" {
-		when = " (" + sc.When() + ")"
-	}
-	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), when))
+	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), cronSuffix(sc)))
 	if len(rec.Allocs) == 0 {
 		p.plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
 	}
 	id := shortID(sc.ID, o.verbose)
 	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a detached restart. List schedules with\n`nomad-restart schedules`, remove this one with `nomad-restart unschedule %s`.", id))
 	return nil
+}
+
+// runFleetSchedule is `run -jobs '<filter>' -at|-every`: the selection is checked now with
+// the user's token, as `run -jobs` checks it (a bad expression, no job, options that
+// cannot apply: one line, nothing written), then a fleet schedule is stored in the
+// fleet's home namespace. The jobs are selected again at each occurrence, by the agent
+// with its token: a job created meanwhile that matches is restarted too.
+func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
+	ses, err := a.connect(ctx, o.client)
+	if err != nil {
+		return err
+	}
+	ss, err := scheduleStore(ses)
+	if err != nil {
+		return err
+	}
+	fs, err := asFleetSession(ses)
+	if err != nil {
+		return err
+	}
+	sel := fleet.Selection{Namespace: cmp.Or(o.client.withEnv(a.env).namespace, "default"), Filter: o.fleet.jobs}
+	got, err := fleetrun.Select(ctx, fs.jobLister(), sel, o.spec, o.fleet.opts)
+	if err != nil {
+		return selectionError(err)
+	}
+	now := a.now()
+	sc, err := a.newSchedule(o, now)
+	if err != nil {
+		return err
+	}
+	sc.Namespace = fleetrun.HomeNamespace(sel.Namespace)
+	sc.Fleet = &schedule.FleetTarget{Selection: sel, Options: o.fleet.opts}
+	if err := storeSchedule(ctx, ss, sc); err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(a.stdout, sc)
+	}
+	p := a.printer(o.verbose, o.json)
+	p.header(now, fmt.Sprintf("Schedule %s of a fleet created: %s selected by %s now; next due %s%s (recorded in Nomad Variables of namespace %q)",
+		shortID(sc.ID, o.verbose), plural(len(got.Jobs), "job", "jobs"), describeSelection(sel), formatTime(sc.Next), cronSuffix(sc), sc.Namespace))
+	id := shortID(sc.ID, o.verbose)
+	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a fleet of the jobs the filter selects then\n"+
+		"(listed with the agent's token). List schedules with `nomad-restart schedules`, remove this one with\n`nomad-restart unschedule %s`.", id))
+	return nil
+}
+
+// newSchedule is the schedule run's options ask for, with its first due time after now;
+// the caller names what it restarts.
+func (a *app) newSchedule(o *runOptions, now time.Time) (*schedule.Schedule, error) {
+	sc := &schedule.Schedule{Grace: o.sched.graceDur, CreateTime: now.UTC(), CreatedBy: a.by(), Status: schedule.StatusActive}
+	sc.SetSpec(o.spec)
+	if o.sched.cron != nil {
+		sc.Cron, sc.TimeZone = strings.TrimSpace(o.sched.every), o.sched.timeZone
+		next, err := o.sched.cron.Next(now)
+		if err != nil || next.IsZero() {
+			return nil, usageErrorf("Invalid -every value %q: it names no time after now", o.sched.every)
+		}
+		sc.Next = next
+	} else {
+		sc.At, sc.Next = o.sched.when, o.sched.when
+	}
+	sc.Next = sc.Next.UTC()
+	sc.At = sc.At.UTC()
+	return sc, nil
+}
+
+// storeSchedule stores a new schedule; a denial is one line naming the policy to grant.
+func storeSchedule(ctx context.Context, ss *schedule.Store, sc *schedule.Schedule) error {
+	err := ss.Create(ctx, sc)
+	var perm *schedule.PermissionError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &perm):
+		return errors.New(perm.Error())
+	case sc.IsFleet():
+		return fmt.Errorf("storing the schedule of the fleet of %s: %s", describeSelection(sc.Fleet.Selection), oneLine(err.Error()))
+	}
+	return fmt.Errorf("storing the schedule of job %q: %s", sc.JobID, oneLine(err.Error()))
+}
+
+// cronSuffix is " (<cron> (<zone>))" for an -every schedule, "" for an -at one.
+func cronSuffix(sc *schedule.Schedule) string {
+	if sc.Cron == "" {
+		return ""
+	}
+	return " (" + sc.When() + ")"
+}
+
+// scheduleTarget names what a schedule restarts in sentences: job "web", or the fleet of
+// -namespace '*' -jobs '<filter>'.
+func scheduleTarget(sc *schedule.Schedule) string {
+	if sc.IsFleet() {
+		return "the fleet of " + describeSelection(sc.Fleet.Selection)
+	}
+	return fmt.Sprintf("job %q", sc.JobID)
 }
 
 // cmdSchedules is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
@@ -204,21 +292,30 @@ func (a *app) cmdSchedules(ctx context.Context, args []string) error {
 			if s.Status == schedule.StatusDone {
 				next = "done"
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(s.ID, verbose), s.JobID, s.Namespace, s.When(), next, lastRun(s, verbose), missedSummary(s))
+			ns := s.Namespace
+			if s.IsFleet() {
+				ns = s.Fleet.Selection.Namespace // where its jobs are selected ("*": every namespace)
+			}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(s.ID, verbose), s.Target(), ns, s.When(), next, lastRun(s, verbose), missedSummary(s))
 		})
 }
 
-// lastRun is the latest occurrence's outcome: "started 1a2b3c4d at <due>", "skipped at
-// <due>: <why>", "starting <due>" while claimed, "-" before the first.
+// lastRun is the latest occurrence's outcome: "started <due> (restart 1a2b3c4d)" (a fleet
+// schedule's: "(fleet 1a2b3c4d)"), "skipped <due>: <why>", "starting <due>" while
+// claimed, "-" before the first.
 func lastRun(s *schedule.Schedule, verbose bool) string {
+	started := "restart"
+	if s.IsFleet() {
+		started = "fleet"
+	}
 	if s.Pending != nil {
-		return fmt.Sprintf("starting %s (restart %s)", formatTime(s.Pending.Due), shortID(s.Pending.RestartID, verbose))
+		return fmt.Sprintf("starting %s (%s %s)", formatTime(s.Pending.Due), started, shortID(s.Pending.RestartID, verbose))
 	}
 	switch s.LastResult {
 	case "":
 		return "-"
 	case schedule.ResultStarted:
-		return fmt.Sprintf("started %s (restart %s)", formatTime(s.LastDue), shortID(s.LastRestartID, verbose))
+		return fmt.Sprintf("started %s (%s %s)", formatTime(s.LastDue), started, shortID(s.LastRestartID, verbose))
 	}
 	out := fmt.Sprintf("%s %s", s.LastResult, formatTime(s.LastDue))
 	if s.LastReason != "" {
@@ -280,7 +377,11 @@ func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("removing schedule %s: %s", shortID(sc.ID, verbose), oneLine(err.Error()))
 		}
-		fmt.Fprintf(a.stdout, "Schedule %s of job %q removed (%s); restarts it already started are not affected\n", shortID(sc.ID, verbose), sc.JobID, sc.When())
+		started := "restarts"
+		if sc.IsFleet() {
+			started = "fleets"
+		}
+		fmt.Fprintf(a.stdout, "Schedule %s of %s removed (%s); %s it already started are not affected\n", shortID(sc.ID, verbose), scheduleTarget(sc), sc.When(), started)
 		return nil
 	}
 }
@@ -304,7 +405,9 @@ Usage: nomad-restart schedules [options]
   List the scheduled restarts (nomad-restart run -at / -every) that the token
   may read: ID, job, namespace, the time or cron expression, the next due
   time, the last occurrence (started with its restart ID, skipped, failed)
-  and how many occurrences were missed (due while no agent ran).
+  and how many occurrences were missed (due while no agent ran). A scheduled
+  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
+  job, the namespace its jobs are selected in, and the fleet it last started.
 
 General Options: Nomad's -address, -region, -namespace (default: every
 namespace), -token and TLS options, and -log-level (see "nomad-restart run
@@ -313,7 +416,8 @@ namespace), -token and TLS options, and -log-level (see "nomad-restart run
 Schedules Options:
 
   -job=<job>
-    Only the schedules of this job (its full ID).
+    Only the schedules of this job (its full ID); scheduled fleets are left
+    out.
 
   -json
     Output the schedules in their JSON format.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -108,4 +109,79 @@ func TestScheduleWithoutVariablePermission(t *testing.T) {
 	if list, err := schedule.NewStore(adminClient(t, c), "").List(ctx, "*", ""); err != nil || len(list) != 0 {
 		t.Fatalf("schedules: %v, %v", list, err)
 	}
+}
+
+// run -jobs '<filter>' -at and -every store fleet schedules (and nothing else) in the
+// fleet's home namespace, after selecting the jobs with the user's token; schedules shows
+// them as fleets, -job leaves them out, and unschedule removes one.
+func TestScheduleFleetCommands(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{},
+		simpleJob("fl-web", api.JobTypeService, 2), simpleJob("fl-api", api.JobTypeService, 1), simpleJob("other", api.JobTypeService, 1))
+	ctx := testCtx(t)
+	cl := adminClient(t, c)
+	ss := schedule.NewStore(cl, "")
+	const filter = `Name matches "^fl-"`
+
+	at := time.Now().Add(36 * time.Hour).UTC().Truncate(time.Second)
+	code, out, errOut := e.run(ctx, "run", "-jobs", filter, "-at", at.Format(time.RFC3339), "-max-parallel-jobs", "2", "-on-error=fail")
+	if code != 0 {
+		t.Fatalf("run -jobs -at: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "of a fleet created: 2 jobs selected by -namespace 'default' -jobs '"+filter+"' now; next due "+formatTime(at)) {
+		t.Fatalf("run -jobs -at printed:\n%s", out)
+	}
+	code, out, errOut = e.run(ctx, "run", "-namespace", "*", "-jobs", filter, "-every", "@daily", "-busy", "skip", "-json", "-on-error=fail")
+	if code != 0 {
+		t.Fatalf("run -namespace '*' -jobs -every: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var every schedule.Schedule
+	if err := json.Unmarshal([]byte(out), &every); err != nil {
+		t.Fatalf("run -jobs -every -json printed %q: %v", out, err)
+	}
+	if !every.IsFleet() || every.Fleet.Selection != (fleet.Selection{Namespace: "*", Filter: filter}) || every.Fleet.Options.Busy != fleet.BusySkip ||
+		every.JobID != "" || every.Cron != "@daily" {
+		t.Fatalf("stored %+v (fleet %+v)", every, every.Fleet)
+	}
+
+	list, err := ss.List(ctx, "*", "")
+	if err != nil || len(list) != 2 {
+		t.Fatalf("stored schedules: %v, %v", list, err)
+	}
+	var once *schedule.Schedule
+	for _, s := range list {
+		if s.Namespace != "default" {
+			t.Errorf("schedule %s stored in namespace %q; a fleet schedule lives in the fleet's home, default", s.ID, s.Namespace)
+		}
+		if s.Kind() == "at" {
+			once = s
+		}
+	}
+	if once == nil || !once.IsFleet() || once.Fleet.Selection != (fleet.Selection{Namespace: "default", Filter: filter}) ||
+		once.Fleet.Options.MaxParallelJobs != 2 || once.Fleet.Options.OnError != restart.OnErrorFail || once.Spec.OnError != restart.OnErrorFail ||
+		!once.Next.Equal(at) || once.CreatedBy == "" {
+		t.Fatalf("the -at fleet schedule: %+v", once)
+	}
+	// Scheduling writes no fleet and no restart record.
+	if fleets, err := store.NewNomadFleets(cl, store.NomadOptions{}).ListFleets(ctx, "*", false); err != nil || len(fleets) != 0 {
+		t.Errorf("fleets after scheduling: %d, %v", len(fleets), err)
+	}
+	if recs, err := store.NewNomad(cl, store.NomadOptions{}).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
+		t.Errorf("restart records after scheduling: %d, %v", len(recs), err)
+	}
+
+	code, out, errOut = e.run(ctx, "schedules")
+	if code != 0 || strings.Count(out, "fleet: "+filter) != 2 || !strings.Contains(out, once.ID[:8]) || !strings.Contains(out, every.ID[:8]) {
+		t.Fatalf("schedules: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ = e.run(ctx, "schedules", "-job", "fl-web"); code != 0 || !strings.Contains(out, `No schedules of job "fl-web"`) {
+		t.Fatalf("schedules -job fl-web: exit %d\n%s", code, out)
+	}
+	code, out, errOut = e.run(ctx, "unschedule", once.ID[:8])
+	if code != 0 || !strings.Contains(out, "of the fleet of -namespace 'default' -jobs '"+filter+"' removed") {
+		t.Fatalf("unschedule: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if left, err := ss.List(ctx, "*", ""); err != nil || len(left) != 1 || left[0].ID != every.ID {
+		t.Fatalf("schedules after unschedule: %v, %v", left, err)
+	}
+	assertMainRestarted(t, c, "fl-web", 0)
 }

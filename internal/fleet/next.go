@@ -130,20 +130,20 @@ func finish(f Fleet, t tally) Decision {
 	if t.failed == 0 && t.canceled == 0 {
 		return Decision{Status: restart.StatusSucceeded, Reason: "every job was restarted or skipped"}
 	}
-	return Decision{Status: restart.StatusFailed, Reason: fmt.Sprintf("%d of %d jobs failed and %d were canceled", t.failed, len(f.Jobs), t.canceled)}
+	return Decision{Status: restart.StatusFailed, Reason: fmt.Sprintf("%s of %d failed and %d canceled", plural(t.failed, "job"), len(f.Jobs), t.canceled)}
 }
 
 // budgetOutcome applies -on-error once the budget is spent and no child runs.
 func budgetOutcome(f Fleet, t tally) Decision {
 	reason := spentReason(f, t)
 	if f.Options.OnError == restart.OnErrorAsk {
-		return Decision{Status: restart.StatusWaiting, Reason: reason + "; continue by raising -max-failed-jobs, or cancel the fleet"}
+		return Decision{Status: restart.StatusWaiting, Reason: reason}
 	}
 	return Decision{Abandon: pending(f.Jobs), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
 }
 
 func spentReason(f Fleet, t tally) string {
-	return fmt.Sprintf("%d jobs failed, more than -max-failed-jobs %d allows", t.failed, f.Options.MaxFailedJobs)
+	return fmt.Sprintf("%s failed, more than -max-failed-jobs %d allows", plural(t.failed, "job"), f.Options.MaxFailedJobs)
 }
 
 // startable picks, in the fleet's order, the pending jobs to start in the free slots. A
@@ -204,4 +204,12 @@ func by(c restart.Control) string {
 		return ""
 	}
 	return " by " + c.By
+}
+
+// plural is "1 job", "2 jobs".
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -81,11 +81,11 @@ func TestNext(t *testing.T) {
 
 		// -max-failed-jobs and -on-error
 		{name: "budget 0: the first failure with nothing running fails the fleet", options: opts(1, 0, restart.OnErrorFail),
-			jobs: jobsIn(S, F, P, P), wantAbandon: []int{2, 3}, wantStatus: restart.StatusFailed, wantReason: "1 jobs failed, more than -max-failed-jobs 0"},
+			jobs: jobsIn(S, F, P, P), wantAbandon: []int{2, 3}, wantStatus: restart.StatusFailed, wantReason: "1 job failed, more than -max-failed-jobs 0"},
 		{name: "budget 0: the running children finish first", options: opts(5, 0, restart.OnErrorFail),
 			jobs: jobsIn(F, R, R, P), wantStatus: restart.StatusRunning, wantReason: "no new job starts"},
 		{name: "budget 0 with on-error ask waits for an answer", options: opts(1, 0, restart.OnErrorAsk),
-			jobs: jobsIn(F, P, P), wantStatus: restart.StatusWaiting, wantReason: "raising -max-failed-jobs"},
+			jobs: jobsIn(F, P, P), wantStatus: restart.StatusWaiting, wantReason: "more than -max-failed-jobs 0 allows"},
 		{name: "budget 0 with on-error ask keeps asking", options: opts(1, 0, restart.OnErrorAsk), status: restart.StatusWaiting,
 			jobs: jobsIn(F, P, P), wantStatus: restart.StatusWaiting},
 		{name: "budget 0 raised by the answer starts again", options: opts(1, 1, restart.OnErrorAsk), status: restart.StatusWaiting,
@@ -115,9 +115,9 @@ func TestNext(t *testing.T) {
 		{name: "succeeded and skipped succeeds", options: opts(1, 0, restart.OnErrorFail),
 			jobs: jobsIn(S, K, S), wantStatus: restart.StatusSucceeded},
 		{name: "a failure within the budget still fails the fleet at the end", options: opts(1, 2, restart.OnErrorFail),
-			jobs: jobsIn(S, F, K, S), wantStatus: restart.StatusFailed, wantReason: "1 of 4 jobs failed and 0 were canceled"},
+			jobs: jobsIn(S, F, K, S), wantStatus: restart.StatusFailed, wantReason: "1 job of 4 failed and 0 canceled"},
 		{name: "a child canceled alone fails the fleet at the end", options: opts(1, 0, restart.OnErrorFail),
-			jobs: jobsIn(S, C, S), wantStatus: restart.StatusFailed, wantReason: "1 were canceled"},
+			jobs: jobsIn(S, C, S), wantStatus: restart.StatusFailed, wantReason: "1 canceled"},
 		{name: "an ended fleet decides nothing", options: opts(1, 0, restart.OnErrorFail), status: restart.StatusCanceled, intent: restart.IntentRun,
 			jobs: jobsIn(R, P), wantStatus: restart.StatusCanceled},
 

@@ -36,8 +36,8 @@ type Record struct {
 	ModifyIndex uint64
 	CreateTime  time.Time
 	ModifyTime  time.Time
-	StartTime   time.Time `json:",omitempty"`
-	EndTime     time.Time `json:",omitempty"`
+	StartTime   time.Time `json:",omitzero"`
+	EndTime     time.Time `json:",omitzero"`
 
 	// Events is a bounded log (MaxEvents, oldest dropped) of what happened to the fleet.
 	Events []restart.Event `json:",omitempty"`
@@ -93,7 +93,7 @@ const QuestionBudget restart.QuestionKind = "fleet-budget"
 // -on-error ask: yes raises the budget to the failures so far, so that the next failure
 // asks again; no ends the fleet failed.
 func BudgetQuestion(id, reason string, now time.Time) *restart.Question {
-	text := strings.TrimSuffix(reason, ".") + ". Start the remaining jobs anyway?"
+	text := strings.TrimSuffix(reason, ".") + ". Start the remaining jobs anyway (yes raises -max-failed-jobs to the failures so far)?"
 	return &restart.Question{ID: id, Kind: QuestionBudget, Text: text, Options: "y/N", Default: "n", Asked: now}
 }
 

@@ -152,6 +152,9 @@ func (r *run) planChild(ctx context.Context, rec *fleet.Record, job fleet.Job) (
 	}
 	id := fleet.ChildID(rec.ID, job.Namespace, job.JobID)
 	p, err := r.d.cfg.Engine.Plan(ctx, engine.Request{Namespace: job.Namespace, Job: job.JobID, Exact: true, ID: id, Spec: spec})
+	if err == nil {
+		err = r.d.cfg.Engine.CheckSurge(ctx, p) // -surge refusals (scaling policy, bounds) as run gives them
+	}
 	switch {
 	case errors.Is(err, cluster.ErrJobNotFound):
 		obs.Purged = true

@@ -57,9 +57,10 @@ func New(cfg Config) *Driver {
 type Event struct {
 	Fleet string
 	// Namespace and JobID name the child's job; both empty for an event of the fleet itself.
-	Namespace, JobID string
+	Namespace string `json:",omitempty"`
+	JobID     string `json:",omitempty"`
 	// RestartID is the child's ID, for a child's event.
-	RestartID string
+	RestartID string `json:",omitempty"`
 	restart.Event
 }
 

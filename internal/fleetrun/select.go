@@ -110,7 +110,11 @@ func checkApplies(jobs []fleet.Job, spec restart.Spec) error {
 	case 1:
 		return fmt.Errorf("%s", problems[0])
 	}
-	return fmt.Errorf("%s (and %d more jobs)", problems[0], len(problems)-1)
+	more := "jobs"
+	if len(problems) == 2 {
+		more = "job"
+	}
+	return fmt.Errorf("%s (and %d more %s)", problems[0], len(problems)-1, more)
 }
 
 // typeProblem is what Nomad or the engine would refuse of spec for the job's type.
@@ -168,6 +172,9 @@ func (d *Driver) Plan(ctx context.Context, rec *fleet.Record) []JobPlan {
 		spec, _ := onchange.JobOptions(rec.Spec, j.Meta)
 		out[i] = JobPlan{Job: j, Spec: spec}
 		p, err := d.cfg.Engine.Plan(ctx, engine.Request{Namespace: j.Namespace, Job: j.JobID, Exact: true, Spec: spec})
+		if err == nil {
+			err = d.cfg.Engine.CheckSurge(ctx, p)
+		}
 		if err != nil {
 			out[i].Problem = oneLine(err.Error())
 			continue

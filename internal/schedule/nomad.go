@@ -54,7 +54,8 @@ func (e *PermissionError) Error() string {
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 
-// Store keeps schedules in Nomad Variables, one variable each, in the job's namespace:
+// Store keeps schedules in Nomad Variables, one variable each, in the job's namespace (a
+// fleet schedule's: the fleet's home):
 //
 //	<prefix>/~schedules/<id>/schedule
 //
@@ -114,8 +115,8 @@ func (s *Store) Create(ctx context.Context, sc *Schedule) error {
 	if !validID(sc.ID) {
 		return fmt.Errorf("schedule store: invalid schedule ID %q", sc.ID)
 	}
-	if sc.JobID == "" {
-		return errors.New("schedule store: a schedule needs a JobID")
+	if err := sc.validateTarget(); err != nil {
+		return fmt.Errorf("schedule store: %w", err)
 	}
 	sc.Namespace = nomadvars.Namespace(sc.Namespace)
 	if sc.CreateTime.IsZero() {
@@ -213,8 +214,8 @@ func (s *Store) listMeta(ctx context.Context, vars *nomadvars.Client, namespace 
 	return out, index, nil
 }
 
-// List reads the schedules in namespace ("" or "*": all), of job when it is not "",
-// soonest next due first (done ones last).
+// List reads the schedules in namespace ("" or "*": all), of job when it is not "" (then
+// fleet schedules are left out), soonest next due first (done ones last).
 func (s *Store) List(ctx context.Context, namespace, job string) ([]*Schedule, error) {
 	metas, _, err := s.listMeta(ctx, s.vars, namespace, nomadvars.Wait{})
 	if err != nil {

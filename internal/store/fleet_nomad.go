@@ -287,7 +287,7 @@ func (s *NomadFleets) decode(v *api.Variable) (*fleet.Record, error) {
 // *PermissionError naming the prefix to grant, or the failure with the store's name.
 func (s *NomadFleets) fleetErr(err error) error {
 	return nomadvars.Translate(err, "nomad fleet store", ErrFleetNotFound, func(perm *nomadvars.PermissionError) error {
-		return &PermissionError{Capability: perm.Capability, Namespace: perm.Namespace, Path: perm.Path, Prefix: s.n.opts.Prefix, Err: perm}
+		return &PermissionError{Capability: perm.Capability, Namespace: perm.Namespace, Path: perm.Path, Prefix: s.n.opts.Prefix, Err: perm, Fleet: true}
 	})
 }
 

@@ -17,10 +17,17 @@ type PermissionError struct {
 	Prefix string
 	// Err is the denial (a *nomadvars.PermissionError).
 	Err error
+	// Fleet says the variable is a fleet's, which only Nomad Variables can keep (no -state
+	// local to offer instead).
+	Fleet bool
 }
 
 func (e *PermissionError) Error() string {
 	denied := &nomadvars.PermissionError{Capability: e.Capability, Namespace: e.Namespace, Path: e.Path}
+	if e.Fleet {
+		return fmt.Sprintf("%s: fleets are recorded in Nomad Variables; the token's ACL policy needs %s",
+			denied.Error(), denied.Policy(e.Prefix))
+	}
 	return fmt.Sprintf("%s: the token's ACL policy needs %s, or keep restart records on this machine with -state local",
 		denied.Error(), denied.Policy(e.Prefix))
 }

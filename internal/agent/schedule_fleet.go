@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/schedule"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// startFleet creates the fleet of a fleet schedule's occurrence, pending: the agents' fleet
+// runner drives it as it drives a fleet filed with `run -jobs ... -detach`. The jobs are
+// selected now, with the agent's token, and fixed in the fleet. The fleet's ID derives
+// from the schedule and the due time, so a fleet already there under it (another agent's,
+// or ours before a crash) counts as started. As start does for a job, an error means
+// nothing was decided (the agent is stopping, Nomad or the store failed) and the
+// occurrence is tried again.
+func (s *scheduleRunner) startFleet(ctx context.Context, sc *schedule.Schedule, due time.Time) (schedule.Outcome, error) {
+	if s.a.fleets == nil {
+		return schedule.Outcome{Result: schedule.ResultFailed, Reason: "fleets are off in this agent: they need the Nomad store"}, nil
+	}
+	fleets := s.a.fleets.fleets
+	id := schedule.OccurrenceID(sc.ID, due)
+	started := schedule.Outcome{Result: schedule.ResultStarted, RestartID: id}
+	if found, err := fleetThere(ctx, fleets, sc.Namespace, id); err != nil || found {
+		return started, err
+	}
+	if out, skip, err := s.previousFleetRuns(ctx, fleets, sc); err != nil || skip {
+		return out, err
+	}
+	target := sc.Fleet
+	if home := fleetrun.HomeNamespace(target.Selection.Namespace); home != sc.Namespace {
+		// A fleet's record lives in its home; a schedule elsewhere is not one run wrote, and
+		// acting on it would let a writer of one namespace restart another's jobs.
+		return schedule.Outcome{Result: schedule.ResultFailed, Reason: fmt.Sprintf(
+			"the schedule lives in namespace %q but selects jobs of namespace %q, whose fleets live in %q; remove it and schedule the fleet again with run -jobs",
+			sc.Namespace, target.Selection.Namespace, home)}, nil
+	}
+	got, err := fleetrun.Select(ctx, s.jobLister(), target.Selection, sc.RestartSpec(), target.Options)
+	if out, decided, err := selectionOutcome(ctx, err); decided || err != nil {
+		return out, err
+	}
+	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, got.Jobs, s.a.cfg.Client.Address(), s.now())
+	if len(rec.Events) == 1 { // NewRecord's "Fleet created": say which schedule made it
+		rec.Events[0].Message = fmt.Sprintf("Fleet created by schedule %s for its occurrence due %s: %d jobs selected by -jobs %q",
+			sc.ID, due.UTC().Format(time.RFC3339), len(got.Jobs), target.Selection.Filter)
+	}
+	err = fleets.CreateFleet(ctx, rec)
+	var tooLarge *store.FleetTooLargeError
+	switch {
+	case err == nil, errors.Is(err, store.ErrExists):
+		return started, nil // ErrExists: another agent created the occurrence's fleet meanwhile
+	case errors.As(err, &tooLarge):
+		return schedule.Outcome{Result: schedule.ResultFailed, Reason: tooLarge.Error()}, nil
+	case ctx.Err() != nil:
+		return schedule.Outcome{}, ctx.Err()
+	}
+	return schedule.Outcome{}, fmt.Errorf("creating the occurrence's fleet %s: %w", id, err)
+}
+
+// fleetThere reports whether the fleet id exists in namespace.
+func fleetThere(ctx context.Context, fleets store.Fleets, namespace, id string) (bool, error) {
+	_, err := fleets.GetFleet(ctx, namespace, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrFleetNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking for the occurrence's fleet %s: %w", id, err)
+}
+
+// previousFleetRuns skips the occurrence while the fleet of the schedule's previous one has
+// not ended, as a job's occurrence is skipped while the job has a restart in progress: a
+// slow fleet is not joined by a second one restarting the same jobs.
+func (s *scheduleRunner) previousFleetRuns(ctx context.Context, fleets store.Fleets, sc *schedule.Schedule) (schedule.Outcome, bool, error) {
+	if true {
+		return schedule.Outcome{}, false, nil
+	}
+	prev, err := fleets.GetFleet(ctx, sc.Namespace, sc.LastRestartID)
+	switch {
+	case errors.Is(err, store.ErrFleetNotFound):
+		return schedule.Outcome{}, false, nil // swept, or never there
+	case err != nil:
+		return schedule.Outcome{}, false, fmt.Errorf("reading the previous occurrence's fleet %s: %w", sc.LastRestartID, err)
+	case prev.Status.Terminal():
+		return schedule.Outcome{}, false, nil
+	}
+	return schedule.Outcome{Result: schedule.ResultSkipped, RestartID: prev.ID,
+		Reason: fmt.Sprintf("fleet %s of the previous occurrence is still %s", prev.ID, prev.Status)}, true, nil
+}
+
+// selectionOutcome decides what a failed selection makes of the occurrence: nothing
+// selected skips it, a selection Nomad refuses (a bad filter, a denied listing, options
+// that cannot apply to a selected job) fails it with the reason. An outage or the agent
+// stopping decides nothing: the error is returned and the occurrence tried again.
+func selectionOutcome(ctx context.Context, err error) (schedule.Outcome, bool, error) {
+	var empty *fleetrun.EmptySelectionError
+	switch {
+	case err == nil:
+		return schedule.Outcome{}, false, nil
+	case ctx.Err() != nil:
+		return schedule.Outcome{}, false, ctx.Err()
+	case errors.As(err, &empty):
+		return schedule.Outcome{Result: schedule.ResultSkipped, Reason: empty.Error()}, true, nil
+	case cluster.IsTransient(err):
+		return schedule.Outcome{}, false, fmt.Errorf("selecting the fleet's jobs: %w", err)
+	}
+	return schedule.Outcome{Result: schedule.ResultFailed, Reason: "selecting the fleet's jobs: " + err.Error()}, true, nil
+}
+
+// jobLister lists jobs by filter with the agent's cluster (cluster.Nomad), or with a
+// cluster of the agent's Nomad client when the configured one cannot.
+func (s *scheduleRunner) jobLister() fleetrun.Lister {
+	if l, ok := s.a.cfg.Cluster.(fleetrun.Lister); ok {
+		return l
+	}
+	return cluster.NewNomad(s.a.cfg.Client)
+}
+
+// scheduleAttrs are the log attributes naming a schedule and what it restarts.
+func scheduleAttrs(sc *schedule.Schedule) []any {
+	attrs := []any{"schedule", sc.ID, "namespace", sc.Namespace}
+	if sc.IsFleet() {
+		return append(attrs, "fleet_selection", sc.Fleet.Selection.Filter, "fleet_namespace", sc.Fleet.Selection.Namespace)
+	}
+	return append(attrs, "job", sc.JobID)
+}

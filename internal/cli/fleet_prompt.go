@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+// fleetRun is what a drive of a fleet in this process ended with.
+type fleetRun struct {
+	rec *fleet.Record
+	err error
+}
+
+// runFleetHere drives the fleet in this process, printing its events and its children's.
+// On a terminal (without -json) it also asks the questions they wait on, and sends each
+// answer as `nomad-restart answer <fleet-id>` would.
+func (a *app) runFleetHere(ctx context.Context, p *printer, fleets store.Fleets, drv *fleetrun.Driver, rec *fleet.Record) (*fleet.Record, error) {
+	prompting := a.interactive && !p.json
+	sink := a.fleetSink(p, rec, prompting)
+	if !prompting {
+		return drv.Run(ctx, rec.Namespace, rec.ID, sink)
+	}
+	fp := &fleetPrompt{a: a, p: p, fleets: fleets, drv: drv, rec: rec, events: make(chan fleetrun.Event, 64)}
+	done := make(chan fleetRun, 1)
+	go func() {
+		ended, err := drv.Run(ctx, rec.Namespace, rec.ID, fp.wrap(sink))
+		done <- fleetRun{ended, err}
+	}()
+	res := fp.serve(ctx, done)
+	return res.rec, res.err
+}
+
+// fleetPrompt asks on this terminal, one at a time, the questions of a fleet driven here:
+// its own (its failure budget spent) and its restarts'. The prompt is kept below the
+// lines the fleet prints meanwhile (the printer's progress line).
+type fleetPrompt struct {
+	a      *app
+	p      *printer
+	fleets store.Fleets
+	drv    *fleetrun.Driver
+	rec    *fleet.Record
+	// events receives the questions and answers the fleet's sink saw.
+	events  chan fleetrun.Event
+	pending []fleetrun.Event
+	asking  *fleetrun.Event
+}
+
+// wrap passes every event to sink and the questions and answers to the prompt. It never
+// blocks the driver: a question beyond the channel's room is still answerable with
+// `nomad-restart answer`.
+func (fp *fleetPrompt) wrap(sink func(fleetrun.Event)) func(fleetrun.Event) {
+	return func(e fleetrun.Event) {
+		sink(e)
+		if e.Type != restart.EventQuestion && e.Type != restart.EventAnswer {
+			return
+		}
+		select {
+		case fp.events <- e:
+		default:
+		}
+	}
+}
+
+// serve asks the questions as they come until the drive ends.
+func (fp *fleetPrompt) serve(ctx context.Context, done <-chan fleetRun) fleetRun {
+	var lines <-chan string
+	for {
+		select {
+		case res := <-done:
+			fp.p.clearProgress()
+			return res
+		case e := <-fp.events:
+			fp.note(e)
+		case text, ok := <-lines:
+			if !ok {
+				lines = nil
+			}
+			fp.answer(ctx, text, ok)
+		}
+		if fp.asking == nil && len(fp.pending) > 0 {
+			q := fp.pending[0]
+			fp.pending = fp.pending[1:]
+			q.Message = fp.questionText(ctx, q)
+			fp.asking = &q
+			lines = fp.a.inputLines()
+			fp.prompt()
+		}
+		if fp.asking == nil {
+			lines = nil
+		}
+	}
+}
+
+// note queues a question, or drops the questions an answer (from here or elsewhere)
+// settled: an answer event names the fleet or the restart it answered.
+func (fp *fleetPrompt) note(e fleetrun.Event) {
+	if e.Type == restart.EventQuestion {
+		fp.pending = append(fp.pending, e)
+		return
+	}
+	same := func(q fleetrun.Event) bool { return q.RestartID == e.RestartID && q.JobID == e.JobID }
+	fp.pending = dropWhere(fp.pending, same)
+	if fp.asking != nil && same(*fp.asking) {
+		fp.asking = nil
+		fp.p.clearProgress()
+	}
+}
+
+func dropWhere(events []fleetrun.Event, drop func(fleetrun.Event) bool) []fleetrun.Event {
+	out := events[:0]
+	for _, e := range events {
+		if !drop(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// questionText is what to ask for a question event: a restart's event holds its question;
+// the fleet's own holds its reason, and the record its question.
+func (fp *fleetPrompt) questionText(ctx context.Context, e fleetrun.Event) string {
+	if e.JobID != "" {
+		return e.Message
+	}
+	rec, err := fp.fleets.GetFleet(ctx, fp.rec.Namespace, fp.rec.ID)
+	if err != nil || rec.Question == nil {
+		return e.Message + " Continue? [y/N]"
+	}
+	return rec.Question.Prompt()
+}
+
+// prompt shows the question being asked, then an answer line kept below the fleet's
+// lines (short, so that a narrow terminal does not cut it).
+func (fp *fleetPrompt) prompt() {
+	q := fp.asking
+	label := ""
+	if q.JobID != "" {
+		label = "[" + q.JobID + "] "
+	}
+	fp.p.header(fp.a.now(), label+q.Message)
+	fp.reprompt()
+}
+
+func (fp *fleetPrompt) reprompt() {
+	label := "fleet"
+	if fp.asking.JobID != "" {
+		label = fp.asking.JobID
+	}
+	fp.p.setProgress(fmt.Sprintf("    Answer for %s: ", label))
+}
+
+// answer sends a typed line as the answer to the question asked (end of input: "no", as
+// Nomad's prompt takes it).
+func (fp *fleetPrompt) answer(ctx context.Context, text string, ok bool) {
+	if fp.asking == nil {
+		return
+	}
+	if !ok {
+		text = "n"
+	}
+	fp.p.clearProgress()
+	_, err := fp.drv.Answer(ctx, fp.rec.Namespace, fp.rec.ID, strings.TrimSpace(text), fp.a.by())
+	if err != nil {
+		fp.p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Answer %q not taken: %s", strings.TrimSpace(text), oneLine(err.Error())))
+		if ok {
+			fp.reprompt()
+		}
+		return
+	}
+	fp.asking = nil
+}
