@@ -229,7 +229,9 @@ func (t *restartTracker) restartJob(ctx context.Context, client *api.Client, job
 		errs := make([]error, len(batch))
 		var wg sync.WaitGroup
 		for i, id := range batch {
-			wg.Go(func() { errs[i] = client.Allocations().Restart(&api.Allocation{ID: id}, "", (&api.QueryOptions{}).WithContext(ctx)) })
+			wg.Go(func() {
+				errs[i] = client.Allocations().Restart(&api.Allocation{ID: id}, "", (&api.QueryOptions{}).WithContext(ctx))
+			})
 		}
 		wg.Wait()
 		for i, err := range errs {

@@ -24,12 +24,12 @@ import (
 func TestFleetCrashCampaign(t *testing.T) {
 	jobs, kills := 50, 8
 	if testing.Short() {
-		jobs, kills = 12, 3
+		jobs, kills = 20, 3
 	}
 	seed := campaignSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	t.Logf("seed %d (set E2E_SEED to replay)", seed)
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 20, Seed: int64(seed), NodesPerDatacenter: 4})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: int64(seed), NodesPerDatacenter: 4})
 	client := apiClient(t, c)
 	env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -67,7 +67,7 @@ func TestFleetCrashCampaign(t *testing.T) {
 		if landed < kills {
 			select {
 			case <-ch.done:
-			case <-time.After(time.Duration(300+rng.IntN(2500)) * time.Millisecond):
+			case <-time.After(time.Duration(100+rng.IntN(700)) * time.Millisecond):
 				if ch.kill() {
 					landed++
 					freeFleetLeases(ctx, t, client, fleets, id)
@@ -88,7 +88,10 @@ func TestFleetCrashCampaign(t *testing.T) {
 			done = rec
 		}
 	}
-	t.Logf("%d kills landed", landed)
+	t.Logf("%d kills landed over the fleet's run", landed)
+	if landed < kills {
+		t.Errorf("only %d kills landed before the fleet ended, want %d: draw shorter delays", landed, kills)
+	}
 	checkFleetFacts(ctx, t, client, done, ids, 5)
 	other, err := simtest.CountRestarts(ctx, client, "default", "other")
 	if err != nil {

@@ -78,7 +78,7 @@ func fleetThere(ctx context.Context, fleets store.Fleets, namespace, id string) 
 // not ended, as a job's occurrence is skipped while the job has a restart in progress: a
 // slow fleet is not joined by a second one restarting the same jobs.
 func (s *scheduleRunner) previousFleetRuns(ctx context.Context, fleets store.Fleets, sc *schedule.Schedule) (schedule.Outcome, bool, error) {
-	if true {
+	if sc.LastResult != schedule.ResultStarted || sc.LastRestartID == "" {
 		return schedule.Outcome{}, false, nil
 	}
 	prev, err := fleets.GetFleet(ctx, sc.Namespace, sc.LastRestartID)
