@@ -14,7 +14,9 @@ import (
 
 // startFleet creates the fleet of a fleet schedule's occurrence, pending: the agents' fleet
 // runner drives it as it drives a fleet filed with `run -jobs ... -detach`. The jobs are
-// selected now, with the agent's token, and fixed in the fleet. The fleet's ID derives
+// selected now, with the agent's token, and fixed in the fleet; of them, only those of the
+// schedule's home and of namespaces holding its member marker are kept (consentedJobs), and
+// the agent writes the fleet's member markers there before the fleet. The fleet's ID derives
 // from the schedule and the due time, so a fleet already there under it (another agent's,
 // or ours before a crash) counts as started. As start does for a job, an error means
 // nothing was decided (the agent is stopping, Nomad or the store failed) and the
@@ -44,18 +46,43 @@ func (s *scheduleRunner) startFleet(ctx context.Context, sc *schedule.Schedule, 
 	if out, decided, err := selectionOutcome(ctx, err); decided || err != nil {
 		return out, err
 	}
-	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, got.Jobs, s.a.cfg.Client.Address(), s.now())
+	kept, err := s.consentedJobs(ctx, sc, got.Jobs)
+	switch {
+	case err != nil:
+		return schedule.Outcome{}, err
+	case len(kept.jobs) == 0:
+		return schedule.Outcome{Result: schedule.ResultFailed, Reason: "no job to restart: " + kept.leftOut}, nil
+	}
+	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, kept.jobs, s.a.cfg.Client.Address(), s.now())
 	if len(rec.Events) == 1 { // NewRecord's "Fleet created": say which schedule made it
 		rec.Events[0].Message = fmt.Sprintf("Fleet created by schedule %s for its occurrence due %s: %d jobs selected by -jobs %q",
-			sc.ID, due.UTC().Format(time.RFC3339), len(got.Jobs), target.Selection.Filter)
+			sc.ID, due.UTC().Format(time.RFC3339), len(kept.jobs), target.Selection.Filter)
+		if kept.leftOut != "" {
+			rec.Events[0].Message += "; " + kept.leftOut
+		}
 	}
-	err = fleets.CreateFleet(ctx, rec)
+	if kept.leftOut != "" {
+		s.log.Warn("a fleet schedule's occurrence left out jobs", append(scheduleAttrs(sc), "reason", kept.leftOut)...)
+	}
+	if err := putFleetMembers(ctx, fleets, rec); err != nil {
+		return fleetCreateOutcome(ctx, id, err)
+	}
+	return fleetCreateOutcome(ctx, id, fleets.CreateFleet(ctx, rec))
+}
+
+// fleetCreateOutcome is the occurrence's outcome once its fleet's markers and record were
+// written (err nil) or not: a refusal that trying again cannot change (the record too
+// large, the agent's token denied) fails the occurrence; an outage is tried again.
+func fleetCreateOutcome(ctx context.Context, id string, err error) (schedule.Outcome, error) {
+	started := schedule.Outcome{Result: schedule.ResultStarted, RestartID: id}
 	var tooLarge *store.FleetTooLargeError
 	switch {
 	case err == nil, errors.Is(err, store.ErrExists):
 		return started, nil // ErrExists: another agent created the occurrence's fleet meanwhile
 	case errors.As(err, &tooLarge):
 		return schedule.Outcome{Result: schedule.ResultFailed, Reason: tooLarge.Error()}, nil
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		return schedule.Outcome{Result: schedule.ResultFailed, Reason: "creating the occurrence's fleet: " + err.Error()}, nil
 	case ctx.Err() != nil:
 		return schedule.Outcome{}, ctx.Err()
 	}

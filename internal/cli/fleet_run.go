@@ -20,8 +20,8 @@ import (
 
 // runFleet is `run -jobs '<filter>'`: select the jobs, then print the plan (-dry-run), or
 // record the fleet and drive it here or leave it to a driver (-detach). Every refusal
-// before CreateFleet leaves the cluster unchanged: no variable written, no allocation
-// restarted.
+// before putFleetMembers leaves the cluster unchanged; one after it leaves at most member
+// markers of no fleet: no fleet recorded, no allocation restarted.
 func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
@@ -44,6 +44,9 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		return nil
 	}
 	if err := probeChildNamespaces(ctx, ses, rec); err != nil {
+		return err
+	}
+	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
 		return err
 	}
 	if err := fs.fleetStore().CreateFleet(ctx, rec); err != nil {

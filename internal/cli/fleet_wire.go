@@ -51,8 +51,20 @@ func (s *nomadSession) fleetStore() store.Fleets {
 func (s *nomadSession) jobLister() fleetrun.Lister { return s.cluster }
 
 func (s *nomadSession) fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.Driver {
-	eng := engine.New(engine.Config{Cluster: s.cluster, Store: s.nomadStore(), Logger: s.logger, Holder: s.holder,
+	restarts := s.nomadStore()
+	if driveChildren {
+		// The children's drivers follow their steering on one shared listing per namespace,
+		// as the agent's do: a blocking read per child would hold a connection each, and
+		// -max-parallel-jobs of them would starve the records' pool (and the fleet's lease
+		// renewals with it).
+		c := s.storeClient
+		if c == nil {
+			c = s.client
+		}
+		restarts = store.NewNomad(c, store.NomadOptions{Logger: s.logger, SharedWatch: true})
+	}
+	eng := engine.New(engine.Config{Cluster: s.cluster, Store: restarts, Logger: s.logger, Holder: s.holder,
 		Health: s.health, MaxFeeds: min(max(maxFeeds, 1), maxFleetFeeds)})
-	return fleetrun.New(fleetrun.Config{Fleets: s.fleetStore(), Restarts: s.nomadStore(), Engine: eng,
+	return fleetrun.New(fleetrun.Config{Fleets: s.fleetStore(), Restarts: restarts, Engine: eng,
 		Holder: s.holder, Logger: s.logger, DriveChildren: driveChildren})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
@@ -163,7 +164,9 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 
 // runFleetSchedule is `run -jobs '<filter>' -at|-every`: the selection is checked now with
 // the user's token, as `run -jobs` checks it (a bad expression, no job, options that
-// cannot apply: one line, nothing written), then a fleet schedule is stored in the
+// cannot apply: one line, nothing written), then the schedule's member markers are written
+// in the namespaces of the jobs selected now other than the home (the user's consent,
+// which the agent checks at each occurrence), then a fleet schedule is stored in the
 // fleet's home namespace. The jobs are selected again at each occurrence, by the agent
 // with its token: a job created meanwhile that matches is restarted too.
 func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
@@ -189,8 +192,12 @@ func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	sc.ID = uuid.NewString() // the member markers name it
 	sc.Namespace = fleetrun.HomeNamespace(sel.Namespace)
 	sc.Fleet = &schedule.FleetTarget{Selection: sel, Options: o.fleet.opts}
+	if err := putScheduleMembers(ctx, ss, sc, got.Jobs); err != nil {
+		return err
+	}
 	if err := storeSchedule(ctx, ss, sc); err != nil {
 		return err
 	}

@@ -145,6 +145,9 @@ func (r *run) plan(ctx context.Context, next *fleet.Record, idx []int) ([]start,
 // planChild plans one job's child; without a child, the observation says why.
 func (r *run) planChild(ctx context.Context, rec *fleet.Record, job fleet.Job) (*restart.Record, fleet.Observation) {
 	obs := fleet.Observation{Namespace: job.Namespace, JobID: job.JobID}
+	if obs.Failed = r.consentFailure(ctx, rec, job); obs.Failed != "" {
+		return nil, obs
+	}
 	spec, problems := onchange.JobOptions(rec.Spec, job.Meta)
 	if len(problems) > 0 {
 		obs.Failed = "its nomad-restart meta is invalid: " + problems[0].String()

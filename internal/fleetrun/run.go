@@ -33,6 +33,9 @@ type run struct {
 	unstarts []fleet.Observation
 	// followed marks the restarts followed (children, and restarts busy jobs wait for).
 	followed map[string]bool
+	// members holds the fleet's member markers read by this drive, by namespace (consent.go).
+	members  map[string]memberRead
+	membersM sync.Mutex
 	facts    chan fleet.Observation
 	rung     chan struct{}
 	wg       sync.WaitGroup
@@ -40,7 +43,7 @@ type run struct {
 
 func newRun(d *Driver, namespace, id string, sink func(Event)) *run {
 	return &run{d: d, ns: namespace, id: id, sink: sink, seen: map[jobKey]fleet.Observation{},
-		followed: map[string]bool{}, facts: make(chan fleet.Observation, 64), rung: make(chan struct{}, 1)}
+		followed: map[string]bool{}, members: map[string]memberRead{}, facts: make(chan fleet.Observation, 64), rung: make(chan struct{}, 1)}
 }
 
 // drive is the loop: load, then step and wait until the fleet ends.
@@ -86,7 +89,9 @@ func (r *run) settled() bool {
 	return len(d.Start) == 0 && len(d.Steer) == 0 && len(d.Abandon) == 0 && d.Status == r.rec.Status
 }
 
-// load reads the fleet and follows the children its record says are running.
+// load reads the fleet and follows the children its record says are running. A running
+// job outside the fleet's home whose namespace does not consent (consentFailure) is taken
+// back and failed instead: its recorded child is neither followed nor steered.
 func (r *run) load(ctx context.Context) error {
 	rec, err := r.d.cfg.Fleets.GetFleet(ctx, r.ns, r.id)
 	if err != nil {
@@ -99,6 +104,13 @@ func (r *run) load(ctx context.Context) error {
 	var missing []fleet.Job
 	for _, j := range rec.Jobs {
 		if j.Status != fleet.JobRunning || j.RestartID == "" {
+			continue
+		}
+		if reason := r.consentFailure(ctx, rec, j); reason != "" {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			r.unstarts = append(r.unstarts, fleet.Observation{Namespace: j.Namespace, JobID: j.JobID, Failed: reason})
 			continue
 		}
 		_, err := r.d.cfg.Restarts.Get(ctx, j.Namespace, j.RestartID)

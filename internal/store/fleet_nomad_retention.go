@@ -45,7 +45,8 @@ func (s *NomadFleets) prune(ctx context.Context, ns, created string) {
 }
 
 // deleteFleet removes a finished fleet: its record first (check-and-set, so a fleet
-// written meanwhile stays), then its bell and lease. A lease still locked (its driver
+// written meanwhile stays), then its bell and lease, then its member markers in its jobs'
+// namespaces (best effort: deleteMembers). A lease still locked (its driver
 // is exiting) cannot be deleted; it stays, and nothing lists it.
 func (s *NomadFleets) deleteFleet(ctx context.Context, f *fleet.Record) {
 	ctx, cancel := cleanupContext(ctx)
@@ -61,4 +62,5 @@ func (s *NomadFleets) deleteFleet(ctx context.Context, f *fleet.Record) {
 			s.n.opts.Logger.Debug("could not delete a pruned fleet's variable", "path", p, "namespace", f.Namespace, "error", err)
 		}
 	}
+	s.deleteMembers(ctx, f)
 }

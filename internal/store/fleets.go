@@ -42,6 +42,14 @@ type Fleets interface {
 	AcquireFleetLease(ctx context.Context, namespace, id, holder string) (Lease, error)
 	// FleetLeaseHolder names the fleet lease's holder, "" when none holds it.
 	FleetLeaseHolder(ctx context.Context, namespace, id string) (string, error)
+	// PutFleetMember writes fleet id's member marker in namespace, a namespace of its jobs
+	// other than its home: the consent, by a token that may write there, that the fleet
+	// restarts m's jobs of that namespace (see fleet_member.go).
+	PutFleetMember(ctx context.Context, namespace, id string, m Membership) error
+	// FleetMember reads fleet id's member marker in namespace; ErrNoMember if none.
+	FleetMember(ctx context.Context, namespace, id string) (Membership, error)
+	// FleetMemberPath is the variable path of fleet id's member markers, for messages.
+	FleetMemberPath(id string) string
 }
 
 // ErrFleetNotFound says no fleet has the ID (or prefix) asked for.

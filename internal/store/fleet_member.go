@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
+)
+
+// A fleet's record lives in its home namespace, but its jobs may be in others. Whoever may
+// write nomad-restart's variables in the home could list there the jobs of a namespace
+// they have no rights in, and the driver (the agent, with a broad token) would restart
+// them. So a fleet restarts a job outside its home only when the job's namespace holds the
+// fleet's member marker naming the job: a variable only a token with rights in that
+// namespace could write (`run -jobs` writes it with the user's token before recording the
+// fleet).
+const (
+	fleetMemberName = "member"
+
+	memberItemFormat = "format"
+	memberItemData   = "member.gz" // the Membership's JSON, gzip'd then base64'd
+	memberFormat     = "1"
+)
+
+// ErrNoMember says a namespace holds no member marker of the fleet asked for.
+var ErrNoMember = errors.New("no fleet member marker")
+
+// Membership is what a fleet's member marker in one namespace says: the fleet, homed in
+// Home, may restart the jobs Jobs (IDs, sorted) of that namespace.
+type Membership struct {
+	Home string   `json:"home"`
+	Jobs []string `json:"jobs"`
+}
+
+// Has reports whether m names job.
+func (m Membership) Has(job string) bool {
+	_, found := slices.BinarySearch(m.Jobs, job)
+	return found
+}
+
+// MembershipsOf returns the member markers a fleet needs: one per namespace of its jobs
+// other than its home, naming that namespace's jobs.
+func MembershipsOf(f *fleet.Record) map[string]Membership {
+	home := nomadvars.Namespace(f.Namespace)
+	out := map[string]Membership{}
+	for _, j := range f.Jobs {
+		ns := nomadvars.Namespace(j.Namespace)
+		if ns == home {
+			continue
+		}
+		m := out[ns]
+		m.Home = home
+		m.Jobs = append(m.Jobs, j.JobID)
+		out[ns] = m
+	}
+	for ns, m := range out {
+		slices.Sort(m.Jobs)
+		m.Jobs = slices.Compact(m.Jobs)
+		out[ns] = m
+	}
+	return out
+}
+
+// FleetMemberPath is the variable path of fleet id's member marker, in each namespace of
+// its jobs but its home.
+func (s *NomadFleets) FleetMemberPath(id string) string { return s.fleetPath(id, fleetMemberName) }
+
+// PutFleetMember implements Fleets: it writes (or overwrites) fleet id's member marker in
+// namespace.
+func (s *NomadFleets) PutFleetMember(ctx context.Context, namespace, id string, m Membership) error {
+	if !validID(id) {
+		return fmt.Errorf("nomad fleet store: invalid fleet ID %q", id)
+	}
+	m.Home = nomadvars.Namespace(m.Home)
+	m.Jobs = slices.Compact(slices.Sorted(slices.Values(m.Jobs)))
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("nomad fleet store: encoding the member marker of fleet %s: %w", id, err)
+	}
+	packed, err := s.n.pack(raw)
+	if err != nil {
+		return fmt.Errorf("nomad fleet store: compressing the member marker of fleet %s: %w", id, err)
+	}
+	items := map[string]string{memberItemFormat: memberFormat, memberItemData: packed}
+	if size := itemsSize(items); size > maxVariableSize {
+		return &FleetTooLargeError{Jobs: len(m.Jobs), Bytes: size, Limit: maxVariableSize}
+	}
+	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.FleetMemberPath(id), Items: items}
+	return s.fleetErr(upsert(ctx, s.n.vars, v))
+}
+
+// upsert writes v whatever is stored at its path: create, else overwrite at the stored
+// index (a marker has one writer at a time: the fleet's creator).
+func upsert(ctx context.Context, vars *nomadvars.Client, v *api.Variable) error {
+	for range 5 {
+		_, err := vars.Write(ctx, v)
+		var conflict *nomadvars.ConflictError
+		if !errors.As(err, &conflict) {
+			return err
+		}
+		next := *v
+		next.ModifyIndex = 0
+		if conflict.Current != nil {
+			next.ModifyIndex = conflict.Current.ModifyIndex
+		}
+		v = &next
+	}
+	return fmt.Errorf("variable %q in namespace %q kept changing while it was written", v.Path, v.Namespace)
+}
+
+// FleetMember implements Fleets: fleet id's member marker in namespace, ErrNoMember when
+// there is none.
+func (s *NomadFleets) FleetMember(ctx context.Context, namespace, id string) (Membership, error) {
+	if !validID(id) {
+		return Membership{}, ErrNoMember
+	}
+	v, err := s.n.vars.Read(ctx, namespace, s.FleetMemberPath(id))
+	if err != nil {
+		err = s.fleetErr(err)
+		if errors.Is(err, ErrFleetNotFound) {
+			return Membership{}, ErrNoMember
+		}
+		return Membership{}, err
+	}
+	if f := v.Items[memberItemFormat]; f != memberFormat {
+		return Membership{}, fmt.Errorf("nomad fleet store: variable %q in namespace %q has unknown member format %q (written by a newer nomad-restart?)", v.Path, v.Namespace, f)
+	}
+	raw, err := unpack(v.Items[memberItemData])
+	var m Membership
+	if err == nil {
+		err = json.Unmarshal(raw, &m)
+	}
+	if err != nil {
+		return Membership{}, fmt.Errorf("nomad fleet store: variable %q in namespace %q is not a fleet member marker: %w", v.Path, v.Namespace, err)
+	}
+	m.Home = nomadvars.Namespace(m.Home)
+	slices.Sort(m.Jobs)
+	return m, nil
+}
+
+// deleteMembers removes a pruned fleet's member markers, best effort: the pruning token
+// (the creator's, or the agent's) may have no rights in the jobs' namespaces, and a marker
+// left behind names only a fleet that ended (its children's IDs are taken, so a replay of
+// the record restarts nothing again while they are kept).
+func (s *NomadFleets) deleteMembers(ctx context.Context, f *fleet.Record) {
+	for ns := range MembershipsOf(f) {
+		p := s.FleetMemberPath(f.ID)
+		if err := s.n.vars.Delete(ctx, ns, p); err != nil {
+			s.n.opts.Logger.Debug("could not delete a pruned fleet's member marker", "path", p, "namespace", ns, "error", err)
+		}
+	}
+}
