@@ -15,6 +15,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -489,6 +490,42 @@ func TestFleetCtrlCDetachesAndResumeFinishes(t *testing.T) {
 	code, out, errOut := e.run(ctx, "resume", id)
 	if code != 0 || !strings.Contains(out, "Fleet restarted 3 jobs successfully!") {
 		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	checkFleetOnce(t, ctx, c, e, fleetOf(t, ctx, e, id))
+}
+
+// TestFleetResumeTakesOverFromDeadDriver: resume of a fleet whose driver died holding its
+// lease waits while the lock runs, then takes over once Nomad expires it (the lease
+// variable then still names the dead holder, as on a real agent: only an attempt to take
+// the lock tells it is free).
+func TestFleetResumeTakesOverFromDeadDriver(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{})
+	registerFleetJobs(t, c, "", "gh", 2, 1)
+	ctx := testCtx(t)
+	code, out, errOut := e.run(ctx, "run", "-detach", "-jobs", `Name matches "^gh-"`, "-on-error=fail")
+	if code != 0 {
+		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
+	}
+	id := fleetOf(t, ctx, e, fleetIDIn(t, out)).ID
+	ghost := store.NewNomadFleets(adminClient(t, c), store.NomadOptions{LockDelay: 100 * time.Millisecond})
+	lease, err := ghost.AcquireFleetLease(ctx, "default", id, "ghost@gone")
+	if err != nil {
+		t.Fatalf("ghost lease: %v", err)
+	}
+	t.Cleanup(func() { _ = lease.Release(context.Background()) })
+
+	done := e.start(ctx, "resume", id)
+	select {
+	case r := <-done:
+		t.Fatalf("resume ended while the lease was held: exit %d\n%s\n%s", r.code, r.out, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if !c.ExpireLock("default", "nomad-restart/~fleets/"+id+"/lease") {
+		t.Fatal("the ghost's lock was not running")
+	}
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.out, "taking over") || !strings.Contains(r.out, "Fleet restarted 2 jobs successfully!") {
+		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.out, r.err)
 	}
 	checkFleetOnce(t, ctx, c, e, fleetOf(t, ctx, e, id))
 }

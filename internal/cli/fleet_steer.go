@@ -192,8 +192,8 @@ func (a *app) watchFleetLease(ctx context.Context, ft *fleetTarget) <-chan struc
 				return
 			case <-t.C:
 			}
-			holder, err := ft.ses.fleetStore().FleetLeaseHolder(ctx, ft.rec.Namespace, ft.rec.ID)
-			if err == nil && holder == "" {
+			ok, err := store.FleetLeaseFree(ctx, ft.ses.fleetStore(), ft.rec.Namespace, ft.rec.ID, a.by())
+			if err == nil && ok {
 				close(free)
 				return
 			}

@@ -123,5 +123,26 @@ func (s *NomadFleets) FleetLeaseHolder(ctx context.Context, namespace, id string
 	if err != nil {
 		return "", s.fleetErr(err)
 	}
+	if v.Lock == nil || v.Lock.ID == "" {
+		// The lock expired (its holder died) or was released: the name left is history.
+		return "", nil
+	}
 	return v.Items["holder"], nil
+}
+
+// FleetLeaseFree tells whether a fleet's lease is free now, by taking it and giving it
+// straight back, as LeaseFree does for a restart: a lock whose holder died is free only
+// once Nomad's lock delay has passed too, which only an attempt tells.
+func FleetLeaseFree(ctx context.Context, s Fleets, namespace, id, holder string) (bool, error) {
+	l, err := s.AcquireFleetLease(ctx, namespace, id, holder)
+	if errors.Is(err, ErrLeaseHeld) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := l.Release(ctx); err != nil {
+		return true, err
+	}
+	return true, nil
 }
