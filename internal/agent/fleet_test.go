@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -105,7 +104,7 @@ func (e *fleetEnv) checkFleet(t *testing.T, final *fleet.Record, parallel int) {
 		t.Fatalf("fleet ended %s (%s), want succeeded; jobs %v", final.Status, final.Reason, final.Counts())
 	}
 	ctx := testContext(t)
-	windows := map[string][2]time.Time{}
+	var windows []simtest.Window
 	for _, j := range final.Jobs {
 		if j.Status != fleet.JobSucceeded || j.RestartID == "" {
 			t.Errorf("job %s is %s (%s) with restart %q, want succeeded through a restart", j.JobID, j.Status, j.Reason, j.RestartID)
@@ -123,9 +122,13 @@ func (e *fleetEnv) checkFleet(t *testing.T, final *fleet.Record, parallel int) {
 			t.Errorf("restart %s of job %s: %v", short(child.ID), j.JobID, bad)
 		}
 		t.Logf("restart %s of job %s: taken up by an agent %s after it was filed", short(child.ID), j.JobID, adoptionDelay(child))
-		windows[j.JobID] = restartWindow(t, e.client, j.JobID)
+		w, err := simtest.RestartWindow(testContext(t), e.client, "default", j.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows = append(windows, w)
 	}
-	peak := overlapPeak(windows)
+	peak := simtest.PeakOverlap(windows)
 	t.Logf("fleet %s: at most %d jobs restarting at once (-max-parallel-jobs %d)", short(final.ID), peak, parallel)
 	if peak > parallel {
 		t.Errorf("%d jobs were restarting at once (Nomad's task events), more than -max-parallel-jobs %d", peak, parallel)
@@ -145,64 +148,6 @@ func adoptionDelay(rec *restart.Record) time.Duration {
 		}
 	}
 	return -1
-}
-
-// restartWindow is when the job's allocations were restarting, from Nomad's task events:
-// the first "Restart Signaled" to the last "Started" after one.
-func restartWindow(t *testing.T, client *api.Client, jobID string) [2]time.Time {
-	t.Helper()
-	q := (&api.QueryOptions{Namespace: "default"}).WithContext(testContext(t))
-	stubs, _, err := client.Jobs().Allocations(jobID, false, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w [2]time.Time
-	for _, stub := range stubs {
-		a, _, err := client.Allocations().Info(stub.ID, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ts := range a.TaskStates {
-			var signaled time.Time
-			for _, ev := range ts.Events {
-				at := time.Unix(0, ev.Time)
-				switch {
-				case ev.Type == api.TaskRestartSignal:
-					signaled = at
-					if w[0].IsZero() || at.Before(w[0]) {
-						w[0] = at
-					}
-				case ev.Type == api.TaskStarted && !signaled.IsZero() && at.After(w[1]):
-					w[1] = at
-				}
-			}
-		}
-	}
-	return w
-}
-
-// overlapPeak is the most windows open at one instant.
-func overlapPeak(windows map[string][2]time.Time) int {
-	type edge struct {
-		at   time.Time
-		open int
-	}
-	var edges []edge
-	for _, w := range windows {
-		edges = append(edges, edge{w[0], 1}, edge{w[1], -1})
-	}
-	sort.Slice(edges, func(i, j int) bool {
-		if edges[i].at.Equal(edges[j].at) {
-			return edges[i].open < edges[j].open // a close before an open at the same instant
-		}
-		return edges[i].at.Before(edges[j].at)
-	})
-	peak, open := 0, 0
-	for _, e := range edges {
-		open += e.open
-		peak = max(peak, open)
-	}
-	return peak
 }
 
 // fleetStarts counts the "Fleet started" events of the fleet's log: one per fleet however

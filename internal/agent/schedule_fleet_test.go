@@ -85,8 +85,8 @@ func TestScheduleFleetAtStartsOneFleetAcrossReplicas(t *testing.T) {
 	if n := fleetStarts(final); n != 1 {
 		t.Errorf("fleet started %d times, want once: %v", n, final.Events)
 	}
-	if w := restartWindow(t, e.client, "other"); !w[0].IsZero() {
-		t.Errorf("job other, not selected, was restarted at %s", w[0])
+	if w, err := simtest.RestartWindow(testContext(t), e.client, "default", "other"); err != nil || !w.From.IsZero() {
+		t.Errorf("job other, not selected, was restarted at %s (%v)", w.From, err)
 	}
 	started := testutil.ToFloat64(a1.Metrics().scheduleMetrics().occurrences.WithLabelValues("started")) +
 		testutil.ToFloat64(a2.Metrics().scheduleMetrics().occurrences.WithLabelValues("started"))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -96,11 +95,11 @@ func waitFleet(t *testing.T, ctx context.Context, e cliEnv, id, what string, con
 }
 
 // checkFleetOnce checks from Nomad's facts that every planned allocation of each job the
-// fleet restarted was restarted exactly once, and returns each job's restart window.
-func checkFleetOnce(t *testing.T, ctx context.Context, c *nomadsim.Cluster, e cliEnv, f *fleetJSON) map[string][2]time.Time {
+// fleet restarted was restarted exactly once, and returns the jobs' restart windows.
+func checkFleetOnce(t *testing.T, ctx context.Context, c *nomadsim.Cluster, e cliEnv, f *fleetJSON) []simtest.Window {
 	t.Helper()
 	client := adminClient(t, c)
-	windows := map[string][2]time.Time{}
+	var windows []simtest.Window
 	for _, j := range f.Jobs {
 		if j.Status != fleet.JobSucceeded {
 			continue
@@ -114,67 +113,13 @@ func checkFleetOnce(t *testing.T, ctx context.Context, c *nomadsim.Cluster, e cl
 			ids = append(ids, a.ID)
 		}
 		simtest.CheckOnce(t, client, j.Namespace, j.JobID, ids, false, 30*time.Second)
-		windows[j.Namespace+"/"+j.JobID] = restartWindowOf(t, client, j.Namespace, j.JobID)
-	}
-	return windows
-}
-
-// restartWindowOf is when the job's allocations were restarting, from Nomad's task events:
-// the first "Restart Signaled" to the last "Started" after one.
-func restartWindowOf(t *testing.T, client *api.Client, ns, jobID string) [2]time.Time {
-	t.Helper()
-	q := &api.QueryOptions{Namespace: ns}
-	stubs, _, err := client.Jobs().Allocations(jobID, false, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w [2]time.Time
-	for _, stub := range stubs {
-		a, _, err := client.Allocations().Info(stub.ID, q)
+		w, err := simtest.RestartWindow(ctx, client, j.Namespace, j.JobID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ts := range a.TaskStates {
-			var signaled time.Time
-			for _, ev := range ts.Events {
-				at := time.Unix(0, ev.Time)
-				switch {
-				case ev.Type == api.TaskRestartSignal:
-					signaled = at
-					if w[0].IsZero() || at.Before(w[0]) {
-						w[0] = at
-					}
-				case ev.Type == api.TaskStarted && !signaled.IsZero() && at.After(w[1]):
-					w[1] = at
-				}
-			}
-		}
+		windows = append(windows, w)
 	}
-	return w
-}
-
-// peakOverlap is the most windows open at one instant.
-func peakOverlap(windows map[string][2]time.Time) int {
-	type edge struct {
-		at   time.Time
-		open int
-	}
-	var edges []edge
-	for _, w := range windows {
-		edges = append(edges, edge{w[0], 1}, edge{w[1], -1})
-	}
-	sort.Slice(edges, func(i, j int) bool {
-		if edges[i].at.Equal(edges[j].at) {
-			return edges[i].open < edges[j].open // a close before an open at the same instant
-		}
-		return edges[i].at.Before(edges[j].at)
-	})
-	peak, open := 0, 0
-	for _, e := range edges {
-		open += e.open
-		peak = max(peak, open)
-	}
-	return peak
+	return windows
 }
 
 // TestFleetRunToSuccess drives a fleet of 6 jobs, 2 at a time, in the foreground: every
@@ -202,7 +147,7 @@ func TestFleetRunToSuccess(t *testing.T) {
 		t.Fatalf("fleet: status %s, jobs %v", f.Status, f.Counts())
 	}
 	windows := checkFleetOnce(t, ctx, c, e, f)
-	if peak := peakOverlap(windows); peak > 2 {
+	if peak := simtest.PeakOverlap(windows); peak > 2 {
 		t.Errorf("%d jobs restarted at once, want at most 2 (windows %v)", peak, windows)
 	}
 	assertMainRestarted(t, c, "other", 0)

@@ -20,8 +20,8 @@ import (
 
 // runFleet is `run -jobs '<filter>'`: select the jobs, then print the plan (-dry-run), or
 // record the fleet and drive it here or leave it to a driver (-detach). Every refusal
-// before putFleetMembers leaves the cluster unchanged; one after it leaves at most member
-// markers of no fleet: no fleet recorded, no allocation restarted.
+// leaves the cluster unchanged: no variable written (the fleet's member markers are
+// removed when the fleet cannot be recorded after them), no allocation restarted.
 func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
@@ -50,6 +50,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	if err := fs.fleetStore().CreateFleet(ctx, rec); err != nil {
+		deleteFleetMembers(ctx, fs.fleetStore(), rec.ID, sortedKeys(store.MembershipsOf(rec)))
 		return fleetCreateError(err, rec)
 	}
 	a.printFleetCreated(p, rec, got.LeftOut)

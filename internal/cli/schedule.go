@@ -387,6 +387,9 @@ func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
 		started := "restarts"
 		if sc.IsFleet() {
 			started = "fleets"
+			// Best effort: a marker left where the token may not delete consents only to a
+			// schedule that no longer exists (a new one gets a new ID).
+			_ = ss.DeleteMembers(ctx, sc.ID)
 		}
 		fmt.Fprintf(a.stdout, "Schedule %s of %s removed (%s); %s it already started are not affected\n", shortID(sc.ID, verbose), scheduleTarget(sc), sc.When(), started)
 		return nil

@@ -16,6 +16,11 @@
 //     adopts detached restarts (the agent); either way the fleet follows each child's
 //     record to its end. A child held by another driver is followed until it ends or its
 //     lease frees, and then driven here.
+//   - A job outside the fleet's home namespace is restarted only when its namespace holds
+//     the fleet's member marker naming it (store.Fleets.FleetMember, read once per
+//     namespace per drive): the record is only as trusted as its home's variables, and
+//     the marker is the consent of someone with rights in the job's namespace. Without
+//     it the job fails, naming the marker and the fix (consent.go).
 //   - The driver's own writes are one per change of the fleet (a job's start and the end
 //     that freed its slot are one write). Operators' steering rings the fleet's control
 //     bell, so the driver reads its record only when an operator acted.

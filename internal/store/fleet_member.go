@@ -144,15 +144,22 @@ func (s *NomadFleets) FleetMember(ctx context.Context, namespace, id string) (Me
 	return m, nil
 }
 
+// DeleteFleetMember implements Fleets.
+func (s *NomadFleets) DeleteFleetMember(ctx context.Context, namespace, id string) error {
+	if !validID(id) {
+		return nil
+	}
+	return s.fleetErr(s.n.vars.Delete(ctx, namespace, s.FleetMemberPath(id)))
+}
+
 // deleteMembers removes a pruned fleet's member markers, best effort: the pruning token
 // (the creator's, or the agent's) may have no rights in the jobs' namespaces, and a marker
 // left behind names only a fleet that ended (its children's IDs are taken, so a replay of
 // the record restarts nothing again while they are kept).
 func (s *NomadFleets) deleteMembers(ctx context.Context, f *fleet.Record) {
 	for ns := range MembershipsOf(f) {
-		p := s.FleetMemberPath(f.ID)
-		if err := s.n.vars.Delete(ctx, ns, p); err != nil {
-			s.n.opts.Logger.Debug("could not delete a pruned fleet's member marker", "path", p, "namespace", ns, "error", err)
+		if err := s.DeleteFleetMember(ctx, ns, f.ID); err != nil {
+			s.n.opts.Logger.Debug("could not delete a pruned fleet's member marker", "path", s.FleetMemberPath(f.ID), "namespace", ns, "error", err)
 		}
 	}
 }

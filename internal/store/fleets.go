@@ -48,6 +48,9 @@ type Fleets interface {
 	PutFleetMember(ctx context.Context, namespace, id string, m Membership) error
 	// FleetMember reads fleet id's member marker in namespace; ErrNoMember if none.
 	FleetMember(ctx context.Context, namespace, id string) (Membership, error)
+	// DeleteFleetMember removes fleet id's member marker in namespace; a missing one is no
+	// error.
+	DeleteFleetMember(ctx context.Context, namespace, id string) error
 	// FleetMemberPath is the variable path of fleet id's member markers, for messages.
 	FleetMemberPath(id string) string
 }
