@@ -156,7 +156,7 @@ func TestScheduleFleetSkipsWhileItsPreviousFleetRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	start(t, e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e.env)))
+	stop := start(t, e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e.env)))
 	var got *schedule.Schedule
 	simtest.WaitFor(t, ctx, "an occurrence skipped after one started", func() bool {
 		got, _ = e.schedules().Get(ctx, "default", sc.ID)
@@ -174,6 +174,11 @@ func TestScheduleFleetSkipsWhileItsPreviousFleetRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An occurrence the agent claimed before the schedule was deleted may still file its
+	// fleet: stop the agent so that the fleets listed below are all there will be, then let
+	// another agent drive them to their end.
+	stop()
+	start(t, e.newAgent(t, "agent-2", e.sim.BootstrapToken(), simClock(e.env)))
 	firstFleet := schedule.OccurrenceID(sc.ID, first)
 	if got.History[0].Result != schedule.ResultStarted || got.History[0].RestartID != firstFleet {
 		t.Fatalf("history %+v; want the first occurrence to start fleet %s", got.History, firstFleet)
