@@ -181,23 +181,8 @@ func (a *app) waitingForFleetDriver(ctx context.Context, ft *fleetTarget, verbos
 // watchFleetLease probes the fleet's lease until it is free, then closes the returned
 // channel. Failing probes count as held: the follow goes on.
 func (a *app) watchFleetLease(ctx context.Context, ft *fleetTarget) <-chan struct{} {
-	free := make(chan struct{})
 	ttl, _ := leaseTiming(ft.ses.nomadStore())
-	go func() {
-		for attempt := 0; ; attempt++ {
-			t := time.NewTimer(probeBackoff(ttl, attempt))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			ok, err := store.FleetLeaseFree(ctx, ft.ses.fleetStore(), ft.rec.Namespace, ft.rec.ID, a.by())
-			if err == nil && ok {
-				close(free)
-				return
-			}
-		}
-	}()
-	return free
+	return untilLeaseFree(ctx, ttl, func() (bool, error) {
+		return store.FleetLeaseFree(ctx, ft.ses.fleetStore(), ft.rec.Namespace, ft.rec.ID, a.by())
+	})
 }

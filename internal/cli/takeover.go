@@ -44,8 +44,14 @@ func probeBackoff(ttl time.Duration, attempt int) time.Duration {
 // watchLease probes the lease of rec until it is free, then closes the returned channel.
 // Failing probes (Nomad unreachable, no permission) count as held: the follow goes on.
 func (a *app) watchLease(ctx context.Context, st store.Store, rec *restart.Record) <-chan struct{} {
-	free := make(chan struct{})
 	ttl, _ := leaseTiming(st)
+	return untilLeaseFree(ctx, ttl, func() (bool, error) { return store.LeaseFree(ctx, st, rec.Namespace, rec.ID, a.by()) })
+}
+
+// untilLeaseFree calls free, paced by probeBackoff, until it answers true, then closes the
+// returned channel.
+func untilLeaseFree(ctx context.Context, ttl time.Duration, free func() (bool, error)) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
 		for attempt := 0; ; attempt++ {
 			t := time.NewTimer(probeBackoff(ttl, attempt))
@@ -55,14 +61,13 @@ func (a *app) watchLease(ctx context.Context, st store.Store, rec *restart.Recor
 				return
 			case <-t.C:
 			}
-			ok, err := store.LeaseFree(ctx, st, rec.Namespace, rec.ID, a.by())
-			if err == nil && ok {
-				close(free)
+			if ok, err := free(); err == nil && ok {
+				close(done)
 				return
 			}
 		}
 	}()
-	return free
+	return done
 }
 
 // waitingForDriver is said once when resume finds another driver holding the lease.

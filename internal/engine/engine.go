@@ -209,7 +209,7 @@ func jobLookupError(req Request, err error) error {
 	case errors.As(err, &amb):
 		return fmt.Errorf("job prefix %q matched multiple jobs (%v); give the full job ID, or -namespace to pick one", req.Job, amb.Matches)
 	case errors.Is(err, cluster.ErrJobNotFound):
-		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+		// Nomad's own wording, kept for parity with `nomad job restart`.
 		return &jobNotFoundError{text: fmt.Sprintf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", req.Job, nsName(req.Namespace))}
 	case errors.Is(err, cluster.ErrPermissionDenied):
 		return fmt.Errorf("looking up job %q: %w; the token needs read-job (and list-jobs for a prefix) in the namespace", req.Job, err)

@@ -134,15 +134,5 @@ func (s *NomadFleets) FleetLeaseHolder(ctx context.Context, namespace, id string
 // straight back, as LeaseFree does for a restart: a lock whose holder died is free only
 // once Nomad's lock delay has passed too, which only an attempt tells.
 func FleetLeaseFree(ctx context.Context, s Fleets, namespace, id, holder string) (bool, error) {
-	l, err := s.AcquireFleetLease(ctx, namespace, id, holder)
-	if errors.Is(err, ErrLeaseHeld) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := l.Release(ctx); err != nil {
-		return true, err
-	}
-	return true, nil
+	return probeLease(ctx, func() (Lease, error) { return s.AcquireFleetLease(ctx, namespace, id, holder) })
 }

@@ -13,7 +13,12 @@ import (
 // Nomad lock both only say so to whoever tries them). It takes the lease for an instant: a
 // driver starting at that very moment gets ErrLeaseHeld and should try again.
 func LeaseFree(ctx context.Context, s Store, namespace, id, holder string) (bool, error) {
-	l, err := s.AcquireLease(ctx, namespace, id, holder)
+	return probeLease(ctx, func() (Lease, error) { return s.AcquireLease(ctx, namespace, id, holder) })
+}
+
+// probeLease takes a lease with acquire and gives it straight back: whether it was free.
+func probeLease(ctx context.Context, acquire func() (Lease, error)) (bool, error) {
+	l, err := acquire()
 	if errors.Is(err, ErrLeaseHeld) {
 		return false, nil
 	}
