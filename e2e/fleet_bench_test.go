@@ -101,18 +101,19 @@ func benchFleet(b *testing.B, bin string, jobs, count, parallel int, scale float
 	b.Logf("fleet of %d jobs x %d allocations, %d at once: %d requests (%.2f per allocation; a single-job restart %.2f, ratio %.3f), peak RSS %.1f MiB, %v (ideal fleet driver %v, ratio %.3f)",
 		jobs, count, parallel, stats.Requests, req, singleReq, req/singleReq, float64(peak())/1024, elapsed.Round(time.Millisecond), ideal.Round(time.Millisecond), elapsed.Seconds()/ideal.Seconds())
 	b.Log("by endpoint:" + strings.Join(topEndpoints(stats, jobs*count, 14), ";"))
-	logChildPhases(ctx, b, client, fleets[0])
+	logChildPhases(ctx, b, client, fleets[0], start, start.Add(elapsed))
 }
 
 // logChildPhases logs where a child's time goes, medians over the fleet's children: from
 // its record's creation to its first allocation's restart, the allocations' restarts, and
 // from the last allocation's end to the record's end; and the fleet's gap between a
 // child's end and the next child's creation.
-func logChildPhases(ctx context.Context, b *testing.B, client *api.Client, rec *fleet.Record) {
+func logChildPhases(ctx context.Context, b *testing.B, client *api.Client, rec *fleet.Record, began, exited time.Time) {
 	st := store.NewNomad(client, store.NomadOptions{})
 	var setup, work, tail, gaps []time.Duration
 	var ends []time.Time
 	var creates []time.Time
+	var firstRestart, lastEnd time.Time
 	for _, j := range rec.Jobs {
 		child, err := st.Get(ctx, j.Namespace, j.RestartID)
 		if err != nil {
@@ -126,6 +127,12 @@ func logChildPhases(ctx context.Context, b *testing.B, client *api.Client, rec *
 			if a.EndTime.After(last) {
 				last = a.EndTime
 			}
+		}
+		if firstRestart.IsZero() || first.Before(firstRestart) {
+			firstRestart = first
+		}
+		if child.EndTime.After(lastEnd) {
+			lastEnd = child.EndTime
 		}
 		setup = append(setup, first.Sub(child.CreateTime))
 		work = append(work, last.Sub(first))
@@ -144,8 +151,8 @@ func logChildPhases(ctx context.Context, b *testing.B, client *api.Client, rec *
 			gaps = append(gaps, c.Sub(prev))
 		}
 	}
-	b.Logf("a child's phases (medians): created to first restart %v, restarts %v, last done to its end %v; a child's end to the next creation %v",
-		quantile(setup, 0.5), quantile(work, 0.5), quantile(tail, 0.5), quantile(gaps, 0.5))
+	b.Logf("a child's phases (medians): created to first restart %v, restarts %v, last done to its end %v; a child's end to the next creation %v; the process's start to the first restart request %v, the last child's end to the process's exit %v",
+		quantile(setup, 0.5), quantile(work, 0.5), quantile(tail, 0.5), quantile(gaps, 0.5), firstRestart.Sub(began), exited.Sub(lastEnd))
 }
 
 // benchSingles restarts each job with its own `nomad-restart run` process and returns the

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -112,32 +113,17 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
 		return nil, fmt.Errorf("Jobs of type %q are not allowed to be rescheduled; restart job %q in place (without -reschedule)", job.Type, job.ID)
 	}
-	versions, err := e.cluster.JobVersions(ctx, job.Namespace, job.ID)
+	facts, err := e.planFacts(ctx, job, spec)
 	if err != nil {
-		return nil, fmt.Errorf("reading the versions of job %q: %w", job.ID, err)
-	}
-	if versions == nil {
-		versions = map[uint64]*restart.Job{}
-	}
-	if _, ok := versions[job.Version]; !ok {
-		versions[job.Version] = job
-	}
-	if err := checkGroupsAndTasks(job, versions, spec); err != nil {
 		return nil, err
 	}
-	if err := e.checkDeployment(ctx, job.Namespace, job.ID); err != nil {
-		return nil, err
-	}
-	allocs, _, err := e.cluster.JobAllocations(ctx, job.Namespace, job.ID)
-	if err != nil {
-		return nil, fmt.Errorf("reading the allocations of job %q: %w", job.ID, err)
-	}
+	versions, allocs := facts.versions, facts.allocs
 	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks, StartedBefore: spec.StartedBefore, CreatedBeforeIndex: spec.CreatedBeforeIndex})
 	kept, untargeted, err := e.target(ctx, spec, job, kept)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.resolveHealth(ctx, &spec, job, kept); err != nil {
+	if err := e.resolveHealth(ctx, &spec, job, kept, facts.spec, facts.specErr); err != nil {
 		return nil, err
 	}
 
@@ -178,6 +164,55 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	plan.Skipped = append(plan.Skipped, untargeted...)
 	return plan, nil
+}
+
+// planInputs are what a plan reads of a job besides the job itself.
+type planInputs struct {
+	versions map[uint64]*restart.Job
+	allocs   []*restart.Alloc
+	// spec is the job's full specification, read for the health gate's options unless
+	// -health none; specErr is why it could not be read (resolveHealth decides).
+	spec    *cluster.JobSpec
+	specErr error
+}
+
+// planFacts reads the job's versions, checks that no deployment of it runs, and reads its
+// allocations: three reads that do not depend on each other, sent at once so that a plan
+// costs one round trip for them (a fleet plans a job each time a slot frees). Their
+// refusals keep the order of the checks: the versions, the groups and tasks asked for, the
+// deployment, the allocations. The job's full specification is read at the same time.
+func (e *Engine) planFacts(ctx context.Context, job *restart.Job, spec restart.Spec) (*planInputs, error) {
+	var (
+		in                                planInputs
+		versionsErr, deployErr, allocsErr error
+		wg                                sync.WaitGroup
+	)
+	wg.Go(func() { in.versions, versionsErr = e.cluster.JobVersions(ctx, job.Namespace, job.ID) })
+	wg.Go(func() { deployErr = e.checkDeployment(ctx, job.Namespace, job.ID) })
+	wg.Go(func() { in.allocs, _, allocsErr = e.cluster.JobAllocations(ctx, job.Namespace, job.ID) })
+	if spec.Health != restart.HealthNone {
+		wg.Go(func() { in.spec, in.specErr = e.jobSpec(ctx, job.Namespace, job.ID) })
+	}
+	wg.Wait()
+	if versionsErr != nil {
+		return nil, fmt.Errorf("reading the versions of job %q: %w", job.ID, versionsErr)
+	}
+	if in.versions == nil {
+		in.versions = map[uint64]*restart.Job{}
+	}
+	if _, ok := in.versions[job.Version]; !ok {
+		in.versions[job.Version] = job
+	}
+	if err := checkGroupsAndTasks(job, in.versions, spec); err != nil {
+		return nil, err
+	}
+	if deployErr != nil {
+		return nil, deployErr
+	}
+	if allocsErr != nil {
+		return nil, fmt.Errorf("reading the allocations of job %q: %w", job.ID, allocsErr)
+	}
+	return &in, nil
 }
 
 // resolveJob reads the job the request names: by its exact ID when the caller knows it

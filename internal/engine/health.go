@@ -74,11 +74,11 @@ func (e *Engine) observeTimes(a *restart.Alloc) {
 // resolveHealth turns -health auto into checks or running from the targeted groups'
 // services, resolves each group's times from its update block where the flags did not set
 // them, and, when Consul checks count, makes sure Consul answers before anything changes.
-func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc) error {
+// apiJob is the job's full specification as planFacts read it, err why it could not be.
+func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *cluster.JobSpec, err error) error {
 	if spec.Health == restart.HealthNone {
 		return nil
 	}
-	apiJob, err := e.jobSpec(ctx, job.Namespace, job.ID)
 	if err != nil {
 		switch spec.Health {
 		case restart.HealthAuto:
