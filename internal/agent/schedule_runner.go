@@ -237,7 +237,12 @@ func (s *scheduleRunner) handle(ctx context.Context, sc *schedule.Schedule, now 
 		return nil, err // the claim stays; this agent tries again, others after the takeover time
 	}
 	finished := false
-	cur, err := s.store.Mutate(ctx, sc.Namespace, sc.ID, func(cur *schedule.Schedule) (bool, error) {
+	// What was started is recorded even when the agent is stopping meanwhile: the restart
+	// or fleet exists now, and a schedule left claiming it would be finished only by the
+	// next agent's takeover, after pendingTakeover.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeWriteTimeout)
+	defer cancel()
+	cur, err := s.store.Mutate(rctx, sc.Namespace, sc.ID, func(cur *schedule.Schedule) (bool, error) {
 		finished = cur.Pending != nil && cur.Pending.Due.Equal(due) && cur.Finish(out, s.now())
 		return finished, nil
 	})
@@ -252,6 +257,10 @@ func (s *scheduleRunner) handle(ctx context.Context, sc *schedule.Schedule, now 
 	}
 	return cur, nil
 }
+
+// outcomeWriteTimeout bounds the write of an occurrence's outcome once its restart or
+// fleet was started, which does not end with the agent's context.
+const outcomeWriteTimeout = 10 * time.Second
 
 // claim applies step to the stored schedule with check-and-set, unless another agent has
 // moved it past sc.Next already (then it reports false).
