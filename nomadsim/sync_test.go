@@ -13,7 +13,11 @@ func TestClientSyncLag(t *testing.T) {
 	// A long sync interval (60s simulated, 3s real) makes the stale window wide enough to
 	// observe on a loaded machine, where a test may stall for a second.
 	c, cl := startCluster(t, Options{TimeScale: 20, AllocSyncInterval: 60 * time.Second})
-	a := runningAlloc(t, c, cl, serviceJob("web", 1))
+	job := serviceJob("web", 1)
+	// A task that takes 60 s simulated (3 s real) to start again keeps it "not running"
+	// long enough for the named restart below to meet it so on a loaded machine.
+	job.TaskGroups[0].Tasks[0].Meta = map[string]string{"nomadsim.start_delay": "60s"}
+	a := runningAlloc(t, c, cl, job)
 	if err := cl.Allocations().Restart(a, "", nil); err != nil {
 		t.Fatal(err)
 	}
