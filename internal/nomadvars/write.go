@@ -3,6 +3,7 @@ package nomadvars
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 
 	"github.com/hashicorp/nomad/api"
@@ -94,4 +95,25 @@ func (c *Client) DeleteAt(ctx context.Context, ns, path string, index uint64) er
 		return struct{}{}, err
 	})
 	return err
+}
+
+// Overwrite stores v whatever the variable at its path holds: it creates it, or writes it
+// at the stored index, for a variable with one writer at a time (a marker written by a
+// fleet's or schedule's creator). It gives up, with an error, when the variable keeps
+// changing under it.
+func (c *Client) Overwrite(ctx context.Context, v *api.Variable) error {
+	for range 5 {
+		_, err := c.Write(ctx, v)
+		var conflict *ConflictError
+		if !errors.As(err, &conflict) {
+			return err
+		}
+		next := *v
+		next.ModifyIndex = 0
+		if conflict.Current != nil {
+			next.ModifyIndex = conflict.Current.ModifyIndex
+		}
+		v = &next
+	}
+	return fmt.Errorf("variable %q in namespace %q kept changing while it was written", v.Path, v.Namespace)
 }

@@ -56,20 +56,10 @@ func (s *Store) PutMember(ctx context.Context, namespace, id string, m Member) e
 		return fmt.Errorf("schedule store: encoding the member marker of schedule %s: %w", id, err)
 	}
 	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.MemberPath(id), Items: api.VariableItems{memberName: string(raw)}}
-	for range 5 {
-		_, err = s.vars.Write(ctx, v)
-		var conflict *nomadvars.ConflictError
-		if !errors.As(err, &conflict) {
-			return s.storeErr(err)
-		}
-		next := *v // a marker there already (written again): overwrite it
-		next.ModifyIndex = 0
-		if conflict.Current != nil {
-			next.ModifyIndex = conflict.Current.ModifyIndex
-		}
-		v = &next
+	if err := s.vars.Overwrite(ctx, v); err != nil {
+		return s.storeErr(err)
 	}
-	return fmt.Errorf("schedule store: the member marker %q in namespace %q kept changing while it was written", v.Path, v.Namespace)
+	return nil
 }
 
 // Member reads schedule id's member marker in namespace; ErrNoMember when there is none.

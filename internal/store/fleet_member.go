@@ -92,26 +92,7 @@ func (s *NomadFleets) PutFleetMember(ctx context.Context, namespace, id string, 
 		return &FleetTooLargeError{Jobs: len(m.Jobs), Bytes: size, Limit: maxVariableSize}
 	}
 	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.FleetMemberPath(id), Items: items}
-	return s.fleetErr(upsert(ctx, s.n.vars, v))
-}
-
-// upsert writes v whatever is stored at its path: create, else overwrite at the stored
-// index (a marker has one writer at a time: the fleet's creator).
-func upsert(ctx context.Context, vars *nomadvars.Client, v *api.Variable) error {
-	for range 5 {
-		_, err := vars.Write(ctx, v)
-		var conflict *nomadvars.ConflictError
-		if !errors.As(err, &conflict) {
-			return err
-		}
-		next := *v
-		next.ModifyIndex = 0
-		if conflict.Current != nil {
-			next.ModifyIndex = conflict.Current.ModifyIndex
-		}
-		v = &next
-	}
-	return fmt.Errorf("variable %q in namespace %q kept changing while it was written", v.Path, v.Namespace)
+	return s.fleetErr(s.n.vars.Overwrite(ctx, v))
 }
 
 // FleetMember implements Fleets: fleet id's member marker in namespace, ErrNoMember when

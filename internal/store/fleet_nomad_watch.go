@@ -123,7 +123,7 @@ func (s *NomadFleets) FleetLeaseHolder(ctx context.Context, namespace, id string
 	if err != nil {
 		return "", s.fleetErr(err)
 	}
-	if v.Lock == nil || v.Lock.ID == "" {
+	if v.Lock == nil {
 		// The lock expired (its holder died) or was released: the name left is history.
 		return "", nil
 	}

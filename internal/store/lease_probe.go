@@ -57,7 +57,9 @@ func LeaseHolder(ctx context.Context, s Store, namespace, id string) string {
 			return ""
 		}
 		v, err := st.vars.Read(ctx, h.ns, st.headPath(h.jobSeg, h.id)+"/lease")
-		if err != nil {
+		if err != nil || v.Lock == nil {
+			// No lock: it was released, or Nomad expired a dead holder's, whose name the
+			// variable still holds.
 			return ""
 		}
 		return v.Items["holder"]
