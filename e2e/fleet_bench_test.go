@@ -151,8 +151,19 @@ func logChildPhases(ctx context.Context, b *testing.B, client *api.Client, rec *
 			gaps = append(gaps, c.Sub(prev))
 		}
 	}
-	b.Logf("a child's phases (medians): created to first restart %v, restarts %v, last done to its end %v; a child's end to the next creation %v; the process's start to the first restart request %v, the last child's end to the process's exit %v",
-		quantile(setup, 0.5), quantile(work, 0.5), quantile(tail, 0.5), quantile(gaps, 0.5), firstRestart.Sub(began), exited.Sub(lastEnd))
+	b.Logf("a child's phases (median / mean): created to first restart %v / %v, restarts %v / %v, last done to its end %v / %v; a child's end to the next creation %v / %v; the process's start to the first restart request %v, the last child's end to the process's exit %v",
+		quantile(setup, 0.5), mean(setup), quantile(work, 0.5), mean(work), quantile(tail, 0.5), mean(tail), quantile(gaps, 0.5), mean(gaps), firstRestart.Sub(began), exited.Sub(lastEnd))
+}
+
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return (sum / time.Duration(len(ds))).Round(time.Microsecond)
 }
 
 // benchSingles restarts each job with its own `nomad-restart run` process and returns the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // JobSpec is a job's full specification as Nomad holds it: its services and checks, update
@@ -26,6 +28,20 @@ func (s *JobSpec) API() *api.Job {
 	return s.job
 }
 
+// Job is the job's view that the engine plans with (JobReader.Job's), from the
+// specification: one read of a job serves both. namespace is the one it was read in,
+// for a specification that names none.
+func (s *JobSpec) Job(namespace string) *restart.Job {
+	if s == nil {
+		return nil
+	}
+	out := convertJob(s.job)
+	if out.Namespace == "" {
+		out.Namespace = namespace
+	}
+	return out
+}
+
 // JobSpec reads the job's full specification. Its error is Nomad's answer, classified but
 // not prefixed: callers say which job's checks they were reading.
 func (n *Nomad) JobSpec(ctx context.Context, namespace, jobID string) (*JobSpec, error) {
@@ -36,6 +52,7 @@ func (n *Nomad) JobSpec(ctx context.Context, namespace, jobID string) (*JobSpec,
 	if err != nil {
 		return nil, classify(err, ErrJobNotFound)
 	}
+	n.learnRegion(str(job.Region))
 	return NewJobSpec(job), nil
 }
 

@@ -69,10 +69,49 @@ type driver struct {
 // in-flight request took effect. sink (may be nil) receives every event right after it has been
 // persisted, in order, from the driver's goroutines one at a time.
 func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error) {
-	// The lease first: the record is read once, under it. The store retries what passes
-	// inside, as it does for every call below.
+	return e.drive(ctx, namespace, id, nil, sink)
+}
+
+// DriveNew drives a restart this engine's Create just stored, rec as Create left it, as
+// Drive does but without reading the record again under the lease, and with the job's
+// allocation feed set up while the lease is taken: a fleet starts each job's child this
+// way, and every round trip before its first request delays the job. What an operator
+// stored since the creation is taken at the first write, whose check-and-set on the index
+// Create returned conflicts, as it is when stored after Drive's read.
+func (e *Engine) DriveNew(ctx context.Context, rec *restart.Record, sink func(restart.Event)) (*restart.Record, error) {
+	if rec.ModifyIndex == 0 {
+		return e.Drive(ctx, rec.Namespace, rec.ID, sink)
+	}
+	return e.drive(ctx, rec.Namespace, rec.ID, cloneRecord(rec), sink)
+}
+
+// drive is Drive, and DriveNew with created.
+func (e *Engine) drive(ctx context.Context, namespace, id string, created *restart.Record, sink func(restart.Event)) (*restart.Record, error) {
+	// The first token of the operators' steering is taken before the read under the lease:
+	// steering stored before it shows in the read, steering after it wakes the watch. It is
+	// taken while the lease is (neither waits for the other). Without it (the bell could
+	// not be set up) watchControl tries again, and the flush's conflicts bring steering in
+	// meanwhile.
+	bellCtx, stopBell := context.WithCancel(ctx)
+	defer stopBell()
+	bell := make(chan uint64, 1)
+	go func() {
+		_, token, err := e.store.WatchControl(bellCtx, namespace, id, 0)
+		if err != nil && bellCtx.Err() == nil {
+			e.log.Debug("setting up the watch of the record's control", "restart", id, "err", err)
+		}
+		bell <- token
+	}()
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	var feed *allocFeed
+	if created != nil {
+		feed = e.startFeed(feedCtx, created.Namespace, created.JobID)
+	}
+	// The store retries what passes inside, as it does for every call below.
 	lease, err := e.store.AcquireLease(ctx, namespace, id, e.holder)
 	if err != nil {
+		stopBell()
 		// Without the lease, the record says what there is to say: it ended, or who
 		// drives it.
 		rec, gerr := e.store.Get(ctx, namespace, id)
@@ -90,19 +129,13 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 
 	dctx, cancel := whileHeld(ctx, lease)
 	defer cancel()
-
-	// The first token of the operators' steering is taken before the read under the lease:
-	// steering stored before it shows in the read, steering after it wakes the watch.
-	// Without it (the bell could not be set up) watchControl tries again, and the flush's
-	// conflicts bring steering in meanwhile.
-	_, token, terr := e.store.WatchControl(dctx, namespace, id, 0)
-	if terr != nil {
-		e.log.Debug("setting up the watch of the record's control", "restart", id, "err", terr)
-	}
-	// Under the lease: a steering command may have ended it before.
-	rec, err := e.store.Get(dctx, namespace, id)
-	if err != nil {
-		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
+	token := <-bell
+	rec := created
+	if rec == nil {
+		// Under the lease: a steering command may have ended it before.
+		if rec, err = e.store.Get(dctx, namespace, id); err != nil {
+			return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
+		}
 	}
 	if rec.Status.Terminal() {
 		return rec, nil
@@ -111,7 +144,10 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 		dirty: make(chan struct{}, 1), fresh: map[int]bool{},
 		spec: normalizeSpec(rec.Spec), jobNS: rec.Namespace, jobID: rec.JobID, jobType: rec.JobType,
 		log: e.log.With("restart", id, "job", rec.JobID)}
-	d.feed = e.startFeed(dctx, d.jobNS, d.jobID)
+	d.feed = feed
+	if created == nil {
+		d.feed = e.startFeed(feedCtx, d.jobNS, d.jobID)
+	}
 	// Events already in the record were delivered by whoever persisted them.
 	go d.watchControl(dctx, token)
 	go d.flushLazily(dctx)

@@ -105,15 +105,7 @@ type Skip struct {
 // the fix.
 func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	spec := normalizeSpec(req.Spec)
-	job, err := e.resolveJob(ctx, req)
-	if err != nil {
-		return nil, jobLookupError(req, err)
-	}
-	if spec.Reschedule && job.Type == "sysbatch" {
-		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-		return nil, fmt.Errorf("Jobs of type %q are not allowed to be rescheduled; restart job %q in place (without -reschedule)", job.Type, job.ID)
-	}
-	facts, err := e.planFacts(ctx, job, spec)
+	job, facts, err := e.planReads(ctx, req, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -174,28 +166,85 @@ type planInputs struct {
 	// -health none; specErr is why it could not be read (resolveHealth decides).
 	spec    *cluster.JobSpec
 	specErr error
+	// The reads' failures, judged in the order of the checks by planChecks.
+	versionsErr, deployErr, allocsErr error
 }
 
-// planFacts reads the job's versions, checks that no deployment of it runs, and reads its
-// allocations: three reads that do not depend on each other, sent at once so that a plan
-// costs one round trip for them (a fleet plans a job each time a slot frees). Their
-// refusals keep the order of the checks: the versions, the groups and tasks asked for, the
-// deployment, the allocations. The job's full specification is read at the same time.
-func (e *Engine) planFacts(ctx context.Context, job *restart.Job, spec restart.Spec) (*planInputs, error) {
+// planReads reads the job and what a plan needs of it, and refuses what Nomad refuses
+// before looking at allocations. The reads that do not depend on each other are sent at
+// once, so that a plan costs one round trip for them (a fleet plans a job each time a slot
+// frees): the job's versions, the deployment check, its allocations, and its full
+// specification. A job named by its exact ID (a fleet's) is read with them, from the
+// specification when that is read anyway; one named by a prefix is resolved first.
+func (e *Engine) planReads(ctx context.Context, req Request, spec restart.Spec) (*restart.Job, *planInputs, error) {
+	var job *restart.Job
+	if !req.Exact {
+		j, err := e.resolveJob(ctx, req)
+		if err != nil {
+			return nil, nil, jobLookupError(req, err)
+		}
+		if err := refuseReschedule(j, spec); err != nil {
+			return nil, nil, err
+		}
+		job = j
+	}
+	ns, id := req.Namespace, req.Job
+	if job != nil {
+		ns, id = job.Namespace, job.ID
+	}
 	var (
-		in                                planInputs
-		versionsErr, deployErr, allocsErr error
-		wg                                sync.WaitGroup
+		in     planInputs
+		jobErr error
+		wg     sync.WaitGroup
 	)
-	wg.Go(func() { in.versions, versionsErr = e.cluster.JobVersions(ctx, job.Namespace, job.ID) })
-	wg.Go(func() { deployErr = e.checkDeployment(ctx, job.Namespace, job.ID) })
-	wg.Go(func() { in.allocs, _, allocsErr = e.cluster.JobAllocations(ctx, job.Namespace, job.ID) })
-	if spec.Health != restart.HealthNone {
-		wg.Go(func() { in.spec, in.specErr = e.jobSpec(ctx, job.Namespace, job.ID) })
+	wg.Go(func() { in.versions, in.versionsErr = e.cluster.JobVersions(ctx, ns, id) })
+	wg.Go(func() { in.deployErr = e.checkDeployment(ctx, ns, id) })
+	wg.Go(func() { in.allocs, _, in.allocsErr = e.cluster.JobAllocations(ctx, ns, id) })
+	specFromJob := job == nil && spec.Health != restart.HealthNone && e.health.JobSpec == nil
+	switch {
+	case specFromJob:
+		// One read serves both: the job's view is its specification's.
+		wg.Go(func() {
+			in.spec, in.specErr = e.jobSpec(ctx, ns, id)
+			if in.specErr == nil {
+				job = in.spec.Job(ns)
+			} else {
+				jobErr = fmt.Errorf("reading job %q in namespace %q: %w", id, nsName(ns), in.specErr)
+			}
+		})
+	case job == nil:
+		wg.Go(func() { job, jobErr = e.cluster.Job(ctx, ns, id) })
+	}
+	if spec.Health != restart.HealthNone && !specFromJob {
+		wg.Go(func() { in.spec, in.specErr = e.jobSpec(ctx, ns, id) })
 	}
 	wg.Wait()
-	if versionsErr != nil {
-		return nil, fmt.Errorf("reading the versions of job %q: %w", job.ID, versionsErr)
+	if jobErr != nil {
+		return nil, nil, jobLookupError(req, jobErr)
+	}
+	if err := refuseReschedule(job, spec); err != nil {
+		return nil, nil, err
+	}
+	if err := planChecks(job, &in, spec); err != nil {
+		return nil, nil, err
+	}
+	return job, &in, nil
+}
+
+// refuseReschedule is Nomad's refusal of -reschedule for a sysbatch job.
+func refuseReschedule(job *restart.Job, spec restart.Spec) error {
+	if spec.Reschedule && job.Type == "sysbatch" {
+		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+		return fmt.Errorf("Jobs of type %q are not allowed to be rescheduled; restart job %q in place (without -reschedule)", job.Type, job.ID)
+	}
+	return nil
+}
+
+// planChecks judges the plan's reads in the order of the checks: the versions, the groups
+// and tasks asked for, the deployment, the allocations.
+func planChecks(job *restart.Job, in *planInputs, spec restart.Spec) error {
+	if in.versionsErr != nil {
+		return fmt.Errorf("reading the versions of job %q: %w", job.ID, in.versionsErr)
 	}
 	if in.versions == nil {
 		in.versions = map[uint64]*restart.Job{}
@@ -204,15 +253,15 @@ func (e *Engine) planFacts(ctx context.Context, job *restart.Job, spec restart.S
 		in.versions[job.Version] = job
 	}
 	if err := checkGroupsAndTasks(job, in.versions, spec); err != nil {
-		return nil, err
+		return err
 	}
-	if deployErr != nil {
-		return nil, deployErr
+	if in.deployErr != nil {
+		return in.deployErr
 	}
-	if allocsErr != nil {
-		return nil, fmt.Errorf("reading the allocations of job %q: %w", job.ID, allocsErr)
+	if in.allocsErr != nil {
+		return fmt.Errorf("reading the allocations of job %q: %w", job.ID, in.allocsErr)
 	}
-	return &in, nil
+	return nil
 }
 
 // resolveJob reads the job the request names: by its exact ID when the caller knows it

@@ -146,21 +146,39 @@ func spentReason(f Fleet, t tally) string {
 	return fmt.Sprintf("%s failed, more than -max-failed-jobs %d allows", plural(t.failed, "job"), f.Options.MaxFailedJobs)
 }
 
+// Upcoming lists, in the fleet's order, the first n pending jobs that Next would start
+// as slots free, none when it would start nothing more (the fleet ended, is paused or
+// canceled, or its failure budget is spent). A driver plans them ahead, while the running
+// jobs restart, so that a job starts the moment its slot frees.
+func Upcoming(f Fleet, n int) []int {
+	if f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause {
+		return nil
+	}
+	if tallyJobs(f.Jobs).budgetSpent(f.Options) {
+		return nil
+	}
+	return pendingFree(f.Jobs, n)
+}
+
+// pendingFree lists, in order, the first n pending jobs not waiting for another restart.
+func pendingFree(jobs []Job, n int) []int {
+	var out []int
+	for i, j := range jobs {
+		if len(out) >= n {
+			break
+		}
+		if j.Status == JobPending && j.BusyWith == "" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // startable picks, in the fleet's order, the pending jobs to start in the free slots. A
 // job waiting for another restart is passed over rather than waited on, so one busy job
 // does not hold up the fleet.
 func startable(f Fleet) []int {
-	free := f.Options.MaxParallelJobs - tallyJobs(f.Jobs).running
-	var start []int
-	for i, j := range f.Jobs {
-		if len(start) >= free {
-			break
-		}
-		if j.Status == JobPending && j.BusyWith == "" {
-			start = append(start, i)
-		}
-	}
-	return start
+	return pendingFree(f.Jobs, f.Options.MaxParallelJobs-tallyJobs(f.Jobs).running)
 }
 
 // steer lists the running children that have not yet been given intent by the fleet. A

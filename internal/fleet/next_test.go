@@ -198,3 +198,43 @@ func TestDecisionRecord(t *testing.T) {
 		t.Errorf("Record changed jobs it did not abandon: %+v", f.Jobs[:2])
 	}
 }
+
+func TestUpcoming(t *testing.T) {
+	busy := func(j *Job) { j.BusyWith = "other" }
+	tests := []struct {
+		name string
+		f    Fleet
+		n    int
+		want []int
+	}{
+		{name: "the next pending jobs in order, past the free slots", n: 2,
+			f:    Fleet{Options: opts(1, 0, restart.OnErrorFail), Jobs: jobsIn(S, R, P, P, P), Status: restart.StatusRunning},
+			want: []int{2, 3}},
+		{name: "a job waiting for another restart is passed over, as Next does", n: 2,
+			f:    Fleet{Options: opts(1, 0, restart.OnErrorFail), Jobs: with(jobsIn(R, P, P, P), 1, busy), Status: restart.StatusRunning},
+			want: []int{2, 3}},
+		{name: "fewer pending than asked", n: 3,
+			f:    Fleet{Options: opts(2, 0, restart.OnErrorFail), Jobs: jobsIn(R, S, P), Status: restart.StatusRunning},
+			want: []int{2}},
+		{name: "a pending fleet starts its first jobs", n: 1,
+			f:    Fleet{Options: opts(1, 0, restart.OnErrorFail), Jobs: jobsIn(P, P), Status: restart.StatusPending},
+			want: []int{0}},
+		{name: "none asked", n: 0,
+			f: Fleet{Options: opts(1, 0, restart.OnErrorFail), Jobs: jobsIn(R, P), Status: restart.StatusRunning}},
+		{name: "paused: nothing starts", n: 2,
+			f: Fleet{Options: opts(1, 0, restart.OnErrorFail), Jobs: jobsIn(R, P), Status: restart.StatusPaused, Control: restart.Control{Intent: restart.IntentPause}}},
+		{name: "canceled: nothing starts", n: 2,
+			f: Fleet{Options: opts(1, 0, restart.OnErrorFail), Jobs: jobsIn(R, P), Status: restart.StatusRunning, Control: restart.Control{Intent: restart.IntentCancel}}},
+		{name: "budget spent: nothing starts", n: 2,
+			f: Fleet{Options: opts(2, 0, restart.OnErrorAsk), Jobs: jobsIn(F, R, P), Status: restart.StatusRunning}},
+		{name: "ended: nothing starts", n: 2,
+			f: Fleet{Options: opts(2, 0, restart.OnErrorFail), Jobs: jobsIn(S, C), Status: restart.StatusCanceled}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Upcoming(tt.f, tt.n); !slices.Equal(got, tt.want) {
+				t.Errorf("Upcoming(%d) = %v, want %v", tt.n, got, tt.want)
+			}
+		})
+	}
+}

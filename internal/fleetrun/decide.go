@@ -115,13 +115,18 @@ func byWhom(c restart.Control) string {
 	return " by " + c.By
 }
 
-// plan plans the children of the jobs to start, in parallel (each is a few reads), and
-// records in next either their start or why the job's turn ended without one.
+// plan plans the children of the jobs to start, in parallel (each is a few reads) unless
+// planned ahead (preplan.go), and records in next either their start or why the job's
+// turn ended without one.
 func (r *run) plan(ctx context.Context, next *fleet.Record, idx []int) ([]start, error) {
 	children := make([]*restart.Record, len(idx))
 	obs := make([]fleet.Observation, len(idx))
 	var wg sync.WaitGroup
 	for n, i := range idx {
+		if child, o, ok := r.plannedFor(ctx, next.Jobs[i]); ok {
+			children[n], obs[n] = child, o
+			continue
+		}
 		wg.Go(func() { children[n], obs[n] = r.planChild(ctx, next, next.Jobs[i]) })
 	}
 	wg.Wait()

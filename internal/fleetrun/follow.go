@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
@@ -12,46 +11,42 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// create files the children whose start is stored, in parallel, and follows each. A child
+// create files the children whose start is stored and follows each, every child in a
+// goroutine of its own: the loop's next step does not wait for a creation's round trips,
+// and a child driven here starts at once from the record its creation returned. A child
 // that exists already (a driver died after creating it) is followed as it is. One that
-// cannot be created is taken back at the next step: the job waits for the restart that
-// made it busy, or fails with the reason.
+// cannot be created is taken back at the next step (an unstart fact): the job waits for
+// the restart that made it busy, or fails with the reason.
 func (r *run) create(ctx context.Context, starts []start) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	for _, s := range starts {
-		wg.Go(func() {
+		if r.followed[s.job.RestartID] {
+			continue
+		}
+		r.followed[s.job.RestartID] = true
+		r.wg.Go(func() {
 			err := r.d.cfg.Engine.Create(ctx, s.child)
-			if err == nil || errors.Is(err, store.ErrExists) {
-				return
+			switch {
+			case err == nil:
+				r.followToEnd(ctx, s.job, s.child)
+			case errors.Is(err, store.ErrExists):
+				r.followToEnd(ctx, s.job, nil)
+			default:
+				r.report(ctx, fact{unstart: true, obs: unstartOf(s.job, err), child: s.job.RestartID})
 			}
-			obs := fleet.Observation{Namespace: s.job.Namespace, JobID: s.job.JobID}
-			var busy *store.JobBusyError
-			if errors.As(err, &busy) {
-				obs.BusyWith = busy.RestartID
-			} else {
-				obs.Failed = "its restart could not be recorded: " + oneLine(err.Error())
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			r.unstarts = append(r.unstarts, obs)
 		})
 	}
-	wg.Wait()
-	taken := map[jobKey]bool{}
-	for _, obs := range r.unstarts {
-		k := jobKey{obs.Namespace, obs.JobID}
-		taken[k] = true
-		if obs.BusyWith != "" {
-			r.seen[k] = obs
-			r.followBusy(ctx, obs)
-		}
+}
+
+// unstartOf is the fact that takes back a start whose child could not be created.
+func unstartOf(job fleet.Job, err error) fleet.Observation {
+	obs := fleet.Observation{Namespace: job.Namespace, JobID: job.JobID}
+	var busy *store.JobBusyError
+	if errors.As(err, &busy) {
+		obs.BusyWith = busy.RestartID
+	} else {
+		obs.Failed = "its restart could not be recorded: " + oneLine(err.Error())
 	}
-	for _, s := range starts {
-		if !taken[keyOf(s.job)] {
-			r.follow(ctx, s.job)
-		}
-	}
+	return obs
 }
 
 // follow follows a child to its end, driving it here when the driver drives children,
@@ -61,17 +56,21 @@ func (r *run) follow(ctx context.Context, job fleet.Job) {
 		return
 	}
 	r.followed[job.RestartID] = true
-	r.wg.Go(func() {
-		rec, err := r.untilEnd(ctx, job, r.d.cfg.DriveChildren)
-		if err != nil {
-			return // ctx ended: the child is left as stored, to be resumed
-		}
-		obs := fleet.Observation{Namespace: job.Namespace, JobID: job.JobID, RestartID: job.RestartID, ChildStatus: rec.Status}
-		if rec.Status == restart.StatusFailed {
-			obs.ChildError = rec.Reason
-		}
-		r.report(ctx, obs)
-	})
+	r.wg.Go(func() { r.followToEnd(ctx, job, nil) })
+}
+
+// followToEnd follows the child until it ends and reports its end; created is its record
+// as this driver's Create returned it (nil: not created here).
+func (r *run) followToEnd(ctx context.Context, job fleet.Job, created *restart.Record) {
+	rec, err := r.untilEnd(ctx, job, created, r.d.cfg.DriveChildren)
+	if err != nil {
+		return // ctx ended: the child is left as stored, to be resumed
+	}
+	obs := fleet.Observation{Namespace: job.Namespace, JobID: job.JobID, RestartID: job.RestartID, ChildStatus: rec.Status}
+	if rec.Status == restart.StatusFailed {
+		obs.ChildError = rec.Reason
+	}
+	r.report(ctx, fact{obs: obs})
 }
 
 // followBusy follows the restart a pending job waits for (-busy wait) and, when it ends,
@@ -83,27 +82,36 @@ func (r *run) followBusy(ctx context.Context, obs fleet.Observation) {
 	r.followed[obs.BusyWith] = true
 	other := fleet.Job{Namespace: obs.Namespace, JobID: obs.JobID, RestartID: obs.BusyWith}
 	r.wg.Go(func() {
-		if _, err := r.untilEnd(ctx, other, false); err != nil {
+		if _, err := r.untilEnd(ctx, other, nil, false); err != nil {
 			return
 		}
-		r.report(ctx, fleet.Observation{Namespace: obs.Namespace, JobID: obs.JobID})
+		r.report(ctx, fact{obs: fleet.Observation{Namespace: obs.Namespace, JobID: obs.JobID}})
 	})
 }
 
-func (r *run) report(ctx context.Context, obs fleet.Observation) {
+func (r *run) report(ctx context.Context, f fact) {
 	select {
-	case r.facts <- obs:
+	case r.facts <- f:
 	case <-ctx.Done():
 	}
 }
 
 // untilEnd returns the restart's record once it ended. With drive, it drives the restart
-// here whenever no other driver holds it; otherwise it follows the record. A restart
-// whose record is gone counts as failed.
-func (r *run) untilEnd(ctx context.Context, job fleet.Job, drive bool) (*restart.Record, error) {
-	for attempt := 0; ; attempt++ {
+// here whenever no other driver holds it (first from created, the record this driver's
+// Create returned, when given); otherwise it follows the record. A restart whose record
+// is gone counts as failed.
+func (r *run) untilEnd(ctx context.Context, job fleet.Job, created *restart.Record, drive bool) (*restart.Record, error) {
+	sink := r.childSink(job, created)
+	for {
 		if drive {
-			rec, err := r.d.cfg.Engine.Drive(ctx, job.Namespace, job.RestartID, r.childSink(job))
+			var rec *restart.Record
+			var err error
+			if created != nil {
+				rec, err = r.d.cfg.Engine.DriveNew(ctx, created, sink)
+				created = nil // once: a later attempt reads the record as it is then
+			} else {
+				rec, err = r.d.cfg.Engine.Drive(ctx, job.Namespace, job.RestartID, sink)
+			}
 			if err == nil && rec.Status.Terminal() {
 				return rec, nil
 			}
@@ -165,12 +173,21 @@ func (r *run) watchChild(ctx context.Context, job fleet.Job, probeLease bool) (*
 	}
 }
 
-// childSink passes a child's events to the fleet's sink, naming the job.
-func (r *run) childSink(job fleet.Job) func(restart.Event) {
-	if r.sink == nil {
-		return nil
+// childSink passes a child's events to the fleet's sink, naming the job. When the child
+// starts its last batch (known from created, its record as planned), the job's slot frees
+// soon: the loop is told, and plans the next job ahead.
+func (r *run) childSink(job fleet.Job, created *restart.Record) func(restart.Event) {
+	last := 0
+	if created != nil {
+		last = created.Batches
 	}
 	return func(e restart.Event) {
+		if last > 0 && e.Type == restart.EventBatchStarted && e.Batch == last {
+			select {
+			case r.soon <- struct{}{}:
+			default: // as many are pending as the loop can use
+			}
+		}
 		r.emit(Event{Fleet: r.id, Namespace: job.Namespace, JobID: job.JobID, RestartID: job.RestartID, Event: e})
 	}
 }

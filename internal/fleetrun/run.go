@@ -26,8 +26,9 @@ type run struct {
 	sinkM sync.Mutex
 
 	rec *fleet.Record // as last stored
-	// seen holds the newest fact observed of each job, applied again at every step (Observe
-	// is idempotent), so a write lost to a conflict loses no fact.
+	// seen holds the newest fact observed of each job since the last step that stored its
+	// facts, applied again at every try of a step (Observe is idempotent), so a write lost
+	// to a conflict loses no fact.
 	seen map[jobKey]fleet.Observation
 	// unstarts are starts to take back at the next step (their child could not be created).
 	unstarts []fleet.Observation
@@ -36,14 +37,29 @@ type run struct {
 	// members holds the fleet's member markers read by this drive, by namespace (consent.go).
 	members  map[string]memberRead
 	membersM sync.Mutex
-	facts    chan fleet.Observation
-	rung     chan struct{}
-	wg       sync.WaitGroup
+	// ahead holds the plans made ahead of their jobs' turn (preplan.go); the loop's own.
+	ahead map[jobKey]*plannedChild
+	facts chan fact
+	rung  chan struct{}
+	// soon is told each time a child driven here starts its last batch: a slot frees soon.
+	soon chan struct{}
+	wg   sync.WaitGroup
+}
+
+// fact is what the loop learns from its followers: an observation of a job, or (unstart)
+// a start to take back because its child could not be created.
+type fact struct {
+	obs     fleet.Observation
+	unstart bool
+	// child is the ID of the child an unstart takes back: no longer followed, so that the
+	// job's next start (the same ID) creates it again.
+	child string
 }
 
 func newRun(d *Driver, namespace, id string, sink func(Event)) *run {
 	return &run{d: d, ns: namespace, id: id, sink: sink, seen: map[jobKey]fleet.Observation{},
-		followed: map[string]bool{}, members: map[string]memberRead{}, facts: make(chan fleet.Observation, 64), rung: make(chan struct{}, 1)}
+		followed: map[string]bool{}, members: map[string]memberRead{}, ahead: map[jobKey]*plannedChild{},
+		facts: make(chan fact, 64), rung: make(chan struct{}, 1), soon: make(chan struct{}, maxPlannedAhead)}
 }
 
 // drive is the loop: load, then step and wait until the fleet ends.
@@ -146,33 +162,50 @@ func (r *run) createMissing(ctx context.Context, jobs []fleet.Job) error {
 }
 
 // wait blocks until a fact, a ring, or ctx's end; facts that arrived together are taken
-// together, so a burst of ends is one write.
+// together, so a burst of ends is one write. A slot about to free meanwhile has the next
+// job planned ahead.
 func (r *run) wait(ctx context.Context) error {
 	if len(r.unstarts) > 0 {
 		return nil
 	}
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case obs := <-r.facts:
-		r.note(obs)
-	case <-r.rung:
-		if err := r.reload(ctx); err != nil {
-			return err
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case f := <-r.facts:
+			r.take(ctx, f)
+			waiting = false
+		case <-r.rung:
+			if err := r.reload(ctx); err != nil {
+				return err
+			}
+			waiting = false
+		case <-r.soon:
+			r.planAhead(ctx)
 		}
 	}
 	for {
 		select {
-		case obs := <-r.facts:
-			r.note(obs)
+		case f := <-r.facts:
+			r.take(ctx, f)
 		default:
 			return nil
 		}
 	}
 }
 
-func (r *run) note(obs fleet.Observation) {
-	r.seen[jobKey{obs.Namespace, obs.JobID}] = obs
+// take applies a fact to what the next step observes. A start taken back because the job
+// is busy has the job wait for that restart to end.
+func (r *run) take(ctx context.Context, f fact) {
+	if !f.unstart {
+		r.seen[keyOf(fleet.Job{Namespace: f.obs.Namespace, JobID: f.obs.JobID})] = f.obs
+		return
+	}
+	r.unstarts = append(r.unstarts, f.obs)
+	delete(r.followed, f.child)
+	if f.obs.BusyWith != "" {
+		r.followBusy(ctx, f.obs)
+	}
 }
 
 // reload reads the fleet after a ring: an operator changed its Control.
@@ -213,6 +246,9 @@ func (r *run) step(ctx context.Context) error {
 		}
 		r.rec = next
 		r.unstarts = nil
+		// The facts are in the record now, the stored one too: a later conflict reads them
+		// back with it.
+		clear(r.seen)
 		r.create(ctx, starts)
 		return nil
 	}

@@ -82,6 +82,10 @@ type Nomad struct {
 	// endedHere holds the namespace/id of records this handle ended (wrote terminal): their
 	// lease is dropped on release without reading the record again.
 	endedHere map[string]bool
+	// claimed holds, per namespace/id of a record this handle created, the ModifyIndex of
+	// the job's marker as its claim wrote it: the record's end deletes the marker at that
+	// index without reading it first.
+	claimed map[string]uint64
 }
 
 func (n *Nomad) pack(raw []byte) (string, error) { return n.gzips.pack(raw) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -34,6 +35,14 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 		return err
 	}
 	path := n.headPath(h.jobSeg, h.id)
+	// Retention reads the job's records while the job is claimed: neither waits for the
+	// other, and it spares the restart's start a round trip.
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		n.prune(ctx, out.Namespace, out.JobID)
+	}()
+	defer func() { <-pruned }()
 	if !out.Status.Terminal() {
 		if err := n.claimJob(ctx, h, out.JobID); err != nil {
 			// Undo the head: this restart never existed.
@@ -50,7 +59,6 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	out.CreateIndex, out.ModifyIndex = v.CreateIndex, v.ModifyIndex
 	n.rememberWrite(h, v.ModifyIndex, enc)
 	*rec = out
-	n.prune(ctx, out.Namespace, out.JobID)
 	return nil
 }
 
@@ -89,9 +97,10 @@ func (n *Nomad) claimJob(ctx context.Context, h headRef, job string) error {
 	for range 20 {
 		// A create whose answer was lost and that landed meets our own marker: nomadvars
 		// then says it was written.
-		_, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: items})
+		v, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: items})
 		var conflict *nomadvars.ConflictError
 		if err == nil {
+			n.rememberClaim(h, v.ModifyIndex)
 			return nil
 		}
 		if !errors.As(err, &conflict) {
@@ -125,7 +134,8 @@ func (n *Nomad) claimJob(ctx context.Context, h headRef, job string) error {
 		// The marker names a finished or missing restart: take it over, with CAS so that
 		// of two takers one wins.
 		upd := &api.Variable{Namespace: h.ns, Path: path, Items: items, ModifyIndex: cur.ModifyIndex}
-		if _, err := n.vars.Write(ctx, upd); err == nil {
+		if v, err := n.vars.Write(ctx, upd); err == nil {
+			n.rememberClaim(h, v.ModifyIndex)
 			return nil
 		} else if !errors.As(err, &conflict) {
 			return n.storeErr(err)
@@ -346,8 +356,10 @@ func (n *Nomad) dropReplaced(ctx context.Context, h headRef, out *restart.Record
 		// with any orphans, now.
 		n.dropMemo(key(h.ns, h.id))
 		n.markEnded(key(h.ns, h.id))
-		n.releaseJob(ctx, h, out.JobID)
+		var wg sync.WaitGroup
+		wg.Go(func() { n.releaseJob(ctx, h, out.JobID) })
 		n.sweepOrphans(ctx, h, headIndex, keepNames)
+		wg.Wait()
 	} else if len(stale) > 0 {
 		// Off the writer's path: a driver writes before each batch's requests, and nothing
 		// reads a chunk no head names. One lost with the process is swept when the record
@@ -379,6 +391,13 @@ func (n *Nomad) releaseJob(ctx context.Context, h headRef, job string) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	path := n.markerPath(job)
+	if index, ok := n.takeClaim(h); ok {
+		// Claimed here at index: only a taker that found this restart ended changes the
+		// marker since, and the marker is then the taker's to keep.
+		if err := n.vars.DeleteAt(ctx, h.ns, path, index); err == nil {
+			return
+		}
+	}
 	v, err := n.vars.Read(ctx, h.ns, path)
 	if err != nil || v.Items["restart"] != h.id {
 		return
@@ -420,4 +439,27 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // items are equal.
 func (n *Nomad) writeHead(ctx context.Context, h headRef, items map[string]string, cas uint64) (*api.Variable, error) {
 	return n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: n.headPath(h.jobSeg, h.id), Items: items, ModifyIndex: cas})
+}
+
+// maxClaims bounds the claims a handle remembers: a long-running agent's records that ended
+// elsewhere would otherwise pile up; a forgotten claim costs its release a read.
+const maxClaims = 10000
+
+// rememberClaim records the index at which this handle wrote the job's marker for h.
+func (n *Nomad) rememberClaim(h headRef, index uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.claimed == nil || len(n.claimed) >= maxClaims {
+		n.claimed = map[string]uint64{}
+	}
+	n.claimed[key(h.ns, h.id)] = index
+}
+
+// takeClaim returns (once) the index at which this handle claimed the job's marker for h.
+func (n *Nomad) takeClaim(h headRef) (uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	index, ok := n.claimed[key(h.ns, h.id)]
+	delete(n.claimed, key(h.ns, h.id))
+	return index, ok
 }
