@@ -29,10 +29,11 @@ func (a *app) attachFleet(ctx context.Context, p *printer, ft *fleetTarget) erro
 
 // fleetFollower shows a fleet's events and its running children's as they are stored.
 type fleetFollower struct {
-	a      *app
-	p      *printer
-	ft     *fleetTarget
-	across bool
+	a        *app
+	p        *printer
+	ft       *fleetTarget
+	across   bool
+	progress *fleetProgress
 
 	mu sync.Mutex
 	// last is, per child restart followed, the last event shown.
@@ -47,7 +48,8 @@ type fleetFollower struct {
 // free (may be nil) closes, it returns errLeaseFree so that the caller may take over.
 func (a *app) followFleet(ctx context.Context, p *printer, ft *fleetTarget, skipOld bool, free <-chan struct{}) error {
 	rec := ft.rec
-	f := &fleetFollower{a: a, p: p, ft: ft, across: rec.Selection.Namespace == "*", last: map[string]uint64{}, jobs: map[string]fleet.Job{}}
+	f := &fleetFollower{a: a, p: p, ft: ft, across: rec.Selection.Namespace == "*", last: map[string]uint64{}, jobs: map[string]fleet.Job{},
+		progress: newFleetProgress(rec)}
 	childCtx, stopChildren := context.WithCancel(ctx)
 	defer stopChildren()
 	var lastSeq uint64
@@ -63,6 +65,7 @@ func (a *app) followFleet(ctx context.Context, p *printer, ft *fleetTarget, skip
 			stopChildren()
 			f.wg.Wait()
 			f.flushChildren(ctx)
+			p.clearProgress()
 			return a.fleetReport(p, rec)
 		}
 		next, err := f.next(ctx, rec, free)
@@ -87,25 +90,32 @@ func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan
 		done <- result{next, err}
 	}()
 	id := shortID(rec.ID, f.p.verbose)
-	select {
-	case <-ctx.Done():
-		f.a.stoppedFollowingFleet(ctx, f.ft, rec)
-		return nil, &exitError{code: 1}
-	case <-free:
-		return nil, errLeaseFree
-	case r := <-done:
-		if r.err != nil {
-			if ctx.Err() != nil {
-				f.a.stoppedFollowingFleet(ctx, f.ft, rec)
-				return nil, &exitError{code: 1}
+	tick := time.NewTicker(time.Second) // the progress line's elapsed time moves on
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			f.drawProgress(rec)
+		case <-ctx.Done():
+			f.a.stoppedFollowingFleet(ctx, f.ft, rec)
+			return nil, &exitError{code: 1}
+		case <-free:
+			return nil, errLeaseFree
+		case r := <-done:
+			if r.err != nil {
+				if ctx.Err() != nil {
+					f.a.stoppedFollowingFleet(ctx, f.ft, rec)
+					return nil, &exitError{code: 1}
+				}
+				return nil, fmt.Errorf("following fleet %s: %s; try `nomad-restart attach %s` again", id, fleetStoreErrorText(r.err), id)
 			}
-			return nil, fmt.Errorf("following fleet %s: %s; try `nomad-restart attach %s` again", id, fleetStoreErrorText(r.err), id)
+			return r.rec, nil
 		}
-		return r.rec, nil
 	}
 }
 
-// showFleet prints the fleet's events after lastSeq and returns the last one shown.
+// showFleet prints the fleet's events after lastSeq, redraws the progress line, and
+// returns the last event shown.
 func (f *fleetFollower) showFleet(rec *fleet.Record, lastSeq uint64) uint64 {
 	for _, ev := range rec.Events {
 		if ev.Seq > lastSeq {
@@ -113,7 +123,16 @@ func (f *fleetFollower) showFleet(rec *fleet.Record, lastSeq uint64) uint64 {
 			lastSeq = ev.Seq
 		}
 	}
+	f.progress.set(rec)
+	f.drawProgress(rec)
 	return lastSeq
+}
+
+// drawProgress redraws the fleet's progress line, on a terminal, while the fleet runs.
+func (f *fleetFollower) drawProgress(rec *fleet.Record) {
+	if f.p.showsProgress() && !rec.Status.Terminal() {
+		f.p.setProgress(f.progress.line(f.a.now()))
+	}
 }
 
 func lastFleetSeq(rec *fleet.Record) uint64 {

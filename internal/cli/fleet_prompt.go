@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -26,7 +27,8 @@ func (a *app) runFleetHere(ctx context.Context, p *printer, fleets store.Fleets,
 	if !prompting {
 		return drv.Run(ctx, rec.Namespace, rec.ID, sink)
 	}
-	fp := &fleetPrompt{a: a, p: p, fleets: fleets, drv: drv, rec: rec, events: make(chan fleetrun.Event, 64)}
+	fp := &fleetPrompt{a: a, p: p, fleets: fleets, drv: drv, rec: rec, events: make(chan fleetrun.Event, 64),
+		progress: newFleetProgress(rec), redraw: make(chan struct{}, 1)}
 	done := make(chan fleetRun, 1)
 	go func() {
 		ended, err := drv.Run(ctx, rec.Namespace, rec.ID, fp.wrap(sink))
@@ -38,8 +40,13 @@ func (a *app) runFleetHere(ctx context.Context, p *printer, fleets store.Fleets,
 
 // fleetPrompt asks on this terminal, one at a time, the questions of a fleet driven here:
 // its own (its failure budget spent) and its restarts'. The prompt is kept below the
-// lines the fleet prints meanwhile (the printer's progress line).
+// lines the fleet prints meanwhile (the printer's progress line); while nothing is asked,
+// that line shows the fleet's progress.
 type fleetPrompt struct {
+	progress *fleetProgress
+	// redraw is told when the fleet's counts changed.
+	redraw chan struct{}
+
 	a      *app
 	p      *printer
 	fleets store.Fleets
@@ -57,6 +64,12 @@ type fleetPrompt struct {
 func (fp *fleetPrompt) wrap(sink func(fleetrun.Event)) func(fleetrun.Event) {
 	return func(e fleetrun.Event) {
 		sink(e)
+		if fp.progress.take(e) {
+			select {
+			case fp.redraw <- struct{}{}:
+			default: // a redraw is pending already
+			}
+		}
 		if e.Type != restart.EventQuestion && e.Type != restart.EventAnswer {
 			return
 		}
@@ -70,11 +83,15 @@ func (fp *fleetPrompt) wrap(sink func(fleetrun.Event)) func(fleetrun.Event) {
 // serve asks the questions as they come until the drive ends.
 func (fp *fleetPrompt) serve(ctx context.Context, done <-chan fleetRun) fleetRun {
 	var lines <-chan string
+	tick := time.NewTicker(time.Second) // the elapsed time and the estimate move on
+	defer tick.Stop()
 	for {
 		select {
 		case res := <-done:
 			fp.p.clearProgress()
 			return res
+		case <-fp.redraw:
+		case <-tick.C:
 		case e := <-fp.events:
 			fp.note(e)
 		case text, ok := <-lines:
@@ -93,6 +110,7 @@ func (fp *fleetPrompt) serve(ctx context.Context, done <-chan fleetRun) fleetRun
 		}
 		if fp.asking == nil {
 			lines = nil
+			fp.p.setProgress(fp.progress.line(fp.a.now()))
 		}
 	}
 }

@@ -249,9 +249,12 @@ func (a *app) printFleetList(fleets []*fleet.Record, verbose bool) error {
 }
 
 // fleetJobsShort is a fleet's progress in a list: "2/6 done, 1 running, 1 failed".
-func fleetJobsShort(f fleet.Fleet) string {
-	c := f.Counts()
-	out := fmt.Sprintf("%d/%d done", c[fleet.JobSucceeded], len(f.Jobs))
+func fleetJobsShort(f fleet.Fleet) string { return jobCounts(f.Counts(), len(f.Jobs)) }
+
+// jobCounts says how many of a fleet's total jobs are done, and how many are in each other
+// status but pending: "3/6 done, 2 running, 1 failed".
+func jobCounts(c map[fleet.JobStatus]int, total int) string {
+	out := fmt.Sprintf("%d/%d done", c[fleet.JobSucceeded], total)
 	for _, s := range []fleet.JobStatus{fleet.JobRunning, fleet.JobFailed, fleet.JobSkipped, fleet.JobCanceled} {
 		if c[s] > 0 {
 			out += fmt.Sprintf(", %d %s", c[s], s)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,10 @@ func TestFleetPromptsOnATerminal(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "[tp-0] The last batch had the errors above.") || !strings.Contains(out, "Answer for tp-0: ") ||
 		!strings.Contains(out, `[tp-0] Answer "y" by tester`) || strings.Contains(out, "Answer with `nomad-restart answer") {
 		t.Fatalf("run on a terminal: exit %d", code)
+	}
+	// While nothing is asked, the line below the events shows the fleet's progress.
+	if !regexp.MustCompile(`\x1b\[2Kjobs [0-3]/3 done, 1 running(, 1 failed)?, [0-2] pending  elapsed `).MatchString(out) {
+		t.Errorf("no progress line of the fleet on the terminal:\n%q", out)
 	}
 
 	// Every job fails at its turn (a task they lack): yes to the first question starts

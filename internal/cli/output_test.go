@@ -3,10 +3,13 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -163,5 +166,52 @@ func TestTrackerCountsStateChanges(t *testing.T) {
 	}
 	if done, failed, skipped := tr.counts(); done != 3 || failed != 0 || skipped != 1 {
 		t.Fatalf("counts = %d done, %d failed, %d skipped; want 3, 0, 1", done, failed, skipped)
+	}
+}
+
+func TestFleetProgressLine(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	jobs := func(statuses ...fleet.JobStatus) []fleet.Job {
+		out := make([]fleet.Job, len(statuses))
+		for i, s := range statuses {
+			out[i] = fleet.Job{JobID: fmt.Sprintf("j%d", i), Status: s}
+		}
+		return out
+	}
+	P, R, S, F, K := fleet.JobPending, fleet.JobRunning, fleet.JobSucceeded, fleet.JobFailed, fleet.JobSkipped
+	tests := []struct {
+		name  string
+		jobs  []fleet.Job
+		start time.Time
+		now   time.Duration // since start
+		want  string
+	}{
+		{name: "not started", jobs: jobs(P, P), want: "jobs 0/2 done, 2 pending"},
+		{name: "first jobs running, nothing ended: no estimate", jobs: jobs(R, R, P, P), start: start, now: 10 * time.Second,
+			want: "jobs 0/4 done, 2 running, 2 pending  elapsed 10s"},
+		{name: "the pace of the ended jobs gives what is left", jobs: jobs(S, F, K, R, P, P), start: start, now: time.Minute,
+			want: "jobs 1/6 done, 1 running, 1 failed, 1 skipped, 2 pending  elapsed 1m0s  ~1m0s left"},
+		{name: "all ended", jobs: jobs(S, S), start: start, now: time.Minute, want: "jobs 2/2 done  elapsed 1m0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &fleet.Record{Fleet: fleet.Fleet{Jobs: tt.jobs}, StartTime: tt.start}
+			if got := newFleetProgress(rec).line(start.Add(tt.now)); got != tt.want {
+				t.Errorf("line = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	// A drive here takes the counts from the fleet's events.
+	fp := newFleetProgress(&fleet.Record{Fleet: fleet.Fleet{Jobs: jobs(P, P)}})
+	if fp.take(fleetrun.Event{JobID: "j0", Counts: map[fleet.JobStatus]int{S: 2}}) {
+		t.Error("a child's event changed the fleet's counts")
+	}
+	started := fleetrun.Event{Counts: map[fleet.JobStatus]int{R: 1, P: 1}, Event: restart.Event{Type: restart.EventStarted, Time: start}}
+	if !fp.take(started) {
+		t.Fatal("the fleet's event with counts was not taken")
+	}
+	if got, want := fp.line(start.Add(5*time.Second)), "jobs 0/2 done, 1 running, 1 pending  elapsed 5s"; got != want {
+		t.Errorf("after the start event: line = %q, want %q", got, want)
 	}
 }

@@ -61,6 +61,9 @@ type Event struct {
 	JobID     string `json:",omitempty"`
 	// RestartID is the child's ID, for a child's event.
 	RestartID string `json:",omitempty"`
+	// Counts is the fleet's jobs by status as of the write that stored the event, for an
+	// event of the fleet itself: what a progress line shows.
+	Counts map[fleet.JobStatus]int `json:",omitempty"`
 	restart.Event
 }
 

@@ -313,9 +313,10 @@ func (r *run) emitNew(before, next *fleet.Record) {
 	if n := len(before.Events); n > 0 {
 		last = before.Events[n-1].Seq
 	}
+	counts := next.Counts()
 	for _, e := range next.Events {
 		if e.Seq > last {
-			r.emit(Event{Fleet: r.id, Event: e})
+			r.emit(Event{Fleet: r.id, Counts: counts, Event: e})
 		}
 	}
 }
