@@ -103,9 +103,11 @@ func fleetThere(ctx context.Context, fleets store.Fleets, namespace, id string) 
 
 // previousFleetRuns skips the occurrence while the fleet of the schedule's previous one has
 // not ended, as a job's occurrence is skipped while the job has a restart in progress: a
-// slow fleet is not joined by a second one restarting the same jobs.
+// slow fleet is not joined by a second one restarting the same jobs. The previous
+// occurrence's fleet is the one it started, or the one it was skipped for: a fleet that
+// outlasts two occurrences keeps the third from starting too.
 func (s *scheduleRunner) previousFleetRuns(ctx context.Context, fleets store.Fleets, sc *schedule.Schedule) (schedule.Outcome, bool, error) {
-	if sc.LastResult != schedule.ResultStarted || sc.LastRestartID == "" {
+	if (sc.LastResult != schedule.ResultStarted && sc.LastResult != schedule.ResultSkipped) || sc.LastRestartID == "" {
 		return schedule.Outcome{}, false, nil
 	}
 	prev, err := fleets.GetFleet(ctx, sc.Namespace, sc.LastRestartID)

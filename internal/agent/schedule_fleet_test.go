@@ -6,12 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // fleetSchedule stores a fleet schedule of the jobs filter selects in the default
@@ -223,5 +226,39 @@ func TestScheduleFleetSkipsWhileItsPreviousFleetRuns(t *testing.T) {
 				t.Errorf("fleet %s was created at %s while fleet %s ran (until %s)", short(b.ID), b.CreateTime, short(a.ID), a.EndTime)
 			}
 		}
+	}
+}
+
+// A fleet that outlasts two occurrences keeps the third from starting too: an occurrence
+// skipped for the fleet still running passes that fleet on (LastRestartID), and the next
+// one is skipped while it runs, then started once it ended.
+func TestScheduleFleetSkippedOccurrencePassesItsFleetOn(t *testing.T) {
+	t.Parallel()
+	e := startFleetEnv(t)
+	ctx := testContext(t)
+	sel := fleet.Selection{Namespace: "default", Filter: `Name matches "^none-"`}
+	running := fleetrun.NewRecord(uuid.NewString(), "default", sel, restart.Spec{}, fleet.DefaultOptions(),
+		[]fleet.Job{{Namespace: "default", JobID: "none-0", Status: fleet.JobRunning, RestartID: uuid.NewString()}}, "", time.Now())
+	running.Status = restart.StatusRunning
+	if err := e.fleets.CreateFleet(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	r := &scheduleRunner{}
+	for _, last := range []schedule.Result{schedule.ResultStarted, schedule.ResultSkipped} {
+		sc := &schedule.Schedule{Namespace: "default", LastResult: last, LastRestartID: running.ID}
+		out, skip, err := r.previousFleetRuns(ctx, e.fleets, sc)
+		if err != nil || !skip || out.Result != schedule.ResultSkipped || out.RestartID != running.ID {
+			t.Errorf("after an occurrence %s for fleet %s still running: %+v, skip %v, %v; want skipped naming it", last, short(running.ID), out, skip, err)
+		}
+	}
+	if _, err := store.MutateFleet(ctx, e.fleets, "default", running.ID, func(f *fleet.Record) error {
+		f.Status = restart.StatusSucceeded
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sc := &schedule.Schedule{Namespace: "default", LastResult: schedule.ResultSkipped, LastRestartID: running.ID}
+	if _, skip, err := r.previousFleetRuns(ctx, e.fleets, sc); err != nil || skip {
+		t.Errorf("after the fleet ended: skip %v, %v; want the occurrence to start", skip, err)
 	}
 }

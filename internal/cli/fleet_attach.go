@@ -97,12 +97,15 @@ func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan
 		case <-tick.C:
 			f.drawProgress(rec)
 		case <-ctx.Done():
+			f.p.clearProgress()
 			f.a.stoppedFollowingFleet(ctx, f.ft, rec)
 			return nil, &exitError{code: 1}
 		case <-free:
+			f.p.clearProgress()
 			return nil, errLeaseFree
 		case r := <-done:
 			if r.err != nil {
+				f.p.clearProgress()
 				if ctx.Err() != nil {
 					f.a.stoppedFollowingFleet(ctx, f.ft, rec)
 					return nil, &exitError{code: 1}

@@ -8,14 +8,14 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
-// TestE2EDriveNew drives restarts from the record Create returned (no read under the
-// lease): one runs to its end, restarting every allocation once; one canceled between its
-// creation and its drive ends canceled without a restart, the cancel taken at the first
-// write's check-and-set.
+// TestE2EDriveNew drives restarts just created: one runs to its end, restarting every
+// allocation once; one canceled between its creation and its drive ends canceled, and one
+// paused then pauses before its first batch, neither restarting anything.
 func TestE2EDriveNew(t *testing.T) {
 	env := startSim(t, true)
 	env.register(t, "web", "service", map[string]int{"api": 3})
 	env.register(t, "db", "service", map[string]int{"main": 2})
+	env.register(t, "cache", "service", map[string]int{"main": 2})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	spec := restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true}
@@ -39,11 +39,35 @@ func TestE2EDriveNew(t *testing.T) {
 	if err != nil || final.Status != restart.StatusCanceled {
 		t.Fatalf("DriveNew of a restart canceled since its creation: %v, status %s", err, final.Status)
 	}
-	counts, err := simtest.CountRestarts(ctx, env.client, "default", "db")
+	noRestarts(ctx, t, env, "db")
+
+	paused := env.plan(t, "cache", spec)
+	if _, err := env.e.Pause(ctx, paused.Namespace, paused.ID, "tester"); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	dctx, detach := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = env.e.DriveNew(dctx, paused, nil)
+	}()
+	simtest.WaitFor(t, ctx, "the restart paused since its creation to pause", func() bool {
+		r, err := env.store.Get(ctx, paused.Namespace, paused.ID)
+		return err == nil && r.Status == restart.StatusPaused
+	})
+	detach()
+	<-done
+	noRestarts(ctx, t, env, "cache")
+}
+
+// noRestarts fails the test if Nomad's facts show an allocation of job restarted.
+func noRestarts(ctx context.Context, t *testing.T, env *simEnv, job string) {
+	t.Helper()
+	counts, err := simtest.CountRestarts(ctx, env.client, "default", job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for id, n := range counts.InPlace {
-		t.Errorf("allocation %s of the canceled restart was restarted %d times", id, n)
+		t.Errorf("allocation %s of job %s was restarted %d times", id, job, n)
 	}
 }

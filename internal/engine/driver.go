@@ -73,40 +73,31 @@ func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(rest
 }
 
 // DriveNew drives a restart this engine's Create just stored, rec as Create left it, as
-// Drive does but without reading the record again under the lease, and with the job's
-// allocation feed set up while the lease is taken: a fleet starts each job's child this
-// way, and every round trip before its first request delays the job. What an operator
-// stored since the creation is taken at the first write, whose check-and-set on the index
-// Create returned conflicts, as it is when stored after Drive's read.
+// Drive does, with the control bell's first token taken and the job's allocation feed set
+// up while the lease is taken rather than after it: a fleet starts each job's child this
+// way, and every round trip before its first request delays the job. (Drive learns the
+// job from the record it reads under the lease; and a restart held elsewhere, which Drive
+// meets often, costs it no setup.) The record is still read under the lease: an operator's
+// pause stored since the creation must hold before the first batch, and another driver may
+// have taken it up meanwhile.
 func (e *Engine) DriveNew(ctx context.Context, rec *restart.Record, sink func(restart.Event)) (*restart.Record, error) {
-	if rec.ModifyIndex == 0 {
-		return e.Drive(ctx, rec.Namespace, rec.ID, sink)
-	}
-	return e.drive(ctx, rec.Namespace, rec.ID, cloneRecord(rec), sink)
+	return e.drive(ctx, rec.Namespace, rec.ID, &jobRef{namespace: rec.Namespace, id: rec.JobID}, sink)
 }
 
-// drive is Drive, and DriveNew with created.
-func (e *Engine) drive(ctx context.Context, namespace, id string, created *restart.Record, sink func(restart.Event)) (*restart.Record, error) {
-	// The first token of the operators' steering is taken before the read under the lease:
-	// steering stored before it shows in the read, steering after it wakes the watch. It is
-	// taken while the lease is (neither waits for the other). Without it (the bell could
-	// not be set up) watchControl tries again, and the flush's conflicts bring steering in
-	// meanwhile.
-	bellCtx, stopBell := context.WithCancel(ctx)
-	defer stopBell()
-	bell := make(chan uint64, 1)
-	go func() {
-		_, token, err := e.store.WatchControl(bellCtx, namespace, id, 0)
-		if err != nil && bellCtx.Err() == nil {
-			e.log.Debug("setting up the watch of the record's control", "restart", id, "err", err)
-		}
-		bell <- token
-	}()
+// jobRef names the job of a restart driven by DriveNew.
+type jobRef struct{ namespace, id string }
+
+// drive is Drive, and DriveNew with job.
+func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, sink func(restart.Event)) (*restart.Record, error) {
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
+	bellCtx, stopBell := context.WithCancel(ctx)
+	defer stopBell()
 	var feed *allocFeed
-	if created != nil {
-		feed = e.startFeed(feedCtx, created.Namespace, created.JobID)
+	var bell <-chan uint64
+	if job != nil {
+		bell = e.firstToken(bellCtx, namespace, id)
+		feed = e.startFeed(feedCtx, job.namespace, job.id)
 	}
 	// The store retries what passes inside, as it does for every call below.
 	lease, err := e.store.AcquireLease(ctx, namespace, id, e.holder)
@@ -129,13 +120,14 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, created *resta
 
 	dctx, cancel := whileHeld(ctx, lease)
 	defer cancel()
+	if bell == nil {
+		bell = e.firstToken(dctx, namespace, id)
+	}
 	token := <-bell
-	rec := created
-	if rec == nil {
-		// Under the lease: a steering command may have ended it before.
-		if rec, err = e.store.Get(dctx, namespace, id); err != nil {
-			return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
-		}
+	// Under the lease: a steering command may have ended it before.
+	rec, err := e.store.Get(dctx, namespace, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading restart %s: %w", short(id), err)
 	}
 	if rec.Status.Terminal() {
 		return rec, nil
@@ -145,7 +137,7 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, created *resta
 		spec: normalizeSpec(rec.Spec), jobNS: rec.Namespace, jobID: rec.JobID, jobType: rec.JobType,
 		log: e.log.With("restart", id, "job", rec.JobID)}
 	d.feed = feed
-	if created == nil {
+	if job == nil {
 		d.feed = e.startFeed(feedCtx, d.jobNS, d.jobID)
 	}
 	// Events already in the record were delivered by whoever persisted them.
@@ -165,6 +157,22 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, created *resta
 		return final, nil
 	}
 	return final, runErr
+}
+
+// firstToken takes the first token of the operators' steering, before the read under the
+// lease: steering stored before it shows in the read, steering after it wakes the watch.
+// Without it (0: the bell could not be set up) watchControl tries again, and the flush's
+// conflicts bring steering in meanwhile.
+func (e *Engine) firstToken(ctx context.Context, namespace, id string) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		_, token, err := e.store.WatchControl(ctx, namespace, id, 0)
+		if err != nil && ctx.Err() == nil {
+			e.log.Debug("setting up the watch of the record's control", "restart", id, "err", err)
+		}
+		out <- token
+	}()
+	return out
 }
 
 // detach records that this driver let go, with a context of its own since ctx has ended.

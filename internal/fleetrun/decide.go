@@ -40,7 +40,7 @@ func (r *run) decide(ctx context.Context, next *fleet.Record) ([]start, error) {
 		next.AddEvent(now, fleet.EventJobEnded, fmt.Sprintf("%d jobs will not start: %s", len(d.Abandon), d.Reason))
 	}
 	r.settleStatus(next, before, d, now)
-	for _, s := range d.Steer {
+	for _, s := range r.steerable(next, d.Steer) {
 		r.steer(ctx, next, s)
 	}
 	return r.plan(ctx, next, d.Start)
@@ -122,7 +122,17 @@ func (r *run) plan(ctx context.Context, next *fleet.Record, idx []int) ([]start,
 	children := make([]*restart.Record, len(idx))
 	obs := make([]fleet.Observation, len(idx))
 	var wg sync.WaitGroup
+	// The jobs not planned ahead are planned first, so that their reads overlap the
+	// wait for a plan made ahead that is still being made.
 	for n, i := range idx {
+		if _, ok := r.ahead[keyOf(next.Jobs[i])]; !ok {
+			wg.Go(func() { children[n], obs[n] = r.planChild(ctx, next, next.Jobs[i]) })
+		}
+	}
+	for n, i := range idx {
+		if _, ok := r.ahead[keyOf(next.Jobs[i])]; !ok {
+			continue
+		}
 		if child, o, ok := r.plannedFor(ctx, next.Jobs[i]); ok {
 			children[n], obs[n] = child, o
 			continue

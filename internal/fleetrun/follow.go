@@ -12,27 +12,30 @@ import (
 )
 
 // create files the children whose start is stored and follows each, every child in a
-// goroutine of its own: the loop's next step does not wait for a creation's round trips,
-// and a child driven here starts at once from the record its creation returned. A child
-// that exists already (a driver died after creating it) is followed as it is. One that
-// cannot be created is taken back at the next step (an unstart fact): the job waits for
-// the restart that made it busy, or fails with the reason.
+// goroutine of its own: the loop's next step does not wait for a creation's round trips.
+// Until a child's record exists (a created fact) the loop does not steer it. A child that
+// exists already (a driver died after creating it) is followed as it is. One that cannot
+// be created is taken back at the next step (an unstart fact): the job waits for the
+// restart that made it busy, or fails with the reason.
 func (r *run) create(ctx context.Context, starts []start) {
 	for _, s := range starts {
 		if r.followed[s.job.RestartID] {
 			continue
 		}
 		r.followed[s.job.RestartID] = true
+		r.creating[s.job.RestartID] = true
 		r.wg.Go(func() {
 			err := r.d.cfg.Engine.Create(ctx, s.child)
-			switch {
-			case err == nil:
-				r.followToEnd(ctx, s.job, s.child)
-			case errors.Is(err, store.ErrExists):
-				r.followToEnd(ctx, s.job, nil)
-			default:
+			if err != nil && !errors.Is(err, store.ErrExists) {
 				r.report(ctx, fact{unstart: true, obs: unstartOf(s.job, err), child: s.job.RestartID})
+				return
 			}
+			r.report(ctx, fact{created: s.job.RestartID})
+			if err != nil {
+				r.followToEnd(ctx, s.job, nil) // created by a driver before this one
+				return
+			}
+			r.followToEnd(ctx, s.job, s.child)
 		})
 	}
 }

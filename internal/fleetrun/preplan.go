@@ -17,8 +17,10 @@ import (
 // (the deployment guard, the budget, each allocation's eligibility); an allocation placed
 // after the plan started after it, so it needs no restart.
 
-// maxPlannedAhead bounds the plans made ahead at once: the slots about to free.
-const maxPlannedAhead = 4
+// maxSoon bounds the notices of a slot about to free that wait for the loop: more than a
+// fleet's slots (-max-parallel-jobs) are never about to free at once, and a notice beyond
+// it only loses one plan made ahead.
+const maxSoon = 256
 
 // planFreshness is how old a plan made ahead may be when its job's turn comes; an older
 // one is made again.
@@ -33,7 +35,9 @@ type plannedChild struct {
 }
 
 // planAhead plans, in the background, the first upcoming job (fleet.Upcoming) not planned
-// yet, and forgets plans that can no longer be used.
+// yet, and forgets plans that can no longer be used. As many jobs are planned ahead as
+// slots are about to free, up to the fleet's -max-parallel-jobs: children started together
+// end together, and each freed slot then has its job's plan at hand.
 func (r *run) planAhead(ctx context.Context) {
 	now := r.d.now()
 	for k, p := range r.ahead {
@@ -42,7 +46,7 @@ func (r *run) planAhead(ctx context.Context) {
 		}
 	}
 	rec := r.rec
-	for _, i := range fleet.Upcoming(rec.Fleet, maxPlannedAhead) {
+	for _, i := range fleet.Upcoming(rec.Fleet, rec.Options.MaxParallelJobs) {
 		job := rec.Jobs[i]
 		if _, ok := r.ahead[keyOf(job)]; ok {
 			continue

@@ -39,8 +39,12 @@ type run struct {
 	membersM sync.Mutex
 	// ahead holds the plans made ahead of their jobs' turn (preplan.go); the loop's own.
 	ahead map[jobKey]*plannedChild
-	facts chan fact
-	rung  chan struct{}
+	// creating marks the children whose creation is in flight: steering them waits until
+	// their record exists (a created fact), or the intent would be recorded as given to a
+	// restart that never heard it.
+	creating map[string]bool
+	facts    chan fact
+	rung     chan struct{}
 	// soon is told each time a child driven here starts its last batch: a slot frees soon.
 	soon chan struct{}
 	wg   sync.WaitGroup
@@ -54,12 +58,14 @@ type fact struct {
 	// child is the ID of the child an unstart takes back: no longer followed, so that the
 	// job's next start (the same ID) creates it again.
 	child string
+	// created is the ID of a child whose record now exists (the fact carries nothing else).
+	created string
 }
 
 func newRun(d *Driver, namespace, id string, sink func(Event)) *run {
 	return &run{d: d, ns: namespace, id: id, sink: sink, seen: map[jobKey]fleet.Observation{},
-		followed: map[string]bool{}, members: map[string]memberRead{}, ahead: map[jobKey]*plannedChild{},
-		facts: make(chan fact, 64), rung: make(chan struct{}, 1), soon: make(chan struct{}, maxPlannedAhead)}
+		followed: map[string]bool{}, members: map[string]memberRead{}, ahead: map[jobKey]*plannedChild{}, creating: map[string]bool{},
+		facts: make(chan fact, 64), rung: make(chan struct{}, 1), soon: make(chan struct{}, maxSoon)}
 }
 
 // drive is the loop: load, then step and wait until the fleet ends.
@@ -95,14 +101,26 @@ func (r *run) drive(ctx context.Context) (*fleet.Record, error) {
 }
 
 // settled reports whether the stored fleet leaves nothing to do until a fact or an
-// operator's change arrives: the rules would start, steer or abandon nothing and keep
-// its status.
+// operator's change arrives: the rules would start, steer (a child that exists) or abandon
+// nothing and keep its status.
 func (r *run) settled() bool {
 	if len(r.unstarts) > 0 {
 		return false
 	}
 	d := fleet.Next(r.rec.Fleet)
-	return len(d.Start) == 0 && len(d.Steer) == 0 && len(d.Abandon) == 0 && d.Status == r.rec.Status
+	return len(d.Start) == 0 && len(r.steerable(r.rec, d.Steer)) == 0 && len(d.Abandon) == 0 && d.Status == r.rec.Status
+}
+
+// steerable leaves out of steers the children whose creation is in flight: they are
+// steered at the step after their creation.
+func (r *run) steerable(rec *fleet.Record, steers []fleet.Steer) []fleet.Steer {
+	var out []fleet.Steer
+	for _, s := range steers {
+		if !r.creating[rec.Jobs[s.Job].RestartID] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // load reads the fleet and follows the children its record says are running. A running
@@ -197,12 +215,17 @@ func (r *run) wait(ctx context.Context) error {
 // take applies a fact to what the next step observes. A start taken back because the job
 // is busy has the job wait for that restart to end.
 func (r *run) take(ctx context.Context, f fact) {
+	if f.created != "" {
+		delete(r.creating, f.created)
+		return
+	}
 	if !f.unstart {
 		r.seen[keyOf(fleet.Job{Namespace: f.obs.Namespace, JobID: f.obs.JobID})] = f.obs
 		return
 	}
 	r.unstarts = append(r.unstarts, f.obs)
 	delete(r.followed, f.child)
+	delete(r.creating, f.child)
 	if f.obs.BusyWith != "" {
 		r.followBusy(ctx, f.obs)
 	}

@@ -237,3 +237,87 @@ func TestFleetPauseResumeCancel(t *testing.T) {
 		t.Errorf("jobs after the cancel: %v", c)
 	}
 }
+
+// slowCreate is a store whose creations take delay: the window in which a fleet has
+// stored a job's start while its child's record does not exist yet.
+type slowCreate struct {
+	store.Store
+	delay time.Duration
+}
+
+func (s slowCreate) Create(ctx context.Context, rec *restart.Record) error {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.Create(ctx, rec)
+}
+
+// TestFleetPauseReachesAChildBeingCreated pauses a fleet while its first child is being
+// created: the pause is passed on once the child exists, and the child pauses after its
+// batch at most, as a running child does, instead of the intent being recorded as given to
+// a restart that never heard it (and the child restarting every allocation).
+func TestFleetPauseReachesAChildBeingCreated(t *testing.T) {
+	e := startEnv(t)
+	e.register(t, "slow", 1, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	e.eng = engine.New(engine.Config{Cluster: e.nomad, Store: slowCreate{Store: e.restarts, delay: time.Second}, Holder: "fleet-test:1",
+		Health: engine.HealthConfig{TimeScale: e.sim.TimeScale()}, MaxFeeds: 16})
+	rec := e.file(t, `Name matches "^slow-"`, runningSpec(), options(1, 0, restart.OnErrorFail))
+	d := e.driver("fleet-test:1", true)
+	result := make(chan *fleet.Record, 1)
+	go func() {
+		done, err := d.Run(ctx, rec.Namespace, rec.ID, nil)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		result <- done
+	}()
+	get := func() *fleet.Record {
+		f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	simtest.WaitFor(t, ctx, "the job's start to be stored", func() bool { return get().Jobs[0].Status == fleet.JobRunning })
+	childID := get().Jobs[0].RestartID
+	if _, err := e.restarts.Get(ctx, "default", childID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the child exists already (%v): the window under test is gone", err)
+	}
+	if _, err := d.Pause(ctx, rec.Namespace, rec.ID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	var child *restart.Record
+	simtest.WaitFor(t, ctx, "the child to pause or end", func() bool {
+		var err error
+		child, err = e.restarts.Get(ctx, "default", childID)
+		return err == nil && (child.Status == restart.StatusPaused || child.Status.Terminal())
+	})
+	if child.Status != restart.StatusPaused {
+		t.Errorf("the child ended %s with intent %q: the fleet's pause did not reach it", child.Status, child.Control.Intent)
+	}
+	// The fleet records the intent as given in the write after it gave it.
+	simtest.WaitFor(t, ctx, "the fleet to record the pause given, or end", func() bool {
+		f := get()
+		return f.Jobs[0].Steered == restart.IntentPause || f.Status.Terminal()
+	})
+	if f := get(); f.Jobs[0].Steered != restart.IntentPause {
+		t.Errorf("the fleet recorded intent %q given to its child, want pause", f.Jobs[0].Steered)
+	}
+	counts, err := simtest.CountRestarts(ctx, e.client, "default", "slow-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(counts.InPlace); n > 1 {
+		t.Errorf("%d allocations restarted by a child paused after its first batch of 1 at most", n)
+	}
+	if _, err := d.Cancel(ctx, rec.Namespace, rec.ID, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	if done := <-result; done.Status != restart.StatusCanceled {
+		t.Errorf("fleet ended %s (%s), want canceled", done.Status, done.Reason)
+	}
+}

@@ -36,15 +36,19 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	}
 	path := n.headPath(h.jobSeg, h.id)
 	// Retention reads the job's records while the job is claimed: neither waits for the
-	// other, and it spares the restart's start a round trip.
+	// other, and it spares the restart's start a round trip. A refused claim stops it: the
+	// restart never existed, and its caller (a fleet waiting for a busy job) retries.
+	pctx, stopPrune := context.WithCancel(ctx)
+	defer stopPrune()
 	pruned := make(chan struct{})
 	go func() {
 		defer close(pruned)
-		n.prune(ctx, out.Namespace, out.JobID)
+		n.prune(pctx, out.Namespace, out.JobID)
 	}()
 	defer func() { <-pruned }()
 	if !out.Status.Terminal() {
 		if err := n.claimJob(ctx, h, out.JobID); err != nil {
+			stopPrune()
 			// Undo the head: this restart never existed.
 			cctx, cancel := cleanupContext(ctx)
 			derr := n.vars.DeleteAt(cctx, h.ns, path, v.ModifyIndex)
