@@ -100,9 +100,9 @@ func (r *run) report(ctx context.Context, f fact) {
 }
 
 // untilEnd returns the restart's record once it ended. With drive, it drives the restart
-// here whenever no other driver holds it (first from created, the record this driver's
-// Create returned, when given); otherwise it follows the record. A restart whose record
-// is gone counts as failed.
+// here whenever no other driver holds it (the first time with Engine.DriveNew when
+// created, the record this driver's Create returned, is given); otherwise it follows the
+// record. A restart whose record is gone counts as failed.
 func (r *run) untilEnd(ctx context.Context, job fleet.Job, created *restart.Record, drive bool) (*restart.Record, error) {
 	sink := r.childSink(job, created)
 	for {
@@ -111,7 +111,7 @@ func (r *run) untilEnd(ctx context.Context, job fleet.Job, created *restart.Reco
 			var err error
 			if created != nil {
 				rec, err = r.d.cfg.Engine.DriveNew(ctx, created, sink)
-				created = nil // once: a later attempt reads the record as it is then
+				created = nil // once: a later attempt is an ordinary resume
 			} else {
 				rec, err = r.d.cfg.Engine.Drive(ctx, job.Namespace, job.RestartID, sink)
 			}
