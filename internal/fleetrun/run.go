@@ -192,7 +192,8 @@ func (r *run) wait(ctx context.Context) error {
 			return context.Cause(ctx)
 		case f := <-r.facts:
 			r.take(ctx, f)
-			waiting = false
+			// A child's creation matters only to a steer waiting for it (steerable).
+			waiting = f.created != "" && r.settled()
 		case <-r.rung:
 			if err := r.reload(ctx); err != nil {
 				return err

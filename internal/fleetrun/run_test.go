@@ -192,21 +192,8 @@ func TestFleetPauseResumeCancel(t *testing.T) {
 	spec.BatchWait = 300 * time.Millisecond // room to pause mid-child
 	rec := e.file(t, `Name matches "^api-"`, spec, options(1, 0, restart.OnErrorFail))
 	d := e.driver("fleet-test:1", true)
-	result := make(chan *fleet.Record, 1)
-	go func() {
-		done, err := d.Run(ctx, rec.Namespace, rec.ID, nil)
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		result <- done
-	}()
-	get := func() *fleet.Record {
-		f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	result := runInBackground(ctx, t, d, rec)
+	get := e.reader(ctx, t, rec)
 	simtest.WaitFor(t, ctx, "the first job to start", func() bool { return get().Jobs[0].Status == fleet.JobRunning })
 	if _, err := d.Pause(ctx, rec.Namespace, rec.ID, "tester"); err != nil {
 		t.Fatal(err)
@@ -267,21 +254,8 @@ func TestFleetPauseReachesAChildBeingCreated(t *testing.T) {
 		Health: engine.HealthConfig{TimeScale: e.sim.TimeScale()}, MaxFeeds: 16})
 	rec := e.file(t, `Name matches "^slow-"`, runningSpec(), options(1, 0, restart.OnErrorFail))
 	d := e.driver("fleet-test:1", true)
-	result := make(chan *fleet.Record, 1)
-	go func() {
-		done, err := d.Run(ctx, rec.Namespace, rec.ID, nil)
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		result <- done
-	}()
-	get := func() *fleet.Record {
-		f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	result := runInBackground(ctx, t, d, rec)
+	get := e.reader(ctx, t, rec)
 	simtest.WaitFor(t, ctx, "the job's start to be stored", func() bool { return get().Jobs[0].Status == fleet.JobRunning })
 	childID := get().Jobs[0].RestartID
 	if _, err := e.restarts.Get(ctx, "default", childID); !errors.Is(err, store.ErrNotFound) {

@@ -152,3 +152,28 @@ func (e *env) checkJobsOnce(t *testing.T, rec *fleet.Record) []simtest.Window {
 }
 
 func counts(rec *fleet.Record) map[fleet.JobStatus]int { return rec.Counts() }
+
+// runInBackground drives the fleet with d until it ends; the channel receives the fleet
+// as Run returned it.
+func runInBackground(ctx context.Context, t *testing.T, d *Driver, rec *fleet.Record) <-chan *fleet.Record {
+	result := make(chan *fleet.Record, 1)
+	go func() {
+		done, err := d.Run(ctx, rec.Namespace, rec.ID, nil)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		result <- done
+	}()
+	return result
+}
+
+// reader returns a function that reads the fleet as stored.
+func (e *env) reader(ctx context.Context, t *testing.T, rec *fleet.Record) func() *fleet.Record {
+	return func() *fleet.Record {
+		f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+}
