@@ -37,6 +37,9 @@ type allocRun struct {
 	restarting  int                // in-place restarts holding group services down
 	srv         clientView         // client fields as last synced to the servers
 	dirty       bool               // client changes not yet synced
+	// bases is the history of each checked workload (nil: the group's main tasks, else a
+	// task), so that a check run at a moment is judged on the workload of that moment.
+	bases map[*taskRun][]baseSample
 }
 
 // task lifecycle kinds

@@ -41,11 +41,18 @@
 //
 // Nomad-provider checks are answered by /v1/client/allocation/:id/checks as Nomad's checks
 // hook keeps them: pending until the first probe, half an interval after the allocation
-// started on the client, then the result of the latest probe (one per interval): failure
-// while the workload is down (during a restart), the script's result while it runs; purged
-// once the allocation is stopped. Consul-provider checks are pushed to the Consul catalog
-// served on ConsulAddr, under the service IDs Nomad gives allocations' services, and follow
-// their scripts continuously. ConsulAddr also serves Consul's KV store (/v1/kv/: reads with
+// started on the client, then the result of the latest probe (one per interval, stamped
+// with the second it began), which judged the workload as it was then: failure while it
+// was down, the script's result while it ran. The result from before an in-place restart
+// so stays until the check runs again, as on a real client; results are purged once the
+// allocation is stopped. Consul-provider checks are registered in the Consul catalog served
+// on ConsulAddr, under the service IDs Nomad gives allocations' services, at their
+// initial_status (critical by default), and run as Consul's agent runs them: first after a
+// random stagger within the interval, then every interval, each status holding until the
+// next run. On an in-place restart group services are deregistered, the group
+// shutdown_delay waited and they are registered anew (critical) before the tasks stop;
+// task services are deregistered when their task is killed and registered anew once it
+// runs again (as a real agent does; checked on Nomad 2.0 with Consul 1.20). ConsulAddr also serves Consul's KV store (/v1/kv/: reads with
 // ?recurse, ?keys and ?raw, writes with ?cas and ?flags, blocking queries with Consul's
 // index rules; no sessions, no ACLs). The Consul listener compresses answers of 1400 bytes
 // or more with gzip for clients that accept it, as Consul's agent does.
@@ -95,7 +102,8 @@
 // LoseLeader; Stats and ResetStats; Now, TimeScale and RealDuration (the simulated clock);
 // BootstrapToken and CreateToken (ACLs).
 //
-// Known simplifications: the client learns of a stop at once (a real client, which pulls
+// Known simplifications: deployment health follows check scripts continuously rather than
+// the Consul checks' runs; the client learns of a stop at once (a real client, which pulls
 // its allocations, may still accept a restart sent right after the stop); plan diffs
 // detail tasks and their driver config only; no preemption, no drain, no periodic or
 // parameterized dispatch, no HCL parsing (/v1/jobs/parse accepts JSON), a single region,

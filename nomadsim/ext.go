@@ -162,47 +162,54 @@ func secretOf(r *http.Request) string {
 	return strings.TrimSpace(r.URL.Query().Get("token"))
 }
 
-// consulRegister registers a Consul-provider service and keeps its checks' statuses
-// following their scripts.
+// consulRegister registers a Consul-provider service with its checks at their initial
+// status (critical unless the check's initial_status says otherwise), and starts each
+// check's runner as Consul's agent does: the first run after a random stagger within the
+// interval, then one run every interval, each holding its status until the next
+// (agent/checks: CheckHTTP.run and its siblings).
 func (c *Cluster) consulRegister(ar *allocRun, r *svcReg) {
 	inst := consul.Instance{ID: r.reg.ID, Service: r.reg.ServiceName, Tags: r.reg.Tags, Address: r.reg.Address, Port: r.reg.Port, Node: ar.node.n.Name}
 	for k := range r.svc.Checks {
 		chk := &r.svc.Checks[k]
-		inst.Checks = append(inst.Checks, consul.Check{ID: consulCheckID(r.reg.ID, chk), Name: checkName(r.svc, chk), Status: "critical", ServiceID: r.reg.ID})
+		status := "critical"
+		if chk.InitialStatus != "" {
+			status = chk.InitialStatus
+		}
+		inst.Checks = append(inst.Checks, consul.Check{ID: consulCheckID(r.reg.ID, chk), Name: checkName(r.svc, chk), Status: status, ServiceID: r.reg.ID})
 	}
 	c.ext.catalog.Register(inst)
-}
-
-// kickConsulChecks restarts the status loops of a Consul service's checks.
-func (c *Cluster) kickConsulChecks(ar *allocRun, r *svcReg) {
-	r.loopGen++
 	for k := range r.svc.Checks {
-		c.consulCheckLoop(ar, r, &r.svc.Checks[k], r.loopGen)
+		chk := &r.svc.Checks[k]
+		interval := consulInterval(chk)
+		c.after(time.Duration(c.rng.Int64N(int64(interval))), func() { c.runConsulCheck(ar, r, chk) })
 	}
 }
 
-// consulCheckLoop pushes the check's current status, then re-arms at its next change. A
-// check of a workload that is down is critical (connection refused).
-func (c *Cluster) consulCheckLoop(ar *allocRun, r *svcReg, chk *api.ServiceCheck, gen uint64) {
-	if ar.svcs[r.reg.ID] != r || r.loopGen != gen {
-		return
+// consulInterval is the check's interval, Nomad's 10 s when the job leaves it out.
+func consulInterval(chk *api.ServiceCheck) time.Duration {
+	if chk.Interval > 0 {
+		return chk.Interval
 	}
-	start, up := ar.base(r.task)
-	if !up {
-		c.ext.catalog.SetCheck(consulCheckID(r.reg.ID, chk), "critical", "dial tcp: connection refused")
-		return
+	return 10 * time.Second
+}
+
+// runConsulCheck runs the check once against the workload as it is now, sets its status,
+// and runs it again an interval later, while its service stays registered. A check of a
+// workload that is down is critical (connection refused).
+func (c *Cluster) runConsulCheck(ar *allocRun, r *svcReg, chk *api.ServiceCheck) {
+	if ar.svcs[r.reg.ID] != r {
+		return // deregistered: a registration anew runs checks of its own
 	}
-	s := ar.scriptFor(r.task, r.svc, chk)
-	start = s.origin(start)
-	el := c.clk.now().Sub(start)
-	status, out := "passing", "HTTP GET: 200 OK"
-	if !s.passing(el) {
-		status, out = "critical", "simulated check failure"
+	status, out := "critical", "dial tcp: connection refused"
+	if start, up := ar.base(r.task); up {
+		s := ar.scriptFor(r.task, r.svc, chk)
+		status, out = "passing", "HTTP GET: 200 OK"
+		if !s.passing(c.clk.now().Sub(s.origin(start))) {
+			status, out = "critical", "simulated check failure"
+		}
 	}
 	c.ext.catalog.SetCheck(consulCheckID(r.reg.ID, chk), status, out)
-	if nc, more := s.nextChange(el); more {
-		c.after(nc-el+time.Millisecond, func() { c.consulCheckLoop(ar, r, chk, gen) })
-	}
+	c.after(consulInterval(chk), func() { c.runConsulCheck(ar, r, chk) })
 }
 
 func (c *Cluster) consulDeregister(r *svcReg) {

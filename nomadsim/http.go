@@ -123,7 +123,7 @@ func isMutation(method, route string) bool {
 // wrap adds the cluster's middleware around an endpoint.
 func (c *Cluster) wrap(route string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cw := &countingWriter{ResponseWriter: w}
+		cw := &countingWriter{ResponseWriter: w, now: c.clk.now}
 		// A request is accounted once: when its handler ends, or when its client goes away
 		// first (the handler may then run on, see below, but the client has had all it
 		// will get).
@@ -208,13 +208,30 @@ func detachedContext(req, life context.Context) (context.Context, context.Cancel
 	}
 }
 
-// countingWriter counts the bytes of a response body.
+// countingWriter counts the bytes of a response body. It dates the answer on the
+// simulated clock, as Go's HTTP server dates Nomad's on Nomad's (the Date header, written
+// with the status line).
 type countingWriter struct {
 	http.ResponseWriter
-	n atomic.Int64 // read by the accounting while a handler may still write
+	n     atomic.Int64 // read by the accounting while a handler may still write
+	now   func() time.Time
+	dated bool
+}
+
+func (w *countingWriter) WriteHeader(code int) {
+	w.date()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countingWriter) date() {
+	if !w.dated {
+		w.dated = true
+		w.Header().Set("Date", w.now().UTC().Format(http.TimeFormat))
+	}
 }
 
 func (w *countingWriter) Write(b []byte) (int, error) {
+	w.date()
 	n, err := w.ResponseWriter.Write(b)
 	w.n.Add(int64(n))
 	return n, err

@@ -16,8 +16,6 @@ type svcReg struct {
 	svc    *api.Service
 	task   *taskRun // nil for group services
 	consul bool
-	// loopGen invalidates the Consul check loops armed before the last kick.
-	loopGen uint64
 }
 
 // serviceID is Nomad's MakeAllocServiceID (client/serviceregistration/id.go):
@@ -105,12 +103,72 @@ func (ar *allocRun) base(tr *taskRun) (time.Time, bool) {
 	return latest, any
 }
 
+// baseSample is a checked workload's state from a moment on: when it last started and
+// whether it runs.
+type baseSample struct {
+	at, start time.Time
+	up        bool
+}
+
+// maxBaseSamples bounds each workload's history: a check is judged at its latest run, at
+// most one interval ago, and a workload changes state a few times per restart.
+const maxBaseSamples = 16
+
+// recordBases appends the checked workloads' states that changed since their last sample.
+func (ar *allocRun) recordBases() {
+	now := ar.c.clk.now()
+	record := func(tr *taskRun) {
+		start, up := ar.base(tr)
+		h := ar.bases[tr]
+		if n := len(h); n > 0 && h[n-1].up == up && h[n-1].start.Equal(start) {
+			return
+		}
+		if ar.bases == nil {
+			ar.bases = map[*taskRun][]baseSample{}
+		}
+		if len(h) >= maxBaseSamples {
+			h = append(h[:0], h[1:]...)
+		}
+		ar.bases[tr] = append(h, baseSample{at: now, start: start, up: up})
+	}
+	if hasChecks(ar.tg.Services) {
+		record(nil)
+	}
+	for _, tr := range ar.tasks {
+		if hasChecks(tr.t.Services) {
+			record(tr)
+		}
+	}
+}
+
+func hasChecks(svcs []*api.Service) bool {
+	for _, s := range svcs {
+		if s != nil && len(s.Checks) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// baseAt is the workload's state at moment at, as base reported it then (not running
+// before anything was recorded).
+func (ar *allocRun) baseAt(tr *taskRun, at time.Time) (time.Time, bool) {
+	h := ar.bases[tr]
+	for i := len(h) - 1; i >= 0; i-- {
+		if !h[i].at.After(at) {
+			return h[i].start, h[i].up
+		}
+	}
+	return time.Time{}, false
+}
+
 // servicesChanged registers and deregisters the allocation's services, in Nomad's service
 // table and in Consul, as Nomad's hooks do: group services from the allocation's start on
 // the client until it is stopped (and, during an in-place restart, not while the group
 // shutdown_delay is waited); task services while their task runs.
 func (ar *allocRun) servicesChanged() {
 	c := ar.c
+	ar.recordBases()
 	want := map[string]*svcReg{}
 	addr := ar.node.n.Attributes["unique.network.ip-address"]
 	add := func(tr *taskRun, owner string, svc *api.Service) {
@@ -154,12 +212,6 @@ func (ar *allocRun) servicesChanged() {
 		ar.svcs[id] = r
 		c.registerService(ar, r)
 		changed = true
-	}
-	// Consul checks follow the workload: push their status now and on their next change.
-	for _, r := range ar.svcs {
-		if r.consul {
-			c.kickConsulChecks(ar, r)
-		}
 	}
 	if changed && !ar.consulOnly() {
 		i := c.bump(tServices)
@@ -232,10 +284,12 @@ func (c *Cluster) deregisterService(r *svcReg) {
 
 // checkStatuses answers /v1/client/allocation/:id/checks: Nomad-native checks only, as
 // Nomad's checks hook keeps them. Each check is probed every interval, first half an
-// interval after the allocation started on the client, and reports its latest probe;
-// before the first probe it is pending. The probe fails while the checked workload is
-// down (a restart), and follows the check's script while it runs. Results are purged when
-// the allocation is stopped (the hook's PreKill).
+// interval after the allocation started on the client, and reports its latest probe,
+// stamped with the second it began; before the first probe it is pending. A probe judges
+// the workload as it was at that moment: it fails while the workload is down, and follows
+// the check's script while it runs. So, as on a real client, whose checks hook has no
+// restart hook, the result from before an in-place restart stays until the check runs
+// again. Results are purged when the allocation is stopped (the hook's PreKill).
 func (ar *allocRun) checkStatuses() map[string]*checkResult {
 	out := map[string]*checkResult{}
 	if !ar.received || ar.stopping || ar.clientTerminal() {
@@ -268,7 +322,7 @@ func (ar *allocRun) checkStatuses() map[string]*checkResult {
 			}
 			probe := first.Add(now.Sub(first) / interval * interval)
 			res.Timestamp = probe.Unix()
-			start, up := ar.base(tr)
+			start, up := ar.baseAt(tr, probe)
 			sc := ar.scriptFor(tr, svc, chk)
 			origin := sc.origin(start)
 			if up && !start.After(probe) && sc.passing(probe.Sub(origin)) {
@@ -345,15 +399,10 @@ func (c *Cluster) ScriptCheck(namespace, jobID, check, script string) {
 	if j == nil {
 		return
 	}
+	// Nomad's checks judge the new script at their next run, and so do Consul's runners.
 	for _, ar := range j.allocs {
-		if ar.terminal() {
-			continue
-		}
-		ar.checkHealth()
-		for _, r := range ar.svcs {
-			if r.consul {
-				c.kickConsulChecks(ar, r)
-			}
+		if !ar.terminal() {
+			ar.checkHealth()
 		}
 	}
 }

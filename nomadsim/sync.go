@@ -81,6 +81,7 @@ func (ar *allocRun) serverClientFields() (status, desc string, states map[string
 // (a new index, an event) at the node's next sync tick.
 func (ar *allocRun) touch() {
 	c := ar.c
+	ar.recordBases()
 	if c.syncInterval() == 0 {
 		ar.bumpIndex()
 		c.publishAlloc(ar, "AllocationUpdated")

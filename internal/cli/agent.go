@@ -17,6 +17,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -154,14 +155,16 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		CACert: o.client.caCert, CAPath: o.client.caPath, ClientCert: o.client.clientCert, ClientKey: o.client.clientKey,
 		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure,
 	}
-	client, err := newCountingClient(cc.APIConfig(), metrics, 0)
+	// Nomad's clock for the health gates, estimated from the times of its answers.
+	clock := health.NewOffsetClock(nil)
+	client, err := newCountingClient(cc.APIConfig(), metrics, 0, clock.Observe)
 	if err != nil {
 		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	// The records get a pool of their own, so that lease renewals never wait behind the
 	// restarts' requests (cluster.StoreMaxConns; more for the many drivers of an agent,
 	// still under Nomad's 100 per client address with the cluster's).
-	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns)
+	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns, clock.Observe)
 	if err != nil {
 		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
@@ -187,6 +190,7 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		Holder: holder, Logger: logger, Metrics: metrics, Steer: steer, SteerFleet: steerFleet,
 		Fleets:  agentFleets(localStore, storeClient, logger),
 		Changes: changeRollouts(o.rollOnChange, client, env, logger),
+		Health:  engine.HealthConfig{Estimate: clock},
 	})
 	if err != nil {
 		return err

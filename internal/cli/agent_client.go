@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -16,8 +17,9 @@ import (
 // The api module sets up TLS and unix sockets only on a client it builds itself, so this
 // does both as it does: TLS on the transport, and a unix:// address (the task API socket a
 // Nomad job gets with a workload identity) dialled by the transport.
-// maxConns (0: cluster.MaxConnsPerHost) bounds its connections to Nomad.
-func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int) (*api.Client, error) {
+// maxConns (0: cluster.MaxConnsPerHost) bounds its connections to Nomad; observe, when not
+// nil, hears the time of each answer (cluster.ObserveDates).
+func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe func(time.Time)) (*api.Client, error) {
 	tr := cluster.NewTransport()
 	if maxConns > 0 {
 		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
@@ -33,6 +35,6 @@ func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int) (*api.C
 	if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
 		return nil, err
 	}
-	conf.HttpClient.Transport = m.Transport(tr)
+	conf.HttpClient.Transport = cluster.ObserveDates(m.Transport(tr), observe)
 	return api.NewClient(conf)
 }

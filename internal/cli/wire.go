@@ -33,6 +33,12 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 		CACert: cf.caCert, CAPath: cf.caPath, ClientCert: cf.clientCert, ClientKey: cf.clientKey,
 		TLSServerName: cf.tlsServerName, Insecure: cf.insecure,
 	}
+	hc := engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}
+	if b.clock == nil {
+		// Nomad's clock, estimated from the times of its answers and its timestamps.
+		hc.Estimate = health.NewOffsetClock(nil)
+		cc.ObserveTime = hc.Estimate.Observe
+	}
 	client, err := cluster.NewClient(cc)
 	if err != nil {
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
@@ -44,7 +50,7 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	return &nomadSession{client: client, storeClient: storeClient, cluster: cluster.NewNomad(client), logger: logger, holder: holder,
-		localDir: b.localDir, health: engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}}, nil
+		localDir: b.localDir, health: hc}, nil
 }
 
 // nomadSession is a session on one Nomad client.

@@ -31,6 +31,9 @@ type ClientConfig struct {
 	Insecure      bool
 	// MaxConns bounds the connections the client opens to Nomad; zero: MaxConnsPerHost.
 	MaxConns int
+	// ObserveTime, when set, hears the time of each of Nomad's answers (its Date header),
+	// to estimate Nomad's clock (see ObserveDates).
+	ObserveTime func(time.Time)
 }
 
 // APIConfig layers cfg over api.DefaultConfig() exactly as Nomad's Meta.clientConfig does:
@@ -64,6 +67,7 @@ func NewClient(cfg ClientConfig) (*api.Client, error) {
 		if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
 			return nil, fmt.Errorf("configuring TLS for Nomad at %s: %w", conf.Address, err)
 		}
+		conf.HttpClient.Transport = ObserveDates(conf.HttpClient.Transport, cfg.ObserveTime)
 	}
 	c, err := api.NewClient(conf)
 	if err != nil {

@@ -199,7 +199,7 @@ func (c *budgetChecks) read(ctx context.Context, allocs []*restart.Alloc) {
 			results[it.a.ID] = ""
 			continue
 		}
-		results[it.a.ID] = judge(it, now, nomadSnaps[it.a.ID], consulSnaps[it.a.ID])
+		results[it.a.ID] = judge(it, now, c.d.provenAt(it.a.ID), nomadSnaps[it.a.ID], consulSnaps[it.a.ID])
 	}
 }
 
@@ -228,9 +228,10 @@ func (c *budgetChecks) note(group, text string) {
 }
 
 // judge is the gate's verdict on one allocation at now, given its snapshots: "" when its
-// checks let it serve, else what holds it back.
-func judge(it budgetItem, now time.Time, snaps ...*health.Snapshot) string {
-	g := health.NewGate(health.Config{Mode: restart.HealthChecks, Tasks: runningTasks(it.a), Checks: it.specs})
+// checks let it serve, else what holds it back. provenAt is when this driver's gate judged
+// it healthy (zero: never): one snapshot cannot show a Consul status change, the gate saw it.
+func judge(it budgetItem, now, provenAt time.Time, snaps ...*health.Snapshot) string {
+	g := health.NewGate(health.Config{Mode: restart.HealthChecks, Tasks: runningTasks(it.a), Checks: it.specs, ProvenAt: provenAt})
 	g.ObserveAlloc(it.a)
 	for _, s := range snaps {
 		if s != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,10 @@ func budgetCheckedJob() *api.Job {
 }
 
 // fakeChecks answers Nomad's checks endpoint from a map, counting calls and the most in
-// flight at once.
+// flight at once. Each answer is stamped as a run that began a second after the read: the
+// fake cluster's clock follows the local clock by a millisecond per event, so the result
+// counts as the restarted task's own (the gate's rule on stale results is tested in
+// internal/health and end to end on nomadsim).
 type fakeChecks struct {
 	mu       sync.Mutex
 	results  map[string][]cluster.CheckResult
@@ -59,8 +63,12 @@ func (f *fakeChecks) AllocChecks(_ context.Context, id string) ([]cluster.CheckR
 	f.calls[id]++
 	f.inFlight++
 	f.peak = max(f.peak, f.inFlight)
-	res, err := f.results[id], f.errs[id]
+	res, err := slices.Clone(f.results[id]), f.errs[id]
 	f.mu.Unlock()
+	ran := time.Now().Add(time.Second).Truncate(time.Second)
+	for i := range res {
+		res[i].Time = ran
+	}
 	time.Sleep(time.Millisecond) // long enough for concurrent reads to overlap
 	f.mu.Lock()
 	f.inFlight--
@@ -418,4 +426,38 @@ func eventLines(r *restart.Record) string {
 		fmt.Fprintf(&b, "%s %s %s %s\n", ev.Time.Format("15:04:05.000"), ev.Type, short(ev.AllocID), ev.Message)
 	}
 	return b.String()
+}
+
+// TestJudgeTakesWhatTheGateProved: the budget reads a Consul check once per batch, which
+// cannot show that its status changed since the task's restart; an allocation whose own gate
+// saw it change (proved it healthy after its latest start) serves, one restarted since does
+// not until the check can have run again.
+func TestJudgeTakesWhatTheGateProved(t *testing.T) {
+	start := time.Unix(1000, 0)
+	restarted := budgetAlloc(1, "web")
+	ts := restarted.Tasks["app"]
+	ts.Restarts = 1
+	restarted.Tasks["app"] = ts
+	spec := health.CheckSpec{Provider: health.ProviderConsul, Service: "web-api", Task: "app", Name: "http",
+		OnUpdate: health.OnUpdateRequireHealthy, Interval: 5 * time.Second, Timeout: time.Second}
+	now := start.Add(3 * time.Second)
+	passing := &health.Snapshot{Provider: health.ProviderConsul, At: now, Checks: []health.Check{{Provider: health.ProviderConsul,
+		ID: "c1", Name: "http", Service: "web-api", Task: "app", Status: health.ConsulPassing}}}
+	it := budgetItem{restarted, []health.CheckSpec{spec}}
+	tests := []struct {
+		name     string
+		provenAt time.Time
+		want     string
+	}{
+		{"never proved: the check may not have run since the restart", time.Time{}, "check http (consul): no result since the restart"},
+		{"proved after the latest start", start.Add(2 * time.Second), ""},
+		{"proved before the latest start", start.Add(-time.Second), "check http (consul): no result since the restart"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := judge(it, now, tt.provenAt, passing); !strings.HasPrefix(got, tt.want) || (tt.want == "") != (got == "") {
+				t.Fatalf("judge: %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

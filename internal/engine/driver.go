@@ -61,6 +61,10 @@ type driver struct {
 	gates gateDeps
 	// feed follows the job's allocations from the event stream (nil: blocking queries).
 	feed *allocFeed
+	// proven holds, per allocation, when its health gate judged it healthy on fresh
+	// evidence, for the availability budget's view of it (health.Config.ProvenAt).
+	provenMu sync.Mutex
+	proven   map[string]time.Time
 }
 
 // Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the

@@ -60,7 +60,10 @@ type Engine struct {
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, offset: health.NewOffsetClock(nil), feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
+		health: cfg.Health, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
+	if e.offset == nil {
+		e.offset = health.NewOffsetClock(nil)
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

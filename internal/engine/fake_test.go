@@ -101,7 +101,8 @@ func (f *fakeCluster) addAlloc(group string, k int, prev string) *restart.Alloc 
 		PreviousAllocation: prev, CreateIndex: f.index, ModifyIndex: f.index, Tasks: map[string]restart.TaskState{},
 	}
 	for _, t := range f.job.Groups[f.groupIndex(group)].Tasks {
-		a.Tasks[t] = restart.TaskState{State: restart.TaskRunning, Events: []restart.TaskEvent{{Type: restart.TaskEventStarted, Time: f.tick()}}}
+		started := f.tick()
+		a.Tasks[t] = restart.TaskState{State: restart.TaskRunning, StartedAt: started, Events: []restart.TaskEvent{{Type: restart.TaskEventStarted, Time: started}}}
 	}
 	f.allocs[a.ID] = a
 	return a
@@ -260,7 +261,7 @@ func (f *fakeCluster) RestartTasks(ctx context.Context, id, task string, all boo
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.taskStepLocked(a, targets, func(ts *restart.TaskState) {
-			ts.State = restart.TaskRunning
+			ts.State, ts.StartedAt = restart.TaskRunning, f.clock // as its Started event
 			if f.failStart[id] {
 				ts.State, ts.Failed = restart.TaskDead, true
 			}

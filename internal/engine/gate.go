@@ -36,6 +36,9 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 	g := health.NewGate(health.Config{
 		Mode: restart.HealthChecks, Tasks: tasks, Checks: health.AllocChecks(job, a),
 		Since: tasksStarted(a, tasks), MinHealthy: minH, Deadline: deadline,
+		// A resumed driver may take up an allocation whose tasks started long ago: it
+		// cannot know how long they stayed healthy, and gives them a full period.
+		DeadlineFrom: d.e.nomadNow()(),
 	})
 	g.ObserveAlloc(a)
 	var w waitSaver
@@ -80,6 +83,7 @@ func (d *driver) judgeGate(ctx context.Context, g *health.Gate, sources *health.
 		v := g.Evaluate(now())
 		switch v.State {
 		case health.Healthy:
+			d.setProven(id, now())
 			return nil
 		case health.Failed:
 			return &allocFailure{errors.New(v.Reason)}
@@ -90,6 +94,23 @@ func (d *driver) judgeGate(ctx context.Context, g *health.Gate, sources *health.
 			}
 		}
 	}
+}
+
+// setProven records that allocation id's gate judged it healthy at `at` (Nomad's clock).
+func (d *driver) setProven(id string, at time.Time) {
+	d.provenMu.Lock()
+	defer d.provenMu.Unlock()
+	if d.proven == nil {
+		d.proven = map[string]time.Time{}
+	}
+	d.proven[id] = at
+}
+
+// provenAt is when allocation id's gate judged it healthy in this driver (zero: never).
+func (d *driver) provenAt(id string) time.Time {
+	d.provenMu.Lock()
+	defer d.provenMu.Unlock()
+	return d.proven[id]
 }
 
 // allocChange is an allocation's new state, or the error that ended following it.

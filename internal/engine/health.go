@@ -25,6 +25,10 @@ type HealthConfig struct {
 	// an estimate from the Nomad timestamps the driver reads (health.OffsetClock). Give a
 	// simulation's clock here, as its clock does not run at the local rate.
 	Clock health.Clock
+	// Estimate, when Clock is nil, is the estimate to use, which others may feed too (the
+	// Nomad client's answers' times: cluster.ClientConfig.ObserveTime); nil: one of the
+	// engine's own.
+	Estimate *health.OffsetClock
 	// TimeScale is how many seconds of Nomad's clock pass per real second (0: 1).
 	TimeScale float64
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,9 +17,11 @@ import (
 // comparison), a service whose Consul
 // check passes a known delay after each start, and reports on Nomad's (simulated) clock:
 //   - time/ideal: the restart's total time over the ideal, the sum over batches of the
-//     restart itself (Restart Signaled to the task's new start, from Nomad's task
-//     events), the check's delay and the min-healthy time;
-//   - min-serving: the fewest instances whose check passed in Consul, sampled every 100 ms
+//     time from the batch's restart (Restart Signaled, from Nomad's task events) until
+//     Consul first showed each of its instances passing again (its check runs every
+//     second, as Consul runs checks: the first run after the delay), the batch's longest,
+//     and the min-healthy time: no gate can know an instance healthy before Consul says so;
+//   - min-serving: the fewest instances whose check passed in Consul, sampled every 20 ms
 //     of Nomad's time throughout (count minus batch size is the floor the gate promises).
 func BenchmarkGracefulRestart(b *testing.B) {
 	const (
@@ -52,19 +55,34 @@ func BenchmarkGracefulRestart(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				// Sampler: passing instances in Consul, every 100ms of Nomad's time.
+				// Sampler: passing instances in Consul, every 20ms of Nomad's time, and when
+				// each instance was first seen passing after not passing.
 				sctx, stop := context.WithCancel(ctx)
 				var wg sync.WaitGroup
 				fewest := count
+				passedAt := map[string][]time.Time{} // by allocation ID
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					tick := time.NewTicker(100 * time.Millisecond / benchScale)
+					tick := time.NewTicker(20 * time.Millisecond / benchScale)
 					defer tick.Stop()
+					was := map[string]bool{}
 					for {
-						entries, _, err := consul.Health().Service("web-api", "", true, (&consulapi.QueryOptions{}).WithContext(sctx))
+						checks, _, err := consul.Health().Checks("web-api", (&consulapi.QueryOptions{}).WithContext(sctx))
 						if err == nil {
-							fewest = min(fewest, len(entries))
+							now, passing := env.sim.Now(), 0
+							for _, c := range checks {
+								id := strings.TrimPrefix(c.ServiceID, "_nomad-task-")[:36]
+								ok := c.Status == consulapi.HealthPassing
+								if ok {
+									passing++
+									if !was[id] {
+										passedAt[id] = append(passedAt[id], now)
+									}
+								}
+								was[id] = ok
+							}
+							fewest = min(fewest, passing)
 						}
 						select {
 						case <-sctx.Done():
@@ -84,28 +102,38 @@ func BenchmarkGracefulRestart(b *testing.B) {
 				if err != nil || final.Status != restart.StatusSucceeded {
 					b.Fatalf("status %v err %v", final.Status, err)
 				}
-				ideal := time.Duration(0)
-				for bt := 1; bt <= final.Batches; bt++ {
-					var longest time.Duration
-					for _, k := range final.BatchAllocs(bt) {
-						a, _, err := env.client.Allocations().Info(final.Allocs[k].ID, nil)
-						if err != nil {
-							b.Fatal(err)
-						}
-						ts := a.TaskStates["app"]
-						var signaled time.Time
-						for _, ev := range ts.Events {
-							if ev.Type == restart.TaskEventRestartSignaled {
-								signaled = time.Unix(0, ev.Time)
-							}
-						}
-						longest = max(longest, ts.StartedAt.Sub(signaled))
-					}
-					ideal += longest + delay + minHealthy
-				}
 				if tc.health != restart.HealthRunning {
 					// Without the gate the restart does not wait for the checks: the
 					// ratio would only say how much sooner it ended.
+					ideal := time.Duration(0)
+					for bt := 1; bt <= final.Batches; bt++ {
+						var longest time.Duration
+						for _, k := range final.BatchAllocs(bt) {
+							a, _, err := env.client.Allocations().Info(final.Allocs[k].ID, nil)
+							if err != nil {
+								b.Fatal(err)
+							}
+							ts := a.TaskStates["app"]
+							var signaled time.Time
+							for _, ev := range ts.Events {
+								if ev.Type == restart.TaskEventRestartSignaled {
+									signaled = time.Unix(0, ev.Time)
+								}
+							}
+							passed := time.Time{}
+							for _, at := range passedAt[a.ID] {
+								if at.After(ts.StartedAt) {
+									passed = at
+									break
+								}
+							}
+							if passed.IsZero() {
+								b.Fatalf("allocation %s was never seen passing after its restart", a.ID)
+							}
+							longest = max(longest, passed.Sub(signaled))
+						}
+						ideal += longest + minHealthy
+					}
 					b.ReportMetric(float64(total)/float64(ideal), "time/ideal")
 				}
 				b.ReportMetric(float64(fewest), "min-serving")

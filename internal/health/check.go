@@ -31,6 +31,9 @@ type Check struct {
 	// Mode is Nomad's healthiness|readiness; empty for Consul checks.
 	Mode   string
 	Output string
+	// Time is when the check ran, on Nomad's clock: Nomad stamps its results to the whole
+	// second; zero for Consul, whose statuses carry no time.
+	Time time.Time
 }
 
 // Snapshot is what a source read of one allocation's checks of one provider.
@@ -113,13 +116,34 @@ func firstLine(s string) string {
 	return s
 }
 
-// evaluate matches the provider's observed checks to the specs and reports whether all of
-// them let health through, with the reasons of those that do not. Every spec must be
-// matched by an observation (a check not registered yet is not passing); observed checks
-// without a spec (sidecar checks, say) count with on_update require_healthy.
-func evaluate(p Provider, specs []CheckSpec, observed []Check) (ok bool, reasons []string) {
+// judged is an observed check with the verdict on its own status.
+type judged struct {
+	Check
+	// spec is the definition the check matched; nil for a check the job does not define
+	// (a sidecar's, say), which counts with on_update require_healthy.
+	spec *CheckSpec
+	ok   bool
+	why  string
+}
+
+// anyAge reports whether how old the check's status is does not matter: a Consul check with
+// on_update = "ignore" lets health through whatever it shows, and a Nomad readiness check
+// whatever it shows once it has run (a result of either status lets it through; pending,
+// which holds health back, only comes before the first run).
+func (j judged) anyAge() bool {
+	if j.spec != nil && j.spec.OnUpdate == OnUpdateIgnore {
+		return true
+	}
+	return j.Provider == ProviderNomad && j.Mode == ModeReadiness
+}
+
+// match matches the provider's observed checks to the specs and judges each by its own
+// status. Every spec must be matched by an observation (a check not registered yet is not
+// passing): missing lists those that are not. Observed checks without a spec (sidecar
+// checks, say) count with on_update require_healthy.
+func match(p Provider, specs []CheckSpec, observed []Check) (checks []judged, missing []string) {
 	used := make([]bool, len(observed))
-	onUpdate := make([]string, len(observed))
+	specOf := make([]*CheckSpec, len(observed))
 	// byName holds, per service and check name, the indexes of the observed checks not yet
 	// matched (check names need not be unique, as Nomad counts them).
 	type key struct{ service, name string }
@@ -130,65 +154,56 @@ func evaluate(p Provider, specs []CheckSpec, observed []Check) (ok bool, reasons
 			byName[k] = append(byName[k], i)
 		}
 	}
-	match := func(s CheckSpec, loose bool) int {
+	take := func(s *CheckSpec, loose bool) bool {
 		if !loose {
 			k := key{s.Service, s.Name}
-			if idx := byName[k]; len(idx) > 0 {
-				byName[k] = idx[1:]
-				return idx[0]
+			idx := byName[k]
+			for len(idx) > 0 && used[idx[0]] {
+				idx = idx[1:]
 			}
-			return -1
+			byName[k] = idx
+			if len(idx) == 0 {
+				return false
+			}
+			used[idx[0]], specOf[idx[0]] = true, s
+			return true
 		}
 		for i, c := range observed {
 			if !used[i] && c.Provider == p && (Unresolved(s.Service) || c.Service == s.Service) {
-				return i
+				used[i], specOf[i] = true, s
+				return true
 			}
 		}
-		return -1
+		return false
 	}
-	var pending []CheckSpec
-	var mine []CheckSpec
-	for _, s := range specs {
-		if s.Provider == p {
-			mine = append(mine, s)
-		}
-	}
+	var pending []*CheckSpec
 	// Exact matches first, so that a check whose name could not be interpolated only
 	// takes what no exactly named check claims.
-	for _, s := range mine {
-		if Unresolved(s.Name) || Unresolved(s.Service) {
+	for i := range specs {
+		s := &specs[i]
+		if s.Provider != p {
+			continue
+		}
+		if Unresolved(s.Name) || Unresolved(s.Service) || !take(s, false) {
 			pending = append(pending, s)
-			continue
 		}
-		if i := match(s, false); i >= 0 {
-			used[i], onUpdate[i] = true, s.OnUpdate
-			continue
-		}
-		pending = append(pending, s)
 	}
-	ok = true
 	for _, s := range pending {
-		if Unresolved(s.Name) || Unresolved(s.Service) {
-			if i := match(s, true); i >= 0 {
-				used[i], onUpdate[i] = true, s.OnUpdate
-				continue
-			}
+		if (Unresolved(s.Name) || Unresolved(s.Service)) && take(s, true) {
+			continue
 		}
-		ok = false
-		reasons = append(reasons, fmt.Sprintf("check %s (%s) not registered", s.Name, p))
+		missing = append(missing, fmt.Sprintf("check %s (%s) not registered", s.Name, p))
 	}
 	for i, c := range observed {
 		if c.Provider != p {
 			continue
 		}
-		u := onUpdate[i]
-		if !used[i] {
-			u = OnUpdateRequireHealthy
+		onUpdate := OnUpdateRequireHealthy
+		if specOf[i] != nil {
+			onUpdate = specOf[i].OnUpdate
 		}
-		if good, why := counts(c, u); !good {
-			ok = false
-			reasons = append(reasons, why)
-		}
+		ok, why := counts(c, onUpdate)
+		checks = append(checks, judged{Check: c, spec: specOf[i], ok: ok, why: why})
 	}
-	return ok, reasons
+	return checks, missing
 }

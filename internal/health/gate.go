@@ -48,8 +48,17 @@ type Config struct {
 	// check results read before it are ignored, and the deadline runs from it.
 	Since time.Time
 	// MinHealthy is how long everything must stay healthy; Deadline is how long after
-	// Since the allocation may take (zero: no deadline).
+	// Since (or DeadlineFrom, when later) the allocation may take (zero: no deadline).
 	MinHealthy, Deadline time.Duration
+	// DeadlineFrom, when after Since, is when the deadline starts to run instead: when the
+	// gate was taken up, for a driver that resumes a restart long after the tasks started
+	// (it cannot know how long they stayed healthy, and gives them a full period).
+	DeadlineFrom time.Time
+	// ProvenAt, when set, is when another gate judged the allocation healthy on fresh
+	// evidence: statuses of a workload that has not started again since are its own (see
+	// fresh.go). The availability budget reads an allocation's checks once per batch, too
+	// little to see a Consul status change; it passes on what the batch's gates proved.
+	ProvenAt time.Time
 }
 
 // Gate tracks one allocation through its readiness gate. Feed it the allocation as Nomad
@@ -62,22 +71,22 @@ type Gate struct {
 	mu    sync.Mutex
 	alloc *restart.Alloc
 	// runningSince is the latest start of the allocation's running tasks when all of them
-	// run, zero otherwise.
+	// run, zero otherwise; started holds each running task's start.
 	runningSince time.Time
-	checks       map[Provider]*providerState
+	started      map[string]time.Time
+	// firstRun: no task of the allocation has restarted, so its checks hold no result of
+	// an earlier process.
+	firstRun bool
+	checks   map[Provider]*providerState
 }
 
 // providerState is what the gate knows of one provider's checks.
 type providerState struct {
-	seen    bool
-	at      time.Time // the latest snapshot's time
-	err     error
-	ok      bool
-	reasons []string
-	// passingSince is the time of the first snapshot of the current unbroken run of
-	// passing snapshots; zero while failing. A failure resets it: that is the min-healthy
-	// timer's reset.
-	passingSince time.Time
+	seen     bool
+	at       time.Time // the latest snapshot's time
+	err      error
+	observed []Check // the latest snapshot's checks
+	evidence map[string]*evidence
 }
 
 // NewGate returns a gate for one allocation.
@@ -86,7 +95,7 @@ func NewGate(cfg Config) *Gate {
 	if cfg.Mode != restart.HealthRunning && cfg.Mode != restart.HealthNone {
 		for _, s := range cfg.Checks {
 			if g.checks[s.Provider] == nil {
-				g.checks[s.Provider] = &providerState{}
+				g.checks[s.Provider] = &providerState{evidence: map[string]*evidence{}}
 			}
 		}
 	}
@@ -109,22 +118,38 @@ func (g *Gate) ObserveAlloc(a *restart.Alloc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.alloc = a
-	g.runningSince = time.Time{}
+	g.runningSince, g.started, g.firstRun = time.Time{}, map[string]time.Time{}, true
 	if a == nil || a.Tasks == nil {
 		return
 	}
 	var latest time.Time
-	for _, ts := range a.Tasks {
+	allRunning := true
+	for name, ts := range a.Tasks {
+		if ts.Restarts > 0 {
+			g.firstRun = false
+		}
 		switch ts.State {
 		case restart.TaskRunning:
+			g.started[name] = ts.StartedAt
 			if ts.StartedAt.After(latest) {
 				latest = ts.StartedAt
 			}
 		case restart.TaskPending:
-			return
+			allRunning = false
 		}
 	}
-	g.runningSince = latest
+	if allRunning {
+		g.runningSince = latest
+	}
+}
+
+// base is the start of the workload a check probes: its task's, for a task's service; the
+// latest of the running tasks' otherwise (a group service's port may be any task's).
+func (g *Gate) base(c Check) time.Time {
+	if t, ok := g.started[c.Task]; ok && c.Task != "" {
+		return t
+	}
+	return g.runningSince
 }
 
 // ObserveChecks records a source's snapshot. Snapshots of other providers than the gate
@@ -139,18 +164,40 @@ func (g *Gate) ObserveChecks(s Snapshot) {
 	}
 	ps.seen, ps.at, ps.err = true, s.At, s.Err
 	if s.Err != nil {
-		ps.ok, ps.reasons, ps.passingSince = false, nil, time.Time{}
+		// Unknown is not passing: every check's healthy stretch ends here.
+		ps.observed = nil
+		for _, e := range ps.evidence {
+			e.broken()
+		}
 		return
 	}
-	ps.ok, ps.reasons = evaluate(s.Provider, g.cfg.Checks, s.Checks)
-	switch {
-	case !ps.ok:
-		ps.passingSince = time.Time{}
-	case ps.passingSince.IsZero() || ps.passingSince.Before(g.runningSince):
-		// Results from before the tasks (re)started describe the old processes: the
-		// healthy stretch of the checks starts with the first passing read after it.
-		ps.passingSince = s.At
+	ps.observed = s.Checks
+	judgedChecks, _ := match(s.Provider, g.cfg.Checks, s.Checks)
+	seen := map[string]bool{}
+	for _, j := range judgedChecks {
+		k := evidenceKey(j.Check)
+		seen[k] = true
+		e := ps.evidence[k]
+		if e == nil {
+			e = &evidence{}
+			ps.evidence[k] = e
+		}
+		e.observe(j, s.At, g.base(j.Check))
 	}
+	for k := range ps.evidence {
+		if !seen[k] {
+			delete(ps.evidence, k) // deregistered: a registration anew starts over
+		}
+	}
+}
+
+// evidenceKey names a check across snapshots: its ID, which Nomad derives from the
+// allocation, service and check definition.
+func evidenceKey(c Check) string {
+	if c.ID != "" {
+		return c.ID
+	}
+	return c.Service + "\x00" + c.Task + "\x00" + c.Name
 }
 
 // Evaluate judges the allocation at now, a moment of Nomad's clock (at or after the
@@ -174,13 +221,11 @@ func (g *Gate) Evaluate(now time.Time) Verdict {
 				waiting = append(waiting, fmt.Sprintf("%s checks not yet read", providerTitle(p)))
 			case ps.err != nil:
 				waiting = append(waiting, fmt.Sprintf("%s checks unreadable: %v", providerTitle(p), ps.err))
-			case !ps.ok:
-				waiting = append(waiting, ps.reasons...)
-			case ps.passingSince.Before(g.runningSince):
-				waiting = append(waiting, fmt.Sprintf("%s checks not yet read since the tasks started", providerTitle(p)))
 			default:
-				if ps.passingSince.After(since) {
-					since = ps.passingSince
+				from, why := g.judgeProvider(ps, p, now)
+				waiting = append(waiting, why...)
+				if from.After(since) {
+					since = from
 				}
 			}
 		}
@@ -200,9 +245,44 @@ func (g *Gate) Evaluate(now time.Time) Verdict {
 	return g.deadline(now, Verdict{State: Pending, Reason: waiting[0], Waiting: waiting})
 }
 
+// judgeProvider judges the provider's latest checks at now: what they wait for, else since
+// when all of them have let health through on fresh evidence.
+func (g *Gate) judgeProvider(ps *providerState, p Provider, now time.Time) (since time.Time, waiting []string) {
+	judgedChecks, missing := match(p, g.cfg.Checks, ps.observed)
+	waiting = missing
+	for _, j := range judgedChecks {
+		e := ps.evidence[evidenceKey(j.Check)]
+		if e == nil { // not observed through ObserveChecks: cannot happen, but never pass it
+			waiting = append(waiting, staleReason(j, freshness{}, now))
+			continue
+		}
+		f := freshness{proven: true}
+		if !j.anyAge() {
+			f = e.fresh(j, g.base(j.Check), now, g.cfg.ProvenAt, g.firstRun)
+		}
+		switch {
+		case !f.proven:
+			waiting = append(waiting, staleReason(j, f, now))
+		case !j.ok:
+			waiting = append(waiting, j.why)
+		default:
+			for _, t := range []time.Time{e.okSince, f.from} {
+				if t.After(since) {
+					since = t
+				}
+			}
+		}
+	}
+	return since, waiting
+}
+
 // deadline turns a pending verdict into a failure once the healthy deadline has passed.
 func (g *Gate) deadline(now time.Time, v Verdict) Verdict {
-	if g.cfg.Deadline <= 0 || now.Before(g.cfg.Since.Add(g.cfg.Deadline)) {
+	from := g.cfg.Since
+	if g.cfg.DeadlineFrom.After(from) {
+		from = g.cfg.DeadlineFrom
+	}
+	if g.cfg.Deadline <= 0 || now.Before(from.Add(g.cfg.Deadline)) {
 		return v
 	}
 	v.State = Failed

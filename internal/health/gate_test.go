@@ -33,6 +33,24 @@ var (
 	errConsulDn = errors.New("Consul at http://127.0.0.1:8500 refused the connection")
 )
 
+// restartedApp is an allocation whose task app restarted in place (restarts times), the
+// last time at start.
+func restartedApp(start float64, restarts uint64) *restart.Alloc {
+	a := runningAlloc(map[string]float64{"app": start})
+	ts := a.Tasks["app"]
+	ts.Restarts = restarts
+	a.Tasks["app"] = ts
+	return a
+}
+
+// ncAt is a Nomad check result of a run that began at sec, stamped to the whole second as
+// Nomad stamps it.
+func ncAt(name, status string, sec float64) Check {
+	c := nc(name, status, ModeHealthiness, "")
+	c.Time = at(sec).Truncate(time.Second)
+	return c
+}
+
 func nc(name, status, mode, out string) Check {
 	return Check{Provider: ProviderNomad, Name: name, Service: "web", Task: "app", Status: status, Mode: mode, Output: out}
 }
@@ -165,8 +183,8 @@ func TestGate(t *testing.T) {
 		}},
 		{"check results from the old process do not count after a task restart", cfg(restart.HealthChecks, nomadHTTP), []step{
 			{alloc: app(1), snap: snap(ProviderNomad, 2, nc("http", NomadSuccess, "", "")), now: 4, state: Pending, reason: "2s of 10s"},
-			{alloc: app(5), now: 16, state: Pending, reason: "Nomad checks not yet read since the tasks started"},
-			{snap: snap(ProviderNomad, 6, nc("http", NomadSuccess, "", "")), now: 15, state: Pending, reason: "9s of 10s"},
+			{alloc: restartedApp(5, 1), now: 16, state: Pending, reason: "check http (nomad): no result since the restart"},
+			{snap: snap(ProviderNomad, 6, ncAt("http", NomadSuccess, 6)), now: 15, state: Pending, reason: "9s of 10s"},
 			{now: 16, state: Healthy, since: 6},
 		}},
 		{"snapshots from before the restart and out of order are ignored", cfg(restart.HealthChecks, nomadHTTP), []step{
@@ -181,6 +199,14 @@ func TestGate(t *testing.T) {
 			{alloc: app(1), snap: snap(ProviderConsul, 2, cc("http", ConsulCritical, "refused")), now: 60, state: Failed,
 				reason: "not healthy within the healthy deadline of 1m0s: check http (consul) critical: refused"},
 		}},
+		{"a gate taken up long after the start gives a full period", func() Config {
+			c := cfg(restart.HealthChecks, consulHTTP)
+			c.DeadlineFrom = at(200)
+			return c
+		}(), []step{
+			{alloc: app(1), snap: snap(ProviderConsul, 200, cc("http", ConsulPassing, "")), now: 205, state: Pending, reason: "min healthy time: 5s of 10s"},
+			{now: 210, state: Healthy, since: 200},
+		}},
 		{"healthy is not undone by the deadline", cfg(restart.HealthRunning), []step{
 			{alloc: app(1), now: 100, state: Healthy, since: 1},
 		}},
@@ -189,27 +215,31 @@ func TestGate(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewGate(tt.cfg)
-			for i, s := range tt.steps {
-				if s.alloc != nil {
-					g.ObserveAlloc(s.alloc)
-				}
-				if s.snap != nil {
-					g.ObserveChecks(*s.snap)
-				}
-				v := g.Evaluate(at(s.now))
-				if v.State != s.state || !strings.Contains(v.Reason, s.reason) {
-					t.Fatalf("step %d at %gs: got %s %q (waiting %q), want %s containing %q", i, s.now, v.State, v.Reason, v.Waiting, s.state, s.reason)
-				}
-				if s.state == Healthy && !v.Since.Equal(at(s.since)) {
-					t.Fatalf("step %d: healthy since %s, want %s", i, v.Since.Sub(t0), at(s.since).Sub(t0))
-				}
-				if s.state != Healthy && (len(v.Waiting) == 0 || v.Waiting[0] != v.Reason) {
-					t.Fatalf("step %d: Waiting %q does not start with Reason %q", i, v.Waiting, v.Reason)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { runSteps(t, tt.cfg, tt.steps) })
+	}
+}
+
+// runSteps feeds a new gate of cfg each step's observations and checks its verdict.
+func runSteps(t *testing.T, cfg Config, steps []step) {
+	t.Helper()
+	g := NewGate(cfg)
+	for i, s := range steps {
+		if s.alloc != nil {
+			g.ObserveAlloc(s.alloc)
+		}
+		if s.snap != nil {
+			g.ObserveChecks(*s.snap)
+		}
+		v := g.Evaluate(at(s.now))
+		if v.State != s.state || !strings.Contains(v.Reason, s.reason) {
+			t.Fatalf("step %d at %gs: got %s %q (waiting %q), want %s containing %q", i, s.now, v.State, v.Reason, v.Waiting, s.state, s.reason)
+		}
+		if s.state == Healthy && !v.Since.Equal(at(s.since)) {
+			t.Fatalf("step %d: healthy since %s, want %s", i, v.Since.Sub(t0), at(s.since).Sub(t0))
+		}
+		if s.state != Healthy && (len(v.Waiting) == 0 || v.Waiting[0] != v.Reason) {
+			t.Fatalf("step %d: Waiting %q does not start with Reason %q", i, v.Waiting, v.Reason)
+		}
 	}
 }
 
@@ -243,7 +273,14 @@ func TestEvaluateMatchesUnresolvedNamesByService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, reasons := evaluate(ProviderConsul, specs, tt.observed)
+			checks, reasons := match(ProviderConsul, specs, tt.observed)
+			ok := len(reasons) == 0
+			for _, c := range checks {
+				if !c.ok {
+					ok = false
+					reasons = append(reasons, c.why)
+				}
+			}
 			if ok != tt.ok || strings.Join(reasons, "|") != tt.reasons {
 				t.Fatalf("got %v %q, want %v %q", ok, reasons, tt.ok, tt.reasons)
 			}

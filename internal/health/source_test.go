@@ -46,7 +46,7 @@ func TestNomadChecksWatch(t *testing.T) {
 	clock := func() time.Time { tick++; return t0.Add(time.Duration(tick) * time.Second) }
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []Snapshot
-	err := NewNomadChecks(r, clock, nil).Watch(ctx, "420beacf-6468", time.Millisecond, func(s Snapshot) {
+	err := NewNomadChecks(r, clock, nil).Watch(ctx, "420beacf-6468", time.Millisecond, 1, func(s Snapshot) {
 		got = append(got, s)
 		if len(got) == 3 {
 			cancel()
@@ -55,7 +55,8 @@ func TestNomadChecksWatch(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("watch returned %v", err)
 	}
-	want := Check{Provider: ProviderNomad, ID: "1f64", Name: `service: "web" check`, Service: "web", Status: "success", Mode: "healthiness", Output: "nomad: http ok"}
+	want := Check{Provider: ProviderNomad, ID: "1f64", Name: `service: "web" check`, Service: "web", Status: "success", Mode: "healthiness", Output: "nomad: http ok",
+		Time: time.Unix(1796008707, 0)}
 	if len(got[0].Checks) != 1 || got[0].Checks[0] != want || got[0].Err != nil || got[0].AllocID != "420beacf-6468" || !got[0].At.Equal(at(1)) {
 		t.Fatalf("first snapshot %+v", got[0])
 	}
@@ -65,7 +66,7 @@ func TestNomadChecksWatch(t *testing.T) {
 	if got[2].Err != nil || len(got[2].Checks) != 0 {
 		t.Fatalf("third snapshot %+v", got[2])
 	}
-	if err := NewNomadChecks(r, clock, nil).Watch(context.Background(), "a", 0, func(Snapshot) {}); err == nil {
+	if err := NewNomadChecks(r, clock, nil).Watch(context.Background(), "a", 0, 1, func(Snapshot) {}); err == nil {
 		t.Fatal("a zero interval was accepted")
 	}
 }
@@ -290,5 +291,33 @@ func TestConsulWatchSaysWhenACLsHideTheChecks(t *testing.T) {
 	}
 	if err := c.Probe(ctx, "web"); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("probe: %v", err)
+	}
+}
+
+// TestNextRead: Nomad's checks are read just after their next result is due (a run an
+// interval after the last began, within the second it is stamped with), at a retry's pace
+// while it is late, never more than an interval apart.
+func TestNextRead(t *testing.T) {
+	every := 5 * time.Second
+	res := func(ran float64) Check { return Check{Provider: ProviderNomad, Time: at(ran).Truncate(time.Second)} }
+	tests := []struct {
+		name string
+		s    Snapshot
+		want time.Duration
+	}{
+		{"due later", Snapshot{At: at(2), Checks: []Check{res(0.2)}}, 4*time.Second + 100*time.Millisecond},
+		{"never more than an interval", Snapshot{At: at(0.5), Checks: []Check{res(0.2)}}, every},
+		{"late: retry", Snapshot{At: at(6.5), Checks: []Check{res(0.2)}}, time.Second},
+		{"the soonest of two", Snapshot{At: at(2.5), Checks: []Check{res(1.5), res(0.2)}}, 3*time.Second + 600*time.Millisecond},
+		{"a check that runs less often does not set the pace", Snapshot{At: at(12), Checks: []Check{res(0.2), res(9)}}, 3*time.Second + 100*time.Millisecond},
+		{"no result yet: an interval", Snapshot{At: at(1), Checks: []Check{{Provider: ProviderNomad}}}, every},
+		{"a failed read: an interval", Snapshot{At: at(1), Err: errConsulDn}, every},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextRead(tt.s, every); got != tt.want {
+				t.Fatalf("next read in %s, want %s", got, tt.want)
+			}
+		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 )
 
 // Sources are the check sources of a restart. Consul is nil when no Consul is configured.
@@ -48,8 +47,7 @@ func (s Sources) Watch(ctx context.Context, g *Gate, allocID string) error {
 		wg.Go(func() {
 			switch p {
 			case ProviderNomad:
-				every := time.Duration(float64(PollInterval(g.cfg.Checks)) / scale)
-				errs[i] = s.Nomad.Watch(ctx, allocID, max(every, time.Millisecond), g.ObserveChecks)
+				errs[i] = s.Nomad.Watch(ctx, allocID, PollInterval(g.cfg.Checks), scale, g.ObserveChecks)
 			case ProviderConsul:
 				errs[i] = s.Consul.Watch(ctx, allocID, services, g.ObserveChecks)
 			}

@@ -37,8 +37,15 @@ type CheckSpec struct {
 	Name string
 	// OnUpdate is require_healthy, ignore_warnings or ignore (inherited from the service).
 	OnUpdate string
-	// Interval is how often the client runs the check, the pace to poll its result at.
-	Interval time.Duration
+	// Interval is how often the check runs, the pace to poll its result at; Timeout bounds
+	// one run. With FailuresBeforeCritical (Consul's threshold: that many failed runs in a
+	// row before a passing check turns critical) they bound how long a status from before a
+	// restart can outlive it.
+	Interval, Timeout      time.Duration
+	FailuresBeforeCritical int
+	// InitialStatus is the status Consul gives the check when it is registered, before it
+	// runs ("" is critical).
+	InitialStatus string
 }
 
 // GroupChecks lists the checks of the group's services (group-level first, then tasks in
@@ -81,7 +88,8 @@ func groupChecks(job *api.Job, group string) []CheckSpec {
 			}
 			for _, c := range s.Checks {
 				spec := CheckSpec{Provider: provider, Service: name, Task: task, PortLabel: s.PortLabel,
-					Name: c.Name, OnUpdate: c.OnUpdate, Interval: c.Interval}
+					Name: c.Name, OnUpdate: c.OnUpdate, Interval: c.Interval, Timeout: c.Timeout,
+					FailuresBeforeCritical: c.FailuresBeforeCritical, InitialStatus: c.InitialStatus}
 				if spec.Name == "" {
 					spec.Name = fmt.Sprintf("service: %q check", name)
 				}
