@@ -1,23 +1,99 @@
-# The nomad-restart agent as a Nomad service job: three replicas share the restarts through
-# each restart's lease (no leader), and a replica that stops hands its restarts over at once.
+# The nomad-restart agent as a Nomad service job: replicas share the restarts through each
+# restart's lease (no leader), and a replica that stops hands its restarts over at once.
+# It runs a release's binary, fetched and checked against the release's SHA256SUMS.
 #
 #   1. nomad acl policy apply -namespace default -job nomad-restart-agent \
 #        nomad-restart-agent deploy/agent-policy.hcl          (with ACLs on; see docs/acl.md)
-#   2. Put the binary where the artifact below can fetch it (or use the docker variant).
-#   3. nomad job run deploy/agent.nomad.hcl
+#   2. nomad job run -var version=1.2.3 deploy/agent.nomad.hcl
 #
-# See docs/agent.md for the flags, metrics and the web page.
+# The variables (-var name=value, or NOMAD_VAR_name):
+#   version             the release to run, without its "v" (required)
+#   artifact_base_url   where the release's files are, if not the project's GitHub release:
+#                       a mirror (Artifactory, S3, an HTTP server) holding, as released,
+#                         nomad-restart_<version>_<os>_<arch>.tar.gz
+#                         nomad-restart_<version>_SHA256SUMS
+#   count               replicas (3)
+#   namespace           the namespaces whose restarts the agents drive: * (default: every
+#                       one their token may list), or one, for an agent per team
+#   distinct_hosts      one replica per node (true); false lets replicas share a node, as
+#                       on a one-node development cluster
+#   driver              exec (default), or raw_exec where exec is not available (macOS
+#                       clients, or clusters without exec): the binary then runs unisolated
+#                       as the Nomad client's user
+#
+# deploy/agent-docker.nomad.hcl runs the container image instead. See docs/agent.md for the
+# flags, metrics and the web page.
+
+variable "version" {
+  type        = string
+  description = "The nomad-restart release to run, without its v: 1.2.3."
+
+  validation {
+    # Nomad's HCL has regex_replace but no regex: a version that matches leaves nothing.
+    condition     = regex_replace(var.version, "^[0-9]+\\.[0-9]+\\.[0-9]+([-.][0-9A-Za-z.-]+)?$", "") == ""
+    error_message = "The version is a release's number without its v, like -var version=1.2.3."
+  }
+}
+
+variable "artifact_base_url" {
+  type        = string
+  description = "The URL of the directory that holds the release's archives and SHA256SUMS; empty: the project's GitHub release of var.version."
+  default     = ""
+}
+
+variable "count" {
+  type        = number
+  description = "How many agents run."
+  default     = 3
+}
+
+variable "namespace" {
+  type        = string
+  description = "The namespaces whose restarts the agents drive: * (every one their token may list), or one namespace."
+  default     = "*"
+}
+
+variable "distinct_hosts" {
+  type        = bool
+  description = "Place at most one agent on a node, so that losing a node loses one agent."
+  default     = true
+}
+
+variable "driver" {
+  type        = string
+  description = "The task driver: exec, or raw_exec where exec is not available."
+  default     = "exec"
+
+  validation {
+    condition     = contains(["exec", "raw_exec"], var.driver)
+    error_message = "The driver is exec or raw_exec."
+  }
+}
+
+locals {
+  base_url = trimsuffix(
+    var.artifact_base_url != "" ? var.artifact_base_url : "https://github.com/nomad-restart/nomad-restart/releases/download/v${var.version}",
+    "/",
+  )
+  # The release's file names (.goreleaser.yaml): the client's OS and architecture pick the
+  # archive, which go-getter checks against the release's checksums before unpacking it.
+  archive   = "nomad-restart_${var.version}_${attr.kernel.name}_${attr.cpu.arch}.tar.gz"
+  checksums = "nomad-restart_${var.version}_SHA256SUMS"
+}
+
 job "nomad-restart-agent" {
   type = "service"
 
   group "agent" {
-    count = 3
+    count = var.count
 
-    # One replica per node, so that losing a node loses one replica.
     constraint {
       operator = "distinct_hosts"
-      value    = "true"
+      value    = var.distinct_hosts
     }
+
+    # Take the agent out of the service catalog a moment before it is told to stop.
+    shutdown_delay = "5s"
 
     update {
       max_parallel     = 1
@@ -44,12 +120,12 @@ job "nomad-restart-agent" {
     }
 
     task "agent" {
-      driver = "exec"
+      driver = var.driver
 
-      # PLACEHOLDER: where your build of nomad-restart is published. Replace the URL (and
-      # add a checksum option) before running this job.
       artifact {
-        source      = "https://example.invalid/nomad-restart/nomad-restart_linux_amd64.tar.gz"
+        # go-getter's checksum file form: the line of SHA256SUMS that names the archive.
+        # (Nomad's options { checksum = ... } takes only "type:value", not a file.)
+        source      = "${local.base_url}/${local.archive}?checksum=file:${local.base_url}/${local.checksums}"
         destination = "local/"
       }
 
@@ -58,21 +134,11 @@ job "nomad-restart-agent" {
         args = [
           "agent",
           "-http-addr", "${NOMAD_ADDR_http}",
-          "-namespace", "*",
+          "-namespace", var.namespace,
           "-concurrency", "500",
           "-log-format", "json",
         ]
       }
-
-      # Docker variant (PLACEHOLDER image name): replace the artifact and config above with
-      # the lines below, and give the port an inside port: network { port "http" { to = 9646 } }.
-      #
-      #   driver = "docker"
-      #   config {
-      #     image = "registry.example.invalid/nomad-restart:latest"
-      #     args  = ["agent", "-http-addr", "0.0.0.0:9646", "-log-format", "json"]
-      #     ports = ["http"]
-      #   }
 
       # The agent's own token: its workload identity, with the policy of
       # deploy/agent-policy.hcl attached to this job (step 1 above).

@@ -82,7 +82,7 @@ func benchFleet(b *testing.B, bin string, jobs, count, parallel int, scale float
 	if err != nil || code != 0 {
 		b.Fatalf("the fleet exited %d (%v):\n%s", code, err, tail(ch.out.String(), 4000))
 	}
-	fleets, err := store.NewNomadFleets(client, store.NomadOptions{}).ListFleets(ctx, "*", false)
+	fleets, err := store.NewNomadFleets(client, store.NomadOptions{}).List(ctx, "*", false)
 	if err != nil || len(fleets) != 1 || fleets[0].Status != "succeeded" || fleets[0].Counts()[fleet.JobSucceeded] != jobs {
 		b.Fatalf("the fleet did not succeed with %d jobs: %v %v", jobs, err, fleets)
 	}

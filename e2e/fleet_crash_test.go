@@ -48,7 +48,7 @@ func TestFleetCrashCampaign(t *testing.T) {
 	if code, err := run.wait(ctx); err != nil || code != 0 {
 		t.Fatalf("run -jobs -detach exited %d (%v):\n%s", code, err, run.out.String())
 	}
-	listed, err := fleets.ListFleets(ctx, "*", false)
+	listed, err := fleets.List(ctx, "*", false)
 	if err != nil || len(listed) != 1 {
 		t.Fatalf("fleets recorded: %d (%v), want 1", len(listed), err)
 	}
@@ -80,7 +80,7 @@ func TestFleetCrashCampaign(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := fleets.GetFleet(ctx, "default", id)
+		rec, err := fleets.Get(ctx, "default", id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func freeFleetLeases(ctx context.Context, t testing.TB, client *api.Client, flee
 	if _, err := freeLease(client, id); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := fleets.GetFleet(ctx, "default", id)
+	rec, err := fleets.Get(ctx, "default", id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (c *Cluster) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		ns = "default"
 	}
 	if err := c.authorize(r, ns, "read-job"); err != nil && ns != "*" {
-		simhttp.WriteError(w, err)
+		c.deniedStream(w, r)
 		return
 	}
 	topics, err := eventTopics(v["topic"])
@@ -60,6 +60,28 @@ func (c *Cluster) handleEventStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.stream(r.Context(), sub)
+}
+
+// deniedStreamLife is how long Nomad keeps a denied event stream open before it closes it
+// (10 to 35 s on a Nomad 2.0 agent; simulated time here).
+const deniedStreamLife = 30 * time.Second
+
+// deniedStream answers an event stream whose token may not read it as Nomad does on a
+// cluster with ACLs: the stream's headers at once (its HTTP handler writes them before the
+// RPC checks the token), no heartbeat and no event, then the connection is closed after a
+// while. A client waiting for the first heartbeat waits in vain: there is no 403 to read.
+func (c *Cluster) deniedStream(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	uncompressedResponse(w)
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	select {
+	case <-r.Context().Done():
+	case <-c.sleepCh(deniedStreamLife):
+	}
 }
 
 // eventTopics parses the topic parameters ("Topic" or "Topic:key"; all topics when none).

@@ -75,46 +75,22 @@ func (a *Agent) startChangeRunner(ctx context.Context) {
 // run follows the job list with blocking queries and keeps one follower per opted-in job.
 func (c *changeRunner) run(ctx context.Context) {
 	defer c.stopAll()
-	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: time.Second, Max: time.Minute})
-	var index uint64
-	var last time.Time
-	failing := false
-	for {
-		// Paced: the job list's index moves with every allocation's change on a busy
-		// cluster, and each answer lists every job.
-		if gap := time.Until(last.Add(c.a.cfg.MinListGap)); gap > 0 && !sleep(ctx, gap) {
-			return
-		}
-		last = time.Now()
+	// Paced: the job list's index moves with every allocation's change on a busy cluster,
+	// and each answer lists every job.
+	w := &cluster.Watch{What: "listing jobs for config-change rollouts", Log: c.log,
+		Policy: cluster.RetryPolicy{Initial: time.Second, Max: time.Minute}, MinGap: c.a.cfg.MinListGap}
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		q := (&api.QueryOptions{Namespace: c.scope(), WaitIndex: index, WaitTime: 5 * time.Minute}).WithContext(ctx)
 		stubs, meta, err := c.a.cfg.Client.Jobs().List(q)
 		if ctx.Err() != nil {
-			return
+			return 0, ctx.Err()
 		}
 		if err != nil {
-			// Once per streak of failures: a token without list-jobs would say it every
-			// minute for good.
-			if !failing {
-				c.log.Warn("listing jobs for config-change rollouts; retrying", "err", err)
-			}
-			failing = true
-			if !b.Wait(ctx) {
-				return
-			}
-			continue
-		}
-		if failing {
-			c.log.Info("listing jobs for config-change rollouts works again")
-		}
-		failing = false
-		b.Reset()
-		if meta.LastIndex < index { // Nomad's rule: an index going backwards resets the watch
-			index = 0
-		} else {
-			index = meta.LastIndex
+			return 0, err
 		}
 		c.sync(ctx, stubs)
-	}
+		return meta.LastIndex, nil
+	})
 }
 
 func (c *changeRunner) scope() string {
@@ -166,7 +142,7 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st *api.Jo
 		c.log.Warn("reading a job's specification for config-change rollouts", "job", st.ID, "namespace", st.Namespace, "err", err)
 		return
 	}
-	ex := onchange.Analyze(spec.API())
+	ex := onchange.Analyze(spec.OnChange())
 	rolls := false
 	for _, g := range ex.Groups {
 		for _, p := range g.Problems {

@@ -73,7 +73,7 @@ func TestFleetWithoutMemberMarkerLeavesOtherNamespaceAlone(t *testing.T) {
 	}
 	sel := fleet.Selection{Namespace: "*", Filter: `Name matches "-"`}
 	rec := fleetrun.NewRecord(uuid.NewString(), "default", sel, spec, opts, jobs, e.client.Address(), time.Now())
-	if err := store.NewNomadFleets(writer, store.NomadOptions{}).CreateFleet(testContext(t), rec); err != nil {
+	if err := store.NewNomadFleets(writer, store.NomadOptions{}).Create(testContext(t), rec); err != nil {
 		t.Fatalf("the default-only writer files the fleet: %v", err)
 	}
 
@@ -146,7 +146,7 @@ func TestScheduleFleetKeepsOnlyConsentingNamespaces(t *testing.T) {
 		if got.LastResult != schedule.ResultStarted {
 			t.Fatalf("schedule %s: %s (%s), want a started fleet", short(tc.sc.ID), got.LastResult, got.LastReason)
 		}
-		rec, err := e.fleets.GetFleet(testContext(t), "default", got.LastRestartID)
+		rec, err := e.fleets.Get(testContext(t), "default", got.LastRestartID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestScheduleFleetKeepsOnlyConsentingNamespaces(t *testing.T) {
 			t.Errorf("schedule %s's fleet's first event says prod was left out: %v, want %v", short(tc.sc.ID), leftOut, tc.sc == weak)
 		}
 		if tc.sc == full {
-			if _, err := e.fleets.FleetMember(testContext(t), "prod", rec.ID); err != nil {
+			if _, err := e.fleets.Member(testContext(t), "prod", rec.ID); err != nil {
 				t.Errorf("the agent did not write the fleet's member marker in prod: %v", err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -187,7 +188,7 @@ func (a *Agent) cachedFleet(ctx context.Context, ns, id string) (*fleet.Record, 
 			return rec, nil
 		}
 	}
-	return a.fleets.fleets.GetFleet(ctx, ns, id)
+	return a.fleets.fleets.Get(ctx, ns, id)
 }
 
 // findFleetForPage resolves the fleet a page names, answering the error itself when it fails.
@@ -196,7 +197,7 @@ func (a *Agent) findFleetForPage(w http.ResponseWriter, r *http.Request) (*fleet
 		http.Error(w, "this agent follows no fleets: they need the Nomad store (-state nomad)", http.StatusNotFound)
 		return nil, false
 	}
-	rec, err := a.fleets.fleets.FindFleet(r.Context(), a.cfg.Namespace, r.PathValue("id"))
+	rec, err := a.fleets.fleets.Find(r.Context(), a.cfg.Namespace, r.PathValue("id"))
 	var amb *store.AmbiguousIDError
 	switch {
 	case errors.Is(err, store.ErrFleetNotFound):
@@ -280,12 +281,12 @@ func (a *Agent) serveFleetAction(w http.ResponseWriter, r *http.Request) {
 		writeResult(w, status, actionResult{Error: msg})
 		return
 	}
-	steer, err := a.cfg.SteerFleet(r.Header.Get(TokenHeader))
+	st, err := a.cfg.SteerFleet(r.Header.Get(TokenHeader))
 	if err != nil {
 		writeResult(w, http.StatusBadGateway, actionResult{Error: "connecting to Nomad with your token: " + err.Error()})
 		return
 	}
-	done, err := act.do(r.Context(), steer, rec, body.Answer, "page of "+a.cfg.Holder)
+	done, err := act.do(r.Context(), st, rec, body.Answer, "page of "+a.cfg.Holder)
 	if err != nil {
 		status, text := fleetSteerFailure(act.verb+" fleet "+short(rec.ID), rec.Namespace, err)
 		a.log.Info("action on a fleet from the page refused", "fleet", rec.ID, "namespace", rec.Namespace, "action", act.verb, "status", status)
@@ -299,7 +300,7 @@ func (a *Agent) serveFleetAction(w http.ResponseWriter, r *http.Request) {
 // fleetActionTarget finds the fleet and checks that it has not ended; it returns an HTTP
 // status and a message when the action cannot apply.
 func (a *Agent) fleetActionTarget(ctx context.Context, id string, act fleetAction) (*fleet.Record, int, string) {
-	rec, err := a.fleets.fleets.FindFleet(ctx, a.cfg.Namespace, id)
+	rec, err := a.fleets.fleets.Find(ctx, a.cfg.Namespace, id)
 	var amb *store.AmbiguousIDError
 	switch {
 	case errors.Is(err, store.ErrFleetNotFound):
@@ -317,9 +318,9 @@ func (a *Agent) fleetActionTarget(ctx context.Context, id string, act fleetActio
 // fleetSteerFailure words a refused action on a fleet for the page, as steerFailure does
 // for a restart.
 func fleetSteerFailure(what, namespace string, err error) (int, string) {
-	var ended *fleetrun.EndedError
+	var ended *steer.EndedError
 	switch {
-	case errors.As(err, &ended), errors.Is(err, fleetrun.ErrNoQuestion), errors.Is(err, restart.ErrInvalidAnswer):
+	case errors.As(err, &ended), errors.Is(err, steer.ErrNoQuestion), errors.Is(err, restart.ErrInvalidAnswer):
 		return http.StatusConflict, err.Error()
 	case errors.Is(err, store.ErrFleetNotFound):
 		// The agent's token found it: the user's may not read it, or it was deleted meanwhile.

@@ -105,7 +105,7 @@ func blockingList(ctx context.Context, client *api.Client, ns, prefix string, in
 // pacedWatch stands in for the blocking listing without a Nomad client: the first call
 // answers at once, the next ones after PollEvery, each as a change.
 func (r *fleetRunner) pacedWatch(ctx context.Context, index uint64) (uint64, error) {
-	if index > 0 && !sleep(ctx, r.a.cfg.PollEvery) {
+	if index > 0 && !cluster.Sleep(ctx, r.a.cfg.PollEvery) {
 		return index, context.Cause(ctx)
 	}
 	return index + 1, nil
@@ -148,23 +148,15 @@ func (r *fleetRunner) run(ctx context.Context) {
 // watchChanges signals changed after each change of the fleets, at most once per
 // MinListGap, and once per Resync whatever happened (a safety net under the watch).
 func (r *fleetRunner) watchChanges(ctx context.Context, changed chan<- struct{}) {
-	var index uint64
 	lastResync := time.Now()
-	backoff := cluster.NewBackoff(watchRetryPolicy())
-	for ctx.Err() == nil {
+	w := &cluster.Watch{What: "watching the fleets", Log: r.log.With("namespace", r.a.cfg.Namespace),
+		Policy: watchRetryPolicy(), MinGap: r.a.cfg.MinListGap}
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		next, err := r.watch(ctx, index)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			r.log.Warn("watching the fleets failed; retrying", "namespace", r.a.cfg.Namespace, "err", err)
-			if !backoff.Wait(ctx) {
-				return
-			}
-			index = 0 // the index may belong to a leader that is gone
-			continue
+			return 0, err
 		}
-		backoff.Reset()
+		// The first answer (index 0: the first, or after a reset) is always a change.
 		resync := time.Since(lastResync) >= r.a.cfg.Resync
 		if next != index || index == 0 || resync {
 			if resync {
@@ -175,19 +167,13 @@ func (r *fleetRunner) watchChanges(ctx context.Context, changed chan<- struct{})
 			default: // a listing is due already
 			}
 		}
-		if next < index { // Nomad's rule: an index going backwards resets the watch
-			next = 0
-		}
-		index = next
-		if !sleep(ctx, r.a.cfg.MinListGap) {
-			return
-		}
-	}
+		return next, nil
+	})
 }
 
 // relist reads every fleet the agent can see; the active ones are what dispatch drives.
 func (r *fleetRunner) relist(ctx context.Context) {
-	recs, err := r.fleets.ListFleets(ctx, r.a.cfg.Namespace, false)
+	recs, err := r.fleets.List(ctx, r.a.cfg.Namespace, false)
 	if ctx.Err() != nil {
 		return
 	}

@@ -70,7 +70,7 @@ func (e *fleetEnv) fileFleet(t *testing.T, prefix string, parallel int) *fleet.R
 		t.Fatalf("selecting the fleet's jobs: %v", err)
 	}
 	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, spec, opts, got.Jobs, e.client.Address(), time.Now())
-	if err := e.fleets.CreateFleet(ctx, rec); err != nil {
+	if err := e.fleets.Create(ctx, rec); err != nil {
 		t.Fatalf("recording the fleet: %v", err)
 	}
 	return rec
@@ -80,9 +80,9 @@ func (e *fleetEnv) fileFleet(t *testing.T, prefix string, parallel int) *fleet.R
 func (e *fleetEnv) waitFleet(t *testing.T, rec *fleet.Record, what string, ok func(*fleet.Record) bool) *fleet.Record {
 	t.Helper()
 	ctx := testContext(t)
-	cur, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+	cur, err := e.fleets.Get(ctx, rec.Namespace, rec.ID)
 	for err == nil && !ok(cur) {
-		cur, err = e.fleets.WatchFleet(ctx, rec.Namespace, rec.ID, cur.ModifyIndex)
+		cur, err = e.fleets.Watch(ctx, rec.Namespace, rec.ID, cur.ModifyIndex)
 	}
 	if err != nil {
 		t.Fatalf("waiting for fleet %s to be %s: %v", short(rec.ID), what, err)
@@ -271,7 +271,7 @@ func TestFleetAgentStoppedMidFleetIsSucceeded(t *testing.T) {
 	})
 	e.waitRecord(t, child, "mid-way", func(r *restart.Record) bool { return r.Progress(time.Now()).Done > 0 })
 	stop1()
-	left, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+	left, err := e.fleets.Get(ctx, rec.Namespace, rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

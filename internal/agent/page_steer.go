@@ -11,6 +11,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -94,12 +95,12 @@ func (a *Agent) serveAction(w http.ResponseWriter, r *http.Request) {
 		writeResult(w, status, actionResult{Error: msg})
 		return
 	}
-	steer, err := a.cfg.Steer(r.Header.Get(TokenHeader))
+	st, err := a.cfg.Steer(r.Header.Get(TokenHeader))
 	if err != nil {
 		writeResult(w, http.StatusBadGateway, actionResult{Error: "connecting to Nomad with your token: " + err.Error()})
 		return
 	}
-	out, err := act.do(r.Context(), steer, rec, body.Answer, "page of "+a.cfg.Holder)
+	out, err := act.do(r.Context(), st, rec, body.Answer, "page of "+a.cfg.Holder)
 	if err != nil {
 		status, text := steerFailure(act.verb+" restart "+short(rec.ID), rec.Namespace, err)
 		a.log.Info("action from the page refused", "restart", rec.ID, "namespace", rec.Namespace, "action", act.verb, "status", status)
@@ -144,7 +145,7 @@ func (a *Agent) actionTarget(ctx context.Context, id string, act pageAction, ans
 // capability the token lacks and the rule that grants it.
 func steerFailure(what, namespace string, err error) (int, string) {
 	var perm *store.PermissionError
-	var canceling *engine.CancelingError
+	var canceling *steer.CancelingError
 	var busy *store.JobBusyError
 	switch {
 	case errors.As(err, &perm):
@@ -161,7 +162,7 @@ func steerFailure(what, namespace string, err error) (int, string) {
 		// token may read), or it was deleted meanwhile.
 		return http.StatusForbidden, fmt.Sprintf("Permission denied: your token cannot %s: it cannot read the restart (set your ACL token under ACL Token, at the top of the page); the token's ACL policy needs %s (the operator policy of deploy/operator-policy.hcl has it).",
 			what, variablesRule(namespace, ""))
-	case errors.Is(err, engine.ErrNoQuestion), errors.Is(err, restart.ErrInvalidAnswer):
+	case errors.Is(err, steer.ErrNoQuestion), errors.Is(err, restart.ErrInvalidAnswer):
 		return http.StatusConflict, err.Error()
 	}
 	return http.StatusBadGateway, fmt.Sprintf("%s: %s", what, err)

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -137,7 +137,7 @@ func TestSteerFailureWording(t *testing.T) {
 	}{
 		{"a denied variable write names the capability and the rule", fmt.Errorf("storing: %w", denied), http.StatusForbidden,
 			[]string{"Permission denied", `"write"`, `namespace "prod" { variables { path "nomad-restart/*"`, "deploy/operator-policy.hcl"}},
-		{"a pending cancel", &engine.CancelingError{ID: "0123456789abcdef", By: "ops", Verb: "pause"}, http.StatusConflict,
+		{"a pending cancel", &steer.CancelingError{ID: "0123456789abcdef", By: "ops", Verb: "pause"}, http.StatusConflict,
 			[]string{"being canceled", "a cancel from this page"}},
 		{"a restart the token cannot read", store.ErrNotFound, http.StatusForbidden, []string{"Permission denied", "cannot pause restart 01234567", "cannot read", "ACL Token", `namespace "prod"`}},
 		{"another restart of the job runs", &store.JobBusyError{JobID: "web", RestartID: "fedcba9876543210"}, http.StatusConflict,

@@ -67,7 +67,7 @@ func (s *scheduleRunner) startFleet(ctx context.Context, sc *schedule.Schedule, 
 	if err := putFleetMembers(ctx, fleets, rec); err != nil {
 		return fleetCreateOutcome(ctx, id, err)
 	}
-	return fleetCreateOutcome(ctx, id, fleets.CreateFleet(ctx, rec))
+	return fleetCreateOutcome(ctx, id, fleets.Create(ctx, rec))
 }
 
 // fleetCreateOutcome is the occurrence's outcome once its fleet's markers and record were
@@ -91,7 +91,7 @@ func fleetCreateOutcome(ctx context.Context, id string, err error) (schedule.Out
 
 // fleetThere reports whether the fleet id exists in namespace.
 func fleetThere(ctx context.Context, fleets store.Fleets, namespace, id string) (bool, error) {
-	_, err := fleets.GetFleet(ctx, namespace, id)
+	_, err := fleets.Get(ctx, namespace, id)
 	switch {
 	case err == nil:
 		return true, nil
@@ -110,7 +110,7 @@ func (s *scheduleRunner) previousFleetRuns(ctx context.Context, fleets store.Fle
 	if (sc.LastResult != schedule.ResultStarted && sc.LastResult != schedule.ResultSkipped) || sc.LastRestartID == "" {
 		return schedule.Outcome{}, false, nil
 	}
-	prev, err := fleets.GetFleet(ctx, sc.Namespace, sc.LastRestartID)
+	prev, err := fleets.Get(ctx, sc.Namespace, sc.LastRestartID)
 	switch {
 	case errors.Is(err, store.ErrFleetNotFound):
 		return schedule.Outcome{}, false, nil // swept, or never there

@@ -81,7 +81,7 @@ func leftOutReason(path string, dropped map[string]int, verdicts map[string]stri
 // fleet's driver checks the fleet's own (fleetrun).
 func putFleetMembers(ctx context.Context, fleets store.Fleets, rec *fleet.Record) error {
 	for ns, m := range store.MembershipsOf(rec) {
-		if err := fleets.PutFleetMember(ctx, ns, rec.ID, m); err != nil {
+		if err := fleets.PutMember(ctx, ns, rec.ID, m); err != nil {
 			return fmt.Errorf("writing the member marker of fleet %s in namespace %q: %w", rec.ID, ns, err)
 		}
 	}

@@ -68,7 +68,7 @@ func TestScheduleFleetAtStartsOneFleetAcrossReplicas(t *testing.T) {
 			got.Started, got.Skipped, got.Failed, got.Missed, got.LastResult, got.LastRestartID, got.LastReason, id)
 	}
 	ctx := testContext(t)
-	fleets, err := e.fleets.ListFleets(ctx, "*", false)
+	fleets, err := e.fleets.List(ctx, "*", false)
 	if err != nil || len(fleets) != 1 || fleets[0].ID != id {
 		t.Fatalf("fleets after the occurrence: %d, %v; want one, %s", len(fleets), err, id)
 	}
@@ -133,7 +133,7 @@ func TestScheduleFleetSelectionOutcomes(t *testing.T) {
 				tc.sc.Fleet.Selection.Filter, got.LastResult, got.LastReason, got.LastRestartID, tc.result, tc.reason)
 		}
 	}
-	if fleets, err := e.fleets.ListFleets(ctx, "*", false); err != nil || len(fleets) != 0 {
+	if fleets, err := e.fleets.List(ctx, "*", false); err != nil || len(fleets) != 0 {
 		t.Errorf("fleets: %d, %v; want none", len(fleets), err)
 	}
 }
@@ -198,7 +198,7 @@ func TestScheduleFleetSkipsWhileItsPreviousFleetRuns(t *testing.T) {
 	if firstStarted == nil || firstStarted.RestartID != schedule.OccurrenceID(sc.ID, firstStarted.Due) {
 		t.Fatalf("history %+v; want the first occurrence handled to start the fleet of its due time", got.History)
 	}
-	fleets, err := e.fleets.ListFleets(ctx, "*", false)
+	fleets, err := e.fleets.List(ctx, "*", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestScheduleFleetSkippedOccurrencePassesItsFleetOn(t *testing.T) {
 	running := fleetrun.NewRecord(uuid.NewString(), "default", sel, restart.Spec{}, fleet.DefaultOptions(),
 		[]fleet.Job{{Namespace: "default", JobID: "none-0", Status: fleet.JobRunning, RestartID: uuid.NewString()}}, "", time.Now())
 	running.Status = restart.StatusRunning
-	if err := e.fleets.CreateFleet(ctx, running); err != nil {
+	if err := e.fleets.Create(ctx, running); err != nil {
 		t.Fatal(err)
 	}
 	r := &scheduleRunner{}
@@ -251,7 +251,7 @@ func TestScheduleFleetSkippedOccurrencePassesItsFleetOn(t *testing.T) {
 			t.Errorf("after an occurrence %s for fleet %s still running: %+v, skip %v, %v; want skipped naming it", last, short(running.ID), out, skip, err)
 		}
 	}
-	if _, err := store.MutateFleet(ctx, e.fleets, "default", running.ID, func(f *fleet.Record) error {
+	if _, err := store.Mutate(ctx, e.fleets, "default", running.ID, func(f *fleet.Record) error {
 		f.Status = restart.StatusSucceeded
 		return nil
 	}); err != nil {

@@ -86,27 +86,15 @@ func (s *scheduleRunner) run(ctx context.Context) {
 
 // watch keeps the blocking list query on the schedules and signals each change.
 func (s *scheduleRunner) watch(ctx context.Context, changed chan<- struct{}) {
-	var index uint64
-	backoff := cluster.NewBackoff(watchRetryPolicy())
-	for ctx.Err() == nil {
+	w := &cluster.Watch{What: "listing schedules", Log: s.log.With("namespace", s.a.cfg.Namespace),
+		Policy: watchRetryPolicy(), MinGap: s.a.cfg.MinListGap}
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		metas, last, err := s.store.ListMeta(ctx, s.a.cfg.Namespace, index, s.wait)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("listing schedules failed; retrying", "namespace", s.a.cfg.Namespace, "err", err)
-			if !backoff.Wait(ctx) {
-				return
-			}
-			index = 0
-			continue
+			return 0, err
 		}
-		backoff.Reset()
-		first := index == 0
-		if last < index { // an index going backwards resets the watch, as Nomad's clients do
-			last = 0
-		}
-		if first || last != index {
+		// The first answer (index 0: the first, or after a reset) is always news.
+		if index == 0 || last != index {
 			byKey := make(map[string]schedule.Meta, len(metas))
 			for _, m := range metas {
 				byKey[m.Namespace+"\x00"+m.ID] = m
@@ -119,11 +107,8 @@ func (s *scheduleRunner) watch(ctx context.Context, changed chan<- struct{}) {
 			default:
 			}
 		}
-		index = max(last, 1)
-		if !sleep(ctx, s.a.cfg.MinListGap) {
-			return
-		}
-	}
+		return last, nil
+	})
 }
 
 // pass reads the schedules that changed, starts the occurrences that are due, and returns

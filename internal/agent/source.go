@@ -43,7 +43,7 @@ type nomadSource struct {
 	lister    *store.NomadRestartLister
 	namespace string
 	wait      time.Duration // each blocking query's wait
-	minGap    time.Duration // least time between passes, so a busy cluster is listed at a bounded rate
+	minGap    time.Duration // least time between the starts of two listings, so a busy cluster is listed at a bounded rate
 	resync    time.Duration
 	log       *slog.Logger
 	metrics   *Metrics
@@ -53,27 +53,19 @@ type nomadSource struct {
 func (s *nomadSource) retryHeldEachPass() bool { return false }
 
 func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
-	var index uint64
 	listed := false
 	lastResync := time.Now()
-	backoff := cluster.NewBackoff(watchRetryPolicy())
-	for ctx.Err() == nil {
+	w := &cluster.Watch{What: "listing restart records", Log: s.log.With("prefix", s.lister.Prefix(), "namespace", s.namespace),
+		Policy: watchRetryPolicy(), MinGap: s.minGap}
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		listing, err := s.lister.List(ctx, s.namespace, index, s.wait)
-		if ctx.Err() == nil {
-			s.listed(err)
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
 		}
+		s.listed(err)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("listing restart records failed; retrying", "prefix", s.lister.Prefix(), "namespace", s.namespace, "err", err)
-			if !backoff.Wait(ctx) {
-				return
-			}
-			index = 0 // the index may belong to a leader that is gone
-			continue
+			return 0, err
 		}
-		backoff.Reset()
 		s.metrics.discoveryPass.Inc()
 		p := pass{cands: candidates(listing.Restarts)}
 		if time.Since(lastResync) >= s.resync {
@@ -84,18 +76,11 @@ func (s *nomadSource) run(ctx context.Context, out chan<- pass) {
 		// from an empty table whose index has not moved.
 		changed := listing.Index != index || !listed
 		listed = true
-		if listing.Index < index { // Nomad's rule: an index going backwards resets the watch
-			index = 0
-		} else {
-			index = listing.Index
+		if changed || p.resync {
+			send(ctx, out, p) // fails only when ctx ends, which ends the watch
 		}
-		if (changed || p.resync) && !send(ctx, out, p) {
-			return
-		}
-		if !sleep(ctx, s.minGap) {
-			return
-		}
-	}
+		return listing.Index, nil
+	})
 }
 
 // candidates turns the restarts a listing found into a pass's candidates.
@@ -141,7 +126,7 @@ func (s *listSource) run(ctx context.Context, out chan<- pass) {
 				return
 			}
 		}
-		if !sleep(ctx, s.every) {
+		if !cluster.Sleep(ctx, s.every) {
 			return
 		}
 	}
@@ -160,17 +145,6 @@ func send[T any](ctx context.Context, out chan<- T, p T) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed. A plain fixed pause, not a
-// backoff (cluster.Backoff paces the retries); time.After's timer needs no Stop since Go 1.23.
-func sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return ctx.Err() == nil
 	}
 }
 

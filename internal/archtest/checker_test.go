@@ -40,10 +40,15 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 			wantBad: []string{"imports net/http", "imports github.com/hashicorp/nomad/api"},
 		},
 		{
-			name: "onchange reading Nomad's api types and the domain",
+			name: "onchange reading templates and the domain",
 			files: []goFile{{path: "internal/onchange/explain.go", imports: []string{
-				"text/template/parse", "github.com/hashicorp/nomad/api", project("internal/restart"),
+				"text/template/parse", project("internal/restart"),
 			}}},
+		},
+		{
+			name:    "onchange reading Nomad's api types",
+			files:   []goFile{{path: "internal/onchange/explain.go", imports: []string{"github.com/hashicorp/nomad/api"}}},
+			wantBad: []string{"internal/onchange/explain.go imports github.com/hashicorp/nomad/api: internal/onchange may not import"},
 		},
 		{
 			name: "onchange doing I/O or reading Consul",
@@ -66,7 +71,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 		{
 			name:    "an arrow pointing up",
 			files:   []goFile{{path: "internal/engine/foo.go", imports: []string{project("internal/cli")}}},
-			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/cluster, internal/store, internal/restart; see docs/architecture.md"},
+			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/cluster, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
 		},
 		{
 			name:    "the engine importing Nomad's api",

@@ -47,35 +47,34 @@ func nomadAPIs() []string {
 // A package missing from it fails the test: add a new package here and to the doc together.
 func architecture() []rule {
 	return []rule{
+		// What the release build stamps in (-ldflags -X) and the toolchain recorded: a leaf.
+		{pkg: "internal/buildinfo"},
 		{pkg: "internal/restart", forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/fleet", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
-		{pkg: "internal/cluster", mayImport: []string{"internal/restart"}},
-		{
-			pkg: "internal/onchange", mayImport: []string{"internal/restart"},
-			forbids: noIO(), allows: []string{"github.com/hashicorp/nomad/api"},
-			forbidReason: "it must do no I/O; of HashiCorp's modules it reads only the types of Nomad's api",
-		},
+		{pkg: "internal/steer", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart"}},
+		{pkg: "internal/onchange", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
 		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
-		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
+		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
 			pkg:          "internal/engine",
-			mayImport:    []string{"internal/health", "internal/cluster", "internal/store", "internal/restart"},
+			mayImport:    []string{"internal/health", "internal/cluster", "internal/store", "internal/steer", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
 		},
 		{
 			pkg:          "internal/fleetrun",
-			mayImport:    []string{"internal/engine", "internal/store", "internal/cluster", "internal/onchange", "internal/fleet", "internal/restart"},
+			mayImport:    []string{"internal/engine", "internal/store", "internal/cluster", "internal/onchange", "internal/steer", "internal/fleet", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and the store",
 		},
-		{pkg: "internal/agent", mayImport: []string{"internal/fleetrun", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
+		{pkg: "internal/agent", mayImport: []string{"internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
 		// nomadsim only from demo.go: see nomadsimImporters.
-		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/fleetrun", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "nomadsim"}},
+		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim"}},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
 		{pkg: "internal/archtest"},
 		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},

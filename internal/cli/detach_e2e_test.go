@@ -62,17 +62,6 @@ func TestAttachCtrlCStopsOnlyTheViewer(t *testing.T) {
 	}
 }
 
-func TestVersion(t *testing.T) {
-	var out, errb syncBuffer
-	a := newApp(nil, &out, &errb, nil)
-	if code := a.run(context.Background(), []string{"version"}); code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
-	if !regexp.MustCompile(`^nomad-restart v0\.1\.0 \([^)]+\)\n$`).MatchString(out.String()) {
-		t.Fatalf("version output %q", out.String())
-	}
-}
-
 func TestVerboseShowsSkippedAllocations(t *testing.T) {
 	_, e := startSimEnv(t, nomadsim.Options{}, testJob("example", api.JobTypeService))
 	code, out, errOut := e.run(testCtx(t), "run", "-verbose", "-on-error=fail", "-batch-size=100%", "-group=single_task", "example")

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -86,7 +87,7 @@ func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan
 	defer stop()
 	done := make(chan result, 1)
 	go func() {
-		next, err := f.ft.ses.fleetStore().WatchFleet(wctx, rec.Namespace, rec.ID, rec.ModifyIndex)
+		next, err := f.ft.ses.fleetStore().Watch(wctx, rec.Namespace, rec.ID, rec.ModifyIndex)
 		done <- result{next, err}
 	}()
 	id := shortID(rec.ID, f.p.verbose)
@@ -172,7 +173,7 @@ func (f *fleetFollower) followChild(ctx context.Context, j fleet.Job, skipOld bo
 	cur, err := st.Get(ctx, j.Namespace, j.RestartID)
 	for errors.Is(err, store.ErrNotFound) {
 		skipOld = false // created after the viewer came: all of it is news
-		if sleepCtx(ctx, 250*time.Millisecond) != nil {
+		if !cluster.Sleep(ctx, 250*time.Millisecond) {
 			return
 		}
 		cur, err = st.Get(ctx, j.Namespace, j.RestartID)
@@ -236,7 +237,7 @@ func (a *app) stoppedFollowingFleet(ctx context.Context, ft *fleetTarget, rec *f
 	id := shortID(rec.ID, false)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	holder, err := ft.ses.fleetStore().FleetLeaseHolder(pctx, rec.Namespace, rec.ID)
+	holder, err := ft.ses.fleetStore().LeaseHolder(pctx, rec.Namespace, rec.ID)
 	switch {
 	case err == nil && holder == "":
 		fmt.Fprintf(a.stderr, "Stopped following fleet %s; no process drives it now (status: %s): continue it with `nomad-restart resume %s`\n", id, rec.Status, id)
@@ -244,16 +245,5 @@ func (a *app) stoppedFollowingFleet(ctx context.Context, ft *fleetTarget, rec *f
 		fmt.Fprintf(a.stderr, "Stopped following fleet %s; it goes on without this viewer (status: %s). Follow it again with `nomad-restart attach %s`\n", id, rec.Status, id)
 	default:
 		fmt.Fprintf(a.stderr, "Stopped following fleet %s (status: %s). Follow it again with `nomad-restart attach %s`, or continue it with `nomad-restart resume %s` if no process drives it\n", id, rec.Status, id, id)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -453,7 +453,7 @@ func TestFleetResumeTakesOverFromDeadDriver(t *testing.T) {
 	}
 	id := fleetOf(t, ctx, e, fleetIDIn(t, out)).ID
 	ghost := store.NewNomadFleets(adminClient(t, c), store.NomadOptions{LockDelay: 100 * time.Millisecond})
-	lease, err := ghost.AcquireFleetLease(ctx, "default", id, "ghost@gone")
+	lease, err := ghost.AcquireLease(ctx, "default", id, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)
 	}

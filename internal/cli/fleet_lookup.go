@@ -27,7 +27,7 @@ func (a *app) findAny(ctx context.Context, ses session, stores []store.Store, o 
 	if err != nil || !hasKind(stores, "nomad") || ctx.Err() != nil {
 		return st, rec, nil, rerr
 	}
-	frec, ferr := fs.fleetStore().FindFleet(ctx, o.namespace, id)
+	frec, ferr := fs.fleetStore().Find(ctx, o.namespace, id)
 	var ramb, famb *store.AmbiguousIDError
 	restartsAmbiguous, fleetsAmbiguous := errors.As(rerr, &ramb), errors.As(ferr, &famb)
 	switch {

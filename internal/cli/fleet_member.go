@@ -19,7 +19,7 @@ import (
 func putFleetMembers(ctx context.Context, fleets store.Fleets, rec *fleet.Record) error {
 	members := store.MembershipsOf(rec)
 	for i, ns := range sortedKeys(members) {
-		if err := fleets.PutFleetMember(ctx, ns, rec.ID, members[ns]); err != nil {
+		if err := fleets.PutMember(ctx, ns, rec.ID, members[ns]); err != nil {
 			deleteFleetMembers(ctx, fleets, rec.ID, sortedKeys(members)[:i])
 			return fmt.Errorf("recording the fleet's consent to restart its jobs of namespace %q: %s", ns, fleetStoreErrorText(err))
 		}
@@ -33,7 +33,7 @@ func deleteFleetMembers(ctx context.Context, fleets store.Fleets, id string, nam
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, ns := range namespaces {
-		_ = fleets.DeleteFleetMember(ctx, ns, id)
+		_ = fleets.DeleteMember(ctx, ns, id)
 	}
 }
 

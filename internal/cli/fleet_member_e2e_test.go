@@ -65,11 +65,11 @@ func TestFleetMemberMarkerLetsBothNamespacesRestart(t *testing.T) {
 	}
 	checkFleetOnce(t, ctx, c, e, f)
 	fleets := store.NewNomadFleets(admin, store.NomadOptions{})
-	m, err := fleets.FleetMember(ctx, "team-b", f.ID)
+	m, err := fleets.Member(ctx, "team-b", f.ID)
 	if err != nil || m.Home != "default" || strings.Join(m.Jobs, ",") != "fb-0" {
 		t.Errorf("the fleet's member marker in team-b: %+v, %v; want home default, jobs [fb-0]", m, err)
 	}
-	if _, err := fleets.FleetMember(ctx, "default", f.ID); err == nil {
+	if _, err := fleets.Member(ctx, "default", f.ID); err == nil {
 		t.Error("a member marker was written in the fleet's home, which needs none")
 	}
 }

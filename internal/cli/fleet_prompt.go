@@ -146,7 +146,7 @@ func (fp *fleetPrompt) questionText(ctx context.Context, e fleetrun.Event) strin
 	if e.JobID != "" {
 		return e.Message
 	}
-	rec, err := fp.fleets.GetFleet(ctx, fp.rec.Namespace, fp.rec.ID)
+	rec, err := fp.fleets.Get(ctx, fp.rec.Namespace, fp.rec.ID)
 	if err != nil || rec.Question == nil {
 		return e.Message + " Continue? [y/N]"
 	}

@@ -49,7 +49,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
 		return err
 	}
-	if err := fs.fleetStore().CreateFleet(ctx, rec); err != nil {
+	if err := fs.fleetStore().Create(ctx, rec); err != nil {
 		deleteFleetMembers(ctx, fs.fleetStore(), rec.ID, sortedKeys(store.MembershipsOf(rec)))
 		return fleetCreateError(err, rec)
 	}

@@ -184,7 +184,7 @@ func (a *app) fleetDriverText(ctx context.Context, ft *fleetTarget, verbose bool
 func (a *app) fleetLease(ctx context.Context, ft *fleetTarget) (string, leaseState) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	holder, err := ft.ses.fleetStore().FleetLeaseHolder(pctx, ft.rec.Namespace, ft.rec.ID)
+	holder, err := ft.ses.fleetStore().LeaseHolder(pctx, ft.rec.Namespace, ft.rec.ID)
 	switch {
 	case err != nil:
 		return "", leaseUnknown
@@ -202,7 +202,7 @@ func (a *app) listFleets(ctx context.Context, ses session, stores []store.Store,
 	if err != nil || job != "" || !hasKind(stores, "nomad") {
 		return nil
 	}
-	fleets, err := fs.fleetStore().ListFleets(ctx, namespace, false)
+	fleets, err := fs.fleetStore().List(ctx, namespace, false)
 	if err != nil {
 		if ctx.Err() == nil {
 			fmt.Fprintf(a.stderr, "Warning: the fleets could not be listed: %s\n", fleetStoreErrorText(err))

@@ -10,6 +10,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -21,7 +22,7 @@ func fleetEndedError(rec *fleet.Record, verb string, verbose bool) error {
 
 // fleetSteerError is one line for a steering the fleet driver refused or could not store.
 func fleetSteerError(cmd string, rec *fleet.Record, err error, verbose bool) error {
-	var ended *fleetrun.EndedError
+	var ended *steer.EndedError
 	if errors.As(err, &ended) {
 		return fleetEndedError(&fleet.Record{Fleet: fleet.Fleet{ID: ended.ID, Status: ended.Status}, Selection: rec.Selection}, cmd, verbose)
 	}
@@ -87,7 +88,7 @@ func (a *app) answerFleet(ctx context.Context, ft *fleetTarget, text string, ver
 	}
 	answered, err := ft.ses.fleetDriver(1, false).Answer(ctx, rec.Namespace, rec.ID, text, a.by())
 	switch {
-	case errors.Is(err, fleetrun.ErrNoQuestion):
+	case errors.Is(err, steer.ErrNoQuestion):
 		return usageErrorf("fleet %s is not waiting for an answer, nor is any of its running restarts (status: %s); there is nothing to answer; see `nomad-restart status %s`", id, rec.Status, id)
 	case err != nil:
 		return fmt.Errorf("answering fleet %s: %s", id, oneLine(errorText(err)))
@@ -144,7 +145,7 @@ func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetru
 		if !errors.Is(err, store.ErrLeaseHeld) {
 			return a.fleetFinish(ctx, p, ft.rec.ID, ended, err)
 		}
-		if cur, gerr := ft.ses.fleetStore().GetFleet(ctx, ft.rec.Namespace, ft.rec.ID); gerr == nil {
+		if cur, gerr := ft.ses.fleetStore().Get(ctx, ft.rec.Namespace, ft.rec.ID); gerr == nil {
 			ft = &fleetTarget{ses: ft.ses, rec: cur}
 		}
 		if !said && !p.json {
@@ -166,11 +167,11 @@ func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetru
 // waitingForFleetDriver is said once when resume finds another driver holding the fleet.
 func (a *app) waitingForFleetDriver(ctx context.Context, ft *fleetTarget, verbose bool) string {
 	id := shortID(ft.rec.ID, verbose)
-	who, err := ft.ses.fleetStore().FleetLeaseHolder(ctx, ft.rec.Namespace, ft.rec.ID)
+	who, err := ft.ses.fleetStore().LeaseHolder(ctx, ft.rec.Namespace, ft.rec.ID)
 	if err != nil || who == "" {
 		who = "another process"
 	}
-	ttl, delay := leaseTiming(ft.ses.nomadStore())
+	ttl, delay := ft.ses.fleetStore().LeaseExpiry()
 	if ttl == 0 {
 		return fmt.Sprintf("Fleet %s is driven by %s; waiting for it to finish or let go, to take over", id, who)
 	}
@@ -181,8 +182,8 @@ func (a *app) waitingForFleetDriver(ctx context.Context, ft *fleetTarget, verbos
 // watchFleetLease probes the fleet's lease until it is free, then closes the returned
 // channel. Failing probes count as held: the follow goes on.
 func (a *app) watchFleetLease(ctx context.Context, ft *fleetTarget) <-chan struct{} {
-	ttl, _ := leaseTiming(ft.ses.nomadStore())
+	ttl, _ := ft.ses.fleetStore().LeaseExpiry()
 	return untilLeaseFree(ctx, ttl, func() (bool, error) {
-		return store.FleetLeaseFree(ctx, ft.ses.fleetStore(), ft.rec.Namespace, ft.rec.ID, a.by())
+		return store.LeaseFree(ctx, ft.ses.fleetStore(), ft.rec.Namespace, ft.rec.ID, a.by())
 	})
 }

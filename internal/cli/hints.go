@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 // errorText is err's text with the next steps the engine's typed errors name worded as the
@@ -15,7 +16,7 @@ func errorText(err error) string {
 	if errors.As(err, &se) {
 		msg = strings.Replace(msg, se.Error(), se.Explain(stepCommand(se.Step, se.ID)), 1)
 	}
-	var ce *engine.CancelingError
+	var ce *steer.CancelingError
 	if errors.As(err, &ce) {
 		msg = strings.Replace(msg, ce.Error(), ce.Explain(stepCommand(engine.StepCancelAgain, ce.ID)), 1)
 	}

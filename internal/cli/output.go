@@ -85,9 +85,52 @@ func (p *printer) line(s string) {
 	}
 }
 
+// jsonFormatVersion is the version of the format of the -json outputs (docs/json.md),
+// which every JSON object nomad-restart prints carries as its first field, FormatVersion.
+// It changes only when a field is removed or renamed, or changes type or meaning; fields
+// are added without a change, so readers ignore the fields they do not know.
+const jsonFormatVersion = 1
+
+// marshalJSON encodes v as JSON with the format's version as the first field of the
+// object it encodes to, or of each object of the array it encodes to, so that every -json
+// output carries it without a change to the types printed. Every JSON the commands print
+// goes through it.
+func marshalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) == 0 {
+		return b, err
+	}
+	switch b[0] {
+	case '{':
+		return withFormatVersion(b), nil
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(b, &items); err != nil {
+			return nil, fmt.Errorf("adding the format version to a JSON array: %w", err)
+		}
+		for i, item := range items {
+			if len(item) > 0 && item[0] == '{' {
+				items[i] = withFormatVersion(item)
+			}
+		}
+		return json.Marshal(items)
+	}
+	return b, nil
+}
+
+// withFormatVersion puts "FormatVersion" first in obj, a compact JSON object.
+func withFormatVersion(obj []byte) []byte {
+	field := fmt.Sprintf(`{"FormatVersion":%d`, jsonFormatVersion)
+	rest := obj[1:]
+	if len(rest) > 0 && rest[0] != '}' {
+		field += ","
+	}
+	return append([]byte(field), rest...)
+}
+
 // jsonLine writes v as one line of JSON.
 func (p *printer) jsonLine(v any) {
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		// Records and events are plain data; a failure here is a bug worth seeing.
 		b = []byte(fmt.Sprintf(`{"Error":%q}`, err.Error()))

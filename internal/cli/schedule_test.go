@@ -162,7 +162,7 @@ func TestScheduleFleetCommands(t *testing.T) {
 		t.Fatalf("the -at fleet schedule: %+v", once)
 	}
 	// Scheduling writes no fleet and no restart record.
-	if fleets, err := store.NewNomadFleets(cl, store.NomadOptions{}).ListFleets(ctx, "*", false); err != nil || len(fleets) != 0 {
+	if fleets, err := store.NewNomadFleets(cl, store.NomadOptions{}).List(ctx, "*", false); err != nil || len(fleets) != 0 {
 		t.Errorf("fleets after scheduling: %d, %v", len(fleets), err)
 	}
 	if recs, err := store.NewNomad(cl, store.NomadOptions{}).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -89,10 +90,18 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	return a.printFleetList(fleets, o.verbose)
 }
 
+// writeJSON writes v as indented JSON, with the format's version (marshalJSON).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "    ")
-	if err := enc.Encode(v); err != nil {
+	b, err := marshalJSON(v)
+	if err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "    "); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	out.WriteByte('\n')
+	if _, err := out.WriteTo(w); err != nil {
 		return fmt.Errorf("writing JSON: %w", err)
 	}
 	return nil

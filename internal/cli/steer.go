@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -78,7 +78,7 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*tar
 		return endedError(t.rec, cmd, o.verbose)
 	}
 	rec, err := do(t, t.ses.engine(t.st), a.by())
-	if ce := (*engine.CancelingError)(nil); errors.As(err, &ce) {
+	if ce := (*steer.CancelingError)(nil); errors.As(err, &ce) {
 		return errors.New(errorText(ce))
 	}
 	if err != nil {
@@ -166,7 +166,7 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 	}
 	eng := t.ses.engine(t.st)
 	rec, err := eng.Resume(ctx, t.rec.Namespace, t.rec.ID, a.by())
-	if ce := (*engine.CancelingError)(nil); errors.As(err, &ce) {
+	if ce := (*steer.CancelingError)(nil); errors.As(err, &ce) {
 		return errors.New(errorText(ce))
 	}
 	if err != nil {

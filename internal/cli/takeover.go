@@ -14,14 +14,6 @@ import (
 // driver let go or died, and the caller (resume) takes over.
 var errLeaseFree = errors.New("the restart's lease is free")
 
-// leaseTiming is how long a dead driver's lease outlives it on st, and how often to probe.
-func leaseTiming(st store.Store) (ttl, delay time.Duration) {
-	if lt, ok := st.(store.LeaseTiming); ok {
-		return lt.LeaseExpiry()
-	}
-	return 0, 0 // the local store frees a dead driver's lease at once
-}
-
 // probeBackoff is the pause between lease probes: a few seconds, doubling up to the lock's
 // TTL (no sooner can a silent driver's lease expire), and never above the first pause where
 // the lease frees at once.
@@ -44,7 +36,7 @@ func probeBackoff(ttl time.Duration, attempt int) time.Duration {
 // watchLease probes the lease of rec until it is free, then closes the returned channel.
 // Failing probes (Nomad unreachable, no permission) count as held: the follow goes on.
 func (a *app) watchLease(ctx context.Context, st store.Store, rec *restart.Record) <-chan struct{} {
-	ttl, _ := leaseTiming(st)
+	ttl, _ := st.LeaseExpiry()
 	return untilLeaseFree(ctx, ttl, func() (bool, error) { return store.LeaseFree(ctx, st, rec.Namespace, rec.ID, a.by()) })
 }
 
@@ -77,7 +69,7 @@ func waitingForDriver(st store.Store, rec *restart.Record, verbose bool) string 
 	if who == "" {
 		who = "another process"
 	}
-	ttl, delay := leaseTiming(st)
+	ttl, delay := st.LeaseExpiry()
 	if ttl == 0 {
 		return fmt.Sprintf("Restart %s is driven by %s; waiting for it to finish or let go, to take over", id, who)
 	}
@@ -101,7 +93,7 @@ func (a *app) driveOrTakeOver(ctx context.Context, p *printer, eng restarter, t 
 		}
 		if !said && !jsonOut {
 			said = true
-			if h := store.LeaseHolder(ctx, t.st, rec.Namespace, rec.ID); h != "" {
+			if h, _ := t.st.LeaseHolder(ctx, rec.Namespace, rec.ID); h != "" {
 				rec.Driver = h // who holds the lease now, rather than who last wrote the record
 			}
 			p.header(a.now(), waitingForDriver(t.st, rec, verbose))
@@ -146,7 +138,7 @@ func (a *app) noteHeldSteer(ctx context.Context, st store.Store, rec *restart.Re
 	defer cancel()
 	free, err := store.LeaseFree(pctx, st, rec.Namespace, rec.ID, a.by())
 	id := shortID(rec.ID, verbose)
-	who := store.LeaseHolder(pctx, st, rec.Namespace, rec.ID)
+	who, _ := st.LeaseHolder(pctx, rec.Namespace, rec.ID)
 	if who == "" {
 		who = "another process"
 	}
@@ -154,7 +146,7 @@ func (a *app) noteHeldSteer(ctx context.Context, st store.Store, rec *restart.Re
 	case err != nil:
 		return
 	case !free:
-		ttl, delay := leaseTiming(st)
+		ttl, delay := st.LeaseExpiry()
 		expiry := ""
 		if ttl > 0 {
 			expiry = fmt.Sprintf(" (up to %s after it died)", (2*ttl + delay).Round(time.Second))

@@ -3,50 +3,84 @@ package cli
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/buildinfo"
 )
 
-// Version is nomad-restart's release version.
-const Version = "v0.1.0"
+const helpVersion = `
+Usage: nomad-restart version [-json]
+
+  Print the version of nomad-restart, as "nomad version" prints Nomad's: the
+  version, the date of the commit it was built from and its revision, then
+  the Go toolchain and the version of Nomad's API module it was built with.
+  A development build (not from a release) says "dev" and, when the toolchain
+  recorded them, the revision and date of the checkout it was built from.
+  "nomad-restart -version" is the same.
+
+  -json    Print the same as one JSON object.
+`
+
+// versionOutput is `version -json`.
+type versionOutput struct {
+	Version         string
+	Release         bool
+	Revision        string
+	Modified        bool
+	BuildDate       string // RFC 3339, "" when unknown
+	GoVersion       string
+	NomadAPIVersion string
+}
 
 func (a *app) cmdVersion(_ context.Context, args []string) error {
 	fs := newFlagSet("version")
+	var jsonOut bool
+	fs.BoolVar(&jsonOut, "json", false, "")
 	if err := parseFlags(fs, "version", args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("version takes no arguments; run `nomad-restart version`")
+		return usageErrorf("version takes no arguments; run `nomad-restart version` (or `nomad-restart version -json`)")
 	}
-	fmt.Fprintf(a.stdout, "nomad-restart %s (%s)\n", Version, revision())
+	info := buildinfo.Read()
+	if jsonOut {
+		out := versionOutput{
+			Version: info.Version, Release: info.Release, Revision: info.Revision, Modified: info.Modified,
+			GoVersion: info.GoVersion, NomadAPIVersion: info.NomadAPIVersion,
+		}
+		if !info.BuildDate.IsZero() {
+			out.BuildDate = info.BuildDate.Format(time.RFC3339)
+		}
+		return writeJSON(a.stdout, out)
+	}
+	fmt.Fprint(a.stdout, versionText(info))
 	return nil
 }
 
-// revision is the VCS revision the binary was built from, as recorded by the Go toolchain
-// ("unknown" when built without VCS stamping, e.g. -buildvcs=false).
-func revision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
+// versionText lays info out as Nomad's `nomad version` does ("Nomad v1.9.3", then
+// "BuildDate <RFC 3339>" and "Revision <sha>" when known), with the Go toolchain and the
+// Nomad API module after them.
+func versionText(info buildinfo.Info) string {
+	var b strings.Builder
+	if info.Release {
+		fmt.Fprintf(&b, "nomad-restart %s\n", info.Version)
+	} else {
+		fmt.Fprintf(&b, "nomad-restart %s (a development build, not a release)\n", info.Version)
 	}
-	var rev string
-	var dirty bool
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
+	if !info.BuildDate.IsZero() {
+		fmt.Fprintf(&b, "BuildDate %s\n", info.BuildDate.Format(time.RFC3339))
+	}
+	if info.Revision != "" {
+		rev := info.Revision
+		if info.Modified {
+			rev += " (with changes not committed)"
 		}
+		fmt.Fprintf(&b, "Revision %s\n", rev)
 	}
-	if rev == "" {
-		return "unknown"
+	fmt.Fprintf(&b, "GoVersion %s\n", info.GoVersion)
+	if info.NomadAPIVersion != "" {
+		fmt.Fprintf(&b, "NomadAPIVersion %s\n", info.NomadAPIVersion)
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return strings.TrimSpace(rev)
+	return b.String()
 }

@@ -108,29 +108,41 @@ func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix strin
 	if err != nil {
 		return err
 	}
-	w := facts.job(ctx, onchange.Analyze(job))
+	w := facts.job(ctx, onchange.Analyze(jobOnChange(job)))
 	if o.json {
 		return writeJSON(a.stdout, w)
 	}
-	printExplain(a.stdout, job, w)
+	printExplain(a.stdout, job.spec, w)
 	return nil
 }
 
 // resolveJobSpec finds the job by ID or unique prefix and reads its full specification.
-func resolveJobSpec(ctx context.Context, nomad *cluster.Nomad, namespace, prefix string) (*api.Job, error) {
+func resolveJobSpec(ctx context.Context, nomad *cluster.Nomad, namespace, prefix string) (resolvedJob, error) {
 	found, err := nomad.ResolveJob(ctx, namespace, prefix)
 	if err != nil {
-		return nil, jobLookupError(prefix, namespace, err)
+		return resolvedJob{}, jobLookupError(prefix, namespace, err)
 	}
 	spec, err := nomad.JobSpec(ctx, found.Namespace, found.ID)
 	if err != nil {
-		return nil, jobLookupError(found.ID, found.Namespace, err)
+		return resolvedJob{}, jobLookupError(found.ID, found.Namespace, err)
 	}
-	job := spec.API()
-	if job.Namespace == nil || *job.Namespace == "" {
-		job.Namespace = &found.Namespace
+	return resolvedJob{spec: spec, namespace: found.Namespace}, nil
+}
+
+// resolvedJob is a job's specification and the namespace it was found in (a specification
+// may name none).
+type resolvedJob struct {
+	spec      *cluster.JobSpec
+	namespace string
+}
+
+// jobOnChange is the job as config-change rollouts read it, in the namespace it was found in.
+func jobOnChange(job resolvedJob) onchange.JobSpec {
+	oc := job.spec.OnChange()
+	if oc.Namespace == "" {
+		oc.Namespace = job.namespace
 	}
-	return job, nil
+	return oc
 }
 
 // jobLookupError turns a failed lookup into one line that says what to do, in the words

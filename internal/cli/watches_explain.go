@@ -7,8 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
@@ -18,7 +16,7 @@ import (
 // printExplain shows, group by group, what the agent would watch and do for job, then the
 // last change of each source and the job's last rollout, and ends with one line saying what
 // would happen on a change.
-func printExplain(w io.Writer, job *api.Job, wj watchedJob) {
+func printExplain(w io.Writer, job *cluster.JobSpec, wj watchedJob) {
 	e := wj.Explain
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintf(tw, "Job ID\t= %s\n", e.JobID)
@@ -62,7 +60,7 @@ func yesOrNo(b bool) string {
 }
 
 // printGroupOptions shows the group's consent and the options a rollout would use.
-func printGroupOptions(w io.Writer, job *api.Job, g onchange.Group) {
+func printGroupOptions(w io.Writer, job *cluster.JobSpec, g onchange.Group) {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s\t= %s\n", k, v) }
 	field("Consent", consentText(job, g))
@@ -88,7 +86,7 @@ func printGroupOptions(w io.Writer, job *api.Job, g onchange.Group) {
 }
 
 // consentText says whether the group opted in, with which value and at which level.
-func consentText(job *api.Job, g onchange.Group) string {
+func consentText(job *cluster.JobSpec, g onchange.Group) string {
 	level := consentLevel(job, g.Name)
 	switch g.Consent {
 	case onchange.ConsentAuto:
@@ -103,8 +101,8 @@ func consentText(job *api.Job, g onchange.Group) string {
 
 // consentLevel is where the group's nomad-restart.on-change is written: the group's meta
 // wins over the job's, as onchange reads them.
-func consentLevel(job *api.Job, group string) string {
-	if tg := groupSpec(job, group); tg != nil {
+func consentLevel(job *cluster.JobSpec, group string) string {
+	if tg, ok := job.Group(group); ok {
 		if _, ok := tg.Meta[onchange.KeyOnChange]; ok {
 			return "group's"
 		}
@@ -112,22 +110,13 @@ func consentLevel(job *api.Job, group string) string {
 	return "job's"
 }
 
-func groupSpec(job *api.Job, group string) *api.TaskGroup {
-	for _, tg := range job.TaskGroups {
-		if tg != nil && tg.Name != nil && *tg.Name == group {
-			return tg
-		}
-	}
-	return nil
-}
-
 // rolloutHealth is the gate a rollout of the group would use and its times, resolved as
 // the engine resolves them when it plans: -health auto becomes checks where the group
 // defines checks, and the times not set in the meta come from the update block, else
 // Nomad's defaults (with no checks, the min-healthy time is only the meta's).
-func rolloutHealth(job *api.Job, g onchange.Group) (restart.HealthMode, time.Duration, time.Duration) {
+func rolloutHealth(job *cluster.JobSpec, g onchange.Group) (restart.HealthMode, time.Duration, time.Duration) {
 	s := g.Spec
-	spec := cluster.NewJobSpec(job)
+	spec := job
 	mode := s.Health
 	if mode == restart.HealthAuto || mode == "" {
 		mode = health.ResolveMode(restart.HealthAuto, spec, []string{g.Name})
@@ -274,7 +263,7 @@ func problemLines(problems []onchange.Problem) []string {
 
 // explainOutcome is the one line that says what a change would do: which groups the agent
 // restarts and how, and why the others are left alone; or that nothing would be watched.
-func explainOutcome(job *api.Job, e onchange.Explain) string {
+func explainOutcome(job *cluster.JobSpec, e onchange.Explain) string {
 	var rolls, idle []string
 	for _, g := range e.Groups {
 		if g.Rolls() {
@@ -297,7 +286,7 @@ func explainOutcome(job *api.Job, e onchange.Explain) string {
 }
 
 // rolloutText says how the agent would restart a group that rolls.
-func rolloutText(job *api.Job, g onchange.Group) string {
+func rolloutText(job *cluster.JobSpec, g onchange.Group) string {
 	mode, _, _ := rolloutHealth(job, g)
 	gate := map[restart.HealthMode]string{
 		restart.HealthChecks:  "health checks",
@@ -312,13 +301,13 @@ func rolloutText(job *api.Job, g onchange.Group) string {
 }
 
 // groupAllocs names the allocations of a group: its count, or every one of a system job.
-func groupAllocs(job *api.Job, group string) string {
-	if typ := specString(job.Type); typ == api.JobTypeSystem || typ == api.JobTypeSysbatch {
+func groupAllocs(job *cluster.JobSpec, group string) string {
+	if restart.SystemLike(job.Type()) {
 		return fmt.Sprintf("every allocation of group %q", group)
 	}
 	count := 1 // Nomad's default count
-	if tg := groupSpec(job, group); tg != nil && tg.Count != nil {
-		count = *tg.Count
+	if tg, ok := job.Group(group); ok {
+		count = tg.Count
 	}
 	noun := "allocations"
 	if count == 1 {
@@ -338,12 +327,4 @@ func idleReason(g onchange.Group) string {
 		return "has invalid meta (see Problems)"
 	}
 	return "reads no Nomad variable or Consul key the agent can watch"
-}
-
-// specString is a string of a job specification, "" where unset.
-func specString(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }

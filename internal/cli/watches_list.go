@@ -62,9 +62,9 @@ func optedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([
 		if err != nil {
 			return nil, jobLookupError(ref.ID, ref.Namespace, err)
 		}
-		job := spec.API()
-		if job.Namespace == nil || *job.Namespace == "" {
-			job.Namespace = &ref.Namespace
+		job := spec.OnChange()
+		if job.Namespace == "" {
+			job.Namespace = ref.Namespace
 		}
 		if e := onchange.Analyze(job); e.OptedIn() {
 			out = append(out, e)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -55,7 +56,8 @@ func TestExplainOutcome(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := explainOutcome(tc.job, onchange.Analyze(tc.job))
+			spec := cluster.NewJobSpec(tc.job)
+			got := explainOutcome(spec, onchange.Analyze(spec.OnChange()))
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("outcome:\n%s\nwant it to contain:\n%s", got, tc.want)
 			}
@@ -77,7 +79,8 @@ func TestConsentText(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			job := explainedJob(api.JobTypeService, tc.jobMeta, groupWithVar("web", 1, tc.grpM))
-			if got := consentText(job, onchange.Analyze(job).Groups[0]); got != tc.want {
+			spec := cluster.NewJobSpec(job)
+			if got := consentText(spec, onchange.Analyze(spec.OnChange()).Groups[0]); got != tc.want {
 				t.Errorf("consent = %q, want %q", got, tc.want)
 			}
 		})
@@ -107,7 +110,8 @@ func TestRolloutHealth(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mode, minH, deadline := rolloutHealth(tc.job, onchange.Analyze(tc.job).Groups[0])
+			spec := cluster.NewJobSpec(tc.job)
+			mode, minH, deadline := rolloutHealth(spec, onchange.Analyze(spec.OnChange()).Groups[0])
 			if mode != tc.mode || minH != tc.minH || deadline != tc.deadline {
 				t.Errorf("got %s %s %s, want %s %s %s", mode, minH, deadline, tc.mode, tc.minH, tc.deadline)
 			}

@@ -107,7 +107,7 @@ func (s *allocStream) run() {
 			attempt++
 			s.n.log.Debug("reconnecting the allocation event stream", "job", s.job, "err", err)
 		}
-		if !sleepCtx(s.ctx, s.n.retry.backoff(attempt)) {
+		if !Sleep(s.ctx, s.n.retry.backoff(attempt)) {
 			return
 		}
 	}

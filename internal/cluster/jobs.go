@@ -30,15 +30,25 @@ func (n *Nomad) ResolveJob(ctx context.Context, namespace, prefix string) (*rest
 	return n.Job(ctx, jobNS, jobID)
 }
 
-// Job reads a job by its exact ID in its namespace: one request, where ResolveJob lists by
-// prefix first. ErrJobNotFound when there is none.
-func (n *Nomad) Job(ctx context.Context, jobNS, jobID string) (*restart.Job, error) {
+// readJob reads a job's specification by its exact ID in its namespace, its error saying
+// which job (ErrJobNotFound when there is none).
+func (n *Nomad) readJob(ctx context.Context, namespace, jobID string) (*api.Job, error) {
 	job, err := read(ctx, n, "reading job", func(ctx context.Context) (*api.Job, error) {
-		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, jobNS))
+		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, namespace))
 		return j, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading job %q in namespace %q: %w", jobID, nsName(jobNS), classify(err, ErrJobNotFound))
+		return nil, fmt.Errorf("reading job %q in namespace %q: %w", jobID, nsName(namespace), classify(err, ErrJobNotFound))
+	}
+	return job, nil
+}
+
+// Job reads a job by its exact ID in its namespace: one request, where ResolveJob lists by
+// prefix first. ErrJobNotFound when there is none.
+func (n *Nomad) Job(ctx context.Context, jobNS, jobID string) (*restart.Job, error) {
+	job, err := n.readJob(ctx, jobNS, jobID)
+	if err != nil {
+		return nil, err
 	}
 	out := convertJob(job)
 	if out.Namespace == "" {

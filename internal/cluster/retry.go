@@ -119,7 +119,7 @@ func (b *Backoff) Wait(ctx context.Context) bool {
 		return false
 	}
 	b.attempt++
-	return sleepCtx(ctx, wait)
+	return Sleep(ctx, wait)
 }
 
 // Reset starts over after an attempt that succeeded: the next wait is the shortest again,
@@ -133,18 +133,6 @@ func ctxErr(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-}
-
-// sleepCtx waits for d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // pacer slows a watch loop whose blocking reads come back without a newer index. Nomad
@@ -163,5 +151,5 @@ func (p *pacer) next(ctx context.Context, progressed bool) bool {
 		return ctx.Err() == nil
 	}
 	p.idle++
-	return sleepCtx(ctx, p.policy.backoff(p.idle-1))
+	return Sleep(ctx, p.policy.backoff(p.idle-1))
 }

@@ -74,12 +74,9 @@ var _ Scaler = (*Nomad)(nil)
 
 // JobScale reads the job's current version.
 func (n *Nomad) JobScale(ctx context.Context, namespace, jobID string) (*restart.JobScale, error) {
-	job, err := read(ctx, n, "reading job", func(ctx context.Context) (*api.Job, error) {
-		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, namespace))
-		return j, err
-	})
+	job, err := n.readJob(ctx, namespace, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("reading job %q in namespace %q: %w", jobID, nsName(namespace), classify(err, ErrJobNotFound))
+		return nil, err
 	}
 	return jobScale(job), nil
 }

@@ -20,14 +20,6 @@ type JobSpec struct {
 // one this way).
 func NewJobSpec(job *api.Job) *JobSpec { return &JobSpec{job: job} }
 
-// API returns the specification as the api module holds it; nil for a nil JobSpec.
-func (s *JobSpec) API() *api.Job {
-	if s == nil {
-		return nil
-	}
-	return s.job
-}
-
 // Job is the job's view that the engine plans with (JobReader.Job's), from the
 // specification: one read of a job serves both. namespace is the one it was read in,
 // for a specification that names none.

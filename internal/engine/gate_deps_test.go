@@ -34,7 +34,7 @@ func depsDriver(read func(ctx context.Context, call int) (*api.Job, error)) (*dr
 		spec: normalizeSpec(restart.Spec{Health: restart.HealthChecks})}, &calls
 }
 
-var webJob = &api.Job{ID: ptr("web")}
+var webJob = &api.Job{ID: ptr("web"), Name: ptr("web")}
 
 // TestGateDepsErrorsNotKept: a read that failed because its caller's context ended, or
 // transiently, is read again by the next gate; a permanent failure and a success are kept.
@@ -96,9 +96,9 @@ func TestGateDepsErrorsNotKept(t *testing.T) {
 				if !errors.Is(err1, tc.secondErr) || !errors.Is(err2, tc.secondErr) {
 					t.Errorf("gates: %v, then %v; want %v both times", err1, err2, tc.secondErr)
 				}
-			case err2 != nil || job2.API() != webJob || src2.Consul == nil:
+			case err2 != nil || job2.Name() != *webJob.Name || src2.Consul == nil:
 				t.Errorf("second gate: job %v consul %v err %v; want the job and a Consul source (the first gate's error %v must not be kept)", job2, src2.Consul, err2, err1)
-			case tc.first == live && (err1 == nil) != (job1.API() == webJob):
+			case tc.first == live && (err1 == nil) != (job1 != nil && job1.Name() == *webJob.Name):
 				t.Errorf("first gate: job %v err %v", job1, err1)
 			}
 			if got := calls.Load(); got != tc.calls {

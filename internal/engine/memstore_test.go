@@ -172,3 +172,9 @@ func (m *memStore) AcquireLease(ctx context.Context, ns, id, holder string) (sto
 }
 
 func (m *memStore) Kind() string { return "memory" }
+
+// LeaseHolder is not kept: the memory store's leases have no holders' names.
+func (m *memStore) LeaseHolder(context.Context, string, string) (string, error) { return "", nil }
+
+// LeaseExpiry: a memory lease ends with its Release, as a local one with its process.
+func (m *memStore) LeaseExpiry() (ttl, lockDelay time.Duration) { return 0, 0 }

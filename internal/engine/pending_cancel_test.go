@@ -9,6 +9,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 // TestPendingCancelAppliedByNextDriver: a cancel recorded while another (dead) driver holds
@@ -29,12 +30,12 @@ func TestPendingCancelAppliedByNextDriver(t *testing.T) {
 	if err != nil || got.Status.Terminal() || got.Control.Intent != restart.IntentCancel {
 		t.Fatalf("Cancel while held: %v, status %v intent %v; want a pending cancel", err, got.Status, got.Control.Intent)
 	}
-	for name, steer := range map[string]func(context.Context, string, string, string) (*restart.Record, error){
+	for name, do := range map[string]func(context.Context, string, string, string) (*restart.Record, error){
 		"Resume": env.e.Resume, "Pause": env.e.Pause,
 	} {
-		var ce *CancelingError
-		if _, err := steer(ctx, rec.Namespace, rec.ID, "other"); !errors.As(err, &ce) {
-			t.Errorf("%s of a canceling restart: %v, want *CancelingError", name, err)
+		var ce *steer.CancelingError
+		if _, err := do(ctx, rec.Namespace, rec.ID, "other"); !errors.As(err, &ce) {
+			t.Errorf("%s of a canceling restart: %v, want *steer.CancelingError", name, err)
 		}
 	}
 	if err := ghost.Release(ctx); err != nil { // the ghost's lease ends (died, expired)

@@ -4,62 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
-
-// CancelingError refuses to pause or resume a restart whose cancel is pending (its driver
-// has not applied it yet). Its next step is StepCancelAgain, once no process drives it.
-type CancelingError struct{ ID, By, Verb string }
-
-func (e *CancelingError) Error() string { return e.Explain("") }
-
-// Explain words the refusal with the cancel to run again as command (what to type; "":
-// in words).
-func (e *CancelingError) Explain(command string) string {
-	by := ""
-	if e.By != "" {
-		by = " by " + e.By
-	}
-	if command == "" {
-		command = "the cancel"
-	}
-	return fmt.Sprintf("restart %s is being canceled (asked%s), so it cannot be %s; the cancel takes effect when its driver acts, or, if no process drives it, when %s is run again once its lease is free",
-		short(e.ID), by, e.Verb+"d", command)
-}
-
-// ErrNoQuestion is returned by Answer when the restart is not waiting for an answer.
-var ErrNoQuestion = errors.New("restart is not waiting for an answer")
 
 // setIntent writes the operator's intent into Control (no lease needed).
 func (e *Engine) setIntent(ctx context.Context, namespace, id, by string, intent restart.Intent) (*restart.Record, error) {
 	rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
-		if r.Status.Terminal() {
-			return fmt.Errorf("restart %s is already %s; nothing to %s", short(r.ID), r.Status, intentVerb(intent))
-		}
-		if r.Control.Intent == restart.IntentCancel && intent != restart.IntentCancel {
-			// A cancel is final: the next driver to take the lease applies it, whoever asks
-			// otherwise meanwhile.
-			return &CancelingError{ID: r.ID, By: r.Control.By, Verb: intentVerb(intent)}
-		}
-		r.Control.Intent = intent
-		r.Control.By = by
-		return nil
+		return steer.SetIntent(steer.RestartHead(r), &r.Control, intent, by)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.log.Info("intent set", "restart", id, "intent", intent, "by", by)
 	return rec, nil
-}
-
-func intentVerb(i restart.Intent) string {
-	if i == restart.IntentRun {
-		return "resume"
-	}
-	return string(i)
 }
 
 // Pause asks the driver to finish the batch in flight and then hold.
@@ -134,22 +94,42 @@ func inFlightNote(r *restart.Record) string {
 // empty answer takes the question's default.
 func (e *Engine) Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error) {
 	rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
-		if r.Status != restart.StatusWaiting || r.Question == nil {
-			return fmt.Errorf("%w: restart %s is %s", ErrNoQuestion, short(r.ID), r.Status)
-		}
-		if _, err := restart.ParseAnswer(r.Question, answer); err != nil {
-			return fmt.Errorf("%w (the question: %s)", err, strings.ReplaceAll(r.Question.Prompt(), "\n", " "))
-		}
-		a := strings.TrimSpace(answer)
-		if a == "" {
-			a = r.Question.Default
-		}
-		r.Control.Answer, r.Control.AnswerTo, r.Control.By = a, r.Question.ID, by
-		return nil
+		return steer.SetAnswer(steer.RestartHead(r), &r.Control, answer, by)
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.log.Info("answer recorded", "restart", id, "answer", answer, "by", by)
 	return rec, nil
+}
+
+// Steerer is the engine as operators steer restarts: Pause, Resume, Cancel and Answer,
+// reporting the record's head (steer.Steerer).
+func (e *Engine) Steerer() steer.Steerer { return restartSteerer{e} }
+
+type restartSteerer struct{ e *Engine }
+
+func (s restartSteerer) Pause(ctx context.Context, namespace, id, by string) (steer.Head, error) {
+	return head(s.e.Pause(ctx, namespace, id, by))
+}
+
+func (s restartSteerer) Resume(ctx context.Context, namespace, id, by string) (steer.Head, error) {
+	return head(s.e.Resume(ctx, namespace, id, by))
+}
+
+func (s restartSteerer) Cancel(ctx context.Context, namespace, id, by string) (steer.Head, error) {
+	return head(s.e.Cancel(ctx, namespace, id, by))
+}
+
+func (s restartSteerer) Answer(ctx context.Context, namespace, id, answer, by string) (steer.Answered, error) {
+	_, err := s.e.Answer(ctx, namespace, id, answer, by)
+	return steer.Answered{}, err
+}
+
+// head is the head of rec, when there is one.
+func head(rec *restart.Record, err error) (steer.Head, error) {
+	if rec == nil {
+		return steer.Head{}, err
+	}
+	return steer.RestartHead(rec), err
 }

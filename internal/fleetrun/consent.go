@@ -38,7 +38,7 @@ func (r *run) consentFailure(ctx context.Context, rec *fleet.Record, job fleet.J
 	}
 	return fmt.Sprintf("not restarted: namespace %q %s at variable %q, the consent a fleet of namespace %q needs to restart its jobs; "+
 		"file the fleet again with a token that may write nomad-restart variables in namespace %q",
-		ns, problem, r.d.cfg.Fleets.FleetMemberPath(rec.ID), home, ns)
+		ns, problem, r.d.cfg.Fleets.MemberPath(rec.ID), home, ns)
 }
 
 // membership reads the fleet's member marker in namespace once per drive: an answer
@@ -50,7 +50,7 @@ func (r *run) membership(ctx context.Context, namespace string) (store.Membershi
 	if got, ok := r.members[namespace]; ok {
 		return got.m, got.err
 	}
-	m, err := r.d.cfg.Fleets.FleetMember(ctx, namespace, r.id)
+	m, err := r.d.cfg.Fleets.Member(ctx, namespace, r.id)
 	if err == nil || errors.Is(err, store.ErrNoMember) || errors.Is(err, cluster.ErrPermissionDenied) {
 		r.members[namespace] = memberRead{m: m, err: err}
 	}

@@ -21,7 +21,7 @@ type markers struct {
 	reads map[string]int
 }
 
-func (f *markers) FleetMember(_ context.Context, ns, _ string) (store.Membership, error) {
+func (f *markers) Member(_ context.Context, ns, _ string) (store.Membership, error) {
 	f.reads[ns]++
 	if err, ok := f.errs[ns]; ok {
 		return store.Membership{}, err
@@ -33,7 +33,7 @@ func (f *markers) FleetMember(_ context.Context, ns, _ string) (store.Membership
 	return m, nil
 }
 
-func (f *markers) FleetMemberPath(id string) string { return "nomad-restart/~fleets/" + id + "/member" }
+func (f *markers) MemberPath(id string) string { return "nomad-restart/~fleets/" + id + "/member" }
 
 func TestConsentFailure(t *testing.T) {
 	denied := fmt.Errorf("nomad fleet store: %w", cluster.ErrPermissionDenied)

@@ -8,13 +8,14 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // firstToken takes the control bell's first token, before the fleet is read, so that no
 // operator's change stored after the read is missed.
 func (r *run) firstToken(ctx context.Context) (uint64, error) {
-	_, token, err := r.d.cfg.Fleets.WatchFleetControl(ctx, r.ns, r.id, 0)
+	_, token, err := r.d.cfg.Fleets.WatchControl(ctx, r.ns, r.id, 0)
 	if err != nil {
 		return 0, fmt.Errorf("following fleet %s's steering: %w", short(r.id), err)
 	}
@@ -27,7 +28,7 @@ func (r *run) watchControl(ctx context.Context, token uint64) {
 	policy.MaxElapsed = 0 // until ctx ends: the fleet must not stop hearing its operators
 	backoff := cluster.NewBackoff(policy)
 	for ctx.Err() == nil {
-		_, next, err := r.d.cfg.Fleets.WatchFleetControl(ctx, r.ns, r.id, token)
+		_, next, err := r.d.cfg.Fleets.WatchControl(ctx, r.ns, r.id, token)
 		if err != nil {
 			r.d.log.Warn("following the fleet's steering", "fleet", r.id, "err", err)
 			if !backoff.Wait(ctx) {
@@ -76,41 +77,24 @@ func (d *Driver) Cancel(ctx context.Context, namespace, id, by string) (*fleet.R
 }
 
 func (d *Driver) setIntent(ctx context.Context, namespace, id, by string, intent restart.Intent) (*fleet.Record, error) {
-	return store.MutateFleet(ctx, d.cfg.Fleets, namespace, id, func(rec *fleet.Record) error {
-		if rec.Status.Terminal() {
-			return &EndedError{ID: rec.ID, Status: rec.Status}
-		}
-		if rec.Control.Intent == restart.IntentCancel && intent != restart.IntentCancel {
-			return fmt.Errorf("fleet %s is being canceled; a cancel is final", short(rec.ID))
-		}
-		rec.Control.Intent, rec.Control.By = intent, by
-		return nil
+	return store.Mutate(ctx, d.cfg.Fleets, namespace, id, func(rec *fleet.Record) error {
+		return steer.SetIntent(steer.FleetHead(rec), &rec.Control, intent, by)
 	})
 }
-
-// EndedError says a fleet ended before an operator's steering reached it.
-type EndedError struct {
-	ID     string
-	Status restart.Status
-}
-
-func (e *EndedError) Error() string {
-	return fmt.Sprintf("fleet %s has already ended (%s)", short(e.ID), e.Status)
-}
-
-// ErrNoQuestion says neither the fleet nor any of its running children waits for an answer.
-var ErrNoQuestion = errors.New("neither the fleet nor any of its running jobs is waiting for an answer")
 
 // Answer answers the fleet's own question when it asks one (its failure budget spent);
 // otherwise it gives the answer to each running child that waits for one. It returns the
 // restarts it answered (none for the fleet's own question).
 func (d *Driver) Answer(ctx context.Context, namespace, id, answer, by string) ([]string, error) {
-	rec, err := d.cfg.Fleets.GetFleet(ctx, namespace, id)
+	rec, err := d.cfg.Fleets.Get(ctx, namespace, id)
 	if err != nil {
 		return nil, err
 	}
 	if rec.Question != nil && rec.Status == restart.StatusWaiting {
 		return nil, d.answerFleet(ctx, rec, answer, by)
+	}
+	if rec.Status.Terminal() {
+		return nil, &steer.EndedError{Kind: steer.KindFleet, ID: rec.ID, Status: rec.Status, Verb: "answer"}
 	}
 	var answered []string
 	for _, j := range rec.Jobs {
@@ -127,22 +111,48 @@ func (d *Driver) Answer(ctx context.Context, namespace, id, answer, by string) (
 		answered = append(answered, j.RestartID)
 	}
 	if len(answered) == 0 {
-		return nil, ErrNoQuestion
+		return nil, fmt.Errorf("%w: neither fleet %s nor any of its running jobs waits for one", steer.ErrNoQuestion, short(rec.ID))
 	}
 	return answered, nil
 }
 
 func (d *Driver) answerFleet(ctx context.Context, rec *fleet.Record, answer, by string) error {
-	if _, err := restart.ParseAnswer(rec.Question, answer); err != nil {
-		return err
-	}
 	qid := rec.Question.ID
-	_, err := store.MutateFleet(ctx, d.cfg.Fleets, rec.Namespace, rec.ID, func(r *fleet.Record) error {
+	_, err := store.Mutate(ctx, d.cfg.Fleets, rec.Namespace, rec.ID, func(r *fleet.Record) error {
 		if r.Question == nil || r.Question.ID != qid {
-			return ErrNoQuestion
+			return fmt.Errorf("%w: fleet %s's question was answered meanwhile", steer.ErrNoQuestion, short(r.ID))
 		}
-		r.Control.Answer, r.Control.AnswerTo, r.Control.By = answer, qid, by
-		return nil
+		return steer.SetAnswer(steer.FleetHead(r), &r.Control, answer, by)
 	})
 	return err
+}
+
+// Steerer is the fleet driver as operators steer fleets (steer.Steerer).
+func (d *Driver) Steerer() steer.Steerer { return fleetSteerer{d} }
+
+type fleetSteerer struct{ d *Driver }
+
+func (s fleetSteerer) Pause(ctx context.Context, namespace, id, by string) (steer.Head, error) {
+	return head(s.d.Pause(ctx, namespace, id, by))
+}
+
+func (s fleetSteerer) Resume(ctx context.Context, namespace, id, by string) (steer.Head, error) {
+	return head(s.d.Resume(ctx, namespace, id, by))
+}
+
+func (s fleetSteerer) Cancel(ctx context.Context, namespace, id, by string) (steer.Head, error) {
+	return head(s.d.Cancel(ctx, namespace, id, by))
+}
+
+func (s fleetSteerer) Answer(ctx context.Context, namespace, id, answer, by string) (steer.Answered, error) {
+	restarts, err := s.d.Answer(ctx, namespace, id, answer, by)
+	return steer.Answered{Restarts: restarts}, err
+}
+
+// head is the head of rec, when there is one.
+func head(rec *fleet.Record, err error) (steer.Head, error) {
+	if rec == nil {
+		return steer.Head{}, err
+	}
+	return steer.FleetHead(rec), err
 }

@@ -29,7 +29,7 @@ type Config struct {
 	// are left to whoever adopts detached restarts (the agent) and only followed.
 	DriveChildren bool
 	// ProbeEvery is how often a child or fleet held by another driver is probed for a free
-	// lease; 0: from the store's lease timing (LeaseTiming), else 2 s.
+	// lease; 0: from the store's lease timing (Records.LeaseExpiry), else 2 s.
 	ProbeEvery time.Duration
 }
 
@@ -75,7 +75,7 @@ var errLeaseLost = errors.New("the fleet's lease was lost: another driver may ho
 // resumes from whatever the record says. sink (may be nil) receives the fleet's events once
 // stored, and the children's events as their drivers store them, one at a time.
 func (d *Driver) Run(ctx context.Context, namespace, id string, sink func(Event)) (*fleet.Record, error) {
-	lease, err := d.cfg.Fleets.AcquireFleetLease(ctx, namespace, id, d.cfg.Holder)
+	lease, err := d.cfg.Fleets.AcquireLease(ctx, namespace, id, d.cfg.Holder)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -138,8 +139,8 @@ func (r *run) untilEnd(ctx context.Context, job fleet.Job, created *restart.Reco
 			return gone(job), nil
 		case err != nil:
 			r.d.log.Warn("following a child of the fleet", "fleet", r.id, "restart", job.RestartID, "err", err)
-			if err := sleep(ctx, r.probeEvery()); err != nil {
-				return nil, err
+			if !cluster.Sleep(ctx, r.probeEvery()) {
+				return nil, context.Cause(ctx)
 			}
 		}
 	}
@@ -201,21 +202,8 @@ func (r *run) probeEvery() time.Duration {
 	if r.d.cfg.ProbeEvery > 0 {
 		return r.d.cfg.ProbeEvery
 	}
-	if lt, ok := r.d.cfg.Restarts.(store.LeaseTiming); ok {
-		if ttl, _ := lt.LeaseExpiry(); ttl > 0 {
-			return min(max(ttl/4, 10*time.Millisecond), 2*time.Second)
-		}
+	if ttl, _ := r.d.cfg.Restarts.LeaseExpiry(); ttl > 0 {
+		return min(max(ttl/4, 10*time.Millisecond), 2*time.Second)
 	}
 	return 2 * time.Second
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

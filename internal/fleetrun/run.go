@@ -127,7 +127,7 @@ func (r *run) steerable(rec *fleet.Record, steers []fleet.Steer) []fleet.Steer {
 // job outside the fleet's home whose namespace does not consent (consentFailure) is taken
 // back and failed instead: its recorded child is neither followed nor steered.
 func (r *run) load(ctx context.Context) error {
-	rec, err := r.d.cfg.Fleets.GetFleet(ctx, r.ns, r.id)
+	rec, err := r.d.cfg.Fleets.Get(ctx, r.ns, r.id)
 	if err != nil {
 		return fmt.Errorf("reading fleet %s: %w", short(r.id), err)
 	}
@@ -234,7 +234,7 @@ func (r *run) take(ctx context.Context, f fact) {
 
 // reload reads the fleet after a ring: an operator changed its Control.
 func (r *run) reload(ctx context.Context) error {
-	rec, err := r.d.cfg.Fleets.GetFleet(ctx, r.ns, r.id)
+	rec, err := r.d.cfg.Fleets.Get(ctx, r.ns, r.id)
 	if err != nil {
 		return fmt.Errorf("reading fleet %s after an operator's change: %w", short(r.id), err)
 	}
@@ -256,7 +256,7 @@ func (r *run) step(ctx context.Context) error {
 			return err
 		}
 		if !reflect.DeepEqual(next, r.rec) {
-			err := r.d.cfg.Fleets.UpdateFleet(ctx, next)
+			err := r.d.cfg.Fleets.Update(ctx, next)
 			if errors.Is(err, store.ErrConflict) {
 				if err := r.reload(ctx); err != nil {
 					return err

@@ -117,7 +117,7 @@ func TestFleetBusyJobs(t *testing.T) {
 				// That restart is driven once the fleet waits for it.
 				go func() {
 					simtest.WaitFor(t, ctx, "the fleet to wait for api-1", func() bool {
-						f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+						f, err := e.fleets.Get(ctx, rec.Namespace, rec.ID)
 						return err == nil && f.Jobs[1].BusyWith == p.Record.ID
 					})
 					_, _ = e.eng.Drive(ctx, "default", p.Record.ID, nil)

@@ -106,7 +106,7 @@ func (e *env) file(t testing.TB, filter string, spec restart.Spec, opts fleet.Op
 		t.Fatalf("Select: %v", err)
 	}
 	rec := NewRecord(uuid.NewString(), HomeNamespace(sel.Namespace), sel, spec, opts, got.Jobs, e.client.Address(), time.Now())
-	if err := e.fleets.CreateFleet(ctx, rec); err != nil {
+	if err := e.fleets.Create(ctx, rec); err != nil {
 		t.Fatalf("CreateFleet: %v", err)
 	}
 	return rec
@@ -170,7 +170,7 @@ func runInBackground(ctx context.Context, t *testing.T, d *Driver, rec *fleet.Re
 // reader returns a function that reads the fleet as stored.
 func (e *env) reader(ctx context.Context, t *testing.T, rec *fleet.Record) func() *fleet.Record {
 	return func() *fleet.Record {
-		f, err := e.fleets.GetFleet(ctx, rec.Namespace, rec.ID)
+		f, err := e.fleets.Get(ctx, rec.Namespace, rec.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -257,34 +257,25 @@ func (c *Consul) Watch(ctx context.Context, allocID string, services []string, e
 	return ctx.Err()
 }
 
-// watchService runs the blocking query loop of one service, as Consul documents it: wait
-// on the last index, start over from zero when the index goes backwards.
+// watchService follows the checks of one service with blocking queries (cluster.Watch:
+// Consul's rules for the index, backoff after failures) and hands each answer, or failure,
+// to m.
 func (c *Consul) watchService(ctx context.Context, allocID, service string, m *merger) {
-	var index uint64
+	prefix := ServicePrefix(allocID)
 	// A failure is the gate's to judge (it is emitted); the watch itself resumes, paced,
 	// while ctx lasts, as Nomad's watches do.
-	backoff := cluster.NewBackoff(cluster.RetryPolicy{Initial: 100 * time.Millisecond, Max: 10 * time.Second})
-	prefix := ServicePrefix(allocID)
-	for ctx.Err() == nil {
+	w := &cluster.Watch{What: "watching Consul checks", Log: c.log.With("alloc", allocID, "service", service),
+		Policy: cluster.RetryPolicy{Initial: 100 * time.Millisecond, Max: 10 * time.Second}}
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		q := (&consulapi.QueryOptions{WaitIndex: index, WaitTime: c.wait}).WithContext(ctx)
 		checks, meta, err := c.client.Health().Checks(service, q)
 		if ctx.Err() != nil {
-			return
+			return 0, ctx.Err()
 		}
 		if err != nil {
 			err = fmt.Errorf("reading Consul checks of service %q: %w", service, c.explain(err))
-			c.log.Debug("consul checks unreadable", "alloc", allocID, "service", service, "error", err)
 			m.update(service, nil, err)
-			if !backoff.Wait(ctx) {
-				return
-			}
-			continue
-		}
-		backoff.Reset()
-		if meta.LastIndex < index {
-			index = 0
-		} else {
-			index = meta.LastIndex
+			return 0, err
 		}
 		var mine []Check
 		for _, hc := range checks {
@@ -298,10 +289,11 @@ func (c *Consul) watchService(ctx context.Context, allocID, service string, m *m
 			// Consul hides what the token may not read instead of refusing: without this
 			// the gate would wait for checks it is not allowed to see.
 			m.update(service, nil, c.hidden(service))
-			continue
+		} else {
+			m.update(service, mine, nil)
 		}
-		m.update(service, mine, nil)
-	}
+		return meta.LastIndex, nil
+	})
 }
 
 // ownerTask reads the task out of the rest of a service ID (<task>-<service>-<port>);

@@ -3,8 +3,6 @@ package health
 import (
 	"strings"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -18,10 +16,9 @@ func AllocChecks(spec *cluster.JobSpec, a *restart.Alloc) []CheckSpec {
 	if a == nil {
 		return nil
 	}
-	job := spec.API()
-	specs := groupChecks(job, a.Group)
+	specs := GroupChecks(spec, a.Group)
 	for i := range specs {
-		env := allocEnv(job, a, specs[i].Task)
+		env := allocEnv(spec, a, specs[i].Task)
 		specs[i].Service = interpolate(specs[i].Service, env)
 		specs[i].Name = interpolate(specs[i].Name, env)
 	}
@@ -61,7 +58,7 @@ func interpolate(s string, env map[string]string) string {
 
 // allocEnv is the part of a task's environment that Nomad computes from the job and the
 // allocation alone.
-func allocEnv(job *api.Job, a *restart.Alloc, task string) map[string]string {
+func allocEnv(spec *cluster.JobSpec, a *restart.Alloc, task string) map[string]string {
 	env := map[string]string{
 		"NOMAD_ALLOC_ID":       a.ID,
 		"NOMAD_ALLOC_NAME":     a.Name,
@@ -76,25 +73,25 @@ func allocEnv(job *api.Job, a *restart.Alloc, task string) map[string]string {
 	if i := strings.LastIndexByte(a.Name, '['); i >= 0 && strings.HasSuffix(a.Name, "]") {
 		env["NOMAD_ALLOC_INDEX"] = a.Name[i+1 : len(a.Name)-1]
 	}
-	if job == nil {
+	if spec == nil {
 		return env
 	}
-	if job.Name != nil {
-		env["NOMAD_JOB_NAME"] = *job.Name
+	if name := spec.Name(); name != "" {
+		env["NOMAD_JOB_NAME"] = name
 	}
-	if job.Region != nil {
-		env["NOMAD_REGION"] = *job.Region
+	if region := spec.Region(); region != "" {
+		env["NOMAD_REGION"] = region
 	}
-	if job.ParentID != nil && *job.ParentID != "" {
-		env["NOMAD_JOB_PARENT_ID"] = *job.ParentID
+	if parent := spec.ParentID(); parent != "" {
+		env["NOMAD_JOB_PARENT_ID"] = parent
 	}
 	// Meta merges job, then group, then task (the innermost wins), under both the key as
 	// written and its upper-case form, as the client's task environment does.
-	metas := []map[string]string{job.Meta}
-	if tg := lookupGroup(job, a.Group); tg != nil {
+	metas := []map[string]string{spec.Meta()}
+	if tg, ok := spec.Group(a.Group); ok {
 		metas = append(metas, tg.Meta)
 		for _, t := range tg.Tasks {
-			if t != nil && t.Name == task {
+			if t.Name == task {
 				metas = append(metas, t.Meta)
 			}
 		}

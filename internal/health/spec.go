@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -53,26 +51,14 @@ type CheckSpec struct {
 // services and checks, the consul provider, and on_update inherited from the service.
 // It returns nil for an unknown group.
 func GroupChecks(spec *cluster.JobSpec, group string) []CheckSpec {
-	return groupChecks(spec.API(), group)
-}
-
-func groupChecks(job *api.Job, group string) []CheckSpec {
-	tg := lookupGroup(job, group)
-	if tg == nil {
+	tg, ok := spec.Group(group)
+	if !ok {
 		return nil
 	}
-	jobName := ""
-	if job.Name != nil {
-		jobName = *job.Name
-	} else if job.ID != nil {
-		jobName = *job.ID
-	}
+	jobName := spec.Name()
 	var out []CheckSpec
-	add := func(task string, svcs []*api.Service) {
+	add := func(task string, svcs []cluster.ServiceSpec) {
 		for _, s := range svcs {
-			if s == nil {
-				continue
-			}
 			name := s.Name
 			if name == "" {
 				// As api.Service.Canonicalize names services.
@@ -105,9 +91,7 @@ func groupChecks(job *api.Job, group string) []CheckSpec {
 	}
 	add("", tg.Services)
 	for _, t := range tg.Tasks {
-		if t != nil {
-			add(t.Name, t.Services)
-		}
+		add(t.Name, t.Services)
 	}
 	return out
 }
@@ -147,15 +131,11 @@ func PollInterval(specs []CheckSpec) time.Duration {
 // update block says health_check = "task_states" (its operators chose not to trust the
 // checks for rollouts).
 func Defaults(spec *cluster.JobSpec, group string) (minHealthy, deadline time.Duration, mode restart.HealthMode) {
-	job := spec.API()
 	minHealthy, deadline = DefaultMinHealthyTime, DefaultHealthyDeadline
 	var healthCheck string
-	var updates []*api.UpdateStrategy
-	if job != nil {
-		// The job's block first, so that the group's own values win.
-		updates = append(updates, job.Update)
-	}
-	if tg := lookupGroup(job, group); tg != nil {
+	// The job's block first, so that the group's own values win.
+	updates := []*cluster.UpdateSpec{spec.Update()}
+	if tg, ok := spec.Group(group); ok {
 		updates = append(updates, tg.Update)
 	}
 	for _, u := range updates {
@@ -168,12 +148,12 @@ func Defaults(spec *cluster.JobSpec, group string) (minHealthy, deadline time.Du
 		if u.HealthyDeadline != nil && *u.HealthyDeadline > 0 {
 			deadline = *u.HealthyDeadline
 		}
-		if u.HealthCheck != nil && *u.HealthCheck != "" {
-			healthCheck = *u.HealthCheck
+		if u.HealthCheck != "" {
+			healthCheck = u.HealthCheck
 		}
 	}
 	mode = restart.HealthRunning
-	if len(groupChecks(job, group)) > 0 && healthCheck != "task_states" {
+	if len(GroupChecks(spec, group)) > 0 && healthCheck != "task_states" {
 		mode = restart.HealthChecks
 	}
 	return minHealthy, deadline, mode
@@ -192,18 +172,6 @@ func ResolveMode(m restart.HealthMode, spec *cluster.JobSpec, groups []string) r
 		}
 	}
 	return restart.HealthRunning
-}
-
-func lookupGroup(job *api.Job, group string) *api.TaskGroup {
-	if job == nil {
-		return nil
-	}
-	for _, tg := range job.TaskGroups {
-		if tg != nil && tg.Name != nil && *tg.Name == group {
-			return tg
-		}
-	}
-	return nil
 }
 
 // RunningTimes gives -health running each group's healthy deadline from its update block
@@ -229,11 +197,9 @@ func RunningTimes(spec *restart.Spec, job *cluster.JobSpec, groups []string) {
 // for them to be running. Tasks the job does not name are kept.
 func LongRunning(spec *cluster.JobSpec, group string, tasks []string) []string {
 	ephemeral := map[string]bool{}
-	if tg := lookupGroup(spec.API(), group); tg != nil {
+	if tg, ok := spec.Group(group); ok {
 		for _, t := range tg.Tasks {
-			if t != nil && t.Lifecycle != nil && !t.Lifecycle.Sidecar {
-				ephemeral[t.Name] = true
-			}
+			ephemeral[t.Name] = t.Ephemeral
 		}
 	}
 	out := make([]string, 0, len(tasks))

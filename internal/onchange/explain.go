@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -115,12 +113,10 @@ func (g Group) summary() string {
 
 // Analyze reads job (as Nomad's API returns it, or as parsed from a job file) and says, for
 // each group, whether and how a change of what its templates read rolls it.
-func Analyze(job *api.Job) Explain {
-	e := Explain{Namespace: orDefault(deref(job.Namespace)), JobID: deref(job.ID)}
-	for _, tg := range job.TaskGroups {
-		if tg != nil {
-			e.Groups = append(e.Groups, analyzeGroup(job, tg))
-		}
+func Analyze(job JobSpec) Explain {
+	e := Explain{Namespace: orDefault(job.Namespace), JobID: job.ID}
+	for _, tg := range job.Groups {
+		e.Groups = append(e.Groups, analyzeGroup(job, tg))
 	}
 	return e
 }
@@ -133,8 +129,8 @@ func orDefault(namespace string) string {
 }
 
 // analyzeGroup reads one group: its meta, then its templates' sources.
-func analyzeGroup(job *api.Job, tg *api.TaskGroup) Group {
-	g := Group{Name: deref(tg.Name)}
+func analyzeGroup(job JobSpec, tg GroupSpec) Group {
+	g := Group{Name: tg.Name}
 	meta := groupMeta(job.Meta, tg.Meta)
 	opts := readOptions(g.Name, meta)
 	g.Spec, g.Debounce, g.Problems = opts.spec, opts.debounce, opts.problems
@@ -142,14 +138,8 @@ func analyzeGroup(job *api.Job, tg *api.TaskGroup) Group {
 
 	var reads []found
 	for _, task := range tg.Tasks {
-		if task == nil {
-			continue
-		}
-		d := defaultsFor(job, tg, task)
+		d := defaultsFor(job, tg, &task)
 		for i, t := range task.Templates {
-			if t == nil {
-				continue
-			}
 			f, not := scanTemplate(task.Name, i, t, d)
 			reads = append(reads, f...)
 			g.NotWatched = append(g.NotWatched, not...)
@@ -203,8 +193,8 @@ func readConsent(mv metaValue, given bool, d defaults) (Consent, []Source, []Pro
 // region for Nomad variables (Nomad gives consul-template the job's namespace; a client
 // reads its own region, the job's), the task's Consul namespace and partition, else the
 // group's (Allocation.ConsulNamespaceForTask). task may be nil: the group's.
-func defaultsFor(job *api.Job, tg *api.TaskGroup, task *api.Task) defaults {
-	d := defaults{nomadNamespace: orDefault(deref(job.Namespace)), nomadRegion: deref(job.Region)}
+func defaultsFor(job JobSpec, tg GroupSpec, task *TaskSpec) defaults {
+	d := defaults{nomadNamespace: orDefault(job.Namespace), nomadRegion: job.Region}
 	consul := tg.Consul
 	if task != nil && task.Consul != nil {
 		consul = task.Consul

@@ -7,23 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // testJob is job "web" in namespace "apps", region "eu", with groups built by the caller.
-func testJob(meta map[string]string, groups ...*api.TaskGroup) *api.Job {
-	return &api.Job{ID: ptr("web"), Namespace: ptr("apps"), Region: ptr("eu"), Meta: meta, TaskGroups: groups}
+func testJob(meta map[string]string, groups ...GroupSpec) JobSpec {
+	return JobSpec{ID: "web", Namespace: "apps", Region: "eu", Meta: meta, Groups: groups}
 }
 
 // testGroup is a group with one task "app" holding the given templates.
-func testGroup(name string, meta map[string]string, templates ...*api.Template) *api.TaskGroup {
-	return &api.TaskGroup{Name: ptr(name), Meta: meta, Tasks: []*api.Task{{Name: "app", Templates: templates}}}
+func testGroup(name string, meta map[string]string, templates ...TemplateSpec) GroupSpec {
+	return GroupSpec{Name: name, Meta: meta, Tasks: []TaskSpec{{Name: "app", Templates: templates}}}
 }
 
-func tmpl(text, changeMode string) *api.Template {
-	return &api.Template{EmbeddedTmpl: ptr(text), ChangeMode: ptr(changeMode), DestPath: ptr("local/" + changeMode + ".env")}
+func tmpl(text, changeMode string) TemplateSpec {
+	return TemplateSpec{Embedded: text, ChangeMode: changeMode, DestPath: "local/" + changeMode + ".env"}
 }
 
 var webVar = Source{Kind: NomadVariable, Path: "nomad/jobs/web", Namespace: "apps", Region: "eu"}
@@ -169,7 +167,7 @@ func TestAnalyzeWarnsOfChangeModesThatActOnEveryAllocation(t *testing.T) {
 		tmpl(`{{ key "a" }}`, "script"),
 		tmpl(`{{ key "a" }}`, "noop"),
 		tmpl(`{{ with secret "kv/x" }}{{ end }}`, "restart"), // reads nothing watched
-		&api.Template{EmbeddedTmpl: ptr(`{{ key "c" }}`)},    // Nomad's default: restart
+		TemplateSpec{Embedded: `{{ key "c" }}`},              // Nomad's default: restart
 	)
 	g := Analyze(testJob(nil, group)).Groups[0]
 	want := []string{
@@ -212,15 +210,15 @@ func TestAnalyzeReportsTaskMeta(t *testing.T) {
 }
 
 func TestAnalyzeWhereSourcesLive(t *testing.T) {
-	group := &api.TaskGroup{
-		Name:   ptr("web"),
-		Consul: &api.Consul{Namespace: "group-ns", Partition: "group-part"},
-		Tasks: []*api.Task{
-			{Name: "a", Templates: []*api.Template{tmpl(`{{ key "k" }}{{ nomadVar "v" }}{{ nomadVar "s@shared.us" }}`, "noop")}},
-			{Name: "b", Consul: &api.Consul{Namespace: "task-ns"}, Templates: []*api.Template{tmpl(`{{ key "k" }}`, "noop")}},
+	group := GroupSpec{
+		Name:   "web",
+		Consul: &ConsulSpec{Namespace: "group-ns", Partition: "group-part"},
+		Tasks: []TaskSpec{
+			{Name: "a", Templates: []TemplateSpec{tmpl(`{{ key "k" }}{{ nomadVar "v" }}{{ nomadVar "s@shared.us" }}`, "noop")}},
+			{Name: "b", Consul: &ConsulSpec{Namespace: "task-ns"}, Templates: []TemplateSpec{tmpl(`{{ key "k" }}`, "noop")}},
 		},
 	}
-	job := &api.Job{ID: ptr("web"), TaskGroups: []*api.TaskGroup{group}} // default namespace, no region
+	job := JobSpec{ID: "web", Groups: []GroupSpec{group}} // default namespace, no region
 	g := Analyze(job).Groups[0]
 	want := []Source{
 		{Kind: ConsulKey, Path: "k", Namespace: "group-ns", Partition: "group-part"},

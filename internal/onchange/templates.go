@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"text/template/parse"
-
-	"github.com/hashicorp/nomad/api"
 )
 
 // Read is one template's read of a source.
@@ -124,7 +122,7 @@ func notWatchedReason(k funcKind) string {
 type scanner struct {
 	task  string
 	index int
-	tmpl  *api.Template
+	tmpl  TemplateSpec
 	defs  defaults
 	found []found
 	not   []NotWatched
@@ -135,11 +133,11 @@ type scanner struct {
 // consul-template parses it. Functions are not checked, as they are only known where the
 // template renders (Nomad adds its own, sprig's come prefixed, a client may deny some);
 // an unknown function fails there, not here.
-func scanTemplate(task string, index int, t *api.Template, d defaults) ([]found, []NotWatched) {
+func scanTemplate(task string, index int, t TemplateSpec, d defaults) ([]found, []NotWatched) {
 	s := &scanner{task: task, index: index, tmpl: t, defs: d}
-	text := deref(t.EmbeddedTmpl)
+	text := t.Embedded
 	if text == "" {
-		if src := deref(t.SourcePath); src != "" {
+		if src := t.SourcePath; src != "" {
 			s.notWatched(fmt.Sprintf("source %q", src), "its text is a file on the client (from an artifact or the task's directory) that the agent cannot read; name its sources in nomad-restart.on-change")
 		}
 		return nil, s.not
@@ -147,7 +145,7 @@ func scanTemplate(task string, index int, t *api.Template, d defaults) ([]found,
 	tree := parse.New("template")
 	tree.Mode = parse.SkipFuncCheck
 	trees := map[string]*parse.Tree{}
-	if _, err := tree.Parse(text, deref(t.LeftDelim), deref(t.RightDelim), trees); err != nil {
+	if _, err := tree.Parse(text, t.LeftDelim, t.RightDelim, trees); err != nil {
 		s.notWatched("the whole template", "it does not parse, so Nomad cannot render it either: "+err.Error())
 		return nil, s.not
 	}
@@ -160,13 +158,6 @@ func scanTemplate(task string, index int, t *api.Template, d defaults) ([]found,
 		s.walk(trees[name].Root)
 	}
 	return s.found, s.not
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // walk visits every pipeline of a template's tree.
@@ -315,22 +306,22 @@ func call(cmd *parse.CommandNode) string {
 
 func (s *scanner) read(function string) Read {
 	return Read{
-		Task: s.task, Template: s.index, Destination: deref(s.tmpl.DestPath),
+		Task: s.task, Template: s.index, Destination: s.tmpl.DestPath,
 		Function: function, ChangeMode: changeMode(s.tmpl),
 	}
 }
 
 func (s *scanner) notWatched(what, reason string) {
 	s.not = append(s.not, NotWatched{
-		Task: s.task, Template: s.index, Destination: deref(s.tmpl.DestPath),
+		Task: s.task, Template: s.index, Destination: s.tmpl.DestPath,
 		What: what, Reason: reason,
 	})
 }
 
 // changeMode is the template's change_mode, Nomad's default (restart) where unset
 // (api.Template.Canonicalize).
-func changeMode(t *api.Template) string {
-	if m := deref(t.ChangeMode); m != "" {
+func changeMode(t TemplateSpec) string {
+	if m := t.ChangeMode; m != "" {
 		return m
 	}
 	return "restart"

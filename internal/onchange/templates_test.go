@@ -3,11 +3,7 @@ package onchange
 import (
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/nomad/api"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // read is a short form of a found source for the tables: kind, path, and the function.
 type read struct {
@@ -25,27 +21,27 @@ type notRead struct {
 func TestScanTemplate(t *testing.T) {
 	tests := []struct {
 		name        string
-		tmpl        api.Template
+		tmpl        TemplateSpec
 		wantWatched []read
 		wantNot     []notRead
 	}{
 		{
 			name:        "a variable in a with",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{ with nomadVar "nomad/jobs/web" }}PASS={{ .pass }}{{ end }}`)},
+			tmpl:        TemplateSpec{Embedded: `{{ with nomadVar "nomad/jobs/web" }}PASS={{ .pass }}{{ end }}`},
 			wantWatched: []read{{kind: NomadVariable, path: "nomad/jobs/web", function: "nomadVar"}},
 		},
 		{
 			name:        "a key listing in a range",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{ range ls "web/config" }}{{ .Key }}={{ .Value }}{{ end }}`)},
+			tmpl:        TemplateSpec{Embedded: `{{ range ls "web/config" }}{{ .Key }}={{ .Value }}{{ end }}`},
 			wantWatched: []read{{kind: ConsulPrefix, path: "web/config", function: "ls"}},
 		},
 		{
 			name: "every watchable function, nested in if, else and range",
-			tmpl: api.Template{EmbeddedTmpl: ptr(`
+			tmpl: TemplateSpec{Embedded: `
 {{- if nomadVarExists "a/flag" }}{{ range nomadVarList "a/" }}{{ . }}{{ end }}
 {{- else if keyExists "k/flag" }}{{ keyOrDefault "k/x" "5" }}{{ key "k/y@dc2" }}
 {{- else }}{{ range tree "t/@dc3" }}{{ end }}{{ range safeTree "st/" }}{{ end }}{{ range safeLs "sl/" }}{{ end }}
-{{- range nomadVarListSafe "b/" }}{{ end }}{{ end }}`)},
+{{- range nomadVarListSafe "b/" }}{{ end }}{{ end }}`},
 			wantWatched: []read{
 				{kind: NomadVariable, path: "a/flag", function: "nomadVarExists"},
 				{kind: NomadPrefix, path: "a/", function: "nomadVarList"},
@@ -60,25 +56,25 @@ func TestScanTemplate(t *testing.T) {
 		},
 		{
 			name:        "nomadVarList without a prefix lists the whole namespace",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{ range nomadVarList }}{{ . }}{{ end }}`)},
+			tmpl:        TemplateSpec{Embedded: `{{ range nomadVarList }}{{ . }}{{ end }}`},
 			wantWatched: []read{{kind: NomadPrefix, path: "", function: "nomadVarList"}},
 		},
 		{
 			name: "the template's own delimiters",
-			tmpl: api.Template{
-				EmbeddedTmpl: ptr(`[[ key "app/port" ]] {{ key "not/a/call" }}`),
-				LeftDelim:    ptr("[["), RightDelim: ptr("]]"),
+			tmpl: TemplateSpec{
+				Embedded:  `[[ key "app/port" ]] {{ key "not/a/call" }}`,
+				LeftDelim: "[[", RightDelim: "]]",
 			},
 			wantWatched: []read{{kind: ConsulKey, path: "app/port", function: "key"}},
 		},
 		{
 			name:        "empty delimiters are the defaults",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{ key "app/port" }}`), LeftDelim: ptr(""), RightDelim: ptr("")},
+			tmpl:        TemplateSpec{Embedded: `{{ key "app/port" }}`, LeftDelim: "", RightDelim: ""},
 			wantWatched: []read{{kind: ConsulKey, path: "app/port", function: "key"}},
 		},
 		{
 			name: "piped literal, parenthesised calls, chained fields",
-			tmpl: api.Template{EmbeddedTmpl: ptr(`{{ "p/one" | key }}{{ index (nomadVar "p/two") "k" }}{{ (nomadVar "p/three").k }}`)},
+			tmpl: TemplateSpec{Embedded: `{{ "p/one" | key }}{{ index (nomadVar "p/two") "k" }}{{ (nomadVar "p/three").k }}`},
 			wantWatched: []read{
 				{kind: ConsulKey, path: "p/one", function: "key"},
 				{kind: NomadVariable, path: "p/two", function: "nomadVar"},
@@ -87,17 +83,17 @@ func TestScanTemplate(t *testing.T) {
 		},
 		{
 			name:        "defined templates are read too",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{ define "part" }}{{ key "d/k" }}{{ end }}{{ template "part" . }}`)},
+			tmpl:        TemplateSpec{Embedded: `{{ define "part" }}{{ key "d/k" }}{{ end }}{{ template "part" . }}`},
 			wantWatched: []read{{kind: ConsulKey, path: "d/k", function: "key"}},
 		},
 		{
 			name:        "functions of sprig and Nomad do not fail the parse; comments are not calls",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{/* key "c/k" */}}{{ sprig_upper "x" }}{{ env "NOMAD_ALLOC_ID" }}{{ node_attr "x" }}{{ key "k" }}`)},
+			tmpl:        TemplateSpec{Embedded: `{{/* key "c/k" */}}{{ sprig_upper "x" }}{{ env "NOMAD_ALLOC_ID" }}{{ node_attr "x" }}{{ key "k" }}`},
 			wantWatched: []read{{kind: ConsulKey, path: "k", function: "key"}},
 		},
 		{
 			name: "non-literal arguments",
-			tmpl: api.Template{EmbeddedTmpl: ptr(`{{ key (printf "%s/x" .app) }}{{ $p := "a/b" }}{{ nomadVar $p }}{{ env "K" | key }}`)},
+			tmpl: TemplateSpec{Embedded: `{{ key (printf "%s/x" .app) }}{{ $p := "a/b" }}{{ nomadVar $p }}{{ env "K" | key }}`},
 			wantNot: []notRead{
 				{what: `{{ key (printf "%s/x" .app) }}`, reason: "not a literal string"},
 				{what: `{{ nomadVar $p }}`, reason: "not a literal string"},
@@ -106,8 +102,8 @@ func TestScanTemplate(t *testing.T) {
 		},
 		{
 			name: "Vault, catalog and files are not watched",
-			tmpl: api.Template{EmbeddedTmpl: ptr(`{{ with secret "kv/data/app" }}{{ .Data.data.pass }}{{ end }}
-{{ range secrets "kv/" }}{{ end }}{{ range service "db" }}{{ .Address }}{{ end }}{{ range nomadService "api" }}{{ end }}{{ file "/etc/x" }}`)},
+			tmpl: TemplateSpec{Embedded: `{{ with secret "kv/data/app" }}{{ .Data.data.pass }}{{ end }}
+{{ range secrets "kv/" }}{{ end }}{{ range service "db" }}{{ .Address }}{{ end }}{{ range nomadService "api" }}{{ end }}{{ file "/etc/x" }}`},
 			wantNot: []notRead{
 				{what: `secret "kv/data/app"`, reason: "Vault"},
 				{what: `secrets "kv/"`, reason: "Vault"},
@@ -118,23 +114,23 @@ func TestScanTemplate(t *testing.T) {
 		},
 		{
 			name:        "a Vault secret beside a watched variable",
-			tmpl:        api.Template{EmbeddedTmpl: ptr(`{{ with secret "kv/data/app" }}{{ end }}{{ with nomadVar "nomad/jobs/web" }}{{ end }}`)},
+			tmpl:        TemplateSpec{Embedded: `{{ with secret "kv/data/app" }}{{ end }}{{ with nomadVar "nomad/jobs/web" }}{{ end }}`},
 			wantWatched: []read{{kind: NomadVariable, path: "nomad/jobs/web", function: "nomadVar"}},
 			wantNot:     []notRead{{what: `secret "kv/data/app"`, reason: "Vault"}},
 		},
 		{
 			name:    "parse error",
-			tmpl:    api.Template{EmbeddedTmpl: ptr(`{{ key "a" `)},
+			tmpl:    TemplateSpec{Embedded: `{{ key "a" `},
 			wantNot: []notRead{{what: "the whole template", reason: "does not parse"}},
 		},
 		{
 			name:    "parse error with the wrong delimiters",
-			tmpl:    api.Template{EmbeddedTmpl: ptr(`[[ if key "a" ]]`), LeftDelim: ptr("[["), RightDelim: ptr("]]")},
+			tmpl:    TemplateSpec{Embedded: `[[ if key "a" ]]`, LeftDelim: "[[", RightDelim: "]]"},
 			wantNot: []notRead{{what: "the whole template", reason: "does not parse"}},
 		},
 		{
 			name: "empty paths, wrong counts and refused arguments",
-			tmpl: api.Template{EmbeddedTmpl: ptr(`{{ key "" }}{{ nomadVar "a" "b" }}{{ keyOrDefault "k" }}{{ key "a?token=x" }}{{ nomadVar "a@b@c" }}`)},
+			tmpl: TemplateSpec{Embedded: `{{ key "" }}{{ nomadVar "a" "b" }}{{ keyOrDefault "k" }}{{ key "a?token=x" }}{{ nomadVar "a@b@c" }}`},
 			wantNot: []notRead{
 				{what: `key ""`, reason: "empty path reads nothing"},
 				{what: `nomadVar "a" "b"`, reason: "takes one argument, not 2"},
@@ -145,17 +141,17 @@ func TestScanTemplate(t *testing.T) {
 		},
 		{
 			name:    "a template from an artifact",
-			tmpl:    api.Template{SourcePath: ptr("local/app.tpl"), EmbeddedTmpl: ptr("")},
+			tmpl:    TemplateSpec{SourcePath: "local/app.tpl", Embedded: ""},
 			wantNot: []notRead{{what: `source "local/app.tpl"`, reason: "cannot read"}},
 		},
 		{
 			name: "a template with no text at all reads nothing",
-			tmpl: api.Template{},
+			tmpl: TemplateSpec{},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			found, not := scanTemplate("app", 0, &tt.tmpl, testDefaults)
+			found, not := scanTemplate("app", 0, tt.tmpl, testDefaults)
 			if len(found) != len(tt.wantWatched) {
 				t.Fatalf("found %d sources %+v, want %d", len(found), found, len(tt.wantWatched))
 			}
@@ -178,14 +174,14 @@ func TestScanTemplate(t *testing.T) {
 }
 
 func TestScanTemplateRecordsTheRead(t *testing.T) {
-	tmpl := &api.Template{DestPath: ptr("local/app.env"), ChangeMode: ptr("noop"), EmbeddedTmpl: ptr(`{{ key "k" }}`)}
+	tmpl := TemplateSpec{DestPath: "local/app.env", ChangeMode: "noop", Embedded: `{{ key "k" }}`}
 	found, _ := scanTemplate("app", 2, tmpl, testDefaults)
 	want := Read{Task: "app", Template: 2, Destination: "local/app.env", Function: "key", ChangeMode: "noop"}
 	if len(found) != 1 || found[0].read != want {
 		t.Fatalf("found = %+v, want one read %+v", found, want)
 	}
 	// Nomad's default change mode where the job leaves it unset.
-	found, _ = scanTemplate("app", 0, &api.Template{EmbeddedTmpl: ptr(`{{ key "k" }}`)}, testDefaults)
+	found, _ = scanTemplate("app", 0, TemplateSpec{Embedded: `{{ key "k" }}`}, testDefaults)
 	if found[0].read.ChangeMode != "restart" {
 		t.Errorf("change mode = %q, want restart", found[0].read.ChangeMode)
 	}

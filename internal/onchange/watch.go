@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/hashicorp/nomad/api"
 )
 
 // watchAuto is what "auto" watches: every source the templates read, once each, in the
@@ -103,12 +101,9 @@ func nomadActs(mode string) string {
 
 // taskMetaProblems reports nomad-restart keys in a task's meta, which the agent does not
 // read: an option its author meant would otherwise be silently dropped.
-func taskMetaProblems(tg *api.TaskGroup) []Problem {
+func taskMetaProblems(tg GroupSpec) []Problem {
 	var out []Problem
 	for _, task := range tg.Tasks {
-		if task == nil {
-			continue
-		}
 		var keys []string
 		for k := range task.Meta {
 			if strings.HasPrefix(k, MetaPrefix) {

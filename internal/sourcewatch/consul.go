@@ -31,30 +31,26 @@ func (h *Hub) runConsul(ctx context.Context, g *group) {
 	kv, err := h.consulKV(src.Datacenter)
 	for err != nil {
 		h.consulFailed(g, err)
-		if !pace(ctx, time.Now(), h.slowRetry) {
+		if !cluster.Sleep(ctx, h.slowRetry) {
 			return
 		}
 		kv, err = h.consulKV(src.Datacenter)
 	}
-	var (
-		index uint64
-		last  time.Time
-	)
-	b := cluster.NewBackoff(cluster.DefaultRetryPolicy())
-	for pace(ctx, last, h.opts.MinGap) {
-		last = time.Now()
+	w := &cluster.Watch{What: "watching Consul", Log: h.opts.Logger.With("source", src.String()),
+		Policy: cluster.DefaultRetryPolicy(), MinGap: h.opts.MinGap}
+	var streak failureStreak
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		entries, got, err := readConsul(ctx, kv, src, index)
 		if err != nil {
-			if !h.consulRetry(ctx, g, b, err) {
-				return
+			if ctx.Err() == nil {
+				h.failed(ctx, g, &streak, consulSourceErr, "Consul", err)
 			}
-			index = 0 // the next answer comes at once, whatever changed meanwhile
-			continue
+			return 0, err
 		}
-		b.Reset()
-		index = nextConsulIndex(index, got)
+		streak = failureStreak{}
 		h.publish(g, consulAnswer(entries, time.Now()))
-	}
+		return got, nil
+	})
 }
 
 // consulKV is the KV client for a datacenter.
@@ -98,37 +94,6 @@ func readConsul(ctx context.Context, kv *consulapi.KV, src onchange.Source, inde
 		return nil, 0, err
 	}
 	return out, qm.LastIndex, nil
-}
-
-// nextConsulIndex is nextIndex with Consul's other rule: an answer at index 0 is taken
-// as 1, since a query at 0 would not block and the loop would spin (Consul's KV endpoints
-// answer 1 themselves where their table is empty; a proxy or an old agent may not).
-func nextConsulIndex(prev, got uint64) uint64 {
-	if got == 0 {
-		return 1
-	}
-	return nextIndex(prev, got)
-}
-
-// consulRetry handles a failed read as nomadFailed does for Nomad.
-func (h *Hub) consulRetry(ctx context.Context, g *group, b *cluster.Backoff, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	if !cluster.IsTransient(err) {
-		h.consulFailed(g, err)
-		return pace(ctx, time.Now(), h.slowRetry)
-	}
-	h.opts.Logger.Debug("retrying a watch of Consul", "source", g.key.source.String(), "err", err)
-	if b.Wait(ctx) {
-		return true
-	}
-	if ctx.Err() != nil {
-		return false
-	}
-	b.Reset()
-	h.consulFailed(g, fmt.Errorf("no answer from Consul for %s, still trying: %w", cluster.DefaultRetryPolicy().MaxElapsed, err))
-	return true
 }
 
 // consulFailed logs and publishes a failure of a Consul source.

@@ -288,30 +288,3 @@ func (s *subscriber) run(ctx context.Context, leave func()) {
 		}
 	}
 }
-
-// pace waits until gap has passed since last, and reports whether ctx is still live.
-func pace(ctx context.Context, last time.Time, gap time.Duration) bool {
-	wait := time.Until(last.Add(gap))
-	if wait <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// nextIndex is the index to block on after an answer at got when the last was prev: an
-// index that went backwards (a new leader behind the old one, a restored snapshot) starts
-// over from 0, as Consul's blocking-query documentation advises (Nomad's blocking queries
-// work alike), else the query would wait for an index that may never come.
-func nextIndex(prev, got uint64) uint64 {
-	if got < prev {
-		return 0
-	}
-	return got
-}

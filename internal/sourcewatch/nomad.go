@@ -27,33 +27,29 @@ func groupPrefix(path string) string {
 	return path
 }
 
-// runNomad lists the group's prefix with blocking queries until ctx ends, publishing
-// each answer to the group's sources.
+// runNomad lists the group's prefix with blocking queries (cluster.Watch) until ctx ends,
+// publishing each answer to the group's sources, and each failure that lasts.
 func (h *Hub) runNomad(ctx context.Context, g *group) {
-	var (
-		index uint64
-		last  time.Time
-	)
 	if h.nomad == nil {
 		h.publishErr(g, nomadSourceErr(g.key), errors.New("this hub has no Nomad client"))
 		<-ctx.Done()
 		return
 	}
-	b := cluster.NewBackoff(cluster.DefaultRetryPolicy())
-	for pace(ctx, last, h.opts.MinGap) {
-		last = time.Now()
+	log := h.opts.Logger.With("namespace", g.key.namespace, "region", g.key.region, "prefix", g.key.prefix)
+	w := &cluster.Watch{What: "watching Nomad variables", Log: log, Policy: cluster.DefaultRetryPolicy(), MinGap: h.opts.MinGap}
+	var streak failureStreak
+	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
 		metas, got, err := h.list(ctx, g.key, index)
 		if err != nil {
-			if !h.nomadFailed(ctx, g, b, err) {
-				return
+			if ctx.Err() == nil {
+				h.failed(ctx, g, &streak, nomadSourceErr(g.key), "Nomad", err)
 			}
-			index = 0 // the next answer comes at once, whatever changed meanwhile
-			continue
+			return 0, err
 		}
-		b.Reset()
-		index = nextIndex(index, got)
+		streak = failureStreak{}
 		h.publish(g, h.nomadAnswer(newListing(metas), time.Now()))
-	}
+		return got, nil
+	})
 }
 
 // list runs one (blocking, when index > 0) listing of the group's prefix and returns its
@@ -70,30 +66,35 @@ func (h *Hub) list(ctx context.Context, key groupKey, index uint64) ([]*api.Vari
 	return metas, qm.LastIndex, nil
 }
 
-// nomadFailed handles a failed listing: a transient error is retried with backoff (and
-// published once the backoff gives up, then retried on); any other error (a denial, a
-// bad request) is published and asked again after the slow retry. It reports whether
-// the loop goes on.
-func (h *Hub) nomadFailed(ctx context.Context, g *group, b *cluster.Backoff, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	log := h.opts.Logger.With("namespace", g.key.namespace, "region", g.key.region, "prefix", g.key.prefix, "err", err)
+// failed handles a failed query of a group before its watch retries it: a transient
+// error is published once it has lasted the retry policy's MaxElapsed (and again each
+// time as long); any other error (a denial, a bad request) is published at once and asked
+// again after the slow retry. server names who did not answer.
+func (h *Hub) failed(ctx context.Context, g *group, streak *failureStreak, wrap func(onchange.Source, error) error, server string, err error) {
 	if !cluster.IsTransient(err) {
-		log.Warn("cannot watch Nomad variables; asking again later")
-		h.publishErr(g, nomadSourceErr(g.key), err)
-		return pace(ctx, time.Now(), h.slowRetry)
+		h.publishErr(g, wrap, err)
+		cluster.Sleep(ctx, h.slowRetry)
+		return
 	}
-	log.Debug("retrying a watch of Nomad variables")
-	if b.Wait(ctx) {
-		return true
+	if lasted := cluster.DefaultRetryPolicy().MaxElapsed; streak.lasted(lasted) {
+		h.publishErr(g, wrap, fmt.Errorf("no answer from %s for %s, still trying: %w", server, lasted, err))
 	}
-	if ctx.Err() != nil {
+}
+
+// failureStreak times a streak of transient failures; its zero value is no streak.
+type failureStreak struct{ since time.Time }
+
+// lasted reports, once per d, that the streak has lasted d; the first call starts it.
+func (f *failureStreak) lasted(d time.Duration) bool {
+	now := time.Now()
+	if f.since.IsZero() {
+		f.since = now
 		return false
 	}
-	b.Reset()
-	log.Warn("Nomad does not answer a watch of variables; still trying")
-	h.publishErr(g, nomadSourceErr(g.key), fmt.Errorf("no answer from Nomad for %s, still trying: %w", cluster.DefaultRetryPolicy().MaxElapsed, err))
+	if now.Sub(f.since) < d {
+		return false
+	}
+	f.since = now
 	return true
 }
 

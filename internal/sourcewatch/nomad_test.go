@@ -304,26 +304,6 @@ func TestCovered(t *testing.T) {
 	}
 }
 
-func TestNextIndex(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		prev, got, want, consul uint64
-	}{
-		{0, 10, 10, 10},
-		{10, 12, 12, 12},
-		{10, 10, 10, 10},
-		{10, 3, 0, 0}, // a new leader behind the old one: start over
-		{10, 0, 0, 1}, // Consul's index is never 0: never block on it
-	} {
-		if got := nextIndex(tc.prev, tc.got); got != tc.want {
-			t.Errorf("nextIndex(%d, %d) = %d, want %d", tc.prev, tc.got, got, tc.want)
-		}
-		if got := nextConsulIndex(tc.prev, tc.got); got != tc.consul {
-			t.Errorf("nextConsulIndex(%d, %d) = %d, want %d", tc.prev, tc.got, got, tc.consul)
-		}
-	}
-}
-
 // metas are listing entries at paths, with increasing indexes.
 func metas(paths ...string) []*api.VariableMetadata {
 	out := make([]*api.VariableMetadata, len(paths))

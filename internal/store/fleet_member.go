@@ -69,11 +69,11 @@ func MembershipsOf(f *fleet.Record) map[string]Membership {
 
 // FleetMemberPath is the variable path of fleet id's member marker, in each namespace of
 // its jobs but its home.
-func (s *NomadFleets) FleetMemberPath(id string) string { return s.fleetPath(id, fleetMemberName) }
+func (s *NomadFleets) MemberPath(id string) string { return s.fleetPath(id, fleetMemberName) }
 
 // PutFleetMember implements Fleets: it writes (or overwrites) fleet id's member marker in
 // namespace.
-func (s *NomadFleets) PutFleetMember(ctx context.Context, namespace, id string, m Membership) error {
+func (s *NomadFleets) PutMember(ctx context.Context, namespace, id string, m Membership) error {
 	if !validID(id) {
 		return fmt.Errorf("nomad fleet store: invalid fleet ID %q", id)
 	}
@@ -91,17 +91,17 @@ func (s *NomadFleets) PutFleetMember(ctx context.Context, namespace, id string, 
 	if size := itemsSize(items); size > maxVariableSize {
 		return &FleetTooLargeError{Jobs: len(m.Jobs), Bytes: size, Limit: maxVariableSize}
 	}
-	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.FleetMemberPath(id), Items: items}
+	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.MemberPath(id), Items: items}
 	return s.fleetErr(s.n.vars.Overwrite(ctx, v))
 }
 
 // FleetMember implements Fleets: fleet id's member marker in namespace, ErrNoMember when
 // there is none.
-func (s *NomadFleets) FleetMember(ctx context.Context, namespace, id string) (Membership, error) {
+func (s *NomadFleets) Member(ctx context.Context, namespace, id string) (Membership, error) {
 	if !validID(id) {
 		return Membership{}, ErrNoMember
 	}
-	v, err := s.n.vars.Read(ctx, namespace, s.FleetMemberPath(id))
+	v, err := s.n.vars.Read(ctx, namespace, s.MemberPath(id))
 	if err != nil {
 		err = s.fleetErr(err)
 		if errors.Is(err, ErrFleetNotFound) {
@@ -126,11 +126,11 @@ func (s *NomadFleets) FleetMember(ctx context.Context, namespace, id string) (Me
 }
 
 // DeleteFleetMember implements Fleets.
-func (s *NomadFleets) DeleteFleetMember(ctx context.Context, namespace, id string) error {
+func (s *NomadFleets) DeleteMember(ctx context.Context, namespace, id string) error {
 	if !validID(id) {
 		return nil
 	}
-	return s.fleetErr(s.n.vars.Delete(ctx, namespace, s.FleetMemberPath(id)))
+	return s.fleetErr(s.n.vars.Delete(ctx, namespace, s.MemberPath(id)))
 }
 
 // deleteMembers removes a pruned fleet's member markers, best effort: the pruning token
@@ -139,8 +139,8 @@ func (s *NomadFleets) DeleteFleetMember(ctx context.Context, namespace, id strin
 // the record restarts nothing again while they are kept).
 func (s *NomadFleets) deleteMembers(ctx context.Context, f *fleet.Record) {
 	for ns := range MembershipsOf(f) {
-		if err := s.DeleteFleetMember(ctx, ns, f.ID); err != nil {
-			s.n.opts.Logger.Debug("could not delete a pruned fleet's member marker", "path", s.FleetMemberPath(f.ID), "namespace", ns, "error", err)
+		if err := s.DeleteMember(ctx, ns, f.ID); err != nil {
+			s.n.opts.Logger.Debug("could not delete a pruned fleet's member marker", "path", s.MemberPath(f.ID), "namespace", ns, "error", err)
 		}
 	}
 }

@@ -48,32 +48,32 @@ func TestFleetMemberWriteRead(t *testing.T) {
 	cl, s, rs := startFleets(t, store.NomadOptions{})
 	ctx := testContext(t, 30*time.Second)
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
-	if _, err := s.FleetMember(ctx, "prod", f.ID); !errors.Is(err, store.ErrNoMember) {
+	if _, err := s.Member(ctx, "prod", f.ID); !errors.Is(err, store.ErrNoMember) {
 		t.Fatalf("FleetMember before any was written: got %v, want ErrNoMember", err)
 	}
-	if _, err := s.FleetMember(ctx, "prod", "not-an-id"); !errors.Is(err, store.ErrNoMember) {
+	if _, err := s.Member(ctx, "prod", "not-an-id"); !errors.Is(err, store.ErrNoMember) {
 		t.Fatalf("FleetMember of an invalid ID: got %v, want ErrNoMember", err)
 	}
-	if err := s.PutFleetMember(ctx, "prod", f.ID, store.Membership{Home: "", Jobs: []string{"web", "api", "web"}}); err != nil {
+	if err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "", Jobs: []string{"web", "api", "web"}}); err != nil {
 		t.Fatalf("PutFleetMember: %v", err)
 	}
-	if err := s.PutFleetMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"web", "db", "api"}}); err != nil {
+	if err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"web", "db", "api"}}); err != nil {
 		t.Fatalf("PutFleetMember over an existing marker: %v", err)
 	}
-	got, err := s.FleetMember(ctx, "prod", f.ID)
+	got, err := s.Member(ctx, "prod", f.ID)
 	if want := (store.Membership{Home: "default", Jobs: []string{"api", "db", "web"}}); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("FleetMember: got %+v, %v; want %+v", got, err, want)
 	}
-	v, _, err := cl.Variables().Read(s.FleetMemberPath(f.ID), &api.QueryOptions{Namespace: "prod"})
+	v, _, err := cl.Variables().Read(s.MemberPath(f.ID), &api.QueryOptions{Namespace: "prod"})
 	if err != nil || v.Path != "nomad-restart/~fleets/"+f.ID+"/member" {
 		t.Fatalf("the marker is not at nomad-restart/~fleets/<id>/member in prod: %v, %v", v, err)
 	}
 
-	fleets, err := s.ListFleets(ctx, "*", false)
+	fleets, err := s.List(ctx, "*", false)
 	if err != nil || len(fleets) != 1 || fleets[0].ID != f.ID || fleets[0].Namespace != "default" {
-		t.Errorf("ListFleets(*) with a marker in prod: %d fleets, %v; want the one in default", len(fleets), err)
+		t.Errorf("List(*) with a marker in prod: %d fleets, %v; want the one in default", len(fleets), err)
 	}
-	if _, err := s.GetFleet(ctx, "prod", f.ID); !errors.Is(err, store.ErrFleetNotFound) {
+	if _, err := s.Get(ctx, "prod", f.ID); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Errorf("GetFleet in the marker's namespace: got %v, want ErrFleetNotFound", err)
 	}
 	if recs, err := rs.List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
@@ -83,10 +83,10 @@ func TestFleetMemberWriteRead(t *testing.T) {
 		t.Errorf("the restart lister shows the marker: %+v, %v", listing, err)
 	}
 
-	if err := s.DeleteFleetMember(ctx, "prod", f.ID); err != nil {
+	if err := s.DeleteMember(ctx, "prod", f.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FleetMember(ctx, "prod", f.ID); !errors.Is(err, store.ErrNoMember) {
+	if _, err := s.Member(ctx, "prod", f.ID); !errors.Is(err, store.ErrNoMember) {
 		t.Fatalf("FleetMember after DeleteFleetMember: got %v, want ErrNoMember", err)
 	}
 }
@@ -109,7 +109,7 @@ namespace "default" {
 	}
 	s := store.NewNomadFleets(simClient(t, c, token), store.NomadOptions{})
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
-	err = s.PutFleetMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"db"}})
+	err = s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"db"}})
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "prod" {
 		t.Fatalf("PutFleetMember in prod with a default-only token: got %v, want a PermissionError for write in prod", err)
@@ -117,7 +117,7 @@ namespace "default" {
 	if !strings.Contains(err.Error(), `path "nomad-restart/*"`) {
 		t.Errorf("the denial does not name the rule to grant: %v", err)
 	}
-	if _, err := s.FleetMember(ctx, "prod", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
+	if _, err := s.Member(ctx, "prod", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
 		t.Fatalf("FleetMember in prod with a default-only token: got %v, want a PermissionError for read", err)
 	}
 	if metas, _, err := admin.Variables().PrefixList("", &api.QueryOptions{Namespace: "prod"}); err != nil || len(metas) != 0 {
@@ -134,7 +134,7 @@ func TestFleetMemberPruned(t *testing.T) {
 		f.Jobs[0].Namespace = jobNamespace
 		f.Status = restart.StatusSucceeded
 		for ns, m := range store.MembershipsOf(f) {
-			if err := s.PutFleetMember(ctx, ns, f.ID, m); err != nil {
+			if err := s.PutMember(ctx, ns, f.ID, m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -143,16 +143,16 @@ func TestFleetMemberPruned(t *testing.T) {
 	oldest := ended("prod")
 	kept := ended("prod")
 	ended("default") // prunes the oldest
-	if _, err := s.GetFleet(ctx, "default", oldest.ID); !errors.Is(err, store.ErrFleetNotFound) {
+	if _, err := s.Get(ctx, "default", oldest.ID); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("the oldest finished fleet was not pruned: %v", err)
 	}
-	if _, err := s.FleetMember(ctx, "prod", oldest.ID); !errors.Is(err, store.ErrNoMember) {
+	if _, err := s.Member(ctx, "prod", oldest.ID); !errors.Is(err, store.ErrNoMember) {
 		t.Errorf("the pruned fleet's member marker in prod: got %v, want ErrNoMember", err)
 	}
-	if _, err := s.FleetMember(ctx, "prod", kept.ID); err != nil {
+	if _, err := s.Member(ctx, "prod", kept.ID); err != nil {
 		t.Errorf("the kept fleet's member marker: %v", err)
 	}
-	if _, _, err := cl.Variables().Read(s.FleetMemberPath(kept.ID), &api.QueryOptions{Namespace: "prod"}); err != nil {
+	if _, _, err := cl.Variables().Read(s.MemberPath(kept.ID), &api.QueryOptions{Namespace: "prod"}); err != nil {
 		t.Errorf("reading the kept marker directly: %v", err)
 	}
 }

@@ -116,7 +116,7 @@ func (s *NomadFleets) home(ctx context.Context, ns, id string) (string, error) {
 // CreateFleet implements Fleets. It gives f an ID when it has none and files it in
 // f.Namespace ("" is "default"); then it deletes the namespace's finished fleets beyond
 // the newest NomadOptions.Keep, best effort.
-func (s *NomadFleets) CreateFleet(ctx context.Context, f *fleet.Record) error {
+func (s *NomadFleets) Create(ctx context.Context, f *fleet.Record) error {
 	if f.ID == "" {
 		f.ID = uuid.NewString()
 	}
@@ -152,7 +152,7 @@ func (s *NomadFleets) CreateFleet(ctx context.Context, f *fleet.Record) error {
 }
 
 // UpdateFleet implements Fleets.
-func (s *NomadFleets) UpdateFleet(ctx context.Context, f *fleet.Record) error {
+func (s *NomadFleets) Update(ctx context.Context, f *fleet.Record) error {
 	if f.ModifyIndex == 0 {
 		return fmt.Errorf("nomad fleet store: fleet %s has no ModifyIndex: read it (or create it) before updating it", f.ID)
 	}
@@ -182,7 +182,7 @@ func (s *NomadFleets) UpdateFleet(ctx context.Context, f *fleet.Record) error {
 }
 
 // GetFleet implements Fleets.
-func (s *NomadFleets) GetFleet(ctx context.Context, namespace, id string) (*fleet.Record, error) {
+func (s *NomadFleets) Get(ctx context.Context, namespace, id string) (*fleet.Record, error) {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
 		return nil, err
@@ -195,26 +195,26 @@ func (s *NomadFleets) GetFleet(ctx context.Context, namespace, id string) (*flee
 }
 
 // FindFleet implements Fleets.
-func (s *NomadFleets) FindFleet(ctx context.Context, namespace, prefix string) (*fleet.Record, error) {
+func (s *NomadFleets) Find(ctx context.Context, namespace, prefix string) (*fleet.Record, error) {
 	refs, err := s.listFleets(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
 	return nomadvars.FindByIDPrefix(refs, func(r fleetRef) string { return r.id }, prefix, ErrFleetNotFound,
 		func(ids []string) error { return &AmbiguousIDError{Prefix: prefix, Matches: ids, Kind: "fleet"} },
-		func(r fleetRef) (*fleet.Record, error) { return s.GetFleet(ctx, r.ns, r.id) })
+		func(r fleetRef) (*fleet.Record, error) { return s.Get(ctx, r.ns, r.id) })
 }
 
 // ListFleets implements Fleets. It reads the listed fleets a few at a time; one deleted
 // since the listing is left out.
-func (s *NomadFleets) ListFleets(ctx context.Context, namespace string, active bool) ([]*fleet.Record, error) {
+func (s *NomadFleets) List(ctx context.Context, namespace string, active bool) ([]*fleet.Record, error) {
 	refs, err := s.listFleets(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
 	read := make([]*fleet.Record, len(refs))
 	err = forEach(ctx, len(refs), chunkWorkers, func(ctx context.Context, i int) error {
-		f, err := s.GetFleet(ctx, refs[i].ns, refs[i].id)
+		f, err := s.Get(ctx, refs[i].ns, refs[i].id)
 		if errors.Is(err, ErrFleetNotFound) {
 			return nil
 		}

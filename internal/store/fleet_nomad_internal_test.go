@@ -42,10 +42,10 @@ func TestSharedWatchIgnoresFleets(t *testing.T) {
 	defer cancel()
 	fleets := NewNomadFleets(cl, NomadOptions{})
 	f := &fleet.Record{Fleet: fleet.Fleet{Status: restart.StatusRunning}, Namespace: "default"}
-	if err := fleets.CreateFleet(ctx, f); err != nil {
+	if err := fleets.Create(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := fleets.WatchFleetControl(ctx, "default", f.ID, 0); err != nil {
+	if _, _, err := fleets.WatchControl(ctx, "default", f.ID, 0); err != nil {
 		t.Fatal(err)
 	}
 	hub := &watchHub{n: fleets.n, ns: "default"}

@@ -34,7 +34,7 @@ func (s *NomadFleets) prune(ctx context.Context, ns, created string) {
 		if r.id == created {
 			continue
 		}
-		f, err := s.GetFleet(ctx, r.ns, r.id)
+		f, err := s.Get(ctx, r.ns, r.id)
 		if err != nil || !f.Status.Terminal() {
 			continue
 		}

@@ -58,7 +58,7 @@ func startFleets(t testing.TB, opts store.NomadOptions) (*api.Client, *store.Nom
 
 func mustCreateFleet(t testing.TB, ctx context.Context, s store.Fleets, f *fleet.Record) *fleet.Record {
 	t.Helper()
-	if err := s.CreateFleet(ctx, f); err != nil {
+	if err := s.Create(ctx, f); err != nil {
 		t.Fatalf("CreateFleet: %v", err)
 	}
 	return f
@@ -71,11 +71,11 @@ func TestNomadFleetCreateGetUpdate(t *testing.T) {
 	if f.Namespace != "default" || f.CreateIndex == 0 || f.ModifyIndex == 0 || f.CreateTime.IsZero() {
 		t.Fatalf("CreateFleet did not fill in the namespace, indexes and times: %+v", f)
 	}
-	if err := s.CreateFleet(ctx, &fleet.Record{Fleet: fleet.Fleet{ID: f.ID}, Namespace: "default"}); !errors.Is(err, store.ErrExists) {
+	if err := s.Create(ctx, &fleet.Record{Fleet: fleet.Fleet{ID: f.ID}, Namespace: "default"}); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("a second CreateFleet of one ID: got %v, want ErrExists", err)
 	}
 
-	got, err := s.GetFleet(ctx, "default", f.ID)
+	got, err := s.Get(ctx, "default", f.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,17 +87,17 @@ func TestNomadFleetCreateGetUpdate(t *testing.T) {
 	got.Status = restart.StatusRunning
 	got.Jobs[0].Status = fleet.JobRunning
 	before := got.ModifyIndex
-	if err := s.UpdateFleet(ctx, got); err != nil {
+	if err := s.Update(ctx, got); err != nil {
 		t.Fatalf("UpdateFleet: %v", err)
 	}
 	if got.ModifyIndex <= before || !got.ModifyTime.After(f.ModifyTime.Add(-time.Nanosecond)) {
 		t.Fatalf("UpdateFleet did not set the new ModifyIndex and ModifyTime: %d (was %d), %v", got.ModifyIndex, before, got.ModifyTime)
 	}
 	stale.Status = restart.StatusCanceled
-	if err := s.UpdateFleet(ctx, &stale); !errors.Is(err, store.ErrConflict) {
+	if err := s.Update(ctx, &stale); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("UpdateFleet of a stale copy: got %v, want ErrConflict", err)
 	}
-	again, err := s.GetFleet(ctx, "*", f.ID)
+	again, err := s.Get(ctx, "*", f.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +106,8 @@ func TestNomadFleetCreateGetUpdate(t *testing.T) {
 	}
 
 	for _, id := range []string{uuid.NewString(), "../x"} {
-		if _, err := s.GetFleet(ctx, "default", id); !errors.Is(err, store.ErrFleetNotFound) {
-			t.Errorf("GetFleet(%q): got %v, want ErrFleetNotFound", id, err)
+		if _, err := s.Get(ctx, "default", id); !errors.Is(err, store.ErrFleetNotFound) {
+			t.Errorf("Get(%q): got %v, want ErrFleetNotFound", id, err)
 		}
 	}
 }
@@ -122,7 +122,7 @@ func TestNomadFleetSize(t *testing.T) {
 		big.Jobs[i].Reason = "waiting for restart " + big.Jobs[i].RestartID[:8] + " of this job to end"
 	}
 	mustCreateFleet(t, ctx, s, big)
-	got, err := s.GetFleet(ctx, "default", big.ID)
+	got, err := s.Get(ctx, "default", big.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,17 +145,17 @@ func TestNomadFleetSize(t *testing.T) {
 	for i := range huge.Jobs {
 		huge.Jobs[i].Reason = randomHex(t, 200) // incompressible
 	}
-	err = s.CreateFleet(ctx, huge)
+	err = s.Create(ctx, huge)
 	var tooLarge *store.FleetTooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Jobs != 500 || tooLarge.Bytes <= tooLarge.Limit || tooLarge.Limit != 65536 {
 		t.Fatalf("CreateFleet of an oversized fleet: got %v, want a FleetTooLargeError", err)
 	}
-	if _, err := s.GetFleet(ctx, "default", huge.ID); !errors.Is(err, store.ErrFleetNotFound) {
+	if _, err := s.Get(ctx, "default", huge.ID); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("an oversized fleet was written anyway: %v", err)
 	}
 	// An update that would not fit is refused too, and leaves the record as it was.
 	got.Jobs[0].Reason = randomHex(t, 100000)
-	if err := s.UpdateFleet(ctx, got); !errors.As(err, &tooLarge) {
+	if err := s.Update(ctx, got); !errors.As(err, &tooLarge) {
 		t.Fatalf("UpdateFleet of an oversized fleet: got %v, want a FleetTooLargeError", err)
 	}
 }
@@ -196,25 +196,25 @@ func TestNomadFleetFindAndList(t *testing.T) {
 		{"*", "cccc", "none"},
 	}
 	for _, tc := range tests {
-		got, err := s.FindFleet(ctx, tc.ns, tc.prefix)
+		got, err := s.Find(ctx, tc.ns, tc.prefix)
 		var amb *store.AmbiguousIDError
 		switch tc.want {
 		case "ambiguous":
 			if !errors.As(err, &amb) || len(amb.Matches) != 2 || !strings.Contains(err.Error(), "fleet ID prefix") {
-				t.Errorf("FindFleet(%q, %q): got %v, want an AmbiguousIDError of 2 fleets", tc.ns, tc.prefix, err)
+				t.Errorf("Find(%q, %q): got %v, want an AmbiguousIDError of 2 fleets", tc.ns, tc.prefix, err)
 			}
 		case "none":
 			if !errors.Is(err, store.ErrFleetNotFound) {
-				t.Errorf("FindFleet(%q, %q): got %v, want ErrFleetNotFound", tc.ns, tc.prefix, err)
+				t.Errorf("Find(%q, %q): got %v, want ErrFleetNotFound", tc.ns, tc.prefix, err)
 			}
 		default:
 			if err != nil || got.ID != tc.want {
-				t.Errorf("FindFleet(%q, %q): got %v, %v, want %s", tc.ns, tc.prefix, got, err, tc.want)
+				t.Errorf("Find(%q, %q): got %v, %v, want %s", tc.ns, tc.prefix, got, err, tc.want)
 			}
 		}
 	}
 
-	if _, err := store.MutateFleet(ctx, s, "ops", b.ID, func(f *fleet.Record) error {
+	if _, err := store.Mutate(ctx, s, "ops", b.ID, func(f *fleet.Record) error {
 		f.Status = restart.StatusSucceeded
 		return nil
 	}); err != nil {
@@ -232,7 +232,7 @@ func TestNomadFleetFindAndList(t *testing.T) {
 		{"default", false, []string{a.ID}},
 	}
 	for _, tc := range listTests {
-		got, err := s.ListFleets(ctx, tc.ns, tc.active)
+		got, err := s.List(ctx, tc.ns, tc.active)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestNomadFleetFindAndList(t *testing.T) {
 			ids = append(ids, f.ID)
 		}
 		if strings.Join(ids, " ") != strings.Join(tc.want, " ") {
-			t.Errorf("ListFleets(%q, active=%v): got %v, want %v", tc.ns, tc.active, ids, tc.want)
+			t.Errorf("List(%q, active=%v): got %v, want %v", tc.ns, tc.active, ids, tc.want)
 		}
 	}
 }
@@ -253,7 +253,7 @@ func TestNomadFleetWatches(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 2))
 
-	first, token, err := s.WatchFleetControl(ctx, "default", f.ID, 0)
+	first, token, err := s.WatchControl(ctx, "default", f.ID, 0)
 	if err != nil || token == 0 || first == nil || first.ID != f.ID {
 		t.Fatalf("WatchFleetControl with token 0: %v, %d, %v", first, token, err)
 	}
@@ -275,12 +275,12 @@ func TestNomadFleetWatches(t *testing.T) {
 	}
 	woke := make(chan answer, 1)
 	go func() {
-		got, next, err := s.WatchFleetControl(ctx, "default", f.ID, token)
+		got, next, err := s.WatchControl(ctx, "default", f.ID, token)
 		woke <- answer{got, next, err}
 	}()
 	watched := make(chan answer, 1)
 	go func() {
-		got, err := s.WatchFleet(ctx, "default", f.ID, f.ModifyIndex)
+		got, err := s.Watch(ctx, "default", f.ID, f.ModifyIndex)
 		watched <- answer{f: got, err: err}
 	}()
 
@@ -288,7 +288,7 @@ func TestNomadFleetWatches(t *testing.T) {
 	// a WatchFleetControl woken by them would answer with Control still "run".
 	first.Status = restart.StatusRunning
 	for range 3 {
-		if err := s.UpdateFleet(ctx, first); err != nil {
+		if err := s.Update(ctx, first); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -300,7 +300,7 @@ func TestNomadFleetWatches(t *testing.T) {
 		t.Fatal("UpdateFleet rang the control bell")
 	}
 
-	if _, err := store.MutateFleet(ctx, s, "default", f.ID, func(f *fleet.Record) error {
+	if _, err := store.Mutate(ctx, s, "default", f.ID, func(f *fleet.Record) error {
 		f.Control = restart.Control{Intent: restart.IntentPause, By: "alice"}
 		return nil
 	}); err != nil {
@@ -313,10 +313,10 @@ func TestNomadFleetWatches(t *testing.T) {
 
 	// RingFleet alone wakes it too.
 	go func() {
-		got, next, err := s.WatchFleetControl(ctx, "default", f.ID, a.token)
+		got, next, err := s.WatchControl(ctx, "default", f.ID, a.token)
 		woke <- answer{got, next, err}
 	}()
-	if err := s.RingFleet(ctx, "default", f.ID); err != nil {
+	if err := s.Ring(ctx, "default", f.ID); err != nil {
 		t.Fatal(err)
 	}
 	if a2 := <-woke; a2.err != nil || a2.token <= a.token {
@@ -325,7 +325,7 @@ func TestNomadFleetWatches(t *testing.T) {
 
 	// No fleet, no bell.
 	missing := uuid.NewString()
-	if _, _, err := s.WatchFleetControl(ctx, "default", missing, 0); !errors.Is(err, store.ErrFleetNotFound) {
+	if _, _, err := s.WatchControl(ctx, "default", missing, 0); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("WatchFleetControl of a missing fleet: got %v, want ErrFleetNotFound", err)
 	}
 	if _, _, err := cl.Variables().Read("nomad-restart/~fleets/"+missing+"/control", nil); err == nil {
@@ -338,36 +338,36 @@ func TestNomadFleetLease(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
 
-	if h, err := s.FleetLeaseHolder(ctx, "default", f.ID); err != nil || h != "" {
+	if h, err := s.LeaseHolder(ctx, "default", f.ID); err != nil || h != "" {
 		t.Fatalf("FleetLeaseHolder of a fleet never driven: %q, %v", h, err)
 	}
-	l, err := s.AcquireFleetLease(ctx, "default", f.ID, "host-a pid 1")
+	l, err := s.AcquireLease(ctx, "default", f.ID, "host-a pid 1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AcquireFleetLease(ctx, "default", f.ID, "host-b pid 2"); !errors.Is(err, store.ErrLeaseHeld) {
+	if _, err := s.AcquireLease(ctx, "default", f.ID, "host-b pid 2"); !errors.Is(err, store.ErrLeaseHeld) {
 		t.Fatalf("AcquireFleetLease of a held lease: got %v, want ErrLeaseHeld", err)
 	}
-	if h, err := s.FleetLeaseHolder(ctx, "*", f.ID); err != nil || h != "host-a pid 1" {
+	if h, err := s.LeaseHolder(ctx, "*", f.ID); err != nil || h != "host-a pid 1" {
 		t.Fatalf("FleetLeaseHolder: %q, %v", h, err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := s.FleetLeaseHolder(ctx, "default", f.ID); err != nil || h != "" {
+	if h, err := s.LeaseHolder(ctx, "default", f.ID); err != nil || h != "" {
 		t.Fatalf("FleetLeaseHolder after Release: %q, %v", h, err)
 	}
-	l2, err := s.AcquireFleetLease(ctx, "default", f.ID, "host-b pid 2")
+	l2, err := s.AcquireLease(ctx, "default", f.ID, "host-b pid 2")
 	if err != nil {
 		t.Fatalf("AcquireFleetLease after Release: %v", err)
 	}
-	if h, _ := s.FleetLeaseHolder(ctx, "default", f.ID); h != "host-b pid 2" {
+	if h, _ := s.LeaseHolder(ctx, "default", f.ID); h != "host-b pid 2" {
 		t.Fatalf("FleetLeaseHolder after a new driver took the lease: %q", h)
 	}
 	if err := l2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AcquireFleetLease(ctx, "default", uuid.NewString(), "x"); !errors.Is(err, store.ErrFleetNotFound) {
+	if _, err := s.AcquireLease(ctx, "default", uuid.NewString(), "x"); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("AcquireFleetLease of a missing fleet: got %v, want ErrFleetNotFound", err)
 	}
 }
@@ -377,7 +377,7 @@ func TestNomadFleetLeaseLost(t *testing.T) {
 	cl, s, _ := startFleets(t, store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
-	l, err := s.AcquireFleetLease(ctx, "default", f.ID, "driver")
+	l, err := s.AcquireLease(ctx, "default", f.ID, "driver")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestNomadFleetLeaseLost(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the lock was released under the lease but Lost was never closed")
 	}
-	if _, err := s.AcquireFleetLease(ctx, "default", f.ID, "driver-2"); err != nil {
+	if _, err := s.AcquireLease(ctx, "default", f.ID, "driver-2"); err != nil {
 		t.Fatalf("AcquireFleetLease after the lease was lost: %v", err)
 	}
 }
@@ -414,7 +414,7 @@ func TestNomadFleetRetention(t *testing.T) {
 		createEnded()
 	}
 	oldest := ended[0]
-	if err := s.RingFleet(ctx, "default", oldest.ID); err != nil {
+	if err := s.Ring(ctx, "default", oldest.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := cl.Variables().Create(&api.Variable{Path: "nomad-restart/~fleets/" + oldest.ID + "/lease", Items: map[string]string{"holder": "gone"}}, nil); err != nil {
@@ -427,7 +427,7 @@ func TestNomadFleetRetention(t *testing.T) {
 	mustCreateFleet(t, ctx, s, other)
 	mustCreateFleet(t, ctx, s, newFleet("default", 1)) // prunes nothing more
 
-	got, err := s.ListFleets(ctx, "*", false)
+	got, err := s.List(ctx, "*", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,10 +457,10 @@ func TestNomadFleetNotARestart(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	rec := createRecord(t, ctx, rs, "default", "web", 1)
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
-	if err := s.RingFleet(ctx, "default", f.ID); err != nil {
+	if err := s.Ring(ctx, "default", f.ID); err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.AcquireFleetLease(ctx, "default", f.ID, "driver")
+	l, err := s.AcquireLease(ctx, "default", f.ID, "driver")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ namespace "default" {
 	f := mustCreateFleet(t, ctx, admin, newFleet("default", 1))
 
 	rs := store.NewNomadFleets(simClient(t, c, reader), store.NomadOptions{})
-	err = rs.CreateFleet(ctx, newFleet("default", 1))
+	err = rs.Create(ctx, newFleet("default", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "default" {
 		t.Fatalf("CreateFleet with a read-only token: got %v, want a PermissionError for write", err)
@@ -523,22 +523,22 @@ namespace "default" {
 			t.Errorf("the error %q does not mention %s", err, want)
 		}
 	}
-	if _, err := rs.GetFleet(ctx, "default", f.ID); err != nil {
+	if _, err := rs.Get(ctx, "default", f.ID); err != nil {
 		t.Fatalf("GetFleet with a reader token: %v", err)
 	}
-	if err := rs.RingFleet(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "write" {
+	if err := rs.Ring(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "write" {
 		t.Fatalf("RingFleet with a read-only token: got %v, want a PermissionError for write", err)
 	}
-	if _, err := rs.AcquireFleetLease(ctx, "default", f.ID, "x"); !errors.As(err, &perm) || perm.Capability != "write" {
+	if _, err := rs.AcquireLease(ctx, "default", f.ID, "x"); !errors.As(err, &perm) || perm.Capability != "write" {
 		t.Fatalf("AcquireFleetLease with a read-only token: got %v, want a PermissionError for write", err)
 	}
 
 	ns := store.NewNomadFleets(simClient(t, c, none), store.NomadOptions{})
 	// Nomad leaves out of a listing what the token may not list: nothing to find.
-	if _, err := ns.FindFleet(ctx, "default", f.ID[:6]); !errors.Is(err, store.ErrFleetNotFound) {
+	if _, err := ns.Find(ctx, "default", f.ID[:6]); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("FindFleet without the variables' list capability: got %v, want ErrFleetNotFound", err)
 	}
-	if _, err := ns.GetFleet(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
+	if _, err := ns.Get(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
 		t.Fatalf("GetFleet without the variables' read capability: got %v, want a PermissionError for read", err)
 	}
 }

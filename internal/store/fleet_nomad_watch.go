@@ -12,7 +12,7 @@ import (
 
 // WatchFleet implements Fleets with blocking reads of the fleet's variable. Passing
 // failures do not end it (it is a long wait): it backs off as a restart's watch does.
-func (s *NomadFleets) WatchFleet(ctx context.Context, namespace, id string, afterIndex uint64) (*fleet.Record, error) {
+func (s *NomadFleets) Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*fleet.Record, error) {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
 		return nil, err
@@ -25,8 +25,8 @@ func (s *NomadFleets) WatchFleet(ctx context.Context, namespace, id string, afte
 		switch {
 		case err != nil && cluster.IsTransient(err):
 			s.n.opts.Logger.Debug("watching a fleet record: retrying", "fleet", id, "error", err)
-			if serr := sleepCtx(ctx, backoff); serr != nil {
-				return nil, serr
+			if !cluster.Sleep(ctx, backoff) {
+				return nil, ctx.Err()
 			}
 			backoff = min(2*backoff, watchMaxBackoff)
 			continue
@@ -45,7 +45,7 @@ func (s *NomadFleets) WatchFleet(ctx context.Context, namespace, id string, afte
 // for a restart: the driver's UpdateFleet writes the record, never the bell, so only
 // RingFleet wakes it. With token 0 it creates the bell when needed and returns its index
 // with the fleet as read after it (so no change stored before the token is missed).
-func (s *NomadFleets) WatchFleetControl(ctx context.Context, namespace, id string, token uint64) (*fleet.Record, uint64, error) {
+func (s *NomadFleets) WatchControl(ctx context.Context, namespace, id string, token uint64) (*fleet.Record, uint64, error) {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
 		return nil, 0, err
@@ -60,7 +60,7 @@ func (s *NomadFleets) WatchFleetControl(ctx context.Context, namespace, id strin
 	if err != nil {
 		return nil, 0, plumbingErr(err)
 	}
-	f, err := s.GetFleet(ctx, ns, id)
+	f, err := s.Get(ctx, ns, id)
 	if errors.Is(err, ErrFleetNotFound) && token == 0 {
 		// A bell for no fleet: take back the one just made (best effort).
 		_ = s.n.vars.Delete(ctx, ns, bell)
@@ -72,7 +72,7 @@ func (s *NomadFleets) WatchFleetControl(ctx context.Context, namespace, id strin
 }
 
 // RingFleet implements Fleets: one write of the bell, as Ring for a restart.
-func (s *NomadFleets) RingFleet(ctx context.Context, namespace, id string) error {
+func (s *NomadFleets) Ring(ctx context.Context, namespace, id string) error {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (s *NomadFleets) RingFleet(ctx context.Context, namespace, id string) error
 // AcquireFleetLease implements Fleets with the restart store's lease (a variable lock,
 // renewed at half its TTL; Lost closes when it cannot be renewed). A released fleet lease's
 // variable is deleted, so that FleetLeaseHolder says no one holds it.
-func (s *NomadFleets) AcquireFleetLease(ctx context.Context, namespace, id, holder string) (Lease, error) {
+func (s *NomadFleets) AcquireLease(ctx context.Context, namespace, id, holder string) (Lease, error) {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
 		return nil, err
@@ -108,10 +108,10 @@ func (l *nomadLease) dropReleased(ctx context.Context, index uint64) {
 	}
 }
 
-// FleetLeaseHolder implements Fleets: the holder a driver wrote when it took the lease.
-// It is for humans: a driver that died leaves its name until the next one takes the lease
-// (whether a lease is held at all is AcquireFleetLease's answer).
-func (s *NomadFleets) FleetLeaseHolder(ctx context.Context, namespace, id string) (string, error) {
+// LeaseHolder implements Records: the holder a driver wrote when it took the lease. It is
+// for humans: a driver that died leaves its name until the next one takes the lease
+// (whether a lease is held at all is LeaseFree's answer).
+func (s *NomadFleets) LeaseHolder(ctx context.Context, namespace, id string) (string, error) {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
 		return "", err
@@ -130,9 +130,5 @@ func (s *NomadFleets) FleetLeaseHolder(ctx context.Context, namespace, id string
 	return v.Items["holder"], nil
 }
 
-// FleetLeaseFree tells whether a fleet's lease is free now, by taking it and giving it
-// straight back, as LeaseFree does for a restart: a lock whose holder died is free only
-// once Nomad's lock delay has passed too, which only an attempt tells.
-func FleetLeaseFree(ctx context.Context, s Fleets, namespace, id, holder string) (bool, error) {
-	return probeLease(ctx, func() (Lease, error) { return s.AcquireFleetLease(ctx, namespace, id, holder) })
-}
+// LeaseExpiry implements Records: a fleet's lease is a lock as a restart's is.
+func (s *NomadFleets) LeaseExpiry() (ttl, lockDelay time.Duration) { return s.n.LeaseExpiry() }

@@ -100,8 +100,8 @@ func (n *Nomad) awaitBellAt(ctx context.Context, ns, path string, token uint64) 
 		switch {
 		case err != nil && cluster.IsTransient(err):
 			n.opts.Logger.Debug("watching a control bell: retrying", "path", path, "namespace", ns, "error", err)
-			if serr := sleepCtx(ctx, backoff); serr != nil {
-				return 0, serr
+			if !cluster.Sleep(ctx, backoff) {
+				return 0, ctx.Err()
 			}
 			backoff = min(2*backoff, watchMaxBackoff)
 			continue

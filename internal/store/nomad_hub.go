@@ -48,7 +48,10 @@ func (s *hubSet) get(n *Nomad, ns string) *watchHub {
 	}
 	h := s.byNS[ns]
 	if h == nil {
-		h = &watchHub{n: n, ns: ns, waiters: map[*hubWaiter]struct{}{}}
+		h = &watchHub{n: n, ns: ns, waiters: map[*hubWaiter]struct{}{}, watch: cluster.Watch{
+			What: "listing restart records for the shared watch", Log: n.opts.Logger.With("namespace", ns),
+			Policy: cluster.RetryPolicy{Initial: hubMinBackoff, Max: watchMaxBackoff}, MinGap: n.opts.SharedWatchGap,
+		}}
 		s.byNS[ns] = h
 	}
 	return h
@@ -59,21 +62,20 @@ type watchHub struct {
 	n  *Nomad
 	ns string
 
+	// watch runs the list queries: their index, pace, backoff and failure streak. Only the
+	// hub's goroutine uses it; it outlives the goroutine, so a hub that stops and starts
+	// again keeps watching from where it was, at the same pace.
+	watch cluster.Watch
+
 	mu      sync.Mutex
 	waiters map[*hubWaiter]struct{}
-	// heads maps each head variable's path to its ModifyIndex in the last listing; index is
-	// where the next blocking query waits from (0 after a failure, for an answer at once);
-	// gen counts listings (0: none yet). They outlive the goroutine, so a hub that
-	// stops and starts again keeps watching from where it was.
+	// heads maps each head variable's path to its ModifyIndex in the last listing; gen
+	// counts listings (0: none yet).
 	heads map[string]uint64
-	index uint64
 	gen   uint64
-	// running says the goroutine runs; cancel ends its list query or pause in flight.
+	// running says the goroutine runs; cancel ends its watch, called once no waiter is left.
 	running bool
 	cancel  context.CancelFunc
-	// lastSent is when the last list query was sent, to pace them across restarts of the
-	// goroutine too.
-	lastSent time.Time
 }
 
 // hubWaiter is one Watch or WatchHead waiting for its head to pass after.
@@ -128,6 +130,12 @@ func (h *watchHub) remove(w *hubWaiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.waiters, w)
+	h.idleLocked()
+}
+
+// idleLocked ends the watch in flight once no waiter is left: a blocking query holds a
+// connection for its whole wait.
+func (h *watchHub) idleLocked() {
 	if len(h.waiters) == 0 && h.cancel != nil {
 		h.cancel()
 	}
@@ -142,80 +150,59 @@ func (h *watchHub) judgeLocked(w *hubWaiter) {
 	}
 	delete(h.waiters, w)
 	w.note <- hubNote{gen: h.gen, present: ok, index: idx}
+	h.idleLocked()
 }
 
-// run lists the namespace's heads with blocking queries, paced, until no waiter is left.
+// run lists the namespace's heads with blocking queries (h.watch: paced, backing off
+// after failures) while it has waiters.
 func (h *watchHub) run() {
-	backoff := hubMinBackoff
 	for {
-		ctx, index, pause, ok := h.begin()
+		ctx, ok := h.begin()
 		if !ok {
 			return
 		}
-		err := sleepCtx(ctx, pause)
-		var (
-			heads map[string]uint64
-			last  uint64
-		)
-		if err == nil {
-			h.markSent()
-			heads, last, err = h.list(ctx, index)
-		}
-		switch {
-		case ctx.Err() != nil:
-			// Every waiter left; begin decides whether to go on.
-		case err != nil && cluster.IsTransient(err):
-			h.n.opts.Logger.Debug("shared watch of restart records: retrying", "namespace", h.ns, "retry_in", backoff, "error", err)
-			h.resetIndex()
-			_ = sleepCtx(ctx, backoff)
-			backoff = min(2*backoff, watchMaxBackoff)
-		case err != nil:
-			h.fail(h.n.storeErr(err))
-		default:
-			backoff = hubMinBackoff
-			h.publish(heads, last)
-		}
-		h.end()
+		h.watch.Run(ctx, h.query) // returns once no waiter is left (idleLocked)
 	}
 }
 
+// hubMinBackoff is the shared watch's first backoff after a failed list; watchMaxBackoff
+// its longest.
 const hubMinBackoff = 50 * time.Millisecond
 
-// begin starts a round of run: it stops the goroutine when no waiter is left, else returns
-// the round's context (ended by remove when the last waiter leaves), the index to list
-// after, and how long to wait first to keep the pace.
-func (h *watchHub) begin() (context.Context, uint64, time.Duration, bool) {
+// begin stops the goroutine when no waiter is left, else returns the context of its next
+// watch, which idleLocked ends when the last waiter leaves.
+func (h *watchHub) begin() (context.Context, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.cancel != nil {
+		h.cancel()
+		h.cancel = nil
+	}
 	if len(h.waiters) == 0 {
 		h.running = false
-		return nil, 0, 0, false
+		return nil, false
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	return ctx, h.index, time.Until(h.lastSent.Add(h.n.opts.SharedWatchGap)), true
+	return ctx, true
 }
 
-func (h *watchHub) end() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cancel()
-	h.cancel = nil
+// query is one list query of the watch: it publishes the listing, or wakes every waiter
+// with a failure that retrying will not mend (a 403); passing failures (5xx, 429) are
+// the watch's to retry.
+func (h *watchHub) query(ctx context.Context, index uint64) (uint64, error) {
+	heads, last, err := h.list(ctx, index)
+	if err != nil {
+		if ctx.Err() == nil && !cluster.IsTransient(err) {
+			h.fail(h.n.storeErr(err))
+		}
+		return 0, err
+	}
+	h.publish(heads)
+	return last, nil
 }
 
-func (h *watchHub) markSent() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lastSent = time.Now()
-}
-
-func (h *watchHub) resetIndex() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.index = 0 // the index may belong to a leader that is gone
-}
-
-// fail wakes every waiter with err, a failure that retrying will not mend (a 403).
+// fail wakes every waiter with err.
 func (h *watchHub) fail(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -223,19 +210,15 @@ func (h *watchHub) fail(err error) {
 		delete(h.waiters, w)
 		w.note <- hubNote{gen: h.gen, err: err}
 	}
+	h.idleLocked()
 }
 
 // publish takes a listing and wakes the waiters whose heads it shows passed.
-func (h *watchHub) publish(heads map[string]uint64, last uint64) {
+func (h *watchHub) publish(heads map[string]uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gen++
 	h.heads = heads
-	if last < h.index { // Nomad's rule: an index going backwards resets the watch
-		h.index = 0
-	} else {
-		h.index = last
-	}
 	for w := range h.waiters {
 		h.judgeLocked(w)
 	}
@@ -265,16 +248,4 @@ func (h *watchHub) list(ctx context.Context, index uint64) (map[string]uint64, u
 		}
 	}
 	return heads, last, nil
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

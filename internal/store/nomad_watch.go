@@ -45,8 +45,8 @@ func (n *Nomad) watchBlocking(ctx context.Context, h headRef, afterIndex uint64,
 		v, lastIndex, err := n.watchHeadOnce(ctx, h, wait)
 		if err != nil && cluster.IsTransient(err) {
 			n.opts.Logger.Debug("watching a restart record: retrying", "restart", h.id, "error", err)
-			if serr := sleepCtx(ctx, backoff); serr != nil {
-				return nil, serr
+			if !cluster.Sleep(ctx, backoff) {
+				return nil, ctx.Err()
 			}
 			backoff = min(2*backoff, watchMaxBackoff)
 			continue
@@ -105,8 +105,8 @@ func (n *Nomad) watchShared(ctx context.Context, h headRef, afterIndex uint64, w
 			return nil, ErrNotFound
 		case err != nil && cluster.IsTransient(err):
 			n.opts.Logger.Debug("watching a restart record: retrying", "restart", h.id, "error", err)
-			if serr := sleepCtx(ctx, backoff); serr != nil {
-				return nil, serr
+			if !cluster.Sleep(ctx, backoff) {
+				return nil, ctx.Err()
 			}
 			backoff = min(2*backoff, watchMaxBackoff)
 			w.minGen = note.gen // the listing still says to read: read again

@@ -221,6 +221,11 @@ func TestCompressionSkipsEventStream(t *testing.T) {
 			if accept != "" {
 				req.Header.Set("Accept-Encoding", accept)
 			}
+			if tg.token != "" {
+				// Without it a cluster with ACLs never sends the heartbeat
+				// (TestEventStreamDeniedWithoutToken).
+				req.Header.Set("X-Nomad-Token", tg.token)
+			}
 			resp, err := tg.http.Do(req)
 			if err != nil {
 				t.Fatalf("event stream with Accept-Encoding %q: %v", accept, err)

@@ -1,8 +1,11 @@
 package conformance
 
 import (
+	"context"
+	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -63,6 +66,46 @@ func TestEventStreamFiltersAllocationsByJob(t *testing.T) {
 			default:
 				t.Errorf("unexpected allocation event type %q", typ)
 			}
+		}
+	})
+}
+
+// TestEventStreamDeniedWithoutToken: on a cluster with ACLs, an event stream whose token
+// may not read (none here) is answered as any stream is, 200 with the stream's headers,
+// and then nothing: no heartbeat, no event, no 403 to read (Nomad's HTTP handler writes
+// the headers before its RPC checks the token, and closes the connection some 10 to 35 s
+// later). A client that waits for the first heartbeat must bound that wait itself.
+func TestEventStreamDeniedWithoutToken(t *testing.T) {
+	forEachTarget(t, targetOptions{acls: true}, func(t *testing.T, tg *target) {
+		ctx, cancel := context.WithTimeout(tg.ctx(t), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", tg.addr+"/v1/event/stream?topic=Job", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tg.http.Do(req)
+		if err != nil {
+			t.Fatalf("event stream without a token: %v", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Cache-Control") != "no-cache" {
+			t.Errorf("event stream without a token: %d, Content-Type %q, Cache-Control %q; want the stream's 200 and headers",
+				resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
+		}
+		got := make(chan string, 1)
+		go func() {
+			b := make([]byte, 64)
+			n, _ := resp.Body.Read(b)
+			got <- string(b[:n])
+		}()
+		select {
+		case body := <-got:
+			if body != "" {
+				t.Errorf("event stream without a token sent %q; want nothing (no heartbeat)", body)
+			}
+		case <-time.After(2 * time.Second):
+			// Nothing within 2 s: a real agent's heartbeat comes at once for a token that
+			// may read.
 		}
 	})
 }

@@ -661,8 +661,8 @@ func testLeaseFree(t *testing.T, b Backend) {
 	if free, err := store.LeaseFree(ctx, s2, "default", rec.ID, "probe"); err != nil || free {
 		t.Fatalf("LeaseFree while held: got %v, %v; want false", free, err)
 	}
-	if got := store.LeaseHolder(ctx, s2, "default", rec.ID); got != "driver-1" {
-		t.Errorf("LeaseHolder while held: %q, want driver-1", got)
+	if got, err := s2.LeaseHolder(ctx, "default", rec.ID); err != nil || got != "driver-1" {
+		t.Errorf("LeaseHolder while held: %q, %v; want driver-1", got, err)
 	}
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
