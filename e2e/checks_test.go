@@ -17,16 +17,7 @@ import (
 // by hand, through Nomad's API, and expect the checks to say so.
 
 func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 3})
-	client := apiClient(t, c)
-	ctx := context.Background()
-	if err := register(ctx, c, newJob("twice", "service", 3)); err != nil {
-		t.Fatal(err)
-	}
-	pre, err := snapshot(client, "twice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, pre := startWithJob(t, 3, "twice")
 	ids := sortedBefore(pre)
 	restartOnce := func(id string) {
 		t.Helper()
@@ -58,36 +49,19 @@ func TestCheckInPlaceCatchesDoubleAndMissedRestarts(t *testing.T) {
 	// ids[2] never restarted: a breach
 
 	bad, err := checkInPlace(client, "twice", pre, []string{"main"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(bad, "\n")
-	for _, want := range []string{
-		"alloc " + ids[1].ID[:8] + " task main: Restarts 2, want 1",
-		"alloc " + ids[1].ID[:8] + " task main: 2 \"Restart Signaled\" events",
-		"alloc " + ids[2].ID[:8] + " task main: Restarts 0, want 1",
-		"alloc " + ids[2].ID[:8] + " task main: 0 \"Restart Signaled\" events",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("checks missed %q; they said:\n%s", want, text)
-		}
-	}
+	text := checksSay(t, bad, err,
+		"alloc "+ids[1].ID[:8]+" task main: Restarts 2, want 1",
+		"alloc "+ids[1].ID[:8]+" task main: 2 \"Restart Signaled\" events",
+		"alloc "+ids[2].ID[:8]+" task main: Restarts 0, want 1",
+		"alloc "+ids[2].ID[:8]+" task main: 0 \"Restart Signaled\" events",
+	)
 	if strings.Contains(text, ids[0].ID[:8]) {
 		t.Errorf("checks blamed the allocation restarted once:\n%s", text)
 	}
 }
 
 func TestCheckRescheduledCatchesReplacedReplacements(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 4})
-	client := apiClient(t, c)
-	ctx := context.Background()
-	if err := register(ctx, c, newJob("chain", "service", 3)); err != nil {
-		t.Fatal(err)
-	}
-	pre, err := snapshot(client, "chain")
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, pre := startWithJob(t, 4, "chain")
 	ids := sortedBefore(pre)
 	stop := func(id string) string {
 		t.Helper()
@@ -106,19 +80,11 @@ func TestCheckRescheduledCatchesReplacedReplacements(t *testing.T) {
 	// run leaves, so only the chain checks can catch the first breach.
 
 	bad, err := checkRescheduled(client, "chain", pre)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(bad, "\n")
-	for _, want := range []string{
-		"of " + ids[1].ID[:8] + " was itself replaced",
-		"alloc " + ids[2].ID[:8] + ": desired status run, want stop",
-		"alloc " + ids[2].ID[:8] + ": 0 replacements, want 1",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("checks missed %q; they said:\n%s", want, text)
-		}
-	}
+	text := checksSay(t, bad, err,
+		"of "+ids[1].ID[:8]+" was itself replaced",
+		"alloc "+ids[2].ID[:8]+": desired status run, want stop",
+		"alloc "+ids[2].ID[:8]+": 0 replacements, want 1",
+	)
 	if strings.Contains(text, "alloc "+ids[0].ID[:8]) {
 		t.Errorf("checks blamed the allocation replaced once:\n%s", text)
 	}
@@ -158,4 +124,37 @@ func waitReplacement(t *testing.T, client *api.Client, allocID string) string {
 		return true
 	})
 	return replacement
+}
+
+// startWithJob starts a cluster (TimeScale 10, seed) with service job id of 3 allocations
+// running, and returns a client and the job's allocations as they were before anything
+// restarted them.
+func startWithJob(t *testing.T, seed int64, id string) (*api.Client, map[string]before) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: seed})
+	client := apiClient(t, c)
+	if err := register(context.Background(), c, newJob(id, "service", 3)); err != nil {
+		t.Fatal(err)
+	}
+	pre, err := snapshot(client, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, pre
+}
+
+// checksSay fails the test unless the checks' findings bad (err: they could not check)
+// say each of wants; it returns them, one a line.
+func checksSay(t *testing.T, bad []string, err error, wants ...string) string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(bad, "\n")
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("checks missed %q; they said:\n%s", want, text)
+		}
+	}
+	return text
 }

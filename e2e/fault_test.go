@@ -83,6 +83,17 @@ func runUnderFault(t *testing.T, c *nomadsim.Cluster, sc scenario, jobID string,
 	return run
 }
 
+// faultCase starts a cluster (TimeScale 10, seed), drives the scenario's restart of jobID
+// under the fault that inject injects on it (runUnderFault), and says how the first process
+// ended (reportFirst); it returns the cluster and the run for the case's checks.
+func faultCase(t *testing.T, seed int64, sc scenario, jobID string, inject func(ctx context.Context, c *nomadsim.Cluster, st store.Store) (remove func())) (*nomadsim.Cluster, *faultRun) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: seed})
+	run := runUnderFault(t, c, sc, jobID, func(ctx context.Context, st store.Store) func() { return inject(ctx, c, st) })
+	reportFirst(t, run)
+	return c, run
+}
+
 // readRecord reads the job's record, riding out the store's own transient failures.
 func readRecord(ctx context.Context, t *testing.T, st store.Store, jobID string) *restart.Record {
 	t.Helper()
@@ -178,14 +189,11 @@ func TestFaultErrorRate(t *testing.T) {
 		{jobType: "system", reschedule: true, state: "local", batchSize: 2},
 	} {
 		t.Run(strings.ReplaceAll(sc.String(), "/", "-"), func(t *testing.T) {
-			c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 11})
-			run := runUnderFault(t, c, sc, "flaky", func(context.Context, store.Store) func() {
+			c, run := faultCase(t, 11, sc, "flaky", func(_ context.Context, c *nomadsim.Cluster, _ store.Store) func() {
 				// Every endpoint, every method: a tenth of requests answer 500.
 				return c.SetFault(nomadsim.Fault{Path: "/", ErrorRate: 0.1, Status: 500})
 			})
-			errs := c.Stats()
-			t.Logf("%d requests to the cluster", errs.Requests)
-			reportFirst(t, run)
+			t.Logf("%d requests to the cluster", c.Stats().Requests)
 			assertExactlyOnce(t, c, sc, "flaky", run)
 		})
 	}
@@ -193,11 +201,9 @@ func TestFaultErrorRate(t *testing.T) {
 
 func TestFaultLatency(t *testing.T) {
 	sc := scenario{jobType: "service", count: 6, reschedule: true, state: "nomad", batchSize: 2}
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 12})
-	run := runUnderFault(t, c, sc, "slow", func(context.Context, store.Store) func() {
+	c, run := faultCase(t, 12, sc, "slow", func(_ context.Context, c *nomadsim.Cluster, _ store.Store) func() {
 		return c.SetFault(nomadsim.Fault{Path: "/", Latency: 25 * time.Millisecond})
 	})
-	reportFirst(t, run)
 	assertExactlyOnce(t, c, sc, "slow", run)
 }
 
@@ -207,9 +213,8 @@ func TestFaultLeaderLost(t *testing.T) {
 		{jobType: "service", count: 6, reschedule: true, state: "local", batchSize: 2},
 	} {
 		t.Run(strings.ReplaceAll(sc.String(), "/", "-"), func(t *testing.T) {
-			c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 13})
 			lost := false
-			run := runUnderFault(t, c, sc, "leaderless", func(ctx context.Context, st store.Store) func() {
+			c, run := faultCase(t, 13, sc, "leaderless", func(ctx context.Context, c *nomadsim.Cluster, st store.Store) func() {
 				// Mid-batch, the servers lose their leader for 10 s of simulated time.
 				if _, ok := waitForRecord(ctx, st, "leaderless", inFlight); ok {
 					c.LoseLeader(10 * time.Second)
@@ -220,7 +225,6 @@ func TestFaultLeaderLost(t *testing.T) {
 			if !lost {
 				t.Fatal("the restart ended before a batch was seen in flight; the leader was never lost")
 			}
-			reportFirst(t, run)
 			assertExactlyOnce(t, c, sc, "leaderless", run)
 		})
 	}
@@ -237,9 +241,8 @@ func TestFaultNodeLost(t *testing.T) {
 				which = "node-of-batch-in-flight"
 			}
 			t.Run(strings.ReplaceAll(sc.String(), "/", "-")+"/"+which, func(t *testing.T) {
-				c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: 14})
 				var down string
-				run := runUnderFault(t, c, sc, "nodeloss", func(ctx context.Context, st store.Store) func() {
+				c, run := faultCase(t, 14, sc, "nodeloss", func(ctx context.Context, c *nomadsim.Cluster, st store.Store) func() {
 					// Mid-batch, a node goes down: its allocations are lost (and replaced by
 					// Nomad). Either the node of an allocation the driver waits on, or one
 					// whose allocations all wait for a later batch.
@@ -256,7 +259,6 @@ func TestFaultNodeLost(t *testing.T) {
 				if down == "" {
 					t.Fatal("no node fit: the restart ended before a batch was seen in flight, or every node had an allocation in flight")
 				}
-				reportFirst(t, run)
 				checkNodeLoss(t, c, sc, "nodeloss", run, down)
 			})
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func TestFleetCrashCampaign(t *testing.T) {
 	seed := campaignSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	t.Logf("seed %d (set E2E_SEED to replay)", seed)
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: int64(seed), NodesPerDatacenter: 4})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 4, Seed: int64(seed), NodesPerDatacenter: 4})
 	client := apiClient(t, c)
 	env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -107,18 +106,10 @@ func TestFleetCrashCampaign(t *testing.T) {
 func registerFleetJobs(ctx context.Context, t testing.TB, c *nomadsim.Cluster, prefix string, n, count int) []string {
 	t.Helper()
 	ids := make([]string, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
 	for i := range n {
 		ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
-		wg.Go(func() { errs[i] = register(ctx, c, newJob(ids[i], api.JobTypeService, count)) })
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	simtest.Concurrently(t, n, func(i int) error { return register(ctx, c, newJob(ids[i], api.JobTypeService, count)) })
 	return ids
 }
 

@@ -3,24 +3,18 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"syscall"
 	"testing"
 
 	"github.com/nomad-restart/nomad-restart/internal/cli"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // childEnv marks a re-executed test binary that must behave as the nomad-restart command:
 // the campaign's drivers are real processes (so SIGKILL is real) without a second build.
 const childEnv = "NOMAD_RESTART_E2E_CHILD"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(runChild())
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { simtest.MainOrChild(m, childEnv, runChild) }
 
 // profileEnv, set to a file name, makes a child write its CPU profile there: where the
 // benchmarks' driver spends its time.
@@ -30,10 +24,9 @@ const profileEnv = "NOMAD_RESTART_E2E_CPUPROFILE"
 // ends (in use as of the last collection): what the benchmarks' driver holds.
 const heapProfileEnv = "NOMAD_RESTART_E2E_HEAPPROFILE"
 
-// runChild is cmd/nomad-restart's main: signals detach, the exit code is the command's.
-func runChild() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// runChild is cmd/nomad-restart's main: signals (ctx's end) detach, the exit code is the
+// command's.
+func runChild(ctx context.Context) int {
 	if path := os.Getenv(profileEnv); path != "" {
 		f, err := os.Create(path)
 		if err == nil && pprof.StartCPUProfile(f) == nil {

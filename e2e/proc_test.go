@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -35,7 +34,7 @@ func (e driverEnv) localDir() string { return filepath.Join(e.stateHome, "nomad-
 // child is one nomad-restart process: this test binary re-executed in child mode.
 type child struct {
 	cmd  *exec.Cmd
-	out  lockedBuffer
+	out  simtest.SyncBuffer
 	done chan struct{}
 	code int
 }
@@ -100,24 +99,6 @@ func (c *child) wait(ctx context.Context) (int, error) {
 		c.kill()
 		return -1, fmt.Errorf("nomad-restart %s did not end: %w\n%s", strings.Join(c.cmd.Args[1:], " "), ctx.Err(), c.out.String())
 	}
-}
-
-// lockedBuffer collects a child's output; the process writes while tests may read.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // latestRecord returns the job's newest restart record, or nil when none was created.

@@ -11,6 +11,22 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
+// startBench starts a cluster on ctx for a benchmark, with an api client without a token.
+// The caller closes it: a benchmark that starts one per iteration must not keep them all.
+func startBench(b *testing.B, ctx context.Context, opts Options) (*Cluster, *api.Client) {
+	b.Helper()
+	c, err := Start(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, err := c.APIClient("")
+	if err != nil {
+		_ = c.Close()
+		b.Fatal(err)
+	}
+	return c, cl
+}
+
 // BenchmarkScale10k registers 10,000 allocations on 500 nodes, waits for them all to run,
 // then restarts every one in place through the HTTP API (8 at a time).
 func BenchmarkScale10k(b *testing.B) {
@@ -23,15 +39,8 @@ func scale10k(b *testing.B) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{Datacenters: []string{"dc1", "dc2", "dc3", "dc4", "dc5"}, NodesPerDatacenter: 100, TimeScale: 1000, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, cl := startBench(b, ctx, Options{Datacenters: []string{"dc1", "dc2", "dc3", "dc4", "dc5"}, NodesPerDatacenter: 100, TimeScale: 1000, Seed: 1})
 	defer c.Close()
-	cl, err := c.APIClient("")
-	if err != nil {
-		b.Fatal(err)
-	}
 	const jobs, perJob = 10, 1000
 	start := time.Now()
 	for k := 0; k < jobs; k++ {
@@ -97,15 +106,8 @@ func scale10k(b *testing.B) {
 func BenchmarkRestartInPlace(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c, err := Start(ctx, Options{TimeScale: 10000, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, cl := startBench(b, ctx, Options{TimeScale: 10000, Seed: 1})
 	defer c.Close()
-	cl, err := c.APIClient("")
-	if err != nil {
-		b.Fatal(err)
-	}
 	job := serviceJob("bench", 1)
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
 		b.Fatal(err)

@@ -10,16 +10,8 @@ import (
 func TestRollingUpdateHonoursMaxParallel(t *testing.T) {
 	c, cl := startCluster(t, Options{TimeScale: 100})
 	job := serviceJob("roll", 4)
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "roll"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "first deployment successful", func() bool {
-		d, _, _ := cl.Jobs().LatestDeployment("roll", nil)
-		return d != nil && d.Status == "successful"
-	})
+	registerRunning(t, c, cl, job)
+	waitLatestDeployment(t, cl, "roll", "first deployment successful", deploymentIs("successful"))
 	job.TaskGroups[0].Tasks[0].Env = map[string]string{"V": "2"}
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
@@ -65,24 +57,14 @@ func TestCanaryNeedsPromotion(t *testing.T) {
 	c, cl := startCluster(t, Options{TimeScale: 100})
 	job := serviceJob("can", 2)
 	job.TaskGroups[0].Update.Canary = ptr(1)
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "can"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "first deployment successful", func() bool {
-		d, _, _ := cl.Jobs().LatestDeployment("can", nil)
-		return d != nil && d.Status == "successful"
-	})
+	registerRunning(t, c, cl, job)
+	waitLatestDeployment(t, cl, "can", "first deployment successful", deploymentIs("successful"))
 	job.TaskGroups[0].Tasks[0].Env = map[string]string{"V": "2"}
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
 	}
-	var d *api.Deployment
-	waitFor(t, "healthy canary", func() bool {
-		d, _, _ = cl.Jobs().LatestDeployment("can", nil)
-		return d != nil && d.JobVersion == 1 && d.TaskGroups["g"].HealthyAllocs == 1
+	d := waitLatestDeployment(t, cl, "can", "healthy canary", func(d *api.Deployment) bool {
+		return d.JobVersion == 1 && d.TaskGroups["g"].HealthyAllocs == 1
 	})
 	time.Sleep(50 * time.Millisecond)
 	d, _, _ = cl.Deployments().Info(d.ID, nil)
@@ -96,13 +78,7 @@ func TestCanaryNeedsPromotion(t *testing.T) {
 		d, _, _ = cl.Deployments().Info(d.ID, nil)
 		return d.Status == "successful"
 	})
-	stubs, _, _ := cl.Jobs().Allocations("can", false, nil)
-	live := 0
-	for _, s := range stubs {
-		if s.DesiredStatus == "run" {
-			live++
-		}
-	}
+	live, _ := countAllocs(cl, "can", func(s *api.AllocationListStub) bool { return s.DesiredStatus == "run" })
 	if live != 2 {
 		t.Errorf("%d live allocations after promotion, want 2", live)
 	}
@@ -174,26 +150,13 @@ func TestReplacementPlacedWhenCapacityReturns(t *testing.T) {
 
 func TestSystemJobReturnsWithNode(t *testing.T) {
 	c, cl := startCluster(t, Options{})
-	job := api.NewSystemJob("agent", "agent", "global", 50)
-	tg := api.NewTaskGroup("a", 1)
-	tg.AddTask(api.NewTask("t", "docker"))
-	job.AddTaskGroup(tg)
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "agent"); err != nil {
-		t.Fatal(err)
-	}
+	registerRunning(t, c, cl, systemJob())
 	node := c.Nodes()[0].ID
 	c.DownNode(node)
 	running := func() int {
-		stubs, _, _ := cl.Jobs().Allocations("agent", false, nil)
-		n := 0
-		for _, s := range stubs {
-			if s.ClientStatus == "running" && s.NodeID == node {
-				n++
-			}
-		}
+		n, _ := countAllocs(cl, "agent", func(s *api.AllocationListStub) bool {
+			return s.ClientStatus == "running" && s.NodeID == node
+		})
 		return n
 	}
 	waitFor(t, "lost", func() bool { return running() == 0 })
@@ -209,10 +172,7 @@ func TestAutoRevert(t *testing.T) {
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "v0 stable", func() bool {
-		d, _, _ := cl.Jobs().LatestDeployment("rev", nil)
-		return d != nil && d.Status == "successful"
-	})
+	waitLatestDeployment(t, cl, "rev", "v0 stable", deploymentIs("successful"))
 	// Version 1 crashes at once: its deployment fails and version 0 comes back as v2.
 	job.TaskGroups[0].Tasks[0].Meta = map[string]string{metaFailAfter: "100ms"}
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
@@ -237,14 +197,6 @@ func TestProgressDeadline(t *testing.T) {
 	tg.Meta = map[string]string{"nomadsim.check.ready": "fail"}
 	tg.Update.HealthyDeadline = ptr(time.Hour)
 	tg.Update.ProgressDeadline = ptr(10 * time.Second)
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "slow"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "deployment failed by its progress deadline", func() bool {
-		d, _, _ := cl.Jobs().LatestDeployment("slow", nil)
-		return d != nil && d.Status == "failed" && d.StatusDescription == "Failed due to progress deadline"
-	})
+	registerRunning(t, c, cl, job)
+	waitLatestDeployment(t, cl, "slow", "deployment failed by its progress deadline", failedFor("Failed due to progress deadline"))
 }

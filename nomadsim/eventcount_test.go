@@ -55,10 +55,7 @@ func countAllocEvents(t *testing.T, c *Cluster, job string, from uint64, quiet t
 func TestEventsPerRestart(t *testing.T) {
 	c, cl := startCluster(t, Options{TimeScale: 20})
 	a := runningAlloc(t, c, cl, serviceJob("web", 1))
-	waitFor(t, "deployment done", func() bool {
-		d, _, _ := cl.Jobs().LatestDeployment("web", nil)
-		return d != nil && d.Status == "successful"
-	})
+	waitLatestDeployment(t, cl, "web", "deployment done", deploymentIs("successful"))
 	from := c.idx.Current() + 1
 	if err := cl.Allocations().Restart(a, "", nil); err != nil {
 		t.Fatal(err)

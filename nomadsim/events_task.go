@@ -15,24 +15,33 @@ func (c *Cluster) taskEvent(typ string) *api.TaskEvent {
 	return &api.TaskEvent{Type: typ, Time: c.nowNano(), Details: map[string]string{}}
 }
 
-func (c *Cluster) evReceived() *api.TaskEvent {
-	e := c.taskEvent(api.TaskReceived)
-	e.DisplayMessage = "Task received by client"
+// shownEvent is an event of type typ that Nomad displays as display.
+func (c *Cluster) shownEvent(typ, display string) *api.TaskEvent {
+	e := c.taskEvent(typ)
+	e.DisplayMessage = display
 	return e
 }
 
+// detailEvent is an event whose one detail, under key, is also what Nomad displays; the
+// caller sets the field of the event the detail mirrors.
+func (c *Cluster) detailEvent(typ, key, value string) *api.TaskEvent {
+	e := c.shownEvent(typ, value)
+	e.Details[key] = value
+	return e
+}
+
+func (c *Cluster) evReceived() *api.TaskEvent {
+	return c.shownEvent(api.TaskReceived, "Task received by client")
+}
+
 func (c *Cluster) evSetup() *api.TaskEvent {
-	e := c.taskEvent(api.TaskSetup)
-	e.Message = "Building Task Directory"
-	e.Details["message"] = e.Message
-	e.DisplayMessage = e.Message
+	e := c.detailEvent(api.TaskSetup, "message", "Building Task Directory")
+	e.Message = e.DisplayMessage
 	return e
 }
 
 func (c *Cluster) evStarted() *api.TaskEvent {
-	e := c.taskEvent(api.TaskStarted)
-	e.DisplayMessage = "Task started by client"
-	return e
+	return c.shownEvent(api.TaskStarted, "Task started by client")
 }
 
 func (c *Cluster) evTerminated(exitCode, signal int) *api.TaskEvent {
@@ -49,10 +58,8 @@ func (c *Cluster) evTerminated(exitCode, signal int) *api.TaskEvent {
 }
 
 func (c *Cluster) evRestartSignal(reason string) *api.TaskEvent {
-	e := c.taskEvent(api.TaskRestartSignal)
+	e := c.detailEvent(api.TaskRestartSignal, "restart_reason", reason)
 	e.RestartReason = reason
-	e.Details["restart_reason"] = reason
-	e.DisplayMessage = reason
 	return e
 }
 
@@ -67,12 +74,10 @@ func (c *Cluster) evRestarting(delay time.Duration, reason string) *api.TaskEven
 }
 
 func (c *Cluster) evNotRestarting(reason string) *api.TaskEvent {
-	e := c.taskEvent(api.TaskNotRestarting)
+	e := c.detailEvent(api.TaskNotRestarting, "restart_reason", reason)
 	e.RestartReason = reason
 	e.FailsTask = true
-	e.Details["restart_reason"] = reason
 	e.Details["fails_task"] = "true"
-	e.DisplayMessage = reason
 	return e
 }
 
@@ -85,28 +90,20 @@ func (c *Cluster) evKilling(timeout time.Duration) *api.TaskEvent {
 }
 
 func (c *Cluster) evKilled() *api.TaskEvent {
-	e := c.taskEvent(api.TaskKilled)
-	e.DisplayMessage = "Task successfully killed"
-	return e
+	return c.shownEvent(api.TaskKilled, "Task successfully killed")
 }
 
 func (c *Cluster) evShutdownDelay(d time.Duration) *api.TaskEvent {
-	e := c.taskEvent("Waiting for shutdown delay")
-	e.DisplayMessage = fmt.Sprintf("Waiting for shutdown_delay of %v before killing the task.", d)
-	return e
+	return c.shownEvent("Waiting for shutdown delay", fmt.Sprintf("Waiting for shutdown_delay of %v before killing the task.", d))
 }
 
 func (c *Cluster) evSkipShutdownDelay(d time.Duration) *api.TaskEvent {
-	e := c.taskEvent("Skipping shutdown delay")
-	e.DisplayMessage = fmt.Sprintf("Skipping shutdown_delay of %v before killing the task.", d)
-	return e
+	return c.shownEvent("Skipping shutdown delay", fmt.Sprintf("Skipping shutdown_delay of %v before killing the task.", d))
 }
 
 func (c *Cluster) evDriverFailure(msg string) *api.TaskEvent {
-	e := c.taskEvent(api.TaskDriverFailure)
+	e := c.detailEvent(api.TaskDriverFailure, "driver_error", msg)
 	e.DriverError = msg
-	e.Details["driver_error"] = msg
-	e.DisplayMessage = msg
 	return e
 }
 

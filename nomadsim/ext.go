@@ -2,6 +2,7 @@ package nomadsim
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,9 +54,10 @@ func (c *Cluster) CreateToken(name string, policyRules map[string]string) (strin
 	return c.ext.acl.CreateToken(name, policyRules)
 }
 
-// authorize resolves the request's token and checks a namespace capability (an empty
-// capability only requires a valid token).
-func (c *Cluster) authorize(r *http.Request, namespace, capability string) error {
+// authorizeToken resolves the request's token and refuses it, with Nomad's 403, unless
+// allowed says it may; with ACLs off every request may. authorize, authorizeAny,
+// authorizeManagement and authorizeLevel are its rules.
+func (c *Cluster) authorizeToken(r *http.Request, allowed func(tok *acl.Token) bool) error {
 	if !c.ext.acl.Enabled() {
 		return nil
 	}
@@ -63,10 +65,18 @@ func (c *Cluster) authorize(r *http.Request, namespace, capability string) error
 	if err != nil {
 		return err
 	}
-	if capability == "" || tok.AllowNamespace(namespace, capability) {
-		return nil
+	if !allowed(tok) {
+		return acl.ErrPermissionDenied()
 	}
-	return acl.ErrPermissionDenied()
+	return nil
+}
+
+// authorize resolves the request's token and checks a namespace capability (an empty
+// capability only requires a valid token).
+func (c *Cluster) authorize(r *http.Request, namespace, capability string) error {
+	return c.authorizeToken(r, func(tok *acl.Token) bool {
+		return capability == "" || tok.AllowNamespace(namespace, capability)
+	})
 }
 
 // nsAllowed returns a filter of the namespaces whose objects the request may see with
@@ -100,58 +110,29 @@ func (c *Cluster) authorizeList(r *http.Request, namespace, capability string) (
 
 // authorizeAny allows the request if the token holds any of the capabilities.
 func (c *Cluster) authorizeAny(r *http.Request, namespace string, caps ...string) error {
-	if !c.ext.acl.Enabled() {
-		return nil
-	}
-	tok, err := c.ext.acl.Resolve(secretOf(r))
-	if err != nil {
-		return err
-	}
-	for _, cp := range caps {
-		if tok.AllowNamespace(namespace, cp) {
-			return nil
-		}
-	}
-	return acl.ErrPermissionDenied()
+	return c.authorizeToken(r, func(tok *acl.Token) bool {
+		return slices.ContainsFunc(caps, func(cp string) bool { return tok.AllowNamespace(namespace, cp) })
+	})
 }
 
 // authorizeManagement requires a management token (namespace writes), when ACLs are on.
 func (c *Cluster) authorizeManagement(r *http.Request) error {
-	if !c.ext.acl.Enabled() {
-		return nil
-	}
-	tok, err := c.ext.acl.Resolve(secretOf(r))
-	if err != nil {
-		return err
-	}
-	if !tok.Management() {
-		return acl.ErrPermissionDenied()
-	}
-	return nil
+	return c.authorizeToken(r, (*acl.Token).Management)
 }
 
 // authorizeLevel checks node, agent or operator read/write access.
 func (c *Cluster) authorizeLevel(r *http.Request, scope, op string) error {
-	if !c.ext.acl.Enabled() {
-		return nil
-	}
-	tok, err := c.ext.acl.Resolve(secretOf(r))
-	if err != nil {
-		return err
-	}
-	ok := false
-	switch scope {
-	case "node":
-		ok = tok.AllowNode(op)
-	case "agent":
-		ok = tok.AllowAgent(op)
-	case "operator":
-		ok = tok.AllowOperator(op)
-	}
-	if !ok {
-		return acl.ErrPermissionDenied()
-	}
-	return nil
+	return c.authorizeToken(r, func(tok *acl.Token) bool {
+		switch scope {
+		case "node":
+			return tok.AllowNode(op)
+		case "agent":
+			return tok.AllowAgent(op)
+		case "operator":
+			return tok.AllowOperator(op)
+		}
+		return false
+	})
 }
 
 // secretOf reads the token as Nomad's agent does, also from the ?token= query parameter.

@@ -261,6 +261,26 @@ func methodIs(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	return false
 }
 
+// methodHandlers are the handlers of the methods an endpoint serves, keyed by method; each
+// gets the request's common query options.
+type methodHandlers map[string]func(q simhttp.Query)
+
+// serveMethods answers an endpoint that serves several methods. Nomad's agent reads the
+// common query options before it looks at the method, so a malformed one is a 400 whatever
+// the method; then the method's handler runs, and a method without one is a 405.
+func serveMethods(w http.ResponseWriter, r *http.Request, handlers methodHandlers) {
+	q, ok := query(w, r)
+	if !ok {
+		return
+	}
+	h, ok := handlers[r.Method]
+	if !ok {
+		methodIs(w, r)
+		return
+	}
+	h(q)
+}
+
 // query parses the common query options, answering 400 on malformed ones.
 func query(w http.ResponseWriter, r *http.Request) (simhttp.Query, bool) {
 	q, err := simhttp.ParseQuery(r)
@@ -280,18 +300,62 @@ func readQuery(w http.ResponseWriter, r *http.Request) (simhttp.Query, bool) {
 	return query(w, r)
 }
 
-// listQuery reads the front of a list endpoint: readQuery, then the capability in the
-// queried namespace; allowed says which namespaces' objects the list may show.
-func (c *Cluster) listQuery(w http.ResponseWriter, r *http.Request, capability string) (q simhttp.Query, allowed func(ns string) bool, ok bool) {
-	if q, ok = readQuery(w, r); !ok {
-		return q, nil, false
+// writeQuery reads the front of a write endpoint: PUT or POST only (405 otherwise), the
+// common query options (400 when malformed), then each of the capabilities, in order, in
+// the queried namespace.
+func (c *Cluster) writeQuery(w http.ResponseWriter, r *http.Request, capabilities ...string) (simhttp.Query, bool) {
+	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
+		return simhttp.Query{}, false
+	}
+	q, ok := query(w, r)
+	if !ok {
+		return q, false
+	}
+	for _, capability := range capabilities {
+		if err := c.authorize(r, q.Namespace, capability); err != nil {
+			simhttp.WriteError(w, err)
+			return q, false
+		}
+	}
+	return q, true
+}
+
+// checkedRead is the shape of a blocking read: readQuery, then check, the read's rights,
+// checked before the read (nil: none; refused, it answers the error), then run as a
+// blocking query under c.mu.
+func (c *Cluster) checkedRead(w http.ResponseWriter, r *http.Request, check func(q simhttp.Query) error, run func(q simhttp.Query) (uint64, any, error)) {
+	q, ok := readQuery(w, r)
+	if !ok {
+		return
+	}
+	if check != nil {
+		if err := check(q); err != nil {
+			simhttp.WriteError(w, err)
+			return
+		}
+	}
+	c.blocking(w, r, q, func() (uint64, any, error) { return run(q) })
+}
+
+// inNamespace is the check of a read that needs the capability in the queried namespace.
+func (c *Cluster) inNamespace(r *http.Request, capability string) func(q simhttp.Query) error {
+	return func(q simhttp.Query) error { return c.authorize(r, q.Namespace, capability) }
+}
+
+// listRead is the shape of a blocking list: readQuery, then the capability in the queried
+// namespace, then run as a blocking query under c.mu; allowed says which namespaces'
+// objects the list may show.
+func (c *Cluster) listRead(w http.ResponseWriter, r *http.Request, capability string, run func(q simhttp.Query, allowed func(ns string) bool) (uint64, any, error)) {
+	q, ok := readQuery(w, r)
+	if !ok {
+		return
 	}
 	allowed, err := c.authorizeList(r, q.Namespace, capability)
 	if err != nil {
 		simhttp.WriteError(w, err)
-		return q, nil, false
+		return
 	}
-	return q, allowed, true
+	c.blocking(w, r, q, func() (uint64, any, error) { return run(q, allowed) })
 }
 
 // blocking runs a read as a blocking query: run is called under c.mu and returns the index

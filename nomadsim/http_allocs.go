@@ -46,10 +46,6 @@ func (ar *allocRun) stub(taskStates, resources bool) allocStub {
 }
 
 func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
-	q, allowed, ok := c.listQuery(w, r, "read-job")
-	if !ok {
-		return
-	}
 	taskStates, resources := true, false
 	if v := r.URL.Query().Get("task_states"); v != "" {
 		taskStates, _ = strconv.ParseBool(v)
@@ -57,7 +53,7 @@ func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("resources"); v != "" {
 		resources, _ = strconv.ParseBool(v)
 	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.listRead(w, r, "read-job", func(q simhttp.Query, allowed func(ns string) bool) (uint64, any, error) {
 		var list []*allocRun
 		for _, ar := range c.allocs {
 			if (q.Namespace == "*" || ar.a.Namespace == q.Namespace) && matchPrefix(ar.a.ID, q.Prefix) && allowed(ar.a.Namespace) {
@@ -83,16 +79,9 @@ func (c *Cluster) handleAllocation(w http.ResponseWriter, r *http.Request) {
 // allocRead is the shape of a blocking read of one allocation by the path's ID: read-job in
 // its namespace, and a 404 when it is unknown; run reads it under c.mu.
 func (c *Cluster) allocRead(w http.ResponseWriter, r *http.Request, table string, run func(ar *allocRun) (uint64, any, error)) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
 	id := r.PathValue("id")
-	if err := c.authorizeAlloc(r, id, "read-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	check := func(simhttp.Query) error { return c.authorizeAlloc(r, id, "read-job") }
+	c.checkedRead(w, r, check, func(simhttp.Query) (uint64, any, error) {
 		ar := c.allocs[id]
 		if ar == nil {
 			return c.tableIndex(table), nil, notFound("alloc not found")

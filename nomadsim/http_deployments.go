@@ -10,11 +10,7 @@ import (
 )
 
 func (c *Cluster) handleDeployments(w http.ResponseWriter, r *http.Request) {
-	q, allowed, ok := c.listQuery(w, r, "read-job")
-	if !ok {
-		return
-	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.listRead(w, r, "read-job", func(q simhttp.Query, allowed func(ns string) bool) (uint64, any, error) {
 		out := []*api.Deployment{}
 		for _, d := range c.deployments {
 			if (q.Namespace == "*" || d.Namespace == q.Namespace) && matchPrefix(d.ID, q.Prefix) && allowed(d.Namespace) {

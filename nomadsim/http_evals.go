@@ -5,16 +5,14 @@ import (
 	"sort"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
 )
 
 func (c *Cluster) handleEvaluations(w http.ResponseWriter, r *http.Request) {
-	q, allowed, ok := c.listQuery(w, r, "read-job")
-	if !ok {
-		return
-	}
 	status := r.URL.Query().Get("status")
 	jobFilter := r.URL.Query().Get("job")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.listRead(w, r, "read-job", func(q simhttp.Query, allowed func(ns string) bool) (uint64, any, error) {
 		out := []*api.Evaluation{}
 		for _, ev := range c.evals {
 			if (q.Namespace != "*" && ev.Namespace != q.Namespace) || !matchPrefix(ev.ID, q.Prefix) || !allowed(ev.Namespace) {
@@ -58,12 +56,8 @@ type objectRef struct {
 // readOne answers the blocking read of one object of table by the path's ID: find looks it
 // up under c.mu (unknown: a 404 saying missing); reading it needs read-job in its namespace.
 func (c *Cluster) readOne(w http.ResponseWriter, r *http.Request, table, missing string, find func(id string) (objectRef, bool)) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
 	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.checkedRead(w, r, nil, func(simhttp.Query) (uint64, any, error) {
 		o, ok := find(id)
 		if !ok {
 			return c.tableIndex(table), nil, notFound(missing)
@@ -79,12 +73,8 @@ func (c *Cluster) readOne(w http.ResponseWriter, r *http.Request, table, missing
 // evaluation) the path's ID names: those of its job that belongs keeps; none when find
 // does not know it.
 func (c *Cluster) readAllocsOf(w http.ResponseWriter, r *http.Request, find func(id string) (objectRef, bool), belongs func(a *api.Allocation, id string) bool) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
 	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.checkedRead(w, r, nil, func(simhttp.Query) (uint64, any, error) {
 		out := []allocStub{}
 		if o, ok := find(id); ok {
 			if err := c.authorize(r, o.ns, "read-job"); err != nil {

@@ -21,18 +21,12 @@ func (c *Cluster) lookupJob(ns, id string) (*jobEntry, error) {
 }
 
 func (c *Cluster) handleJobs(w http.ResponseWriter, r *http.Request) {
-	q, ok := query(w, r)
-	if !ok {
-		return
-	}
-	switch r.Method {
-	case http.MethodGet:
-		c.listJobs(w, r, q)
-	case http.MethodPut, http.MethodPost:
-		c.register(w, r, q, "")
-	default:
-		methodIs(w, r)
-	}
+	register := func(q simhttp.Query) { c.register(w, r, q, "") }
+	serveMethods(w, r, methodHandlers{
+		http.MethodGet:  func(q simhttp.Query) { c.listJobs(w, r, q) },
+		http.MethodPut:  register,
+		http.MethodPost: register,
+	})
 }
 
 // listJobs answers Nomad's jobs list: the jobs of the namespace ("*" for every namespace the
@@ -109,18 +103,36 @@ func parseBoolParam(r *http.Request, name string) (bool, error) {
 	return v, nil
 }
 
+// decodeJobBody decodes the body of a request that carries a job (register, plan, validate)
+// into req, whose Job field job points at, and refuses, as Nomad's HTTP agent does, a body
+// without a job and one whose job has no ID. Nomad's endpoints word the missing ID each its
+// own way: missingID is the endpoint's text ("" where the endpoint does not check the ID).
+func decodeJobBody(r *http.Request, req any, job **api.Job, missingID string) error {
+	if err := decodeBody(r, req); err != nil {
+		return err
+	}
+	if *job == nil {
+		return errBadRequest("Job must be specified")
+	}
+	if missingID != "" && (*job).ID == nil {
+		return errBadRequest(missingID)
+	}
+	return nil
+}
+
+// authorizeJobSubmit gives a job that names no namespace the request's, as Nomad's agent
+// does before a register or a plan, then checks submit-job in the job's namespace.
+func (c *Cluster) authorizeJobSubmit(r *http.Request, q simhttp.Query, job *api.Job) error {
+	if job.Namespace == nil || *job.Namespace == "" {
+		job.Namespace = ptr(q.Namespace)
+	}
+	return c.authorize(r, *job.Namespace, "submit-job")
+}
+
 func (c *Cluster) register(w http.ResponseWriter, r *http.Request, q simhttp.Query, pathID string) {
 	var req api.JobRegisterRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := decodeJobBody(r, &req, &req.Job, "Job ID hasn't been provided"); err != nil {
 		simhttp.WriteError(w, err)
-		return
-	}
-	if req.Job == nil {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must be specified"))
-		return
-	}
-	if req.Job.ID == nil {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID hasn't been provided"))
 		return
 	}
 	if deref(req.Job.Type) == api.JobTypeSystem {
@@ -135,10 +147,7 @@ func (c *Cluster) register(w http.ResponseWriter, r *http.Request, q simhttp.Que
 		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match name"))
 		return
 	}
-	if req.Job.Namespace == nil || *req.Job.Namespace == "" {
-		req.Job.Namespace = ptr(q.Namespace)
-	}
-	if err := c.authorize(r, *req.Job.Namespace, "submit-job"); err != nil {
+	if err := c.authorizeJobSubmit(r, q, req.Job); err != nil {
 		simhttp.WriteError(w, err)
 		return
 	}
@@ -182,57 +191,42 @@ func (c *Cluster) register(w http.ResponseWriter, r *http.Request, q simhttp.Que
 }
 
 func (c *Cluster) handleJob(w http.ResponseWriter, r *http.Request) {
-	q, ok := query(w, r)
-	if !ok {
+	id := r.PathValue("id")
+	register := func(q simhttp.Query) { c.register(w, r, q, id) }
+	serveMethods(w, r, methodHandlers{
+		http.MethodGet: func(simhttp.Query) {
+			c.jobRead(w, r, "read-job", func(j *jobEntry, _ simhttp.Query) (uint64, any, error) {
+				return deref(j.current().ModifyIndex), j.current(), nil
+			}, tJobs)
+		},
+		http.MethodPut:    register,
+		http.MethodPost:   register,
+		http.MethodDelete: func(q simhttp.Query) { c.deregister(w, r, q, id) },
+	})
+}
+
+// deregister answers DELETE /v1/job/:id: submit-job in the namespace, then the job's stop
+// (and its purge with ?purge=true).
+func (c *Cluster) deregister(w http.ResponseWriter, r *http.Request, q simhttp.Query, id string) {
+	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
 		return
 	}
-	id := r.PathValue("id")
-	switch r.Method {
-	case http.MethodGet:
-		if err := c.authorize(r, q.Namespace, "read-job"); err != nil {
-			simhttp.WriteError(w, err)
-			return
+	purge, _ := strconv.ParseBool(r.URL.Query().Get("purge"))
+	c.write(w, func() (uint64, any, error) {
+		j, err := c.lookupJob(q.Namespace, id)
+		if err != nil {
+			return 0, nil, err
 		}
-		c.blocking(w, r, q, func() (uint64, any, error) {
-			j, err := c.lookupJob(q.Namespace, id)
-			if err != nil {
-				return c.tableIndex(tJobs), nil, err
-			}
-			return deref(j.current().ModifyIndex), j.current(), nil
-		})
-	case http.MethodPut, http.MethodPost:
-		c.register(w, r, q, id)
-	case http.MethodDelete:
-		if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
-		purge, _ := strconv.ParseBool(r.URL.Query().Get("purge"))
-		c.write(w, func() (uint64, any, error) {
-			j, err := c.lookupJob(q.Namespace, id)
-			if err != nil {
-				return 0, nil, err
-			}
-			res := c.deregisterLocked(j, purge)
-			return res.Index, res, nil
-		})
-	default:
-		methodIs(w, r)
-	}
+		res := c.deregisterLocked(j, purge)
+		return res.Index, res, nil
+	})
 }
 
 // jobRead is the shape of every read of a job's sub-resource.
 func (c *Cluster) jobRead(w http.ResponseWriter, r *http.Request, capability string, run func(j *jobEntry, q simhttp.Query) (uint64, any, error), tables ...string) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorize(r, q.Namespace, capability); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
 	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.checkedRead(w, r, c.inNamespace(r, capability), func(q simhttp.Query) (uint64, any, error) {
 		j, err := c.lookupJob(q.Namespace, id)
 		if err != nil {
 			return c.tableIndex(tables...), nil, err
@@ -246,15 +240,8 @@ func (c *Cluster) jobRead(w http.ResponseWriter, r *http.Request, capability str
 // req, and that the body's job ID (bodyJobID, read once req is decoded) is the path's; it
 // answers any of those errors itself. run then writes under c.mu to the job, which must exist.
 func (c *Cluster) jobWrite(w http.ResponseWriter, r *http.Request, req any, bodyJobID func() string, run func(j *jobEntry, q simhttp.Query, id string) (uint64, any, error)) {
-	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := c.writeQuery(w, r, "submit-job")
 	if !ok {
-		return
-	}
-	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
-		simhttp.WriteError(w, err)
 		return
 	}
 	if err := decodeBody(r, req); err != nil {
@@ -321,19 +308,8 @@ func (c *Cluster) handleJobSummary(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleJobEvaluate(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := c.writeQuery(w, r, "read-job", "submit-job")
 	if !ok {
-		return
-	}
-	if err := c.authorize(r, q.Namespace, "read-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	if err := c.authorize(r, q.Namespace, "submit-job"); err != nil {
-		simhttp.WriteError(w, err)
 		return
 	}
 	var req api.JobEvaluateRequest
@@ -386,98 +362,88 @@ type scaleStatus struct {
 }
 
 func (c *Cluster) handleJobScale(w http.ResponseWriter, r *http.Request) {
-	q, ok := query(w, r)
-	if !ok {
+	scale := func(q simhttp.Query) { c.scaleJob(w, r, q, r.PathValue("id")) }
+	serveMethods(w, r, methodHandlers{
+		http.MethodGet:  func(simhttp.Query) { c.jobRead(w, r, "read-job-scaling", c.readScaleStatus, tJobs) },
+		http.MethodPut:  scale,
+		http.MethodPost: scale,
+	})
+}
+
+// readScaleStatus is the job's scale status, read under c.mu.
+func (c *Cluster) readScaleStatus(j *jobEntry, _ simhttp.Query) (uint64, any, error) {
+	job := j.current()
+	out := &scaleStatus{JobID: j.key.id, Namespace: j.key.ns, JobCreateIndex: deref(job.CreateIndex),
+		JobModifyIndex: deref(job.JobModifyIndex), JobStopped: deref(job.Stop), TaskGroups: map[string]api.TaskGroupScaleStatus{}}
+	for _, tg := range job.TaskGroups {
+		st := api.TaskGroupScaleStatus{Desired: deref(tg.Count), Events: j.scaleEvents[*tg.Name]}
+		for _, ar := range j.allocs {
+			if ar.a.TaskGroup != *tg.Name || ar.terminal() {
+				continue
+			}
+			st.Placed++
+			if ar.serverClientStatus() == api.AllocClientStatusRunning {
+				st.Running++
+			}
+			if ds := ar.a.DeploymentStatus; ds != nil && ds.Healthy != nil {
+				if *ds.Healthy {
+					st.Healthy++
+				} else {
+					st.Unhealthy++
+				}
+			}
+		}
+		out.TaskGroups[*tg.Name] = st
+	}
+	return c.tableIndex(tJobs, tAllocs, tScaling), out, nil
+}
+
+// scaleJob answers a scaling request, in Nomad's order: the HTTP agent decodes the body and
+// compares the job ID, then Job.Scale checks the token, validates the request and looks the
+// job up.
+func (c *Cluster) scaleJob(w http.ResponseWriter, r *http.Request, q simhttp.Query, id string) {
+	var req api.ScalingRequest
+	if err := decodeBody(r, &req); err != nil {
+		simhttp.WriteError(w, err)
 		return
 	}
-	id := r.PathValue("id")
-	switch r.Method {
-	case http.MethodGet:
-		c.jobRead(w, r, "read-job-scaling", func(j *jobEntry, q simhttp.Query) (uint64, any, error) {
-			job := j.current()
-			out := &scaleStatus{JobID: j.key.id, Namespace: j.key.ns, JobCreateIndex: deref(job.CreateIndex),
-				JobModifyIndex: deref(job.JobModifyIndex), JobStopped: deref(job.Stop), TaskGroups: map[string]api.TaskGroupScaleStatus{}}
-			for _, tg := range job.TaskGroups {
-				st := api.TaskGroupScaleStatus{Desired: deref(tg.Count), Events: j.scaleEvents[*tg.Name]}
-				for _, ar := range j.allocs {
-					if ar.a.TaskGroup != *tg.Name || ar.terminal() {
-						continue
-					}
-					st.Placed++
-					if ar.serverClientStatus() == api.AllocClientStatusRunning {
-						st.Running++
-					}
-					if ds := ar.a.DeploymentStatus; ds != nil && ds.Healthy != nil {
-						if *ds.Healthy {
-							st.Healthy++
-						} else {
-							st.Unhealthy++
-						}
-					}
-				}
-				out.TaskGroups[*tg.Name] = st
-			}
-			return c.tableIndex(tJobs, tAllocs, tScaling), out, nil
-		}, tJobs)
-	case http.MethodPut, http.MethodPost:
-		// Nomad's order: the HTTP agent decodes the body and compares the job ID, then
-		// Job.Scale checks the token, validates the request and looks the job up.
-		var req api.ScalingRequest
-		if err := decodeBody(r, &req); err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
-		if job := req.Target["Job"]; job != "" && job != id {
-			simhttp.WriteError(w, errBadRequest("job ID in payload did not match URL"))
-			return
-		}
-		if err := c.authorizeAny(r, q.Namespace, "scale-job", "submit-job"); err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
-		if err := validateScaleRequest(&req, q.Namespace); err != nil {
-			simhttp.WriteError(w, err)
-			return
-		}
-		c.write(w, func() (uint64, any, error) {
-			j := c.jobs[jobKey{q.Namespace, id}]
-			if j == nil {
-				return 0, nil, notFound(fmt.Sprintf("job %q not found", id))
-			}
-			res, err := c.scaleLocked(j, &req)
-			if err != nil {
-				return 0, nil, err
-			}
-			res.KnownLeader = true
-			return res.Index, res, nil
-		})
-	default:
-		methodIs(w, r)
+	if job := req.Target["Job"]; job != "" && job != id {
+		simhttp.WriteError(w, errBadRequest("job ID in payload did not match URL"))
+		return
 	}
+	if err := c.authorizeAny(r, q.Namespace, "scale-job", "submit-job"); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	if err := validateScaleRequest(&req, q.Namespace); err != nil {
+		simhttp.WriteError(w, err)
+		return
+	}
+	c.write(w, func() (uint64, any, error) {
+		j := c.jobs[jobKey{q.Namespace, id}]
+		if j == nil {
+			return 0, nil, notFound(fmt.Sprintf("job %q not found", id))
+		}
+		res, err := c.scaleLocked(j, &req)
+		if err != nil {
+			return 0, nil, err
+		}
+		res.KnownLeader = true
+		return res.Index, res, nil
+	})
 }
 
 // handleJobPlan answers a dry run: the scheduler's decisions per group (placements,
 // destructive and in-place updates, stops) and, with Diff, a job diff at the level of
 // groups (field-level diffs are not computed).
 func (c *Cluster) handleJobPlan(w http.ResponseWriter, r *http.Request) {
-	if !methodIs(w, r, http.MethodPut, http.MethodPost) {
-		return
-	}
-	q, ok := query(w, r)
+	q, ok := c.writeQuery(w, r)
 	if !ok {
 		return
 	}
 	var req api.JobPlanRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := decodeJobBody(r, &req, &req.Job, "Job must have a valid ID"); err != nil {
 		simhttp.WriteError(w, err)
-		return
-	}
-	if req.Job == nil {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must be specified"))
-		return
-	}
-	if req.Job.ID == nil {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must have a valid ID"))
 		return
 	}
 	if id := r.PathValue("id"); *req.Job.ID != id {
@@ -489,10 +455,7 @@ func (c *Cluster) handleJobPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job := cloneJob(req.Job)
-	if job.Namespace == nil || *job.Namespace == "" {
-		job.Namespace = ptr(q.Namespace)
-	}
-	if err := c.authorize(r, *job.Namespace, "submit-job"); err != nil {
+	if err := c.authorizeJobSubmit(r, q, job); err != nil {
 		simhttp.WriteError(w, err)
 		return
 	}

@@ -38,12 +38,8 @@ func (c *Cluster) handleValidateJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.JobValidateRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := decodeJobBody(r, &req, &req.Job, ""); err != nil {
 		simhttp.WriteError(w, err)
-		return
-	}
-	if req.Job == nil {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job must be specified"))
 		return
 	}
 	out := &api.JobValidateResponse{DriverConfigValidated: true}

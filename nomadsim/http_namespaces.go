@@ -12,11 +12,7 @@ import (
 )
 
 func (c *Cluster) handleNamespaces(w http.ResponseWriter, r *http.Request) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.checkedRead(w, r, nil, func(q simhttp.Query) (uint64, any, error) {
 		out := []*api.Namespace{}
 		for _, ns := range c.namespaces {
 			if matchPrefix(ns.Name, q.Prefix) {
@@ -29,37 +25,37 @@ func (c *Cluster) handleNamespaces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleNamespace(w http.ResponseWriter, r *http.Request) {
-	q, ok := query(w, r)
-	if !ok {
+	name := r.PathValue("name")
+	upsert := func(simhttp.Query) { c.upsertNamespace(w, r, name) }
+	serveMethods(w, r, methodHandlers{
+		http.MethodGet: func(q simhttp.Query) {
+			c.blocking(w, r, q, func() (uint64, any, error) {
+				ns := c.namespaces[name]
+				if ns == nil {
+					return c.tableIndex(tNamespaces), nil, notFound("namespace not found")
+				}
+				return ns.ModifyIndex, ns, nil
+			})
+		},
+		http.MethodPut:    upsert,
+		http.MethodPost:   upsert,
+		http.MethodDelete: func(simhttp.Query) { c.deleteNamespace(w, r, name) },
+	})
+}
+
+// deleteNamespace answers DELETE /v1/namespace/:name, which needs a management token.
+func (c *Cluster) deleteNamespace(w http.ResponseWriter, r *http.Request, name string) {
+	if err := c.authorizeManagement(r); err != nil {
+		simhttp.WriteError(w, err)
 		return
 	}
-	name := r.PathValue("name")
-	switch r.Method {
-	case http.MethodGet:
-		c.blocking(w, r, q, func() (uint64, any, error) {
-			ns := c.namespaces[name]
-			if ns == nil {
-				return c.tableIndex(tNamespaces), nil, notFound("namespace not found")
-			}
-			return ns.ModifyIndex, ns, nil
-		})
-	case http.MethodPut, http.MethodPost:
-		c.upsertNamespace(w, r, name)
-	case http.MethodDelete:
-		if err := c.authorizeManagement(r); err != nil {
-			simhttp.WriteError(w, err)
-			return
+	c.write(w, func() (uint64, any, error) {
+		if name == "default" {
+			return 0, nil, simhttp.Errorf(http.StatusInternalServerError, "default namespace can not be deleted")
 		}
-		c.write(w, func() (uint64, any, error) {
-			if name == "default" {
-				return 0, nil, simhttp.Errorf(http.StatusInternalServerError, "default namespace can not be deleted")
-			}
-			delete(c.namespaces, name)
-			return c.bump(tNamespaces), nil, nil
-		})
-	default:
-		methodIs(w, r)
-	}
+		delete(c.namespaces, name)
+		return c.bump(tNamespaces), nil, nil
+	})
 }
 
 // handleNamespaceCreate is PUT /v1/namespace, where the api's Namespaces().Register

@@ -10,15 +10,7 @@ import (
 )
 
 func (c *Cluster) handleNodes(w http.ResponseWriter, r *http.Request) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorizeLevel(r, "node", "read"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.checkedRead(w, r, c.nodeReadRight(r), func(q simhttp.Query) (uint64, any, error) {
 		out := []*api.NodeListStub{}
 		for _, n := range c.nodes {
 			if matchPrefix(n.n.ID, q.Prefix) {
@@ -44,16 +36,13 @@ func (c *Cluster) handleNode(w http.ResponseWriter, r *http.Request) {
 // nodeRead is the shape of a blocking read about the node the path's ID names: node read
 // rights first; run reads under c.mu.
 func (c *Cluster) nodeRead(w http.ResponseWriter, r *http.Request, run func(id string) (uint64, any, error)) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorizeLevel(r, "node", "read"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
 	id := r.PathValue("id")
-	c.blocking(w, r, q, func() (uint64, any, error) { return run(id) })
+	c.checkedRead(w, r, c.nodeReadRight(r), func(simhttp.Query) (uint64, any, error) { return run(id) })
+}
+
+// nodeReadRight is the check of the node reads: node read rights, whatever the namespace.
+func (c *Cluster) nodeReadRight(r *http.Request) func(simhttp.Query) error {
+	return func(simhttp.Query) error { return c.authorizeLevel(r, "node", "read") }
 }
 
 func (c *Cluster) handleNodeAllocations(w http.ResponseWriter, r *http.Request) {

@@ -11,11 +11,7 @@ import (
 )
 
 func (c *Cluster) handleServices(w http.ResponseWriter, r *http.Request) {
-	q, allowed, ok := c.listQuery(w, r, "read-job")
-	if !ok {
-		return
-	}
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.listRead(w, r, "read-job", func(q simhttp.Query, allowed func(ns string) bool) (uint64, any, error) {
 		byNS := map[string]map[string]map[string]bool{}
 		for key, m := range c.svcByName {
 			ns, name, _ := strings.Cut(key, "\x00")
@@ -53,16 +49,8 @@ func (c *Cluster) handleServices(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cluster) handleService(w http.ResponseWriter, r *http.Request) {
-	q, ok := readQuery(w, r)
-	if !ok {
-		return
-	}
-	if err := c.authorize(r, q.Namespace, "read-job"); err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
 	name := r.PathValue("name")
-	c.blocking(w, r, q, func() (uint64, any, error) {
+	c.checkedRead(w, r, c.inNamespace(r, "read-job"), func(q simhttp.Query) (uint64, any, error) {
 		out := []*api.ServiceRegistration{}
 		out = append(out, sortedRegs(c.svcByName[q.Namespace+"\x00"+name])...)
 		out, err := filterList(q.Filter, out)

@@ -50,10 +50,7 @@ func TestNotFoundTexts(t *testing.T) {
 func TestBlockingQuery(t *testing.T) {
 	c, cl := startCluster(t, Options{})
 	a := runningAlloc(t, c, cl, serviceJob("web", 1))
-	waitFor(t, "deployment successful", func() bool {
-		d, _, err := cl.Jobs().LatestDeployment("web", nil)
-		return err == nil && d != nil && d.Status == "successful"
-	})
+	waitLatestDeployment(t, cl, "web", "deployment successful", deploymentIs("successful"))
 	_, meta, err := cl.Jobs().Allocations("web", false, nil)
 	if err != nil {
 		t.Fatal(err)

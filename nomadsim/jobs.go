@@ -2,11 +2,12 @@ package nomadsim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -296,11 +297,8 @@ func (c *Cluster) sortedJobs(ns string) []*jobEntry {
 			out = append(out, j)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].key.ns != out[b].key.ns {
-			return out[a].key.ns < out[b].key.ns
-		}
-		return out[a].key.id < out[b].key.id
+	slices.SortFunc(out, func(a, b *jobEntry) int {
+		return cmp.Or(cmp.Compare(a.key.ns, b.key.ns), cmp.Compare(a.key.id, b.key.id))
 	})
 	return out
 }

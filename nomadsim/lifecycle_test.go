@@ -42,15 +42,7 @@ func TestCrashingTaskIsRescheduled(t *testing.T) {
 		t.Errorf("replacement %+v", next.RescheduleTracker)
 	}
 	// One reschedule attempt only: the replacement fails for good.
-	waitFor(t, "second failure not rescheduled", func() bool {
-		n, _, _ := cl.Allocations().Info(next.ID, nil)
-		return n.ClientStatus == "failed"
-	})
-	time.Sleep(50 * time.Millisecond)
-	n, _, _ := cl.Allocations().Info(next.ID, nil)
-	if n.NextAllocation != "" {
-		t.Errorf("rescheduled beyond the policy")
-	}
+	waitNotReplaced(t, cl, next.ID, "failed", "rescheduled beyond the policy")
 }
 
 func TestUnhealthyDeploymentFails(t *testing.T) {
@@ -60,16 +52,8 @@ func TestUnhealthyDeploymentFails(t *testing.T) {
 	tg.Services = []*api.Service{{Name: "sick", PortLabel: "http", Provider: "nomad", Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}}
 	tg.Meta = map[string]string{"nomadsim.check.ready": "fail"}
 	tg.Update.HealthyDeadline = ptr(10 * time.Second)
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "sick"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "deployment failed", func() bool {
-		d, _, _ := cl.Jobs().LatestDeployment("sick", nil)
-		return d != nil && d.Status == "failed" && d.StatusDescription == "Failed due to unhealthy allocations"
-	})
+	registerRunning(t, c, cl, job)
+	waitLatestDeployment(t, cl, "sick", "deployment failed", failedFor("Failed due to unhealthy allocations"))
 	stubs, _, _ := cl.Jobs().Allocations("sick", false, nil)
 	if ds := stubs[0].DeploymentStatus; ds == nil || ds.Healthy == nil || *ds.Healthy {
 		t.Errorf("alloc deployment status %+v", ds)

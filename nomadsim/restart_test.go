@@ -10,12 +10,7 @@ import (
 
 func runningAlloc(t *testing.T, c *Cluster, cl *api.Client, job *api.Job) *api.Allocation {
 	t.Helper()
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatalf("register: %v", err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", *job.ID); err != nil {
-		t.Fatal(err)
-	}
+	registerRunning(t, c, cl, job)
 	stubs, _, err := cl.Jobs().Allocations(*job.ID, false, nil)
 	if err != nil || len(stubs) == 0 {
 		t.Fatalf("allocations: %v (%d)", err, len(stubs))

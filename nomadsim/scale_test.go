@@ -2,13 +2,14 @@ package nomadsim
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 // scaleTo scales group g of the job through the HTTP API and fails the test on an error.
@@ -27,12 +28,7 @@ func scaleTo(t *testing.T, cl *api.Client, jobID string, count int64, jobModifyI
 // be successful.
 func settledJob(t *testing.T, c *Cluster, cl *api.Client, job *api.Job) *api.Job {
 	t.Helper()
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", *job.ID); err != nil {
-		t.Fatal(err)
-	}
+	registerRunning(t, c, cl, job)
 	got, _, err := cl.Jobs().Info(*job.ID, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -43,16 +39,9 @@ func settledJob(t *testing.T, c *Cluster, cl *api.Client, job *api.Job) *api.Job
 // waitDeployment waits for the job's latest deployment of version to reach a final status.
 func waitDeployment(t *testing.T, cl *api.Client, jobID string, version uint64) *api.Deployment {
 	t.Helper()
-	var last *api.Deployment
-	waitFor(t, "the deployment of version "+itoa(int(version))+" to end", func() bool {
-		d, _, err := cl.Jobs().LatestDeployment(jobID, nil)
-		if err != nil || d == nil || d.JobVersion != version {
-			return false
-		}
-		last = d
-		return !deploymentActive(d)
+	return waitLatestDeployment(t, cl, jobID, "the deployment of version "+itoa(int(version))+" to end", func(d *api.Deployment) bool {
+		return d.JobVersion == version && !deploymentActive(d)
 	})
-	return last
 }
 
 func allocByName(t *testing.T, cl *api.Client, jobID, name string) *api.Allocation {
@@ -284,18 +273,9 @@ func TestScaleWithoutCountRecordsEvent(t *testing.T) {
 // rawPut sends a JSON body and returns the status and body as Nomad's HTTP agent answers.
 func rawPut(t *testing.T, c *Cluster, path, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPut, c.Addr()+path, strings.NewReader(body))
+	r, err := testhttp.Exchange(ctxT(t), nil, http.MethodPut, c.Addr()+path, strings.NewReader(body), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return r.Status, string(r.Body)
 }

@@ -66,12 +66,7 @@ func TestSyncTickBatches(t *testing.T) {
 	job.Type = ptr("batch")
 	job.TaskGroups[0].Update = nil
 	job.TaskGroups[0].Tasks[0].Meta = map[string]string{metaRunFor: "1h"}
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "web"); err != nil {
-		t.Fatal(err)
-	}
+	registerRunning(t, c, cl, job)
 	stubs, _, err := cl.Jobs().Allocations("web", false, nil)
 	if err != nil || len(stubs) != 3 {
 		t.Fatalf("allocations: %v (%d)", err, len(stubs))

@@ -23,14 +23,8 @@ func TestBatchCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "batch complete", func() bool {
-		stubs, _, _ := cl.Jobs().Allocations("once", false, nil)
-		done := 0
-		for _, s := range stubs {
-			if s.ClientStatus == "complete" {
-				done++
-			}
-		}
-		return len(stubs) == 2 && done == 2
+		done, total := countAllocs(cl, "once", clientStatus("complete"))
+		return total == 2 && done == 2
 	})
 	job, _, _ := cl.Jobs().Info("once", nil)
 	if *job.Status != "dead" {
@@ -45,16 +39,7 @@ func TestBatchCompletes(t *testing.T) {
 
 func TestSystemJobs(t *testing.T) {
 	c, cl := startCluster(t, Options{})
-	job := api.NewSystemJob("agent", "agent", "global", 50)
-	tg := api.NewTaskGroup("a", 1)
-	tg.AddTask(api.NewTask("t", "docker"))
-	job.AddTaskGroup(tg)
-	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctxT(t), "default", "agent"); err != nil {
-		t.Fatal(err)
-	}
+	registerRunning(t, c, cl, systemJob())
 	stubs, _, _ := cl.Jobs().Allocations("agent", false, nil)
 	if len(stubs) != len(c.Nodes()) {
 		t.Fatalf("system job has %d allocs on %d nodes", len(stubs), len(c.Nodes()))
@@ -64,26 +49,12 @@ func TestSystemJobs(t *testing.T) {
 	if _, err := cl.Allocations().Stop(a, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "stopped", func() bool {
-		x, _, _ := cl.Allocations().Info(a.ID, nil)
-		return x.ClientStatus == "complete"
-	})
-	time.Sleep(50 * time.Millisecond)
-	x, _, _ := cl.Allocations().Info(a.ID, nil)
-	if x.NextAllocation != "" {
-		t.Fatalf("system alloc replaced without a forced evaluation")
-	}
+	waitNotReplaced(t, cl, a.ID, "complete", "system alloc replaced without a forced evaluation")
 	if _, _, err := cl.Jobs().EvaluateWithOpts("agent", api.EvalOptions{ForceReschedule: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "replaced", func() bool {
-		stubs, _, _ := cl.Jobs().Allocations("agent", false, nil)
-		running := 0
-		for _, s := range stubs {
-			if s.ClientStatus == "running" {
-				running++
-			}
-		}
+		running, _ := countAllocs(cl, "agent", clientStatus("running"))
 		return running == len(c.Nodes())
 	})
 }
@@ -98,14 +69,8 @@ func TestSysbatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "sysbatch complete everywhere", func() bool {
-		stubs, _, _ := cl.Jobs().Allocations("sweep", false, nil)
-		done := 0
-		for _, s := range stubs {
-			if s.ClientStatus == "complete" {
-				done++
-			}
-		}
-		return done == len(c.Nodes()) && len(stubs) == done
+		done, total := countAllocs(cl, "sweep", clientStatus("complete"))
+		return done == len(c.Nodes()) && total == done
 	})
 }
 

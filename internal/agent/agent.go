@@ -12,10 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/page"
+	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -23,15 +24,26 @@ import (
 const DefaultConcurrency = 500
 
 // Config wires an Agent.
+//
+// The command builds the parts once (the cluster, the stores, the engine and the fleet
+// driver on one Nomad client) and gives them here; the agent builds none of its own.
 type Config struct {
 	Cluster cluster.Cluster
 	Store   store.Store
-	// Client is the Nomad client of a Nomad Variables store: with it the agent finds work by
-	// a blocking list query on the store's variables. Nil (the local store): the agent lists
-	// records every PollEvery.
-	Client *api.Client
-	// Prefix is the Nomad store's variable prefix; default "nomad-restart".
-	Prefix string
+	// Engine drives the restarts of Store on Cluster.
+	Engine *engine.Engine
+	// Discovery lists the restarts of Store with blocking queries, so that the agent finds
+	// work as soon as a record or lease changes (the Nomad store's listing). Nil (the local
+	// store): the agent lists Store every PollEvery.
+	Discovery Discovery
+	// Jobs lists the cluster's jobs: followed with blocking queries for config-change
+	// rollouts, selected by filter for scheduled fleets. Nil: neither.
+	Jobs cluster.JobLister
+	// Schedules keeps scheduled restarts and fleets; nil: scheduled restarts are off (a
+	// local store keeps none).
+	Schedules *schedule.Store
+	// Address is the Nomad address the agent talks to, recorded in the fleets it files.
+	Address string
 	// Namespace limits the agent to one namespace; "" or "*" is every namespace its token
 	// may list.
 	Namespace string
@@ -59,23 +71,20 @@ type Config struct {
 	ViewMaxAge time.Duration
 	// Now is the local clock for records and waits; nil: time.Now.
 	Now func() time.Time
-	// Health wires the engine's health gate; the zero value reads checks through Nomad and
-	// Consul from the environment (CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, ...).
-	Health engine.HealthConfig
-	// Changes turns on config-change rollouts (change_runner.go); nil: off. It needs Client.
+	// Changes turns on config-change rollouts (change_runner.go); nil: off. It needs Jobs.
 	Changes *ChangeRollouts
-	// Steer builds, for one action of the web page, what performs it with the Nomad ACL
-	// token the browser sent ("" when none: Nomad's anonymous token). Nil: the page
-	// steers nothing.
-	Steer func(token string) (Steerer, error)
-	// Fleets is the store of fleet restarts the agent drives (fleet_runner.go); nil: the
-	// fleet store of Client under Prefix when the records are in Nomad, else fleets are off.
-	Fleets store.Fleets
+	// Actions builds, for one action of the web page, what performs it with the Nomad ACL
+	// token the browser sent ("" when none: Nomad's anonymous token): the steering of
+	// restarts and fleets, and the filing of new restarts. Nil: the page steers and files
+	// nothing.
+	Actions func(token string) (page.Actions, error)
+	// Fleets is the store of fleet restarts the agent drives (fleet_runner.go) and
+	// FleetDriver their driver, which leaves the fleets' children to the agent (they are
+	// detached restarts); nil: fleets are off (they live in Nomad Variables only).
+	Fleets      store.Fleets
+	FleetDriver *fleetrun.Driver
 	// FleetConcurrency bounds the fleets driven at once; default DefaultFleetConcurrency.
 	FleetConcurrency int
-	// SteerFleet is Steer for fleets: what pauses, resumes, cancels or answers a fleet
-	// with the browser's token. Nil: the page steers no fleet.
-	SteerFleet func(token string) (FleetSteerer, error)
 }
 
 // Agent adopts restarts whose lease is free and drives each to its end.
@@ -114,13 +123,12 @@ type entry struct {
 
 // New returns an Agent; Run starts it.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Cluster == nil || cfg.Store == nil {
-		return nil, errors.New("agent: Cluster and Store are required")
+	if cfg.Cluster == nil || cfg.Store == nil || cfg.Engine == nil {
+		return nil, errors.New("agent: Cluster, Store and Engine are required")
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = "nomad-restart"
+	if (cfg.Fleets == nil) != (cfg.FleetDriver == nil) {
+		return nil, errors.New("agent: Fleets and FleetDriver go together")
 	}
-	cfg.Prefix = strings.Trim(cfg.Prefix, "/")
 	if cfg.Namespace == "" {
 		cfg.Namespace = "*"
 	}
@@ -163,12 +171,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Holder), metrics: cfg.Metrics,
 		known: map[string]*entry{}, kick: make(chan struct{}, 1)}
-	a.eng = engine.New(engine.Config{Cluster: cfg.Cluster, Store: cfg.Store, Logger: cfg.Logger, Holder: cfg.Holder, Now: cfg.Now, Health: cfg.Health})
-	if cfg.Client != nil && cfg.Store.Kind() == "nomad" {
-		a.src = &nomadSource{lister: store.NewNomadRestartLister(cfg.Client, cfg.Prefix), namespace: cfg.Namespace, wait: cfg.ListWait,
-			minGap: cfg.MinListGap, resync: cfg.Resync, log: a.log, metrics: a.metrics, listed: a.listingOutcome}
+	a.eng = cfg.Engine
+	reports := sourceReports{namespace: cfg.Namespace, log: a.log, metrics: a.metrics, listed: a.listingOutcome}
+	if cfg.Discovery != nil {
+		a.src = &nomadSource{sourceReports: reports, lister: cfg.Discovery, wait: cfg.ListWait, minGap: cfg.MinListGap, resync: cfg.Resync}
 	} else {
-		a.src = &listSource{store: cfg.Store, namespace: cfg.Namespace, every: cfg.PollEvery, log: a.log, metrics: a.metrics, listed: a.listingOutcome}
+		a.src = &listSource{sourceReports: reports, store: cfg.Store, every: cfg.PollEvery}
 	}
 	a.view = viewCache{a: a}
 	a.fleets = newFleetRunner(a)
@@ -245,7 +253,7 @@ func (a *Agent) hasNew(p pass) bool {
 // store lists to locate a restart it has not seen). A prefix no ID can have matches
 // nothing; only the side effect is wanted.
 func (a *Agent) prime(ctx context.Context) {
-	if _, ok := a.src.(*nomadSource); !ok {
+	if a.cfg.Discovery == nil {
 		return
 	}
 	_, err := a.cfg.Store.Find(ctx, a.cfg.Namespace, "-")
@@ -256,13 +264,7 @@ func (a *Agent) prime(ctx context.Context) {
 
 // drivingCount counts drives in progress; callers hold mu.
 func (a *Agent) drivingCount() int {
-	n := 0
-	for _, e := range a.known {
-		if e.driving {
-			n++
-		}
-	}
-	return n
+	return countWhere(a.known, func(e *entry) bool { return e.driving })
 }
 
 // dispatchDrives starts drives for the restarts of the last pass that are due, within the
@@ -394,12 +396,7 @@ func (a *Agent) offerFiled(ns, id string, headIndex uint64) {
 }
 
 // kickDispatch has Run dispatch drives again soon (a drive ended, a restart was offered).
-func (a *Agent) kickDispatch() {
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
-}
+func (a *Agent) kickDispatch() { signal(a.kick) }
 
 // Ready reports whether the agent has listed the restarts at least once and is not stopping.
 func (a *Agent) Ready() bool {

@@ -2,85 +2,53 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
-
-// driverOverlaps returns a description of every moment the record's events show a driver
-// taking over while another had not let go: the record of two drivers at once.
-func driverOverlaps(rec *restart.Record) []string {
-	var bad []string
-	holding := false
-	for _, ev := range rec.Events {
-		switch {
-		case ev.Type == restart.EventStarted:
-			if holding {
-				bad = append(bad, fmt.Sprintf("event %d: started while driven", ev.Seq))
-			}
-			holding = true
-		case ev.Type == restart.EventDriver && strings.Contains(ev.Message, "took over"):
-			if holding {
-				bad = append(bad, fmt.Sprintf("event %d: %q while another driver held it", ev.Seq, ev.Message))
-			}
-			holding = true
-		case ev.Type == restart.EventDriver && strings.Contains(ev.Message, "detached"):
-			holding = false
-		}
-	}
-	return bad
-}
-
-func driverEvents(rec *restart.Record) (started, tookOver, detached int) {
-	for _, ev := range rec.Events {
-		switch {
-		case ev.Type == restart.EventStarted:
-			started++
-		case ev.Type == restart.EventDriver && strings.Contains(ev.Message, "took over"):
-			tookOver++
-		case ev.Type == restart.EventDriver && strings.Contains(ev.Message, "detached"):
-			detached++
-		}
-	}
-	return
-}
 
 func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	e.register(t, "default", "web", 4, nil)
-	rec := e.detached(t, "default", "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}})
+	e.Register(t, "default", "web", 4, nil)
+	rec := e.Detached(t, "default", "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}})
 
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
-	start(t, a)
+	agenttest.Run(t, a)
 
-	final := e.waitEnd(t, rec)
+	final := e.WaitEnd(t, rec)
 	if final.Status != restart.StatusSucceeded {
 		t.Fatalf("restart ended %s (%s), want succeeded", final.Status, final.Reason)
 	}
 	if final.Driver != "" && final.Driver != "agent-1" {
 		t.Errorf("record names driver %q", final.Driver)
 	}
-	e.checkOnce(t, final)
-	if bad := driverOverlaps(final); bad != nil {
+	e.CheckOnce(t, final)
+	if bad := agenttest.DriverOverlaps(final); bad != nil {
 		t.Errorf("driver overlaps: %v", bad)
 	}
 
 	m := a.Metrics()
-	ctx := testContext(t)
+	ctx := agenttest.Context(t)
 	// The drive's outcome is recorded just after the record's last write.
 	simtest.WaitFor(t, ctx, "the lease release to be counted", func() bool {
 		return testutil.ToFloat64(m.leases.WithLabelValues("released")) == 1
@@ -95,11 +63,17 @@ func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
 		t.Errorf("batch histogram series = %d", got)
 	}
 
-	body := get(t, srv.URL+"/healthz", http.StatusOK)
+	body := agenttest.Get(t, srv.URL+"/healthz", http.StatusOK)
+	for _, path := range []string{"/healthz", "/metrics"} {
+		// Another method is refused as such, not taken for a page that does not exist.
+		if code, answer := agenttest.Post(t, srv.URL+path, nil, "{}"); code != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %d %s, want 405", path, code, answer)
+		}
+	}
 	if !strings.Contains(body, `"status":"ok"`) {
 		t.Errorf("/healthz = %s", body)
 	}
-	metrics := get(t, srv.URL+"/metrics", http.StatusOK)
+	metrics := agenttest.Get(t, srv.URL+"/metrics", http.StatusOK)
 	for _, want := range []string{
 		`nomad_restart_restarts{status="succeeded"} 1`,
 		`nomad_restart_allocations_total{result="restarted"} 4`,
@@ -113,13 +87,13 @@ func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	page := get(t, srv.URL+"/", http.StatusOK)
+	page := agenttest.Get(t, srv.URL+"/", http.StatusOK)
 	for _, want := range []string{rec.ID, `aria-valuenow="100"`, "succeeded", `data-stream="/events"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("list page lacks %q", want)
 		}
 	}
-	detail := get(t, srv.URL+"/restart/"+rec.ID[:8], http.StatusOK)
+	detail := agenttest.Get(t, srv.URL+"/restart/"+rec.ID[:8], http.StatusOK)
 	for _, a := range final.Allocs {
 		if !strings.Contains(detail, a.ID[:8]) {
 			t.Errorf("detail page lacks allocation %s", a.ID[:8])
@@ -128,36 +102,22 @@ func TestAdoptsDetachedRestartAndServesPages(t *testing.T) {
 	if n := strings.Count(detail, `data-state="done"`); n != 4 {
 		t.Errorf("detail page shows %d done allocations, want 4", n)
 	}
-	get(t, srv.URL+"/restart/ffffffff", http.StatusNotFound)
-}
-
-func get(t testing.TB, url string, code int) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != code {
-		t.Fatalf("GET %s: %d, want %d: %s", url, resp.StatusCode, code, b)
-	}
-	return string(b)
+	agenttest.Get(t, srv.URL+"/restart/ffffffff", http.StatusNotFound)
 }
 
 func TestHealthzUnavailableBeforeRun(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
-	get(t, srv.URL+"/healthz", http.StatusServiceUnavailable)
-	stop := start(t, a)
-	ctx := testContext(t)
+	agenttest.Get(t, srv.URL+"/healthz", http.StatusServiceUnavailable)
+	stop := agenttest.Run(t, a)
+	ctx := agenttest.Context(t)
 	simtest.WaitFor(t, ctx, "the agent to be ready", a.Ready)
-	get(t, srv.URL+"/healthz", http.StatusOK)
+	agenttest.Get(t, srv.URL+"/healthz", http.StatusOK)
 	stop()
-	get(t, srv.URL+"/healthz", http.StatusServiceUnavailable)
+	agenttest.Get(t, srv.URL+"/healthz", http.StatusServiceUnavailable)
 }
 
 // Several agents share restarts; each restart is driven by one agent at a time, each
@@ -167,21 +127,21 @@ func TestTwoAgentsNeverDriveOneRestartAtOnce(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{})
 	const jobs = 6
 	var recs []*restart.Record
-	for _, id := range e.registerMany(t, "default", "svc", jobs, 3) {
-		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
+	for _, id := range e.RegisterJobs(t, "default", "svc", jobs, 3, nil) {
+		recs = append(recs, e.Detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
-	a1 := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
-	a2 := e.newAgent(t, "agent-2", e.sim.BootstrapToken(), nil)
-	start(t, a1)
-	start(t, a2)
+	a1 := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
+	a2 := e.newAgent(t, "agent-2", e.Sim.BootstrapToken(), nil)
+	agenttest.Run(t, a1)
+	agenttest.Run(t, a2)
 	for _, rec := range recs {
-		final := e.waitSucceeded(t, rec)
-		if s, took, _ := driverEvents(final); s != 1 || took != 0 {
+		final := e.WaitSucceeded(t, rec)
+		if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 0 {
 			t.Errorf("restart of %s: started %d times, taken over %d times; want one driver", rec.JobID, s, took)
 		}
-		e.checkOnce(t, final)
+		e.CheckOnce(t, final)
 	}
-	ctx := testContext(t)
+	ctx := agenttest.Context(t)
 	simtest.WaitFor(t, ctx, "both agents to count their adoptions", func() bool {
 		return testutil.ToFloat64(a1.metrics.adoptions)+testutil.ToFloat64(a2.metrics.adoptions) == jobs
 	})
@@ -194,47 +154,38 @@ func TestSIGTERMHandsOverToAnotherAgent(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{})
 	// Tasks that take 20 simulated seconds (0.4 s) to start keep each batch in flight long
 	// enough that every restart is still mid-way when the first agent stops.
-	meta := map[string]string{"nomadsim.start_delay": "20s"}
+	meta := agenttest.SlowStart
 	const jobs = 2
 	var recs []*restart.Record
 	for i := range jobs {
 		id := fmt.Sprintf("slow-%d", i)
-		e.register(t, "default", id, 6, meta)
-		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
+		e.Register(t, "default", id, 6, meta)
+		recs = append(recs, e.Detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
-	a1 := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), nil)
-	stop1 := start(t, a1)
-	ctx := testContext(t)
+	a1 := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
+	stop1 := agenttest.Run(t, a1)
+	ctx := agenttest.Context(t)
 	simtest.WaitFor(t, ctx, "agent-1 to have restarted an allocation of every job", func() bool {
 		for _, rec := range recs {
-			r, err := e.store.Get(ctx, rec.Namespace, rec.ID)
-			if err != nil || r.Status.Terminal() {
-				return false
-			}
-			done := 0
-			for _, a := range r.Allocs {
-				if a.State == restart.AllocDone {
-					done++
-				}
-			}
-			if done == 0 {
+			r, err := e.Store.Get(ctx, rec.Namespace, rec.ID)
+			if err != nil || r.Status.Terminal() || r.Progress(time.Now()).Done == 0 {
 				return false
 			}
 		}
 		return true
 	})
-	a2 := e.newAgent(t, "agent-2", e.sim.BootstrapToken(), nil)
-	start(t, a2)
+	a2 := e.newAgent(t, "agent-2", e.Sim.BootstrapToken(), nil)
+	agenttest.Run(t, a2)
 	stop1() // returns once every drive of agent-1 detached and released its lease
 	if n := len(a1.Driving()); n != 0 {
 		t.Fatalf("agent-1 still drives %d restarts after stopping", n)
 	}
 	for _, rec := range recs {
-		final := e.waitSucceeded(t, rec)
-		if s, took, det := driverEvents(final); s != 1 || took != 1 || det != 1 {
+		final := e.WaitSucceeded(t, rec)
+		if s, took, det := agenttest.DriverEvents(final); s != 1 || took != 1 || det != 1 {
 			t.Errorf("restart of %s: started %d, taken over %d, detached %d; want 1 each", rec.JobID, s, took, det)
 		}
-		e.checkOnce(t, final)
+		e.CheckOnce(t, final)
 	}
 	if got := testutil.ToFloat64(a1.metrics.leases.WithLabelValues("released")); got != jobs {
 		t.Errorf("agent-1 released %v leases, want %d", got, jobs)
@@ -254,12 +205,12 @@ func TestManyConcurrentRestarts(t *testing.T) {
 	const jobs, bound = 50, 50
 	var recs []*restart.Record
 	t0 := time.Now()
-	ids := e.registerMany(t, "default", "many", jobs, 1)
+	ids := e.RegisterJobs(t, "default", "many", jobs, 1, nil)
 	t.Logf("registered %d jobs in %v", jobs, time.Since(t0))
 	for _, id := range ids {
-		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
+		recs = append(recs, e.Detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) { c.Concurrency = bound })
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), func(c *Config) { c.Concurrency = bound })
 	var peakMu sync.Mutex
 	peak := 0
 	ctx, cancel := context.WithCancel(context.Background())
@@ -274,13 +225,13 @@ func TestManyConcurrentRestarts(t *testing.T) {
 		}
 	}()
 	t.Logf("created %d restarts at %v", jobs, time.Since(t0))
-	start(t, a)
+	agenttest.Run(t, a)
 	for _, rec := range recs {
-		final := e.waitEnd(t, rec)
+		final := e.WaitEnd(t, rec)
 		if final.Status != restart.StatusSucceeded {
 			t.Errorf("restart of %s ended %s (%s)", rec.JobID, final.Status, final.Reason)
 		}
-		e.checkOnce(t, final)
+		e.CheckOnce(t, final)
 	}
 	t.Logf("all done at %v", time.Since(t0))
 	cancel()
@@ -300,10 +251,10 @@ func TestConcurrencyBound(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{})
 	const jobs, bound = 6, 2
 	var recs []*restart.Record
-	for _, id := range e.registerMany(t, "default", "bound", jobs, 2) {
-		recs = append(recs, e.detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
+	for _, id := range e.RegisterJobs(t, "default", "bound", jobs, 2, nil) {
+		recs = append(recs, e.Detached(t, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}))
 	}
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), func(c *Config) { c.Concurrency = bound })
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), func(c *Config) { c.Concurrency = bound })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var peakMu sync.Mutex
@@ -317,9 +268,9 @@ func TestConcurrencyBound(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	start(t, a)
+	agenttest.Run(t, a)
 	for _, rec := range recs {
-		if final := e.waitEnd(t, rec); final.Status != restart.StatusSucceeded {
+		if final := e.WaitEnd(t, rec); final.Status != restart.StatusSucceeded {
 			t.Errorf("restart of %s ended %s (%s)", rec.JobID, final.Status, final.Reason)
 		}
 	}
@@ -329,4 +280,282 @@ func TestConcurrencyBound(t *testing.T) {
 	if peak > bound {
 		t.Errorf("%d drives at once, above the bound of %d", peak, bound)
 	}
+}
+
+// An agent whose token has no rights on the restarts' namespace sees nothing, drives
+// nothing and shows nothing; an agent with the documented policy then finishes the restart.
+func TestACLTokenWithoutRightsGetsNothingDone(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{ACLs: true})
+	e.Register(t, "default", "web", 3, nil)
+	rec := e.Detached(t, "default", "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}})
+	ctx := agenttest.Context(t)
+
+	weak, err := e.Sim.CreateToken("weak", map[string]string{
+		"elsewhere": `namespace "elsewhere" { policy = "write" variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } } }`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.newAgent(t, "weak-agent", weak, nil)
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	stop := agenttest.Run(t, a)
+	simtest.WaitFor(t, ctx, "a listing by the weak agent", func() bool {
+		return testutil.ToFloat64(a.metrics.discoveryPass) >= 1 && a.Ready()
+	})
+	page := agenttest.Get(t, srv.URL+"/", http.StatusOK)
+	if strings.Contains(page, rec.ID) || !strings.Contains(page, "No restarts.") {
+		t.Errorf("the weak agent's page shows restarts it may not read:\n%s", page)
+	}
+	agenttest.Get(t, srv.URL+"/restart/"+rec.ID, http.StatusNotFound)
+	stop()
+	if got := testutil.ToFloat64(a.metrics.adoptions); got != 0 {
+		t.Errorf("the weak agent adopted %v restarts", got)
+	}
+	cur, err := e.Store.Get(ctx, rec.Namespace, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Status != restart.StatusPending || cur.ModifyIndex != rec.ModifyIndex {
+		t.Errorf("the weak agent changed the restart: status %s, index %d -> %d", cur.Status, rec.ModifyIndex, cur.ModifyIndex)
+	}
+	counts, err := simtest.CountRestarts(ctx, e.Client, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts.InPlace) != 0 {
+		t.Errorf("allocations restarted without the rights: %v", counts.InPlace)
+	}
+
+	// The agent policy of docs/acl.md (deploy/agent-policy.hcl) is enough.
+	agentToken := e.ShippedToken(t, "agent")
+	good := e.newAgent(t, "agent", agentToken, nil)
+	agenttest.Run(t, good)
+	final := e.WaitEnd(t, rec)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("with the agent policy the restart ended %s (%s)", final.Status, final.Reason)
+	}
+	e.CheckOnce(t, final)
+}
+
+// The operator policy of deploy/operator-policy.hcl is enough to file a restart for the
+// agent (plan and create, as `run -detach` does), and the agent policy to drive it.
+func TestACLShippedPoliciesSuffice(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{ACLs: true})
+	e.Register(t, "default", "web", 2, nil)
+	opClient := e.shippedClient(t, "operator")
+	opStore := store.NewNomad(opClient, store.NomadOptions{})
+	operator := engine.New(engine.Config{Cluster: cluster.NewNomad(opClient), Store: opStore, Holder: "operator"})
+	ctx := agenttest.Context(t)
+	p, err := operator.Plan(ctx, engine.Request{Namespace: "default", Job: "web"})
+	if err != nil {
+		t.Fatalf("planning with the operator policy: %v", err)
+	}
+	if err := operator.Create(ctx, p.Record); err != nil {
+		t.Fatalf("filing the restart with the operator policy: %v", err)
+	}
+	agentToken := e.ShippedToken(t, "agent")
+	a := e.newAgent(t, "agent", agentToken, nil)
+	agenttest.Run(t, a)
+	final := e.WaitEnd(t, p.Record)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
+	}
+	e.CheckOnce(t, final)
+	if got := testutil.ToFloat64(a.metrics.apiErrors.WithLabelValues("403")); got != 0 {
+		t.Errorf("the agent policy let %v requests be denied", got)
+	}
+}
+
+// errDied is what a driver that "died" sees: from then on nothing it writes is stored.
+var errDied = errors.New("driver process died")
+
+// dyingStore makes an in-process driver die like a killed process: after a number of record
+// writes every further write fails (nothing more reaches the store), and its lease is not
+// released on the way out. The test then lets the lease go as the OS or Nomad would.
+type dyingStore struct {
+	store.Store
+	writesLeft atomic.Int64 // >0: die after that many writes; 0: after the first one storing a done allocation
+	died       atomic.Bool
+	acquire    func(ctx context.Context, ns, id, holder string) (store.Lease, error)
+
+	mu    sync.Mutex
+	lease store.Lease // the real lease, held past the driver's death
+}
+
+func (s *dyingStore) Update(ctx context.Context, rec *restart.Record) error {
+	if s.died.Load() || (s.writesLeft.Load() > 0 && s.writesLeft.Add(-1) < 0) {
+		return errDied
+	}
+	if err := s.Store.Update(ctx, rec); err != nil {
+		return err
+	}
+	// With writesLeft 0 (the default) the driver dies right after the first write that
+	// stores an allocation done: mid-restart, whatever the engine groups into its writes.
+	if s.writesLeft.Load() == 0 && rec.Progress(time.Now()).Done > 0 {
+		s.died.Store(true)
+	}
+	return nil
+}
+
+func (s *dyingStore) AcquireLease(ctx context.Context, ns, id, holder string) (store.Lease, error) {
+	acq := s.Store.AcquireLease
+	if s.acquire != nil {
+		acq = s.acquire
+	}
+	l, err := acq(ctx, ns, id, holder)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.lease = l
+	s.mu.Unlock()
+	return keptLease{l}, nil
+}
+
+// keptLease is a lease its dying driver cannot release.
+type keptLease struct{ store.Lease }
+
+func (keptLease) Release(context.Context) error { return nil }
+
+// crashDriver drives rec until the driver dies mid-restart: after its first write that
+// stores an allocation done.
+func crashDriver(t *testing.T, cl cluster.Cluster, ds *dyingStore, rec *restart.Record) {
+	t.Helper()
+	e := engine.New(engine.Config{Cluster: cl, Store: ds, Holder: "cli:doomed"})
+	ctx := agenttest.Context(t)
+	_, err := e.Drive(ctx, rec.Namespace, rec.ID, nil)
+	if !errors.Is(err, errDied) {
+		t.Fatalf("the doomed driver ended with %v, want it to die", err)
+	}
+}
+
+func midRestart(t *testing.T, s store.Store, rec *restart.Record) {
+	t.Helper()
+	cur, err := s.Get(context.Background(), rec.Namespace, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Status != restart.StatusRunning || cur.Progress(time.Now()).Done == 0 {
+		t.Fatalf("the doomed driver left the restart %s with %d done; want it running mid-way", cur.Status, cur.Progress(time.Now()).Done)
+	}
+}
+
+// Local store: the dead driver's flock is freed at once, and the agent (listing every
+// PollEvery) adopts the restart and finishes it exactly once.
+func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{})
+	local, err := store.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Register(t, "default", "web", 4, nil)
+	cl := cluster.NewNomad(e.Client)
+	pl := engine.New(engine.Config{Cluster: cl, Store: local, Holder: "cli:detached"})
+	ctx := agenttest.Context(t)
+	p, err := pl.Plan(ctx, engine.Request{Namespace: "default", Job: "web", Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Create(ctx, p.Record); err != nil {
+		t.Fatal(err)
+	}
+	rec := p.Record
+
+	ds := &dyingStore{Store: local}
+	crashDriver(t, cl, ds, rec)
+	midRestart(t, local, rec)
+
+	c := Config{Cluster: cl, Store: local, Holder: "agent-1", PollEvery: 20 * time.Millisecond, ViewMaxAge: time.Millisecond}
+	finishParts(&c, engine.HealthConfig{})
+	a, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttest.Run(t, a)
+	// While the dead driver's lease is held (the process has not exited yet), nothing moves.
+	simtest.WaitFor(t, ctx, "the agent to try the held lease", func() bool {
+		return a.metrics.leases.WithLabelValues("held_elsewhere") != nil && counterValue(a.metrics.leases.WithLabelValues("held_elsewhere")) >= 1
+	})
+	ds.mu.Lock()
+	lease := ds.lease
+	ds.mu.Unlock()
+	if err := lease.Release(ctx); err != nil { // the kernel drops the dead process's flock
+		t.Fatal(err)
+	}
+	final := agenttest.WaitEnd(t, local, rec)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
+	}
+	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
+		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
+	}
+	e.CheckOnce(t, final)
+}
+
+// Nomad store: the dead driver's lock expires after its TTL (Nomad's minimum, 10s, which
+// Nomad's leader doubles) and lock delay; the blocking list wakes the agent when Nomad
+// releases it, and the agent finishes the restart exactly once. One case: it takes ~20s.
+func TestAdoptsAfterDriverDiesNomadStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under testing.Short: waits for a Nomad lock TTL (about 20s); run without -short")
+	}
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{})
+	e.Register(t, "default", "web", 4, nil)
+	rec := e.Detached(t, "default", "web", restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}})
+	cl := cluster.NewNomad(e.Client)
+	ds := &dyingStore{Store: e.Store}
+	// The doomed driver's lock: the store's lease path, taken without renewals, as a
+	// driver that is killed right after taking it leaves it.
+	ds.acquire = func(ctx context.Context, ns, id, holder string) (store.Lease, error) {
+		path := leasePath(t, e, ns, id)
+		v := &api.Variable{Namespace: ns, Path: path, Items: map[string]string{"holder": holder},
+			Lock: &api.VariableLock{TTL: "10s", LockDelay: "100ms"}}
+		got, _, err := e.Client.Variables().AcquireLock(v, (&api.WriteOptions{Namespace: ns}).WithContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		if got.LockID() == "" {
+			return nil, store.ErrLeaseHeld
+		}
+		return deadLease{}, nil
+	}
+	crashDriver(t, cl, ds, rec)
+	midRestart(t, e.Store, rec)
+
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
+	agenttest.Run(t, a)
+	final := e.WaitEnd(t, rec)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
+	}
+	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
+		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
+	}
+	e.CheckOnce(t, final)
+}
+
+type deadLease struct{}
+
+func (deadLease) Lost() <-chan struct{}         { return nil }
+func (deadLease) Release(context.Context) error { return nil }
+
+// leasePath finds the lease variable's path of restart id: beside its head.
+func leasePath(t *testing.T, e *env, ns, id string) string {
+	t.Helper()
+	metas, _, err := e.Client.Variables().PrefixList("nomad-restart/", &api.QueryOptions{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range metas {
+		if len(m.Path) >= len(id) && m.Path[len(m.Path)-len(id):] == id {
+			return m.Path + "/lease"
+		}
+	}
+	t.Fatalf("no head variable for restart %s", id)
+	return ""
 }

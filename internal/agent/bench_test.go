@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -39,7 +40,7 @@ func benchOnce(b *testing.B, n int) {
 	b.StopTimer()
 	// Nomad's limit of 100 connections per client address, enforced as a real agent does.
 	e := startEnv(b, nomadsim.Options{NodesPerDatacenter: 10, MaxConnsPerClient: 100})
-	ids := e.registerMany(b, "default", "bench", n, 2)
+	ids := e.RegisterJobs(b, "default", "bench", n, 2, nil)
 	recs := make([]*restart.Record, n)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
@@ -47,20 +48,20 @@ func benchOnce(b *testing.B, n int) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			recs[i] = e.detached(b, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}})
+			recs[i] = e.Detached(b, "default", id, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}})
 		})
 	}
 	wg.Wait()
-	a := e.newAgent(b, "bench-agent", e.sim.BootstrapToken(), func(c *Config) {
+	a := e.newAgent(b, "bench-agent", e.Sim.BootstrapToken(), func(c *Config) {
 		c.Concurrency = n
 		c.MinListGap = time.Second
-		productWiring(b, e, c)
+		productWiring(b, e, c, nil)
 	})
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
-	e.sim.ResetStats()
-	e.sim.ResetConnStats()
+	e.Sim.ResetStats()
+	e.Sim.ResetConnStats()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -78,9 +79,9 @@ func benchOnce(b *testing.B, n int) {
 	}()
 	b.StartTimer()
 	t0 := time.Now()
-	stop := start(b, a)
+	stop := agenttest.Run(b, a)
 	for _, rec := range recs {
-		if final := e.waitEnd(b, rec); final.Status != restart.StatusSucceeded {
+		if final := e.WaitEnd(b, rec); final.Status != restart.StatusSucceeded {
 			b.Fatalf("restart of %s ended %s (%s)", rec.JobID, final.Status, final.Reason)
 		}
 	}
@@ -89,7 +90,7 @@ func benchOnce(b *testing.B, n int) {
 	stop()
 	cancel()
 	reqs := testutil.ToFloat64(a.metrics.apiRequests)
-	st := e.sim.Stats()
+	st := e.Sim.Stats()
 	b.ReportMetric(elapsed.Seconds(), "s/all")
 	b.ReportMetric(reqs/elapsed.Seconds(), "agent-req/s")
 	b.ReportMetric(reqs/float64(2*n), "agent-req/alloc")
@@ -101,7 +102,7 @@ func benchOnce(b *testing.B, n int) {
 	for _, k := range keys[:min(len(keys), 12)] {
 		b.Logf("%-60s %8d requests %10d bytes", k, st.Endpoints[k].Requests, st.Endpoints[k].ResponseBytes)
 	}
-	cs := e.sim.ConnStats()
+	cs := e.Sim.ConnStats()
 	b.ReportMetric(float64(cs.Refused), "conns-refused")
 	b.Logf("connections to the simulated Nomad: peak %d from one address (limit 100), %d refused", cs.PeakPerClient, cs.Refused)
 	b.Logf("%d restarts: %v, %.0f agent requests (%.1f/s), simulated Nomad served %d (test's own reads included), peak heap %.1f MiB (simulation included)",
@@ -110,22 +111,21 @@ func benchOnce(b *testing.B, n int) {
 
 // productWiring gives the agent the clients `nomad-restart agent` builds (internal/cli's
 // agent.go): a pool of cluster.MaxConnsPerHost connections for the cluster, a pool of its own
-// for the records, whose store shares one blocking list among all drivers.
-func productWiring(b *testing.B, e *env, c *Config) {
+// for the records, whose store shares one blocking list among all drivers. wrap, when given,
+// wraps each pool's transport (under the metrics' counting one). It returns the cluster's
+// client.
+func productWiring(b *testing.B, e *env, c *Config, wrap func(*http.Transport) http.RoundTripper) *api.Client {
 	newClient := func(maxConns int) *api.Client {
 		tr := cluster.NewTransport()
 		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
-		cfg := api.DefaultConfig()
-		cfg.Address, cfg.SecretID = e.sim.Addr(), e.sim.BootstrapToken()
-		cfg.Region, cfg.Namespace = "", ""
-		cfg.HttpClient = &http.Client{Transport: c.Metrics.Transport(tr)}
-		client, err := api.NewClient(cfg)
-		if err != nil {
-			b.Fatal(err)
+		var rt http.RoundTripper = tr
+		if wrap != nil {
+			rt = wrap(tr)
 		}
-		return client
+		return e.AgentClient(b, e.Sim.BootstrapToken(), c.Metrics.Transport(rt))
 	}
 	client := newClient(cluster.MaxConnsPerHost)
-	c.Cluster, c.Client = cluster.NewNomad(client), client
+	nomadParts(c, client)
 	c.Store = store.NewNomad(newClient(24), store.NomadOptions{SharedWatch: true})
+	return client
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -66,24 +66,24 @@ func BenchmarkConfigChangeRollouts(b *testing.B) {
 func changeBenchOnce(b *testing.B) {
 	b.StopTimer()
 	e := startEnv(b, nomadsim.Options{TimeScale: 1, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
-	ctx := testContext(b)
+	ctx := agenttest.Context(b)
 	jobs, indexes := changeBenchCluster(b, ctx, e)
 
 	var r changeBenchResult
 	wire := &wireLog{}
 	follows := &followCount{}
 	goroutinesBefore := runtime.NumGoroutine()
-	a := e.newAgent(b, "change-bench", e.sim.BootstrapToken(), func(c *Config) {
-		c.Now = e.sim.Now
+	a := e.newAgent(b, "change-bench", e.Sim.BootstrapToken(), func(c *Config) {
+		c.Now = e.Sim.Now
 		c.MinListGap = time.Second // the product's default: it delays the discovery of a rollout
 		c.Logger = slog.New(follows)
 		changeBenchWiring(b, e, c, wire)
 	})
-	e.sim.ResetStats()
-	e.sim.ResetConnStats()
+	e.Sim.ResetStats()
+	e.Sim.ResetConnStats()
 	b.StartTimer()
 	t0 := time.Now()
-	stop := start(b, a)
+	stop := agenttest.Run(b, a)
 	simtest.WaitFor(b, ctx, "the agent following every job", func() bool { return follows.n() == changeBenchJobs })
 	r.followed = time.Since(t0)
 	waitQuiet(b, ctx, wire)
@@ -93,7 +93,8 @@ func changeBenchOnce(b *testing.B) {
 	idleFrom := time.Now()
 	time.Sleep(changeBenchIdle) // a measurement window, not a wait for a condition
 	r.idle = wire.since(idleFrom)
-	r.idleConns, r.idleBlocking = wire.open()
+	now := wire.counts()
+	r.idleConns, r.idleBlocking = now.conns, now.blocking
 	r.goroutines = runtime.NumGoroutine() - goroutinesBefore
 
 	changed := jobs[:0:0]
@@ -107,8 +108,9 @@ func changeBenchOnce(b *testing.B) {
 	r.filed = waitRollouts(b, ctx, e, changed)
 	stop()
 	r.rollouts = wire.since(changesFrom)
-	r.peakConns, r.peakBlocking = wire.peaks()
-	r.report(b, e.sim, changed)
+	end := wire.counts()
+	r.peakConns, r.peakBlocking = end.peakConns, end.peakBlocking
+	r.report(b, e.Sim, changed)
 }
 
 // changeBenchCluster creates the jobs' variables, then registers the jobs once the
@@ -120,9 +122,9 @@ func changeBenchCluster(b *testing.B, ctx context.Context, e *env) ([]string, ma
 	for i := range jobs {
 		jobs[i] = fmt.Sprintf("cfg-%03d", i)
 	}
-	indexes, created := createBenchVars(b, e.client, jobs)
+	indexes, created := createBenchVars(b, e.Client, jobs)
 	simtest.WaitFor(b, ctx, "the debounce to pass since the variables were created", func() bool {
-		return e.sim.Now().After(created.Add(changeBenchDebounce))
+		return e.Sim.Now().After(created.Add(changeBenchDebounce))
 	})
 	registerTemplatedMany(b, e, jobs)
 	return jobs, indexes
@@ -181,23 +183,10 @@ func (r *changeBenchResult) report(b *testing.B, sim *nomadsim.Cluster, changed 
 // productWiring does), each transport watched by wire, and turns config-change rollouts
 // on with a source hub on the cluster's client.
 func changeBenchWiring(b *testing.B, e *env, c *Config, wire *wireLog) {
-	newClient := func(maxConns int) *api.Client {
-		tr := cluster.NewTransport()
-		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
+	client := productWiring(b, e, c, func(tr *http.Transport) http.RoundTripper {
 		tr.DialContext = wire.dial(tr.DialContext)
-		cfg := api.DefaultConfig()
-		cfg.Address, cfg.SecretID = e.sim.Addr(), e.sim.BootstrapToken()
-		cfg.Region, cfg.Namespace = "", ""
-		cfg.HttpClient = &http.Client{Transport: c.Metrics.Transport(wire.wrap(tr))}
-		client, err := api.NewClient(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return client
-	}
-	client := newClient(cluster.MaxConnsPerHost)
-	c.Cluster, c.Client = cluster.NewNomad(client), client
-	c.Store = store.NewNomad(newClient(24), store.NomadOptions{SharedWatch: true})
+		return wire.wrap(tr)
+	})
 	c.Changes = &ChangeRollouts{Sources: sourcewatch.New(client, sourcewatch.Options{})}
 }
 
@@ -226,39 +215,21 @@ func createBenchVars(b *testing.B, client *api.Client, jobs []string) (map[strin
 // its variable (change_mode noop) and that opts in with a debounce of changeBenchDebounce,
 // without deployments (max_parallel 0), and waits until every allocation runs.
 func registerTemplatedMany(b *testing.B, e *env, ids []string) {
-	var wg sync.WaitGroup
-	errs := make([]error, len(ids))
-	for i, id := range ids {
-		wg.Go(func() { _, errs[i] = e.sim.RegisterJob(templatedBenchJob(id)) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			b.Fatalf("registering a job: %v", err)
+	simtest.Concurrently(b, len(ids), func(i int) error {
+		if _, err := e.Sim.RegisterJob(templatedBenchJob(ids[i])); err != nil {
+			return fmt.Errorf("registering job %s: %w", ids[i], err)
 		}
-	}
-	ctx := testContext(b)
+		return nil
+	})
+	ctx := agenttest.Context(b)
 	simtest.WaitFor(b, ctx, "every job's allocations running", func() bool {
-		return runningPerJob(ctx, e.client) == len(ids)*changeBenchAllocs
+		return runningPerJob(ctx, e.Client) == len(ids)*changeBenchAllocs
 	})
 }
 
 func templatedBenchJob(id string) *api.Job {
-	job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr("service"), Namespace: ptr("default"),
-		Datacenters: []string{"dc1", "dc2"}, Region: ptr("global"),
-		Update: &api.UpdateStrategy{MaxParallel: ptr(0)},
-		Meta: map[string]string{"nomad-restart.on-change": "auto", "nomad-restart.health": "running",
-			"nomad-restart.debounce": changeBenchDebounce.String()}}
-	tg := api.NewTaskGroup("web", changeBenchAllocs)
-	task := api.NewTask("main", "raw_exec")
-	task.Config = map[string]any{"command": "/bin/sh"}
-	task.Require(&api.Resources{CPU: ptr(10), MemoryMB: ptr(16)})
-	task.Templates = []*api.Template{{
-		EmbeddedTmpl: ptr(`{{ with nomadVar "` + benchVarPath(id) + `" }}{{ .greeting }}{{ end }}`),
-		DestPath:     ptr("local/config.txt"), ChangeMode: ptr("noop"),
-	}}
-	tg.AddTask(task)
-	job.AddTaskGroup(tg)
+	job := templatedJob(id, changeBenchAllocs, agenttest.GreetingTemplate(benchVarPath(id)), rolloutMeta(changeBenchDebounce.String()))
+	job.Update = &api.UpdateStrategy{MaxParallel: new(0)}
 	return job
 }
 
@@ -305,10 +276,10 @@ func writeChanges(b *testing.B, e *env, jobs []string, indexes map[string]uint64
 			time.Sleep(changeBenchGap)
 		}
 		v := &api.Variable{Namespace: "default", Path: benchVarPath(job), Items: map[string]string{"greeting": "bonjour"}, ModifyIndex: indexes[job]}
-		if _, _, err := e.client.Variables().CheckedUpdate(v, nil); err != nil {
+		if _, _, err := e.Client.Variables().CheckedUpdate(v, nil); err != nil {
 			b.Fatalf("changing variable %s: %v", v.Path, err)
 		}
-		out[job] = e.sim.Now()
+		out[job] = e.Sim.Now()
 	}
 	return out
 }
@@ -320,7 +291,7 @@ func restartSignals(b *testing.B, ctx context.Context, e *env, jobs []string) ma
 	simtest.WaitFor(b, ctx, "a restart request reaching Nomad for every changed job", func() bool {
 		for _, job := range jobs {
 			if _, ok := signaled[job]; !ok {
-				if at := firstRestartSignal(b, ctx, e.client, job); !at.IsZero() {
+				if at := firstRestartSignal(b, ctx, e.Client, job); !at.IsZero() {
 					signaled[job] = at
 				}
 			}
@@ -359,7 +330,7 @@ func waitRollouts(b *testing.B, ctx context.Context, e *env, jobs []string) map[
 	var recs []*restart.Record
 	simtest.WaitFor(b, ctx, "a rollout recorded for every changed job", func() bool {
 		var err error
-		recs, err = e.store.List(ctx, store.Filter{Namespace: "default"})
+		recs, err = e.Store.List(ctx, store.Filter{Namespace: "default"})
 		return err == nil && len(recs) >= len(jobs)
 	})
 	filed := map[string]time.Time{}
@@ -372,7 +343,7 @@ func waitRollouts(b *testing.B, ctx context.Context, e *env, jobs []string) map[
 		if !slices.Contains(jobs, rec.JobID) {
 			b.Errorf("job %s was rolled, but its variable did not change", rec.JobID)
 		}
-		if final := e.waitEnd(b, rec); final.Status != restart.StatusSucceeded {
+		if final := e.WaitEnd(b, rec); final.Status != restart.StatusSucceeded {
 			b.Errorf("the rollout of %s ended %s: %s", rec.JobID, final.Status, final.Reason)
 		}
 	}
@@ -487,7 +458,10 @@ func (w *wireLog) wrap(next http.RoundTripper) http.RoundTripper {
 			w.done(blocking)
 			return resp, err
 		}
-		resp.Body = &bodyHook{ReadCloser: resp.Body, onClose: func() { w.done(true) }}
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{resp.Body, &closeHook{c: resp.Body, onClose: func() { w.done(true) }}}
 		return resp, nil
 	})
 }
@@ -528,11 +502,11 @@ func (w *wireLog) dial(next func(ctx context.Context, network, addr string) (net
 		w.conns++
 		w.peakConn = max(w.peakConn, w.conns)
 		w.mu.Unlock()
-		return &countedConn{Conn: conn, onClose: func() {
+		return &countedConn{Conn: conn, hook: &closeHook{c: conn, onClose: func() {
 			w.mu.Lock()
 			w.conns--
 			w.mu.Unlock()
-		}}, nil
+		}}}, nil
 	}
 }
 
@@ -551,44 +525,36 @@ func (w *wireLog) lastNonBlocking() (time.Time, int) {
 	return w.lastPlain, w.busy
 }
 
-// open is how many connections are open and blocking queries in flight now.
-func (w *wireLog) open() (conns, blocking int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.conns, w.blocking
-}
+// wireCounts are the connections open and the blocking queries in flight, now and at most
+// at once.
+type wireCounts struct{ conns, blocking, peakConns, peakBlocking int }
 
-// peaks are the most connections open and blocking queries in flight at once.
-func (w *wireLog) peaks() (conns, blocking int) {
+func (w *wireLog) counts() wireCounts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.peakConn, w.peakBlock
+	return wireCounts{w.conns, w.blocking, w.peakConn, w.peakBlock}
 }
 
 type wireRoundTrip func(*http.Request) (*http.Response, error)
 
 func (f wireRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// countedConn calls onClose once, at its first Close.
+// closeHook closes c, calling onClose once, at its first Close.
+type closeHook struct {
+	c       io.Closer
+	once    sync.Once
+	onClose func()
+}
+
+func (h *closeHook) Close() error {
+	h.once.Do(h.onClose)
+	return h.c.Close()
+}
+
+// countedConn is a connection closed through its hook.
 type countedConn struct {
 	net.Conn
-	once    sync.Once
-	onClose func()
+	hook *closeHook
 }
 
-func (c *countedConn) Close() error {
-	c.once.Do(c.onClose)
-	return c.Conn.Close()
-}
-
-// bodyHook calls onClose once, when the response body is first closed.
-type bodyHook struct {
-	io.ReadCloser
-	once    sync.Once
-	onClose func()
-}
-
-func (h *bodyHook) Close() error {
-	h.once.Do(h.onClose)
-	return h.ReadCloser.Close()
-}
+func (c *countedConn) Close() error { return c.hook.Close() }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
@@ -57,7 +55,7 @@ type jobFollower struct {
 }
 
 func (a *Agent) startChangeRunner(ctx context.Context) {
-	if a.cfg.Changes == nil || a.cfg.Client == nil {
+	if a.cfg.Changes == nil || a.cfg.Jobs == nil {
 		return
 	}
 	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"),
@@ -80,8 +78,7 @@ func (c *changeRunner) run(ctx context.Context) {
 	w := &cluster.Watch{What: "listing jobs for config-change rollouts", Log: c.log,
 		Policy: cluster.RetryPolicy{Initial: time.Second, Max: time.Minute}, MinGap: c.a.cfg.MinListGap}
 	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
-		q := (&api.QueryOptions{Namespace: c.scope(), WaitIndex: index, WaitTime: 5 * time.Minute}).WithContext(ctx)
-		stubs, meta, err := c.a.cfg.Client.Jobs().List(q)
+		stubs, next, err := c.a.cfg.Jobs.WatchJobs(ctx, c.a.cfg.Namespace, index, 5*time.Minute)
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
@@ -89,20 +86,13 @@ func (c *changeRunner) run(ctx context.Context) {
 			return 0, err
 		}
 		c.sync(ctx, stubs)
-		return meta.LastIndex, nil
+		return next, nil
 	})
-}
-
-func (c *changeRunner) scope() string {
-	if c.a.cfg.Namespace == "" {
-		return api.AllNamespacesNamespace
-	}
-	return c.a.cfg.Namespace
 }
 
 // sync starts a follower for each job whose specification changed since its follower
 // started (or that has none), and stops those of jobs gone.
-func (c *changeRunner) sync(ctx context.Context, stubs []*api.JobListStub) {
+func (c *changeRunner) sync(ctx context.Context, stubs []cluster.JobStub) {
 	seen := map[string]bool{}
 	for _, st := range stubs {
 		if st.ParentID != "" || st.Stop {
@@ -130,7 +120,7 @@ func (c *changeRunner) sync(ctx context.Context, stubs []*api.JobListStub) {
 }
 
 // restartFollower reads the job's specification and follows it if a group opts in.
-func (c *changeRunner) restartFollower(ctx context.Context, k string, st *api.JobListStub) {
+func (c *changeRunner) restartFollower(ctx context.Context, k string, st cluster.JobStub) {
 	c.mu.Lock()
 	if f := c.followers[k]; f != nil {
 		f.cancel()

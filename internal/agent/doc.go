@@ -9,9 +9,11 @@
 // Nomad when its TTL ran out), at most once per MinListGap, with a slow resync as a safety
 // net. The local store has no such watch; its records are listed every PollEvery.
 //
-// The web page (http.go, page_*.go) follows the same watch: each discovery pass wakes its
-// server-sent event streams. Its actions (pause, resume, cancel, answer, filing a restart)
-// run through Config.Steer with the Nomad token the browser sent, never the agent's own.
+// The web page (package page, which Handler serves beside /healthz and /metrics) reads what
+// the agent sees through pageSource and follows the same watch: each discovery pass wakes
+// its server-sent event streams (pageHub). Its actions (pause, resume, cancel, answer,
+// filing a restart) run through Config.Actions with the Nomad token the browser sent, never
+// the agent's own.
 //
 // Fleets (fleet_runner.go: many jobs restarted under one ID, filed with `run -jobs ...
 // -detach`) are driven the same way, each under its own lease, at most FleetConcurrency at

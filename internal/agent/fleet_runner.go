@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -29,9 +27,8 @@ const DefaultFleetConcurrency = 8
 // lease: Run fails at once with store.ErrLeaseHeld when another driver holds it, and
 // whichever agent tries first once it is released or expires takes the fleet up.
 //
-// Fleets are found by listing them (Fleets.ListFleets) after each change under the
-// store's fleets directory, watched with one blocking list query, at most once per
-// MinListGap; without a Nomad client the listing is paced by PollEvery instead.
+// Fleets are found by listing them (Fleets.List) after each change of the fleets' records,
+// watched with one blocking list query (Fleets.WatchList), at most once per MinListGap.
 type fleetRunner struct {
 	a       *Agent
 	fleets  store.Fleets
@@ -39,9 +36,6 @@ type fleetRunner struct {
 	limit   int
 	log     *slog.Logger
 	metrics *fleetMetrics
-	// watch blocks until the fleets may have changed after index and returns the index to
-	// pass next; index 0 answers at once.
-	watch func(ctx context.Context, index uint64) (uint64, error)
 
 	mu      sync.Mutex
 	known   map[string]*fleetEntry
@@ -68,47 +62,13 @@ func fleetKey(ns, id string) string { return ns + "\x00" + id }
 // newFleetRunner returns the runner of cfg.Fleets, or nil when the agent has no fleet
 // store: fleets live in Nomad Variables only.
 func newFleetRunner(a *Agent) *fleetRunner {
-	fleets := a.cfg.Fleets
-	if fleets == nil && a.cfg.Client != nil && a.cfg.Store.Kind() == "nomad" {
-		fleets = store.NewNomadFleets(a.cfg.Client, store.NomadOptions{Prefix: a.cfg.Prefix, Logger: a.cfg.Logger})
-	}
-	if fleets == nil {
+	if a.cfg.Fleets == nil {
 		return nil
 	}
-	r := &fleetRunner{a: a, fleets: fleets, limit: a.cfg.FleetConcurrency, log: a.log.With("component", "fleets"),
-		metrics: a.metrics.fleetMetrics(), known: map[string]*fleetEntry{}, kick: make(chan struct{}, 1)}
-	r.driver = fleetrun.New(fleetrun.Config{Fleets: fleets, Restarts: a.cfg.Store, Engine: a.eng,
-		Holder: a.cfg.Holder, Logger: a.cfg.Logger, Now: a.cfg.Now, DriveChildren: false})
-	r.watch = r.pacedWatch
-	if a.cfg.Client != nil {
-		dir := a.cfg.Prefix + "/" + store.FleetsDir + "/"
-		r.watch = func(ctx context.Context, index uint64) (uint64, error) {
-			return blockingList(ctx, a.cfg.Client, a.cfg.Namespace, dir, index, a.cfg.ListWait)
-		}
-	}
+	r := &fleetRunner{a: a, fleets: a.cfg.Fleets, driver: a.cfg.FleetDriver, limit: a.cfg.FleetConcurrency,
+		log: a.log.With("component", "fleets"), metrics: a.metrics.fleetMetrics(), known: map[string]*fleetEntry{},
+		kick: make(chan struct{}, 1)}
 	return r
-}
-
-// blockingList waits, with a blocking list query, until a variable under prefix changed
-// after index (Nomad watches the prefix, not the whole table) or wait passed, and returns
-// the listing's index. The fleets are then read through the store, which alone knows
-// their layout.
-func blockingList(ctx context.Context, client *api.Client, ns, prefix string, index uint64, wait time.Duration) (uint64, error) {
-	q := (&api.QueryOptions{Namespace: ns, WaitIndex: index, WaitTime: wait}).WithContext(ctx)
-	_, meta, err := client.Variables().PrefixList(prefix, q)
-	if err != nil {
-		return 0, err
-	}
-	return meta.LastIndex, nil
-}
-
-// pacedWatch stands in for the blocking listing without a Nomad client: the first call
-// answers at once, the next ones after PollEvery, each as a change.
-func (r *fleetRunner) pacedWatch(ctx context.Context, index uint64) (uint64, error) {
-	if index > 0 && !cluster.Sleep(ctx, r.a.cfg.PollEvery) {
-		return index, context.Cause(ctx)
-	}
-	return index + 1, nil
 }
 
 // startFleetRunner runs the fleet runner until ctx ends; Run's wait covers it and the
@@ -127,22 +87,8 @@ func (a *Agent) startFleetRunner(ctx context.Context) {
 }
 
 func (r *fleetRunner) run(ctx context.Context) {
-	defer r.wg.Wait()
-	changed := make(chan struct{}, 1)
-	r.wg.Go(func() { r.watchChanges(ctx, changed) })
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-			r.relist(ctx)
-		case <-r.kick:
-		case <-timer.C:
-		}
-		timer.Reset(r.dispatch(ctx))
-	}
+	defer r.wg.Wait() // the drives, which detach from their fleets
+	runLoop(ctx, r.watchChanges, r.kick, r.relist, r.dispatch)
 }
 
 // watchChanges signals changed after each change of the fleets, at most once per
@@ -152,7 +98,7 @@ func (r *fleetRunner) watchChanges(ctx context.Context, changed chan<- struct{})
 	w := &cluster.Watch{What: "watching the fleets", Log: r.log.With("namespace", r.a.cfg.Namespace),
 		Policy: watchRetryPolicy(), MinGap: r.a.cfg.MinListGap}
 	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
-		next, err := r.watch(ctx, index)
+		next, err := r.fleets.WatchList(ctx, r.a.cfg.Namespace, index, r.a.cfg.ListWait)
 		if err != nil {
 			return 0, err
 		}
@@ -162,10 +108,7 @@ func (r *fleetRunner) watchChanges(ctx context.Context, changed chan<- struct{})
 			if resync {
 				lastResync = time.Now()
 			}
-			select {
-			case changed <- struct{}{}:
-			default: // a listing is due already
-			}
+			signal(changed)
 		}
 		return next, nil
 	})
@@ -237,13 +180,7 @@ func (r *fleetRunner) dispatch(ctx context.Context) time.Duration {
 
 // drivingCount counts the drives in progress; callers hold mu.
 func (r *fleetRunner) drivingCount() int {
-	n := 0
-	for _, e := range r.known {
-		if e.driving {
-			n++
-		}
-	}
-	return n
+	return countWhere(r.known, func(e *fleetEntry) bool { return e.driving })
 }
 
 // drive drives one fleet with fleetrun until it ends, ctx ends or its lease is lost, and
@@ -293,12 +230,8 @@ func (r *fleetRunner) settle(e *fleetEntry, rec *fleet.Record, err error, stoppi
 	}
 }
 
-func (r *fleetRunner) kickDispatch() {
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
-}
+// kickDispatch has the loop dispatch again soon (a drive ended).
+func (r *fleetRunner) kickDispatch() { signal(r.kick) }
 
 // snapshot returns the latest listing of the fleets (newest first) and why the latest
 // listing failed, if it did.

@@ -42,7 +42,7 @@ func (s *scheduleRunner) startFleet(ctx context.Context, sc *schedule.Schedule, 
 			"the schedule lives in namespace %q but selects jobs of namespace %q, whose fleets live in %q; remove it and schedule the fleet again with run -jobs",
 			sc.Namespace, target.Selection.Namespace, home)}, nil
 	}
-	got, err := fleetrun.Select(ctx, s.jobLister(), target.Selection, sc.RestartSpec(), target.Options)
+	got, err := fleetrun.Select(ctx, s.a.cfg.Jobs, target.Selection, sc.RestartSpec(), target.Options)
 	if out, decided, err := selectionOutcome(ctx, err); decided || err != nil {
 		return out, err
 	}
@@ -53,7 +53,7 @@ func (s *scheduleRunner) startFleet(ctx context.Context, sc *schedule.Schedule, 
 	case len(kept.jobs) == 0:
 		return schedule.Outcome{Result: schedule.ResultFailed, Reason: "no job to restart: " + kept.leftOut}, nil
 	}
-	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, kept.jobs, s.a.cfg.Client.Address(), s.now())
+	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, kept.jobs, s.a.cfg.Address, s.now())
 	if len(rec.Events) == 1 { // NewRecord's "Fleet created": say which schedule made it
 		rec.Events[0].Message = fmt.Sprintf("Fleet created by schedule %s for its occurrence due %s: %d jobs selected by -jobs %q",
 			sc.ID, due.UTC().Format(time.RFC3339), len(kept.jobs), target.Selection.Filter)
@@ -140,15 +140,6 @@ func selectionOutcome(ctx context.Context, err error) (schedule.Outcome, bool, e
 		return schedule.Outcome{}, false, fmt.Errorf("selecting the fleet's jobs: %w", err)
 	}
 	return schedule.Outcome{Result: schedule.ResultFailed, Reason: "selecting the fleet's jobs: " + err.Error()}, true, nil
-}
-
-// jobLister lists jobs by filter with the agent's cluster (cluster.Nomad), or with a
-// cluster of the agent's Nomad client when the configured one cannot.
-func (s *scheduleRunner) jobLister() fleetrun.Lister {
-	if l, ok := s.a.cfg.Cluster.(fleetrun.Lister); ok {
-		return l
-	}
-	return cluster.NewNomad(s.a.cfg.Client)
 }
 
 // scheduleAttrs are the log attributes naming a schedule and what it restarts.

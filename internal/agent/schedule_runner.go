@@ -47,11 +47,11 @@ type scheduleRunner struct {
 // startScheduleRunner runs the scheduleRunner until ctx ends; Run waits for it. It needs
 // the Nomad store: schedules live in Nomad Variables, where every agent reads them.
 func (a *Agent) startScheduleRunner(ctx context.Context) {
-	if a.cfg.Client == nil || a.cfg.Store.Kind() != "nomad" {
+	if a.cfg.Schedules == nil {
 		a.log.Info("scheduled restarts are off: they need the Nomad store (-state nomad)")
 		return
 	}
-	s := &scheduleRunner{a: a, store: schedule.NewStore(a.cfg.Client, a.cfg.Prefix), log: a.log.With("component", "scheduler"),
+	s := &scheduleRunner{a: a, store: a.cfg.Schedules, log: a.log.With("component", "scheduler"),
 		metrics: a.metrics.scheduleMetrics(), now: a.cfg.Now, wait: a.cfg.ListWait, retry: a.cfg.RetryFailed,
 		metas: map[string]schedule.Meta{}, cache: map[string]*schedule.Schedule{}, retryAt: map[string]time.Time{}}
 	s.rate = newClockRate(s.now)
@@ -63,25 +63,7 @@ func (a *Agent) startScheduleRunner(ctx context.Context) {
 }
 
 func (s *scheduleRunner) run(ctx context.Context) {
-	changed := make(chan struct{}, 1)
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		s.watch(ctx, changed)
-	}()
-	defer func() { <-watchDone }()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-timer.C:
-		}
-		wake := s.pass(ctx)
-		timer.Reset(wake)
-	}
+	runLoop(ctx, s.watch, nil, nil, s.pass)
 }
 
 // watch keeps the blocking list query on the schedules and signals each change.
@@ -102,10 +84,7 @@ func (s *scheduleRunner) watch(ctx context.Context, changed chan<- struct{}) {
 			s.mu.Lock()
 			s.metas, s.index = byKey, max(last, 1)
 			s.mu.Unlock()
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
+			signal(changed)
 		}
 		return last, nil
 	})

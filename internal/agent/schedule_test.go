@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
@@ -20,14 +21,14 @@ import (
 // simClock runs the agents on the simulation's clock, so that a cron of simulated seconds
 // fires every few real milliseconds.
 func simClock(e *env) func(*Config) {
-	return func(c *Config) { c.Now = e.sim.Now }
+	return func(c *Config) { c.Now = e.Sim.Now }
 }
 
 func scheduleSpec() restart.Spec {
 	return restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, OnError: restart.OnErrorFail, Health: restart.HealthRunning}
 }
 
-func (e *env) schedules() *schedule.Store { return schedule.NewStore(e.client, "") }
+func (e *env) schedules() *schedule.Store { return schedule.NewStore(e.Client, "") }
 
 // Two agents over one cluster and an -every schedule firing every 4 simulated seconds:
 // every occurrence is accounted for exactly once (started, skipped while the job's restart
@@ -36,24 +37,24 @@ func (e *env) schedules() *schedule.Store { return schedule.NewStore(e.client, "
 func TestScheduleEveryAcrossReplicasStartsEachOccurrenceOnce(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	e.register(t, "default", "cron", 1, nil)
-	ctx := testContext(t)
+	e.Register(t, "default", "cron", 1, nil)
+	ctx := agenttest.Context(t)
 
 	const spec = "*/4 * * * * * *"
-	c, err := schedule.ParseCron(spec, "", e.sim.Now())
+	c, err := schedule.ParseCron(spec, "", e.Sim.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _ := c.Next(e.sim.Now().Add(2 * time.Second))
+	first, _ := c.Next(e.Sim.Now().Add(2 * time.Second))
 	sc := &schedule.Schedule{JobID: "cron", Cron: spec, Next: first, Grace: 5 * time.Minute}
 	sc.SetSpec(scheduleSpec())
 	if err := e.schedules().Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 
-	a1 := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e))
-	a2 := e.newAgent(t, "agent-2", e.sim.BootstrapToken(), simClock(e))
-	stop1, stop2 := start(t, a1), start(t, a2)
+	a1 := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), simClock(e))
+	a2 := e.newAgent(t, "agent-2", e.Sim.BootstrapToken(), simClock(e))
+	stop1, stop2 := agenttest.Run(t, a1), agenttest.Run(t, a2)
 
 	var cur atomic.Pointer[schedule.Schedule]
 	simtest.WaitFor(t, ctx, "3 started occurrences and 12 handled", func() bool {
@@ -89,7 +90,7 @@ func TestScheduleEveryAcrossReplicasStartsEachOccurrenceOnce(t *testing.T) {
 		t.Errorf("%d occurrences failed: %s", final.Failed, final.LastReason)
 	}
 
-	recs, err := e.store.List(ctx, store.Filter{Namespace: "default", JobID: "cron"})
+	recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: "cron"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +134,9 @@ func TestScheduleEveryAcrossReplicasStartsEachOccurrenceOnce(t *testing.T) {
 func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	e.register(t, "default", "late", 1, nil)
-	ctx := testContext(t)
-	now := e.sim.Now()
+	e.Register(t, "default", "late", 1, nil)
+	ctx := agenttest.Context(t)
+	now := e.Sim.Now()
 
 	at := &schedule.Schedule{JobID: "late", At: now.Add(-10 * time.Minute), Next: now.Add(-10 * time.Minute), Grace: 5 * time.Minute}
 	at.SetSpec(scheduleSpec())
@@ -154,8 +155,8 @@ func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 		}
 	}
 
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e))
-	start(t, a)
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), simClock(e))
+	agenttest.Run(t, a)
 	var gotAt, gotDaily *schedule.Schedule
 	// The metric is counted once a claim is recorded: wait for both.
 	simtest.WaitFor(t, ctx, "both schedules to record the missed occurrences", func() bool {
@@ -177,7 +178,7 @@ func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 	if got := testutil.ToFloat64(a.Metrics().scheduleMetrics().missed); got != 2 {
 		t.Errorf("nomad_restart_schedule_missed_total = %v, want 2", got)
 	}
-	recs, err := e.store.List(ctx, store.Filter{Namespace: "default", JobID: "late"})
+	recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: "late"})
 	if err != nil || len(recs) != 0 {
 		t.Errorf("missed occurrences ran: %d restarts, %v", len(recs), err)
 	}
@@ -189,10 +190,10 @@ func TestScheduleMissedWhileNoAgentRan(t *testing.T) {
 func TestScheduleFinishesTheClaimOfADeadAgent(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	e.register(t, "default", "created", 1, nil)
-	e.register(t, "default", "claimed", 1, nil)
-	ctx := testContext(t)
-	due := e.sim.Now().Add(-10 * time.Minute)
+	e.Register(t, "default", "created", 1, nil)
+	e.Register(t, "default", "claimed", 1, nil)
+	ctx := agenttest.Context(t)
+	due := e.Sim.Now().Add(-10 * time.Minute)
 	claim := func(job string) *schedule.Schedule {
 		sc := &schedule.Schedule{JobID: job, At: due, Next: due, Grace: 5 * time.Minute, Status: schedule.StatusActive}
 		sc.SetSpec(scheduleSpec())
@@ -212,16 +213,16 @@ func TestScheduleFinishesTheClaimOfADeadAgent(t *testing.T) {
 	}
 	created, claimed := claim("created"), claim("claimed")
 	// For one, the dead agent had created the occurrence's restart too.
-	p, err := e.planner.Plan(ctx, engineRequest("created", created.RestartSpec()))
+	p, err := e.Planner.Plan(ctx, engineRequest("created", created.RestartSpec()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Record.ID = created.Pending.RestartID
-	if err := e.planner.Create(ctx, p.Record); err != nil {
+	if err := e.Planner.Create(ctx, p.Record); err != nil {
 		t.Fatal(err)
 	}
 
-	start(t, e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e)))
+	agenttest.Run(t, e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), simClock(e)))
 	for _, sc := range []*schedule.Schedule{created, claimed} {
 		var got *schedule.Schedule
 		simtest.WaitFor(t, ctx, "schedule of "+sc.JobID+" to record its occurrence", func() bool {
@@ -232,14 +233,14 @@ func TestScheduleFinishesTheClaimOfADeadAgent(t *testing.T) {
 		if got.Started != 1 || got.Missed != 0 || got.LastRestartID != want || got.Pending != nil {
 			t.Errorf("%s: started %d missed %d restart %s (want %s) pending %+v", sc.JobID, got.Started, got.Missed, got.LastRestartID, want, got.Pending)
 		}
-		rec, err := e.store.Get(ctx, "default", want)
+		rec, err := e.Store.Get(ctx, "default", want)
 		if err != nil {
 			t.Fatalf("%s: the occurrence's restart: %v", sc.JobID, err)
 		}
-		if final := e.waitEnd(t, rec); final.Status != restart.StatusSucceeded {
+		if final := e.WaitEnd(t, rec); final.Status != restart.StatusSucceeded {
 			t.Errorf("%s: the occurrence's restart ended %s (%s)", sc.JobID, final.Status, final.Reason)
 		}
-		recs, err := e.store.List(ctx, store.Filter{Namespace: "default", JobID: sc.JobID})
+		recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: sc.JobID})
 		if err != nil || len(recs) != 1 {
 			t.Errorf("%s: %d restarts, %v; want one", sc.JobID, len(recs), err)
 		}
@@ -257,18 +258,18 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestScheduleShippedPoliciesSuffice(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{ACLs: true})
-	e.register(t, "default", "nightly", 1, nil)
-	ctx := testContext(t)
+	e.Register(t, "default", "nightly", 1, nil)
+	ctx := agenttest.Context(t)
 	opClient := e.shippedClient(t, "operator")
-	due := e.sim.Now().Add(10 * time.Second) // simulated: a fraction of a real second
+	due := e.Sim.Now().Add(10 * time.Second) // simulated: a fraction of a real second
 	sc := &schedule.Schedule{JobID: "nightly", At: due, Next: due, Grace: 5 * time.Minute}
 	sc.SetSpec(scheduleSpec())
 	if err := schedule.NewStore(opClient, "").Create(ctx, sc); err != nil {
 		t.Fatalf("storing a schedule with the operator policy: %v", err)
 	}
-	agentToken := e.shippedToken(t, "agent")
+	agentToken := e.ShippedToken(t, "agent")
 	a := e.newAgent(t, "agent", agentToken, simClock(e))
-	start(t, a)
+	agenttest.Run(t, a)
 	var got *schedule.Schedule
 	simtest.WaitFor(t, ctx, "the occurrence to be recorded", func() bool {
 		got, _ = e.schedules().Get(ctx, "default", sc.ID)
@@ -277,14 +278,14 @@ func TestScheduleShippedPoliciesSuffice(t *testing.T) {
 	if got.Started != 1 {
 		t.Fatalf("schedule: %+v", got)
 	}
-	rec, err := e.store.Get(ctx, "default", got.LastRestartID)
+	rec, err := e.Store.Get(ctx, "default", got.LastRestartID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.Events) == 0 || rec.Events[0].Type != restart.EventCreated || !strings.Contains(rec.Events[0].Message, "created by schedule "+sc.ID) {
 		t.Errorf("the restart's first event does not name the schedule: %+v", rec.Events)
 	}
-	if final := e.waitEnd(t, rec); final.Status != restart.StatusSucceeded {
+	if final := e.WaitEnd(t, rec); final.Status != restart.StatusSucceeded {
 		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
 	}
 	if n := testutil.ToFloat64(a.metrics.apiErrors.WithLabelValues("403")); n != 0 {
@@ -297,18 +298,18 @@ func TestScheduleShippedPoliciesSuffice(t *testing.T) {
 func TestScheduleSkipsWhileTheJobHasARestart(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	e.register(t, "default", "busy", 2, nil)
-	ctx := testContext(t)
+	e.Register(t, "default", "busy", 2, nil)
+	ctx := agenttest.Context(t)
 	// A restart that waits for an answer after its first batch: in progress until answered.
-	held := e.detached(t, "default", "busy", restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
-	due := e.sim.Now().Add(10 * time.Second)
+	held := e.Detached(t, "default", "busy", restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
+	due := e.Sim.Now().Add(10 * time.Second)
 	sc := &schedule.Schedule{JobID: "busy", At: due, Next: due, Grace: 5 * time.Minute}
 	sc.SetSpec(scheduleSpec())
 	if err := e.schedules().Create(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	a := e.newAgent(t, "agent-1", e.sim.BootstrapToken(), simClock(e))
-	start(t, a)
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), simClock(e))
+	agenttest.Run(t, a)
 	var got *schedule.Schedule
 	simtest.WaitFor(t, ctx, "the occurrence to be recorded", func() bool {
 		got, _ = e.schedules().Get(ctx, "default", sc.ID)
@@ -318,11 +319,41 @@ func TestScheduleSkipsWhileTheJobHasARestart(t *testing.T) {
 		!strings.Contains(got.LastReason, held.ID) {
 		t.Fatalf("schedule: skipped %d started %d last %s %s (%s); want skipped naming %s", got.Skipped, got.Started, got.LastResult, got.LastRestartID, got.LastReason, held.ID)
 	}
-	recs, err := e.store.List(ctx, store.Filter{Namespace: "default", JobID: "busy"})
+	recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: "busy"})
 	if err != nil || len(recs) != 1 || recs[0].ID != held.ID {
 		t.Fatalf("restarts of the job: %d, %v; want only the one in progress", len(recs), err)
 	}
 	if n := testutil.ToFloat64(a.Metrics().scheduleMetrics().occurrences.WithLabelValues("skipped")); n != 1 {
 		t.Errorf("skipped occurrences counted: %v", n)
+	}
+}
+
+// realWait turns a wait on the agent's clock into a real wait: unchanged for a real clock,
+// divided by the rate for a clock that runs faster, and capped by the time run so far while
+// the rate is not known yet.
+func TestClockRateRealWait(t *testing.T) {
+	realStart := time.Now().Add(-2 * time.Second)
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		elapsed   time.Duration // of the clock, over the 2 real seconds
+		realStart time.Time
+		in, want  time.Duration
+		tolerance time.Duration
+	}{
+		{"real clock", 2 * time.Second, realStart, time.Minute, time.Minute, 100 * time.Millisecond},
+		{"50 times faster", 100 * time.Second, realStart, 50 * time.Second, time.Second, 100 * time.Millisecond},
+		{"due already", 2 * time.Second, realStart, -time.Second, 0, 0},
+		{"just started: capped", 0, time.Now(), time.Hour, 10 * time.Millisecond, 10 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now := func() time.Time { return base.Add(tc.elapsed) }
+			r := clockRate{now: now, realStart: tc.realStart, clockZero: base}
+			got := r.realWait(tc.in)
+			if d := got - tc.want; d > tc.tolerance || d < -tc.tolerance {
+				t.Fatalf("realWait(%v) = %v, want %v ± %v", tc.in, got, tc.want, tc.tolerance)
+			}
+		})
 	}
 }

@@ -36,18 +36,34 @@ type source interface {
 	retryHeldEachPass() bool
 }
 
+// Discovery lists restart records with blocking queries: store.NomadRestartLister.
+type Discovery interface {
+	// List lists the restarts in namespace ns ("*": every namespace) once the records'
+	// index passes after, or when wait has passed; after 0 answers at once.
+	List(ctx context.Context, ns string, after uint64, wait time.Duration) (store.RestartListing, error)
+	// Prefix is the root of the variables listed, for logs.
+	Prefix() string
+}
+
 // nomadSource watches the store's variables with one blocking list query across the
-// namespaces (store.NomadRestartLister): it wakes when any record or lease changes
+// namespaces (Config.Discovery: store.NomadRestartLister): it wakes when any record or lease changes
 // (created, updated, lock released or expired), never on a fixed interval.
 type nomadSource struct {
-	lister    *store.NomadRestartLister
+	sourceReports
+	lister Discovery
+	wait   time.Duration // each blocking query's wait
+	minGap time.Duration // least time between the starts of two listings, so a busy cluster is listed at a bounded rate
+	resync time.Duration
+}
+
+// sourceReports are what both sources share: the namespace they list and where they report
+// (the log, the metrics, and the listing's outcome, which the page warns of while listings
+// fail).
+type sourceReports struct {
 	namespace string
-	wait      time.Duration // each blocking query's wait
-	minGap    time.Duration // least time between the starts of two listings, so a busy cluster is listed at a bounded rate
-	resync    time.Duration
 	log       *slog.Logger
 	metrics   *Metrics
-	listed    func(error) // told each listing's outcome (the page warns while they fail)
+	listed    func(error)
 }
 
 func (s *nomadSource) retryHeldEachPass() bool { return false }
@@ -95,12 +111,9 @@ func candidates(listed []store.ListedRestart) []candidate {
 // listSource lists active records through the Store at a fixed pace: the fallback for the
 // local store, which offers no watch across records (its listing reads local files).
 type listSource struct {
-	store     store.Store
-	namespace string
-	every     time.Duration
-	log       *slog.Logger
-	metrics   *Metrics
-	listed    func(error) // told each listing's outcome (the page warns while they fail)
+	sourceReports
+	store store.Store
+	every time.Duration
 }
 
 func (s *listSource) retryHeldEachPass() bool { return true }

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -63,7 +62,7 @@ func (v *viewCache) refresh(ctx context.Context) error {
 	a.mu.Lock()
 	cands, listed := a.last.cands, a.running
 	a.mu.Unlock()
-	if _, ok := a.src.(*nomadSource); !ok || !listed {
+	if a.cfg.Discovery == nil || !listed {
 		recs, err := a.cfg.Store.List(ctx, store.Filter{Namespace: a.cfg.Namespace})
 		if err != nil {
 			return err
@@ -114,24 +113,4 @@ func (v *viewCache) refresh(ctx context.Context) error {
 	wg.Wait()
 	v.recs = fresh
 	return firstErr
-}
-
-// record returns one restart by ID or unique prefix, read fresh from the store.
-func (v *viewCache) record(ctx context.Context, id string) (*restart.Record, error) {
-	return v.a.cfg.Store.Find(ctx, v.a.cfg.Namespace, id)
-}
-
-// cached returns restart id of namespace ns from the records the agent's watch keeps
-// current (what the live page shows), or store.ErrNotFound once it is gone.
-func (v *viewCache) cached(ctx context.Context, ns, id string) (*restart.Record, error) {
-	recs, err := v.records(ctx)
-	for _, r := range recs {
-		if r.Namespace == ns && r.ID == id {
-			return r, nil
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("restart %s: %w (it was deleted, or the agent may no longer read it)", short(id), store.ErrNotFound)
 }

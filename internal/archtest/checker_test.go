@@ -24,6 +24,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 				{path: "internal/engine/run.go", imports: []string{"context", project("internal/store"), project("internal/restart")}},
 				{path: "internal/restart/spec.go", imports: []string{"time", "fmt"}},
 				{path: "internal/cli/demo.go", imports: []string{project("nomadsim")}},
+				{path: "internal/cli/nomad.go", imports: []string{"github.com/hashicorp/nomad/api", project("internal/agent")}},
 				{path: "cmd/nomadsim/main.go", imports: []string{"os", project("nomadsim")}},
 				{path: "internal/simtest/simtest.go", imports: []string{project("nomadsim"), "github.com/hashicorp/nomad/api"}},
 				{path: "nomadsim/internal/acl/acl.go", imports: []string{project("nomadsim/internal/index")}},
@@ -77,6 +78,25 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 			name:    "the engine importing Nomad's api",
 			files:   []goFile{{path: "internal/engine/target.go", imports: []string{"github.com/hashicorp/nomad/api"}}},
 			wantBad: []string{"internal/engine/target.go imports github.com/hashicorp/nomad/api"},
+		},
+		{
+			name: "a command other than nomad.go making a Nomad client",
+			files: []goFile{
+				{path: "internal/cli/status.go", imports: []string{"github.com/hashicorp/nomad/api"}},
+				{path: "internal/cli/watches.go", imports: []string{"github.com/hashicorp/consul/api"}},
+			},
+			wantBad: []string{"internal/cli/status.go imports github.com/hashicorp/nomad/api: internal/cli may not import github.com/hashicorp/nomad/api/... (Nomad's client is made and wired in internal/cli/nomad.go only"},
+		},
+		{
+			name: "the agent or its page reaching Nomad or Consul themselves",
+			files: []goFile{
+				{path: "internal/agent/agent.go", imports: []string{"github.com/hashicorp/nomad/api"}},
+				{path: "internal/page/page.go", imports: []string{"github.com/hashicorp/consul/api"}},
+			},
+			wantBad: []string{
+				"internal/agent/agent.go imports github.com/hashicorp/nomad/api: internal/agent may not import",
+				"internal/page/page.go imports github.com/hashicorp/consul/api: internal/page may not import",
+			},
 		},
 		{
 			name:    "a product file other than the demo importing nomadsim",

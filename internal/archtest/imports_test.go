@@ -29,6 +29,9 @@ type rule struct {
 	// allows are exceptions to forbids: imports the package may have although a pattern
 	// of forbids matches them.
 	allows []string
+	// forbidsExceptIn are the package's files (module-relative) that may have the imports
+	// forbids names: the one place a package meets what the rest of it must not know.
+	forbidsExceptIn []string
 }
 
 // noIO is what internal/restart may not import: it is the pure domain (observed facts in,
@@ -72,10 +75,36 @@ func architecture() []rule {
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and the store",
 		},
-		{pkg: "internal/agent", mayImport: []string{"internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}},
-		// nomadsim only from demo.go: see nomadsimImporters.
-		{pkg: "internal/cli", mayImport: []string{"internal/agent", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim"}},
+		// The agent's web page: what it shows comes through page.Source, what it does through
+		// steer.Steerers and the engine's Plan and Create; it knows nothing of the agent.
+		{
+			pkg:          "internal/page",
+			mayImport:    []string{"internal/engine", "internal/store", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"},
+			forbids:      nomadAPIs(),
+			forbidReason: "it reaches Nomad only through what the agent gives it (page.Source, the engine, the steerers)",
+		},
+		// The agent is handed its parts (engine, store, discovery, job lister, schedules,
+		// fleets, sources) assembled by the command: it never builds a Nomad client.
+		{
+			pkg:          "internal/agent",
+			mayImport:    []string{"internal/page", "internal/fleetrun", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"},
+			forbids:      nomadAPIs(),
+			forbidReason: "it is handed its parts assembled on Nomad by internal/cli/nomad.go",
+		},
+		// Nomad's client is made and wired in one file, nomad.go: every command reaches
+		// Nomad through the parts it assembles. nomadsim only from demo.go: see
+		// nomadsimImporters.
+		{
+			pkg:             "internal/cli",
+			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
+			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
+			forbidsExceptIn: []string{"internal/cli/nomad.go"},
+			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim"},
+		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
+		// The support of the tests that run an agent on nomadsim; it does not import the
+		// agent, so that the agent's own tests may use it.
+		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/store", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/archtest"},
 		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},
 		{pkg: "cmd/nomadsim", mayImport: []string{"nomadsim"}},
@@ -85,9 +114,13 @@ func architecture() []rule {
 	}
 }
 
-// nomadsimImporters are the only files and packages outside nomadsim and internal/simtest
+// nomadsimImporters are the only files and packages outside nomadsim and the test support
 // whose non-test files may import nomadsim: the embedded demo and the simulator's command.
 func nomadsimImporters() []string { return []string{"internal/cli/demo.go", "cmd/nomadsim/..."} }
+
+// testSupport are the packages of test support: they may import nomadsim, and no non-test
+// file outside them may import them.
+func testSupport() []string { return []string{"internal/simtest", "internal/agent/agenttest"} }
 
 // goFile is one non-test Go file of the module and the imports it declares.
 type goFile struct {
@@ -138,7 +171,7 @@ func check(module string, table []rule, files []goFile) []string {
 		for _, imp := range f.imports {
 			rel, project := projectPath(module, imp)
 			if !project {
-				if known && matchesAny(r.forbids, imp) && !matchesAny(r.allows, imp) {
+				if known && matchesAny(r.forbids, imp) && !matchesAny(r.allows, imp) && !slices.Contains(r.forbidsExceptIn, f.path) {
 					bad = append(bad, fmt.Sprintf("%s imports %s: %s may not import %s (%s); see docs/architecture.md", f.path, imp, pkg, strings.Join(r.forbids, ", "), r.forbidReason))
 				}
 				continue
@@ -161,12 +194,12 @@ func checkProjectImport(f goFile, r rule, known bool, rel string) []string {
 		bad = append(bad, fmt.Sprintf("%s imports %s: %s may import %s; see docs/architecture.md", f.path, rel, pkg, may))
 	}
 	importers := nomadsimImporters()
-	if matches("nomadsim/...", rel) && !matches("nomadsim/...", pkg) && pkg != "internal/simtest" &&
+	if matches("nomadsim/...", rel) && !matches("nomadsim/...", pkg) && !slices.Contains(testSupport(), pkg) &&
 		!matchesAny(importers, f.path) && !matchesAny(importers, pkg) {
 		bad = append(bad, fmt.Sprintf("%s imports %s: the product must not depend on the simulated Nomad; only %s may (tests use internal/simtest); see docs/architecture.md", f.path, rel, strings.Join(importers, ", ")))
 	}
-	if rel == "internal/simtest" && pkg != "internal/simtest" {
-		bad = append(bad, fmt.Sprintf("%s imports internal/simtest: it is test support, only _test.go files may import it; see docs/architecture.md", f.path))
+	if slices.Contains(testSupport(), rel) && !slices.Contains(testSupport(), pkg) {
+		bad = append(bad, fmt.Sprintf("%s imports %s: it is test support, only _test.go files may import it; see docs/architecture.md", f.path, rel))
 	}
 	return bad
 }

@@ -10,15 +10,11 @@ import (
 	"strings"
 	"time"
 
-	consulapi "github.com/hashicorp/consul/api"
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/health"
-	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
+	"github.com/nomad-restart/nomad-restart/internal/page"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -172,26 +168,20 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		return errors.New(oneLine(err.Error()))
 	}
 	holder := "agent@" + a.holder()
-	st, err := agentStore(o.state, storeClient, logger)
+	local, err := agentLocalStore(o.state)
 	if err != nil {
 		return err
 	}
-	var localStore store.Store
-	if o.state == "local" {
-		localStore = st
-	}
-	steer, steerFleet, err := pageSteerers(cc, localStore, logger, holder)
+	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, local: local,
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock}, sharedWatch: true})
+	pagePartsFor, err := tokenParts(cc, local, logger, holder)
 	if err != nil {
 		return err
 	}
-	ag, err := agent.New(agent.Config{
-		Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: o.client.region, Logger: logger}),
-		Store:   st, Client: client, Namespace: scopeNS, Concurrency: o.concurrency,
-		Holder: holder, Logger: logger, Metrics: metrics, Steer: steer, SteerFleet: steerFleet,
-		Fleets:  agentFleets(localStore, storeClient, logger),
-		Changes: changeRollouts(o.rollOnChange, client, env, logger),
-		Health:  engine.HealthConfig{Estimate: clock},
-	})
+	cfg := p.agentConfig(agent.Config{Namespace: scopeNS, Concurrency: o.concurrency, Holder: holder, Logger: logger,
+		Metrics: metrics, Changes: changeRollouts(o.rollOnChange, client, env, logger)})
+	cfg.Actions = pageActions(pagePartsFor, local == nil)
+	ag, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -216,10 +206,10 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	return ag.Run(ctx)
 }
 
-// agentStore is where the agent finds and keeps the records (-state).
-func agentStore(state string, storeClient *api.Client, logger *slog.Logger) (store.Store, error) {
+// agentLocalStore is the local store of -state local; nil with -state nomad.
+func agentLocalStore(state string) (store.Store, error) {
 	if state != "local" {
-		return store.NewNomad(storeClient, store.NomadOptions{Logger: logger, SharedWatch: true}), nil
+		return nil, nil
 	}
 	dir, err := store.DefaultLocalDir()
 	if err != nil {
@@ -228,97 +218,21 @@ func agentStore(state string, storeClient *api.Client, logger *slog.Logger) (sto
 	return store.NewLocal(dir)
 }
 
-// pageSteer returns what the agent's page acts through: for each action, an engine on a
-// Nomad client that carries exactly the token the browser sent ("" is Nomad's anonymous
-// token), never the agent's -token or NOMAD_TOKEN, so the page can do nothing that token
-// could not do with the CLI. The clients share one connection pool. local is the store
-// of -state local (nil: the records in Nomad Variables, read and written with the token).
-func pageSteer(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string) (func(string) (agent.Steerer, error), error) {
-	clientFor, err := pageClient(cc)
-	if err != nil {
-		return nil, err
-	}
-	return func(token string) (agent.Steerer, error) {
-		client, err := clientFor(token)
+// pageActions is what the agent's page acts through: for each request, the parts on a
+// client that carries the browser's token only, which steer its restarts and (with
+// steerFleets, when the records are in Nomad) its fleets, and file new restarts.
+func pageActions(partsFor func(token string) (parts, error), steerFleets bool) func(token string) (page.Actions, error) {
+	return func(token string) (page.Actions, error) {
+		p, err := partsFor(token)
 		if err != nil {
-			return nil, err
+			return page.Actions{}, err
 		}
-		st := local
-		if st == nil {
-			st = store.NewNomad(client, store.NomadOptions{Logger: logger})
+		acts := page.Actions{Steer: p.steerers(), File: p.engine}
+		if !steerFleets {
+			acts.Steer.Fleets = nil
 		}
-		return engine.New(engine.Config{
-			Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: cc.Region, Logger: logger}),
-			Store:   st, Logger: logger, Holder: "page@" + holder,
-		}), nil
-	}, nil
-}
-
-// agentFleets is where the agent finds fleets: in Nomad Variables, on the records' pool
-// (their leases renew beside the restarts'); nil with -state local, which keeps no fleets.
-func agentFleets(local store.Store, storeClient *api.Client, logger *slog.Logger) store.Fleets {
-	if local != nil {
-		return nil
+		return acts, nil
 	}
-	return store.NewNomadFleets(storeClient, store.NomadOptions{Logger: logger})
-}
-
-// pageSteerers are what the agent's page steers restarts and fleets through (fleets: nil
-// with -state local).
-func pageSteerers(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string) (func(string) (agent.Steerer, error), func(string) (agent.FleetSteerer, error), error) {
-	steer, err := pageSteer(cc, local, logger, holder)
-	if err != nil || local != nil {
-		return steer, nil, err
-	}
-	steerFleet, err := pageSteerFleet(cc, logger, holder)
-	return steer, steerFleet, err
-}
-
-// pageSteerFleet is pageSteer for fleets: a fleet driver on the browser's token, with its
-// records and fleets in Nomad Variables. It does not drive the fleet's restarts (the agents
-// do); a cancel of a fleet no driver holds winds it down, as `cancel <fleet>` does.
-func pageSteerFleet(cc cluster.ClientConfig, logger *slog.Logger, holder string) (func(string) (agent.FleetSteerer, error), error) {
-	clientFor, err := pageClient(cc)
-	if err != nil {
-		return nil, err
-	}
-	return func(token string) (agent.FleetSteerer, error) {
-		client, err := clientFor(token)
-		if err != nil {
-			return nil, err
-		}
-		st := store.NewNomad(client, store.NomadOptions{Logger: logger})
-		eng := engine.New(engine.Config{
-			Cluster: cluster.NewNomadWithOptions(client, cluster.Options{Region: cc.Region, Logger: logger}),
-			Store:   st, Logger: logger, Holder: "page@" + holder,
-		})
-		return fleetrun.New(fleetrun.Config{Fleets: store.NewNomadFleets(client, store.NomadOptions{Logger: logger}),
-			Restarts: st, Engine: eng, Logger: logger, Holder: "page@" + holder}), nil
-	}, nil
-}
-
-// pageClient returns, for each action of the page, a Nomad client that carries exactly the
-// token the browser sent ("" is Nomad's anonymous token), never the agent's -token or
-// NOMAD_TOKEN. The clients share one connection pool.
-func pageClient(cc cluster.ClientConfig) (func(token string) (*api.Client, error), error) {
-	base := cc.APIConfig()
-	var shared *http.Client
-	if !strings.HasPrefix(base.Address, "unix://") {
-		shared = &http.Client{Transport: cluster.NewTransport()}
-		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
-			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
-		}
-	}
-	return func(token string) (*api.Client, error) {
-		conf := cc.APIConfig()
-		conf.SecretID = token
-		conf.HttpClient = shared
-		client, err := api.NewClient(conf)
-		if err != nil {
-			return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
-		}
-		return client, nil
-	}, nil
 }
 
 // agentLogger logs at info unless told otherwise: an agent's logs are its record.
@@ -337,22 +251,4 @@ func (a *app) agentLogger(o *agentOptions) (*slog.Logger, error) {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(strings.ToUpper(strings.Replace(level, "trace", "debug", 1))))
 	return slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
-// changeRollouts configures the agent's config-change rollouts (nil: off): sources are
-// watched through the agent's Nomad client, and Consul keys through the Consul agent the
-// CONSUL_* environment names.
-func changeRollouts(on bool, client *api.Client, env func(string) string, logger *slog.Logger) *agent.ChangeRollouts {
-	if !on {
-		return nil
-	}
-	consul := consulFlags{}.config(env)
-	var consulFor func(string) (*consulapi.Client, error)
-	if consul.Address != "" {
-		consulFor = func(string) (*consulapi.Client, error) {
-			c, _, err := consul.Client(true)
-			return c, err
-		}
-	}
-	return &agent.ChangeRollouts{Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulFor})}
 }

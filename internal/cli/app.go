@@ -189,7 +189,13 @@ func (a *app) holder() string {
 	if err != nil || host == "" {
 		host = "unknown-host"
 	}
-	return fmt.Sprintf("%s:%d", host, os.Getpid())
+	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
+	// Under Nomad (the agent's job) each task may be pid 1 in its own namespace, on a
+	// node whose hostname its siblings share: the allocation tells two agents apart.
+	if alloc := a.env("NOMAD_ALLOC_ID"); alloc != "" {
+		holder += "/" + alloc[:min(8, len(alloc))]
+	}
+	return holder
 }
 
 // by names the operator for pause, resume, cancel and answer.

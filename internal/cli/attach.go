@@ -2,11 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 func (a *app) cmdAttach(ctx context.Context, args []string) error {
@@ -16,29 +22,19 @@ func (a *app) cmdAttach(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := a.locate(ctx, "attach", &o, rest)
+	s, err := a.locate(ctx, "attach", &o, rest)
 	if err != nil {
 		return err
 	}
-	p := a.printer(o.verbose, jsonOut)
-	if t.fleet != nil {
-		return a.attachFleet(ctx, p, t.fleet)
-	}
-	if !jsonOut && !t.rec.Status.Terminal() && t.rec.Driver != "" && a.driverOf(ctx, t.st, t.rec) == leaseFree {
-		// The record names a driver that has let go or died: say so, or the viewer waits
-		// for a restart that does not move.
-		id := shortID(t.rec.ID, o.verbose)
-		p.header(a.now(), fmt.Sprintf("Restart %s was driven by %s, but no process drives it now; continue it with `nomad-restart resume %s`", id, t.rec.Driver, id))
-	}
-	return a.follow(ctx, p, t, o.verbose, false, nil)
+	return s.attach(ctx, a, a.printer(o.verbose, jsonOut))
 }
 
 // follow shows a restart from its record as it changes (store.Watch), with the same output
 // as `run`, until it ends or ctx ends (which stops the viewer only). It exits 0 only when
 // the restart succeeded. skipOld skips the events the caller has already shown. When free
 // (may be nil) closes, follow returns errLeaseFree so that the caller may take over.
-func (a *app) follow(ctx context.Context, p *printer, t *target, verbose, skipOld bool, free <-chan struct{}) error {
-	rec := t.rec
+func (a *app) follow(ctx context.Context, p *printer, t *restartSubject, skipOld bool, free <-chan struct{}) error {
+	rec, verbose := t.rec, p.verbose
 	v := a.newView(p, t.ses.engine(t.st), t.st, rec)
 	v.hinted = free != nil // a resume waiting to take over: "no process drives it" is not so
 	if !skipOld {
@@ -82,7 +78,7 @@ func (a *app) follow(ctx context.Context, p *printer, t *target, verbose, skipOl
 		select {
 		case <-ctx.Done():
 			p.clearProgress()
-			a.stoppedFollowing(ctx, t.st, rec, verbose)
+			a.stoppedFollowing(ctx, &restartSubject{ses: t.ses, st: t.st, rec: rec}, verbose)
 			return &exitError{code: 1}
 		case <-free:
 			p.clearProgress()
@@ -140,4 +136,208 @@ func (a *app) showRecord(ctx context.Context, v *view, rec *restart.Record) {
 	if v.asking == nil {
 		v.p.setProgress(rec.Progress(a.now()).String())
 	}
+}
+
+// fleetFollower shows a fleet's events and its running children's as they are stored.
+type fleetFollower struct {
+	a        *app
+	p        *printer
+	fs       *fleetSubject
+	across   bool
+	progress *fleetProgress
+
+	mu sync.Mutex
+	// last is, per child restart followed, the last event shown.
+	last map[string]uint64
+	jobs map[string]fleet.Job
+	wg   sync.WaitGroup
+}
+
+// followFleet shows the fleet from its record as it changes (Fleets.WatchFleet) and each
+// running child from its own record, until the fleet ends (exit 0 only if it succeeded) or
+// ctx ends (which stops the viewer only). skipOld skips the events already stored. When
+// free (may be nil) closes, it returns errLeaseFree so that the caller may take over.
+func (a *app) followFleet(ctx context.Context, p *printer, fs *fleetSubject, skipOld bool, free <-chan struct{}) error {
+	rec := fs.rec
+	f := &fleetFollower{a: a, p: p, fs: fs, across: rec.Selection.Namespace == "*", last: map[string]uint64{}, jobs: map[string]fleet.Job{},
+		progress: newFleetProgress(rec)}
+	childCtx, stopChildren := context.WithCancel(ctx)
+	defer stopChildren()
+	var lastSeq uint64
+	if skipOld {
+		lastSeq = lastFleetSeq(rec)
+	}
+	first := true
+	for {
+		lastSeq = f.showFleet(rec, lastSeq)
+		f.followChildren(childCtx, rec, first && skipOld)
+		first = false
+		if rec.Status.Terminal() {
+			stopChildren()
+			f.wg.Wait()
+			f.flushChildren(ctx)
+			p.clearProgress()
+			return a.fleetReport(p, rec)
+		}
+		next, err := f.next(ctx, rec, free)
+		if err != nil {
+			return err
+		}
+		rec = next
+	}
+}
+
+// next waits for the fleet's next stored change, ctx's end or a free lease.
+func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan struct{}) (*fleet.Record, error) {
+	type result struct {
+		rec *fleet.Record
+		err error
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan result, 1)
+	go func() {
+		next, err := f.fs.ses.fleetStore().Watch(wctx, rec.Namespace, rec.ID, rec.ModifyIndex)
+		done <- result{next, err}
+	}()
+	id := shortID(rec.ID, f.p.verbose)
+	tick := time.NewTicker(time.Second) // the progress line's elapsed time moves on
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			f.drawProgress(rec)
+		case <-ctx.Done():
+			f.p.clearProgress()
+			f.a.stoppedFollowing(ctx, &fleetSubject{ses: f.fs.ses, rec: rec}, f.p.verbose)
+			return nil, &exitError{code: 1}
+		case <-free:
+			f.p.clearProgress()
+			return nil, errLeaseFree
+		case r := <-done:
+			if r.err != nil {
+				f.p.clearProgress()
+				if ctx.Err() != nil {
+					f.a.stoppedFollowing(ctx, &fleetSubject{ses: f.fs.ses, rec: rec}, f.p.verbose)
+					return nil, &exitError{code: 1}
+				}
+				return nil, fmt.Errorf("following fleet %s: %s; try `nomad-restart attach %s` again", id, fleetStoreErrorText(r.err), id)
+			}
+			return r.rec, nil
+		}
+	}
+}
+
+// showFleet prints the fleet's events after lastSeq, redraws the progress line, and
+// returns the last event shown.
+func (f *fleetFollower) showFleet(rec *fleet.Record, lastSeq uint64) uint64 {
+	for _, ev := range rec.Events {
+		if ev.Seq > lastSeq {
+			f.a.printFleetEvent(f.p, fleetrun.Event{Fleet: rec.ID, Event: ev}, f.across, true)
+			lastSeq = ev.Seq
+		}
+	}
+	f.progress.set(rec)
+	f.drawProgress(rec)
+	return lastSeq
+}
+
+// drawProgress redraws the fleet's progress line, on a terminal, while the fleet runs.
+func (f *fleetFollower) drawProgress(rec *fleet.Record) {
+	if f.p.showsProgress() && !rec.Status.Terminal() {
+		f.p.setProgress(f.progress.line(f.a.now()))
+	}
+}
+
+func lastFleetSeq(rec *fleet.Record) uint64 {
+	if n := len(rec.Events); n > 0 {
+		return rec.Events[n-1].Seq
+	}
+	return 0
+}
+
+// followChildren starts following each running child not followed yet. skipOld skips the
+// events a child had stored already (those running when the viewer came).
+func (f *fleetFollower) followChildren(ctx context.Context, rec *fleet.Record, skipOld bool) {
+	for _, j := range rec.Jobs {
+		if j.Status != fleet.JobRunning || j.RestartID == "" {
+			continue
+		}
+		f.mu.Lock()
+		_, followed := f.last[j.RestartID]
+		if !followed {
+			f.last[j.RestartID] = 0
+			f.jobs[j.RestartID] = j
+		}
+		f.mu.Unlock()
+		if !followed {
+			f.wg.Go(func() { f.followChild(ctx, j, skipOld) })
+		}
+	}
+}
+
+// followChild prints a child's events as its record changes, until it ends or ctx ends.
+// A child whose start is recorded may not exist yet: its driver creates it next.
+func (f *fleetFollower) followChild(ctx context.Context, j fleet.Job, skipOld bool) {
+	st := f.fs.ses.nomadStore()
+	cur, err := st.Get(ctx, j.Namespace, j.RestartID)
+	for errors.Is(err, store.ErrNotFound) {
+		skipOld = false // created after the viewer came: all of it is news
+		if !cluster.Sleep(ctx, 250*time.Millisecond) {
+			return
+		}
+		cur, err = st.Get(ctx, j.Namespace, j.RestartID)
+	}
+	if err != nil {
+		return
+	}
+	if skipOld {
+		f.setLast(j.RestartID, cur.LastSeq())
+	}
+	for {
+		f.showChild(j, cur)
+		if cur.Status.Terminal() {
+			return
+		}
+		next, err := st.Watch(ctx, j.Namespace, j.RestartID, cur.ModifyIndex)
+		if err != nil {
+			return
+		}
+		cur = next
+	}
+}
+
+// flushChildren prints what the followed children stored after their followers stopped:
+// their last events, written as the fleet ended.
+func (f *fleetFollower) flushChildren(ctx context.Context) {
+	st := f.fs.ses.nomadStore()
+	f.mu.Lock()
+	jobs := make([]fleet.Job, 0, len(f.jobs))
+	for _, j := range f.jobs {
+		jobs = append(jobs, j)
+	}
+	f.mu.Unlock()
+	for _, j := range jobs {
+		if cur, err := st.Get(ctx, j.Namespace, j.RestartID); err == nil {
+			f.showChild(j, cur)
+		}
+	}
+}
+
+// showChild prints the child's events not shown yet.
+func (f *fleetFollower) showChild(j fleet.Job, cur *restart.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := f.last[j.RestartID]
+	for _, ev := range cur.EventsAfter(last) {
+		f.a.printFleetEvent(f.p, fleetrun.Event{Fleet: f.fs.rec.ID, Namespace: j.Namespace, JobID: j.JobID, RestartID: j.RestartID, Event: ev}, f.across, true)
+		last = ev.Seq
+	}
+	f.last[j.RestartID] = last
+}
+
+func (f *fleetFollower) setLast(id string, seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last[id] = seq
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -50,4 +52,12 @@ type session interface {
 	nomadStore() store.Store
 	localStore() (store.Store, error)
 	engine(st store.Store) restarter
+	// fleetStore, jobLister, schedules and fleetDriver are the fleets' and schedules' parts,
+	// which live in Nomad Variables: nil (fleetStore) where the session has none.
+	fleetStore() store.Fleets
+	jobLister() fleetrun.Lister
+	schedules() *schedule.Store
+	// fleetDriver is a driver whose engine holds up to maxFeeds event streams at once and,
+	// with driveChildren, drives the fleet's children in this process.
+	fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.Driver
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -154,7 +152,7 @@ func (a *app) runDemo(ctx context.Context, p *printer, sim *nomadsim.Cluster, o 
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the simulated cluster: %w", err)
 	}
-	dc := demoCluster{ses: ses, probe: servingProbe{client: client, namespace: "default", jobID: demoJobID},
+	dc := demoCluster{ses: ses, probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: demoJobID},
 		clock: sim.Now, scale: sim.TimeScale(), count: demoCount}
 	return a.compareRestarts(ctx, p, dc, o)
 }
@@ -196,27 +194,4 @@ func isSet(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return set
-}
-
-// demoJob is a service of demoCount instances: each task takes demoStartDelay to start,
-// then fails its Nomad check "ready" until it has warmed up for demoWarmUp. Its update
-// block creates no deployment (max_parallel 0) but gives the health gate its times.
-func demoJob() *api.Job {
-	tg := api.NewTaskGroup("web", demoCount)
-	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
-	minHealthy, deadline := demoMinHealthy, time.Minute
-	tg.Update = &api.UpdateStrategy{MaxParallel: new(int), MinHealthyTime: &minHealthy, HealthyDeadline: &deadline}
-	task := api.NewTask("server", "docker")
-	task.Config = map[string]any{"image": "example/web:1.0", "ports": []string{"http"}}
-	task.Services = []*api.Service{{Name: demoJobID, PortLabel: "http", Provider: "nomad",
-		Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/ready", Interval: demoCheckInterval, Timeout: time.Second}}}}
-	task.Meta = map[string]string{
-		"nomadsim.start_delay": demoStartDelay.String(),
-		"nomadsim.check.ready": "pass_after=" + demoWarmUp.String(),
-	}
-	tg.AddTask(task)
-	job := api.NewServiceJob(demoJobID, demoJobID, "global", 50)
-	job.Datacenters = []string{"dc1", "dc2"}
-	job.AddTaskGroup(tg)
-	return job
 }

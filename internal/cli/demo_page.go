@@ -11,7 +11,6 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
-	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // listenDemoPage opens -http-addr before the demo starts, so that an address in use is
@@ -39,14 +38,14 @@ func (a *app) serveDemoPage(ctx context.Context, ln net.Listener, nomadAddr stri
 	// The page steers as the agent's does; the demo's cluster has no ACLs, so no token is
 	// needed.
 	holder := "agent@" + a.holder()
-	steer, err := pageSteer(cc, nil, logger, holder)
+	partsFor, err := tokenParts(cc, nil, logger, holder)
 	if err != nil {
 		return fmt.Errorf("preparing the page's actions: %w", err)
 	}
-	ag, err := agent.New(agent.Config{
-		Cluster: cluster.NewNomad(client), Store: store.NewNomad(client, store.NomadOptions{Logger: logger, SharedWatch: true}),
-		Client: client, Namespace: "*", Holder: holder, Logger: logger, Steer: steer,
-	})
+	cfg := buildParts(partsConfig{client: client, logger: logger, holder: holder, sharedWatch: true}).agentConfig(
+		agent.Config{Namespace: "*", Holder: holder, Logger: logger})
+	cfg.Actions = pageActions(partsFor, false)
+	ag, err := agent.New(cfg)
 	if err != nil {
 		return fmt.Errorf("starting the agent's page: %w", err)
 	}

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -20,29 +19,36 @@ const (
 // servingProbe counts the instances of a job that serve, as a load balancer following
 // Nomad's service checks sees them: it asks the cluster, never the restart's plan or record.
 type servingProbe struct {
-	client    *api.Client
+	cluster   *cluster.Nomad
 	namespace string
 	jobID     string
 }
 
 // serving counts the job's allocations that serve now: desired to run, running on their
-// client, and passing every check of mode healthiness in Nomad's latest probe of it.
+// client, and passing every check of mode healthiness in a probe Nomad ran after the
+// allocation's tasks last started. (Nomad keeps a check's last result across an in-place
+// restart until the check runs again: a balancer that trusted it would send requests to a
+// process still starting. Nomad stamps a result with the second its run began, so a result
+// counts when its second is after the second of the latest start.)
 func (p servingProbe) serving(ctx context.Context) (int, error) {
-	q := (&api.QueryOptions{Namespace: p.namespace}).WithContext(ctx)
-	stubs, _, err := p.client.Jobs().Allocations(p.jobID, false, q)
+	allocs, _, err := p.cluster.JobAllocations(ctx, p.namespace, p.jobID)
 	if err != nil {
 		return 0, fmt.Errorf("listing the allocations of job %q: %w", p.jobID, err)
 	}
 	n := 0
-	for _, s := range stubs {
-		if s.DesiredStatus != api.AllocDesiredStatusRun || s.ClientStatus != api.AllocClientStatusRunning {
+	for _, a := range allocs {
+		if a.DesiredStatus != restart.DesiredRun || a.ClientStatus != restart.ClientRunning {
 			continue
 		}
-		checks, err := p.client.Allocations().Checks(s.ID, q)
-		if err != nil {
-			return 0, fmt.Errorf("reading the checks of allocation %s: %w", shortID(s.ID, false), err)
+		started, running := runningSince(a)
+		if !running {
+			continue
 		}
-		if healthy(checks) {
+		checks, err := p.cluster.AllocChecks(ctx, a.ID)
+		if err != nil {
+			return 0, fmt.Errorf("reading the checks of allocation %s: %w", shortID(a.ID, false), err)
+		}
+		if healthy(checks, started) {
 			n++
 		}
 	}
@@ -50,19 +56,50 @@ func (p servingProbe) serving(ctx context.Context) (int, error) {
 }
 
 // healthy reports whether an allocation has checks that count for its health and all of
-// them passed their latest probe (a check not probed yet is pending: not healthy).
-func healthy(checks api.AllocCheckStatuses) bool {
+// them passed a probe run in a later second than the tasks' latest start (a check not
+// probed yet is pending: not healthy).
+func healthy(checks []cluster.CheckResult, started time.Time) bool {
 	counted := 0
 	for _, c := range checks {
 		if c.Mode != checkModeHealthiness {
 			continue
 		}
-		if c.Status != checkStatusSuccess {
+		if c.Status != checkStatusSuccess || c.Time.Unix() <= started.Unix() {
 			return false
 		}
 		counted++
 	}
 	return counted > 0
+}
+
+// runningSince reports whether every task of the allocation runs a process started after
+// any restart or kill it was given (its latest lifecycle event is Started), and when the
+// last of them started. A task told to restart still shows "running" until its process
+// exits.
+func runningSince(a *restart.Alloc) (time.Time, bool) {
+	var latest time.Time
+	for _, ts := range a.Tasks {
+		if ts.State != restart.TaskRunning || lastLifecycleEvent(ts) != restart.TaskEventStarted {
+			return time.Time{}, false
+		}
+		if ts.StartedAt.After(latest) {
+			latest = ts.StartedAt
+		}
+	}
+	return latest, len(a.Tasks) > 0
+}
+
+// lastLifecycleEvent is the type of the task's latest event that starts, restarts or stops
+// its process ("" when it has none).
+func lastLifecycleEvent(ts restart.TaskState) string {
+	for i := len(ts.Events) - 1; i >= 0; i-- {
+		switch t := ts.Events[i].Type; t {
+		case restart.TaskEventStarted, restart.TaskEventRestartSignaled, restart.TaskEventRestarting,
+			restart.TaskEventTerminated, restart.TaskEventKilling, restart.TaskEventKilled:
+			return t
+		}
+	}
+	return ""
 }
 
 // servingSample is how many instances served at an instant of the cluster's clock.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
@@ -24,8 +26,8 @@ func demoCtx(t *testing.T) context.Context {
 }
 
 // runDemo runs `demo args...` in-process, off a terminal, with an empty environment.
-func runDemo(ctx context.Context, args ...string) (code int, out, errOut *syncBuffer) {
-	out, errOut = &syncBuffer{}, &syncBuffer{}
+func runDemo(ctx context.Context, args ...string) (code int, out, errOut *simtest.SyncBuffer) {
+	out, errOut = &simtest.SyncBuffer{}, &simtest.SyncBuffer{}
 	a := newApp(strings.NewReader(""), out, errOut, func(string) string { return "" })
 	return a.run(ctx, append([]string{"demo"}, args...)), out, errOut
 }
@@ -83,7 +85,7 @@ var (
 func TestDemoHumanOutputAndPage(t *testing.T) {
 	ctx := demoCtx(t)
 	runCtx, ctrlC := context.WithCancel(ctx)
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &simtest.SyncBuffer{}, &simtest.SyncBuffer{}
 	a := newApp(strings.NewReader(""), out, errOut, func(string) string { return "" })
 	done := make(chan int, 1)
 	go func() { done <- a.run(runCtx, []string{"demo", "-time-scale=3", "-http-addr=127.0.0.1:0"}) }()
@@ -119,7 +121,7 @@ func TestDemoHumanOutputAndPage(t *testing.T) {
 	if rec := statusOf(t, ctx, e, m[2]); rec.Status != restart.StatusSucceeded || rec.Spec.Health == restart.HealthNone {
 		t.Errorf("restart %s: %s, health %s", m[2], rec.Status, rec.Spec.Health)
 	}
-	if page := httpGet(t, ctx, pageRe.FindStringSubmatch(text)[1]); !strings.Contains(page, m[2]) {
+	if page := agenttest.Get(t, pageRe.FindStringSubmatch(text)[1], http.StatusOK); !strings.Contains(page, m[2]) {
 		t.Errorf("the page does not show restart %s:\n%s", m[2], page)
 	}
 
@@ -129,21 +131,114 @@ func TestDemoHumanOutputAndPage(t *testing.T) {
 	}
 }
 
-// httpGet reads url and returns its body, which must come with 200.
-func httpGet(t *testing.T, ctx context.Context, url string) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
+// TestDemoBadInput: one line naming the problem and the fix, exit 1, before any cluster
+// starts.
+func TestDemoBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"web"}, "takes no arguments"},
+		{[]string{"-detach"}, "cannot be detached"},
+		{[]string{"-dry-run"}, "drop -dry-run"},
+		{[]string{"-on-error=ask"}, "the demo asks nothing"},
+		{[]string{"-batch-wait=ask"}, "the demo asks nothing"},
+		{[]string{"-time-scale=0"}, "Invalid -time-scale value 0"},
+		{[]string{"-http-addr=9646"}, `Invalid -http-addr value "9646": want host:port`},
+		{[]string{"-batch-size=0"}, "Invalid -batch-size"},
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runDemo(context.Background(), tc.args...)
+			if code != 1 || !strings.Contains(errOut.String(), tc.want) || strings.Count(errOut.String(), "\n") != 1 || out.String() != "" {
+				t.Fatalf("demo %q: exit %d\nstderr: %s\nstdout: %s", tc.args, code, errOut.String(), out.String())
+			}
+		})
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+}
+
+func TestFiguresOf(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cases := []struct {
+		name    string
+		samples []servingSample
+		ended   time.Time
+		want    servingFigures
+	}{
+		{"no samples", nil, t0, servingFigures{}},
+		{"one sample", []servingSample{{t0, 4}}, t0, servingFigures{MinServing: 4}},
+		{"never down", []servingSample{{at(0), 4}, {at(1000), 3}, {at(3000), 4}}, at(3000),
+			servingFigures{MinServing: 3, Seconds: 3, RestartSeconds: 3}},
+		// None serve from 1 s to 3 s (the sample at 1 s holds until the next): 2 s of 4.
+		{"an outage outlasting the restart", []servingSample{{at(0), 4}, {at(1000), 0}, {at(2000), 0}, {at(3000), 2}, {at(4000), 4}}, at(500),
+			servingFigures{MinServing: 0, NoneServingShare: 0.5, Seconds: 4, RestartSeconds: 0.5}},
+		// Time-weighted, not counted: one long sample of none among many short ones.
+		{"weighted by time", []servingSample{{at(0), 2}, {at(100), 2}, {at(200), 0}, {at(2200), 2}}, at(2200),
+			servingFigures{MinServing: 0, NoneServingShare: 0.909, Seconds: 2.2, RestartSeconds: 2.2}},
+		{"a last sample of none does not count", []servingSample{{at(0), 1}, {at(1000), 0}}, at(1000),
+			servingFigures{MinServing: 0, Seconds: 1, RestartSeconds: 1}},
 	}
-	return string(body)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := figuresOf(tc.samples, tc.ended); got != tc.want {
+				t.Fatalf("figuresOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHealthy(t *testing.T) {
+	started := time.Date(2026, 12, 2, 10, 0, 0, 400e6, time.UTC) // the tasks' latest start
+	ran := started.Add(time.Second).Truncate(time.Second)        // a probe run in the next second
+	check := func(mode, status string) cluster.CheckResult {
+		return cluster.CheckResult{Mode: mode, Status: status, Time: ran}
+	}
+	stale := func(at time.Time) cluster.CheckResult {
+		return cluster.CheckResult{Mode: "healthiness", Status: "success", Time: at}
+	}
+	cases := []struct {
+		name   string
+		checks []cluster.CheckResult
+		want   bool
+	}{
+		{"passed before the restart", []cluster.CheckResult{stale(started.Add(-5 * time.Second).Truncate(time.Second))}, false},
+		{"passed in the second of the start", []cluster.CheckResult{stale(started.Truncate(time.Second))}, false},
+		{"no checks", nil, false},
+		{"passing", []cluster.CheckResult{check("healthiness", "success")}, true},
+		{"failing", []cluster.CheckResult{check("healthiness", "failure")}, false},
+		{"not probed yet", []cluster.CheckResult{check("healthiness", "pending")}, false},
+		{"one of two failing", []cluster.CheckResult{check("healthiness", "success"), check("healthiness", "failure")}, false},
+		{"a failing readiness check does not count", []cluster.CheckResult{check("healthiness", "success"), check("readiness", "failure")}, true},
+		{"readiness checks only", []cluster.CheckResult{check("readiness", "success")}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := healthy(tc.checks, started); got != tc.want {
+				t.Fatalf("healthy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSharePercent(t *testing.T) {
+	for share, want := range map[float64]string{0: "0%", 0.001: "<1%", 0.005: "<1%", 0.01: "1%", 0.5: "50%", 0.987: "99%", 1: "100%"} {
+		if got := sharePercent(share); got != want {
+			t.Errorf("sharePercent(%v) = %q, want %q", share, got, want)
+		}
+	}
+}
+
+// TestAsNomadDoes keeps what the operator chose (batches, tasks) and takes Nomad's gate:
+// none, with no availability budget and no surge.
+func TestAsNomadDoes(t *testing.T) {
+	two := restart.BatchSize{N: 2}
+	in := restart.Spec{BatchSizes: []restart.BatchSize{two}, Health: restart.HealthChecks, MaxUnavailable: &two, Surge: 1, Tasks: []string{"server"}}
+	got := asNomadDoes(in)
+	if got.Health != restart.HealthNone || got.MaxUnavailable == nil || *got.MaxUnavailable != (restart.BatchSize{N: 100, Percent: true}) || got.Surge != 0 {
+		t.Fatalf("asNomadDoes = %+v", got)
+	}
+	if len(got.BatchSizes) != 1 || got.BatchSizes[0] != two || got.Tasks[0] != "server" || in.Health != restart.HealthChecks || *in.MaxUnavailable != two {
+		t.Fatalf("asNomadDoes changed the operator's options or its input: %+v, input %+v", got, in)
+	}
 }

@@ -24,6 +24,22 @@ func writeList[T any](w io.Writer, list []T, jsonOut bool, noun, job, header str
 		}
 		return nil
 	}
+	return writeTable(w, list, header, row)
+}
+
+// writeSection prints a titled table of the items after a blank line, or nothing when there
+// are none.
+func writeSection[T any](w io.Writer, title string, list []T, header string, row func(T) string) error {
+	if len(list) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%s\n", title)
+	return writeTable(w, list, header, row)
+}
+
+// writeTable prints header and a row for each item as aligned columns (cells separated by
+// tabs).
+func writeTable[T any](w io.Writer, list []T, header string, row func(T) string) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	for _, item := range list {

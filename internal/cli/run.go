@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
+	"github.com/google/uuid"
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -57,15 +64,8 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		a.printPlan(p, rec, o)
 		return nil
 	}
-	if plan.Job != nil && plan.Job.MultiRegion && !o.spec.Yes {
-		ok, err := a.confirmMultiRegion(ctx, p, rec.JobID, o.json)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			p.plain("\nJob restart canceled.")
-			return nil
-		}
+	if ok, err := a.confirmMultiRegion(ctx, p, plan, o, "Job restart canceled."); !ok || err != nil {
+		return err
 	}
 	eng, st, err := a.recordRestart(ctx, p, ses, rec, o)
 	if err != nil {
@@ -161,9 +161,23 @@ func planError(err error) error {
 	return errors.New(oneLine(err.Error()))
 }
 
-// confirmMultiRegion asks Nomad's multi-region question. Without a terminal it refuses,
+// confirmMultiRegion asks Nomad's multi-region question when the plan's job is
+// multi-region and -yes was not given, and says canceled when the answer is no. Without a
+// terminal it refuses,
 // since there is nobody to answer (Nomad reads an empty answer and exits 0).
-func (a *app) confirmMultiRegion(ctx context.Context, p *printer, jobID string, jsonOut bool) (bool, error) {
+func (a *app) confirmMultiRegion(ctx context.Context, p *printer, plan *planned, o *runOptions, canceled string) (bool, error) {
+	if plan.Job == nil || !plan.Job.MultiRegion || o.spec.Yes {
+		return true, nil
+	}
+	ok, err := a.askMultiRegion(ctx, p, plan.Record.JobID, o.json)
+	if err == nil && !ok {
+		p.plain("\n" + canceled)
+	}
+	return ok, err
+}
+
+// askMultiRegion asks whether to restart a multi-region job in one region.
+func (a *app) askMultiRegion(ctx context.Context, p *printer, jobID string, jsonOut bool) (bool, error) {
 	if !a.interactive || jsonOut {
 		return false, usageErrorf("job %q is multi-region and only this region would be restarted; confirm with -yes", jobID)
 	}
@@ -221,4 +235,211 @@ func (a *app) chooseStore(ctx context.Context, ses session, state, namespace, jo
 		return st, why, nil
 	}
 	return ses.nomadStore(), "", nil
+}
+
+// runFleet is `run -jobs '<filter>'`: select the jobs, then print the plan (-dry-run), or
+// record the fleet and drive it here or leave it to a driver (-detach). Every refusal
+// leaves the cluster unchanged: no variable written (the fleet's member markers are
+// removed when the fleet cannot be recorded after them), no allocation restarted.
+func (a *app) runFleet(ctx context.Context, o *runOptions) error {
+	ses, err := a.connect(ctx, o.client)
+	if err != nil {
+		return err
+	}
+	fs, err := fleetsOf(ses)
+	if err != nil {
+		return err
+	}
+	p := a.printer(o.verbose, o.json)
+	sel := fleet.Selection{Namespace: cmp.Or(o.client.withEnv(a.env).namespace, "default"), Filter: o.fleet.jobs}
+	got, err := fleetrun.Select(ctx, fs.jobLister(), sel, o.spec, o.fleet.opts)
+	if err != nil {
+		return selectionError(err)
+	}
+	drv := fs.fleetDriver(o.fleet.opts.MaxParallelJobs, true)
+	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, o.spec, o.fleet.opts, got.Jobs, ses.address(), a.now())
+	if o.dryRun {
+		a.printFleetPlan(p, rec, drv.Plan(ctx, rec), got.LeftOut)
+		return nil
+	}
+	if err := probeChildNamespaces(ctx, ses, rec); err != nil {
+		return err
+	}
+	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
+		return err
+	}
+	if err := fs.fleetStore().Create(ctx, rec); err != nil {
+		deleteFleetMembers(ctx, fs.fleetStore(), rec.ID, sortedKeys(store.MembershipsOf(rec)))
+		return fleetCreateError(err, rec)
+	}
+	a.printFleetCreated(p, rec, got.LeftOut)
+	if o.detach {
+		a.printFleetDetached(p, rec)
+		return nil
+	}
+	return a.driveFleet(ctx, p, fs, drv, rec)
+}
+
+// selectionError is one line for a selection Select refused: a bad expression, no job,
+// options that cannot apply to a selected job, or Nomad refusing the listing.
+func selectionError(err error) error {
+	var fe *cluster.FilterError
+	var empty *fleetrun.EmptySelectionError
+	switch {
+	case errors.As(err, &fe):
+		return usageErrorf("Invalid -jobs expression %q: %s; fix it (Nomad's filter syntax, as for `nomad job list -filter`)", fe.Expr, oneLine(fe.Message))
+	case errors.As(err, &empty):
+		return usageErrorf("%s", empty.Error())
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		return fmt.Errorf("listing the jobs -jobs selects: %s; the token needs list-jobs in the namespace (or -namespace naming one it may list)", oneLine(err.Error()))
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return usageErrorf("%s", oneLine(err.Error()))
+}
+
+// probeChildNamespaces checks, without writing anything, that the token may keep each
+// selected job's restart record in Nomad Variables: a fleet whose children cannot be
+// recorded would fail job after job.
+func probeChildNamespaces(ctx context.Context, ses session, rec *fleet.Record) error {
+	firstJob := map[string]string{}
+	for _, j := range rec.Jobs {
+		if _, ok := firstJob[j.Namespace]; !ok {
+			firstJob[j.Namespace] = j.JobID
+		}
+	}
+	namespaces := make([]string, 0, len(firstJob))
+	for ns := range firstJob {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	for _, ns := range namespaces {
+		if err := ses.probeNomad(ctx, ns, firstJob[ns]); err != nil {
+			return fmt.Errorf("cannot keep the restarts of the fleet's jobs in namespace %q: %s", ns, fleetStoreErrorText(err))
+		}
+	}
+	return nil
+}
+
+// fleetCreateError is one line for a fleet the store refused to create.
+func fleetCreateError(err error, rec *fleet.Record) error {
+	var tooLarge *store.FleetTooLargeError
+	if errors.As(err, &tooLarge) {
+		return usageErrorf("%s", tooLarge.Error())
+	}
+	return fmt.Errorf("recording the fleet in namespace %q: %s", rec.Namespace, fleetStoreErrorText(err))
+}
+
+// fleetStoreErrorText is a store error's text, a denial worded for fleets: they have no
+// local store to fall back on, so the fix is the policy alone.
+func fleetStoreErrorText(err error) string {
+	var perm *store.PermissionError
+	if errors.As(err, &perm) {
+		denied := &nomadvars.PermissionError{Capability: perm.Capability, Namespace: perm.Namespace, Path: perm.Path}
+		return fmt.Sprintf("%s: fleets keep their records and their jobs' restarts in Nomad Variables, and the token's ACL policy needs %s",
+			denied.Error(), denied.Policy(perm.Prefix))
+	}
+	return oneLine(err.Error())
+}
+
+// printFleetCreated says the fleet is recorded, and which matching jobs it left out.
+func (a *app) printFleetCreated(p *printer, rec *fleet.Record, leftOut []string) {
+	if p.json {
+		for _, ev := range rec.Events {
+			p.jsonLine(fleetrun.Event{Fleet: rec.ID, Event: ev})
+		}
+		return
+	}
+	p.header(a.now(), fmt.Sprintf("Fleet %s created: %s selected by %s, at most %d at once (recorded in Nomad Variables of namespace %q)",
+		shortID(rec.ID, p.verbose), plural(len(rec.Jobs), "job", "jobs"), describeSelection(rec.Selection), rec.Options.MaxParallelJobs, rec.Namespace))
+	if len(leftOut) > 0 {
+		p.detail(a.now(), fmt.Sprintf("Left out %s matching the filter, whose launches are jobs of their own: %s",
+			plural(len(leftOut), "periodic or parameterized job", "periodic or parameterized jobs"), joinFew(leftOut, 5)))
+	}
+}
+
+// printFleetDetached says how to drive, follow and steer a detached fleet.
+func (a *app) printFleetDetached(p *printer, rec *fleet.Record) {
+	if p.json {
+		p.jsonLine(newFleetEntry(rec))
+		return
+	}
+	id := shortID(rec.ID, p.verbose)
+	p.plain(fmt.Sprintf("\nFleet %s is recorded and waits for a driver. Drive it with `nomad-restart resume %s`,", id, id))
+	p.plain(fmt.Sprintf("watch it with `nomad-restart attach %s`, pause it with `nomad-restart pause %s`, or cancel it with `nomad-restart cancel %s`.", id, id, id))
+}
+
+// driveFleet drives the fleet in this process, with its children, printing the fleet's
+// events and its children's, until it ends or ctx ends (Ctrl-C: a detach).
+func (a *app) driveFleet(ctx context.Context, p *printer, fs session, drv *fleetrun.Driver, rec *fleet.Record) error {
+	ended, err := a.runFleetHere(ctx, p, fs.fleetStore(), drv, rec)
+	return a.fleetFinish(ctx, p, rec.ID, ended, err)
+}
+
+// fleetFinish prints the end of a driven fleet and returns its exit status.
+func (a *app) fleetFinish(ctx context.Context, p *printer, id string, rec *fleet.Record, err error) error {
+	sid := shortID(id, p.verbose)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			if p.json && rec != nil {
+				p.jsonLine(newFleetEntry(rec))
+			}
+			fmt.Fprintf(a.stderr, "Detached from fleet %s; neither it nor its running restarts are driven now. Resume it with `nomad-restart resume %s`\n", sid, sid)
+			return &exitError{code: 1}
+		case errors.Is(err, store.ErrLeaseHeld):
+			return fleetLeaseHeldError(id, p.verbose)
+		}
+		return fmt.Errorf("driving fleet %s: %s; resume it with `nomad-restart resume %s`", sid, oneLine(errorText(err)), sid)
+	}
+	return a.fleetReport(p, rec)
+}
+
+// fleetLeaseHeldError says another process drives the fleet; it matches store.ErrLeaseHeld.
+func fleetLeaseHeldError(id string, verbose bool) error {
+	sid := shortID(id, verbose)
+	return fmt.Errorf("fleet %s is driven by another process; follow it with `nomad-restart attach %s`: %w", sid, sid, store.ErrLeaseHeld)
+}
+
+// fleetReport prints a finished fleet's outcome: 0 when it succeeded, 1 otherwise (as `run`
+// for a restart that did not restart every allocation).
+func (a *app) fleetReport(p *printer, rec *fleet.Record) error {
+	if p.json {
+		p.jsonLine(newFleetEntry(rec))
+	} else if rec.Status == restart.StatusSucceeded {
+		p.plain(fmt.Sprintf("\nFleet restarted %s successfully!", plural(len(rec.Jobs), "job", "jobs")))
+	} else {
+		a.printFleetFailure(p, rec)
+	}
+	if rec.Status == restart.StatusSucceeded {
+		return nil
+	}
+	return &exitError{code: 1}
+}
+
+// printFleetFailure names, on stderr, how the fleet ended and the jobs that were not
+// restarted.
+func (a *app) printFleetFailure(p *printer, rec *fleet.Record) {
+	msg := fmt.Sprintf("\nFleet %s %s", shortID(rec.ID, p.verbose), rec.Status)
+	if rec.Reason != "" {
+		msg += ": " + p.ids(rec.Reason)
+	}
+	fmt.Fprintln(a.stderr, msg)
+	for _, j := range rec.Jobs {
+		if j.Status == fleet.JobFailed || j.Status == fleet.JobCanceled {
+			line := fmt.Sprintf("* job %q (namespace %q) %s", j.JobID, j.Namespace, j.Status)
+			if j.Reason != "" {
+				line += ": " + p.ids(j.Reason)
+			}
+			fmt.Fprintln(a.stderr, line)
+		}
+	}
+}
+
+// joinFew joins at most n of items, saying how many more there are.
+func joinFew(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -106,14 +107,60 @@ func TestParseRunArgsHelp(t *testing.T) {
 	}
 }
 
-func TestClientFlagsEnv(t *testing.T) {
-	env := map[string]string{"NOMAD_ADDR": "http://env:4646", "NOMAD_TOKEN": "envtok", "NOMAD_NAMESPACE": "envns", "NOMAD_SKIP_VERIFY": "true"}
-	c := clientFlags{token: "flagtok"}.withEnv(func(k string) string { return env[k] })
-	if c.address != "http://env:4646" || c.token != "flagtok" || c.namespace != "envns" || !c.insecure {
-		t.Fatalf("flags must win over the environment, which fills the rest: %+v", c)
+// TestParseRunArgsDryRunAsksNothing: off a terminal, a dry run takes the "ask" options as
+// given (its plan shows them) while a run that would ask is refused.
+func TestParseRunArgsDryRunAsksNothing(t *testing.T) {
+	cases := []struct {
+		args    []string
+		refused string // "" when accepted
+	}{
+		{[]string{"-dry-run", "web"}, ""},
+		{[]string{"-dry-run", "-json", "web"}, ""},
+		{[]string{"-dry-run", "-batch-wait=ask", "-on-error=ask", "web"}, ""},
+		{[]string{"web"}, `Invalid -on-error value "ask"`},
+		{[]string{"-json", "-on-error=fail", "-batch-wait=ask", "web"}, `Invalid -batch-wait value "ask"`},
 	}
-	d := clientFlags{}.withEnv(func(string) string { return "" })
-	if d.address != "http://127.0.0.1:4646" {
-		t.Fatalf("default address %q", d.address)
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parseRunArgs(tc.args, false)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused == "" && o.spec.OnError != restart.OnErrorAsk:
+				t.Fatalf("the plan shows on-error=%s, want the option as given", o.spec.OnError)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Fatalf("err = %v, want %q", err, tc.refused)
+			}
+		})
+	}
+}
+
+func TestParseRunArgsFleet(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want fleet.Options
+	}{
+		{"defaults", []string{"-jobs", `Type == "service"`, "-on-error=fail"},
+			fleet.Options{MaxParallelJobs: 1, MaxFailedJobs: 0, Order: fleet.OrderName, Busy: fleet.BusyWait, OnError: restart.OnErrorFail}},
+		{"every option", []string{"-jobs", `Type == "service"`, "-max-parallel-jobs", "5", "-max-failed-jobs=2", "-order=priority", "-busy", "skip", "-detach"},
+			fleet.Options{MaxParallelJobs: 5, MaxFailedJobs: 2, Order: fleet.OrderPriority, Busy: fleet.BusySkip, OnError: restart.OnErrorAsk}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseRunArgs(tc.args, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.fleet.selected() || o.job != "" || o.fleet.opts != tc.want {
+				t.Errorf("fleet %+v, job %q; want options %+v", o.fleet, o.job, tc.want)
+			}
+			if o.spec.OnError != tc.want.OnError {
+				t.Errorf("the children's -on-error %q, want the fleet's %q", o.spec.OnError, tc.want.OnError)
+			}
+		})
+	}
+	if o, err := parseRunArgs([]string{"-on-error=fail", "web"}, false); err != nil || o.fleet.selected() || o.job != "web" {
+		t.Errorf("a run of one job: %+v, %v", o, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -95,16 +94,12 @@ func capitalize(s string) string {
 	return strings.Replace(s, "invalid", "Invalid", 1)
 }
 
-// apiClient is the Nomad client of a real session, for the schedules' variables.
-func (s *nomadSession) apiClient() *api.Client { return s.client }
-
 // scheduleStore returns the schedules' store of a session on Nomad.
 func scheduleStore(ses session) (*schedule.Store, error) {
-	c, ok := ses.(interface{ apiClient() *api.Client })
-	if !ok {
-		return nil, errors.New("schedules need Nomad Variables, and this session has no Nomad client")
+	if ss := ses.schedules(); ss != nil {
+		return ss, nil
 	}
-	return schedule.NewStore(c.apiClient(), ""), nil
+	return nil, errors.New("schedules need Nomad Variables, and this session has no Nomad client")
 }
 
 // runSchedule is `run -at` / `run -every`: everything run checks (the job, its groups and
@@ -114,11 +109,7 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 	if o.fleet.selected() {
 		return a.runFleetSchedule(ctx, o)
 	}
-	ses, err := a.connect(ctx, o.client)
-	if err != nil {
-		return err
-	}
-	ss, err := scheduleStore(ses)
+	ss, ses, err := a.openSchedules(ctx, o.client)
 	if err != nil {
 		return err
 	}
@@ -128,17 +119,12 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 	}
 	rec := plan.Record
 	p := a.printer(o.verbose, o.json)
-	if plan.Job != nil && plan.Job.MultiRegion && !o.spec.Yes {
-		// The agent cannot ask later: the operator confirms now, or with -yes.
-		ok, err := a.confirmMultiRegion(ctx, p, rec.JobID, o.json)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			p.plain("\nScheduling canceled.")
-			return nil
-		}
-		o.spec.Yes = true
+	// The agent cannot ask later: the operator confirms now, or with -yes.
+	if ok, err := a.confirmMultiRegion(ctx, p, plan, o, "Scheduling canceled."); !ok || err != nil {
+		return err
+	}
+	if plan.Job != nil && plan.Job.MultiRegion {
+		o.spec.Yes = true // confirmed: each occurrence restarts this region without asking
 	}
 
 	now := a.now()
@@ -170,15 +156,11 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 // fleet's home namespace. The jobs are selected again at each occurrence, by the agent
 // with its token: a job created meanwhile that matches is restarted too.
 func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
-	ses, err := a.connect(ctx, o.client)
+	ss, ses, err := a.openSchedules(ctx, o.client)
 	if err != nil {
 		return err
 	}
-	ss, err := scheduleStore(ses)
-	if err != nil {
-		return err
-	}
-	fs, err := asFleetSession(ses)
+	fs, err := fleetsOf(ses)
 	if err != nil {
 		return err
 	}

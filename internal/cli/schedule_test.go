@@ -11,6 +11,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -96,11 +97,7 @@ func TestScheduleCommands(t *testing.T) {
 // naming the policy to grant, and no schedule.
 func TestScheduleWithoutVariablePermission(t *testing.T) {
 	c, e := startSimEnv(t, nomadsim.Options{ACLs: true}, simpleJob("secure", api.JobTypeService, 1))
-	tok, err := c.CreateToken("operator", map[string]string{"operator": `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle"] }`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.token = tok
+	e.token = simtest.Token(t, c, "operator", `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle"] }`)
 	ctx := testCtx(t)
 	code, out, errOut := e.run(ctx, "run", "-every", "@daily", "secure")
 	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "Permission denied") || !strings.Contains(errOut, `path "nomad-restart/*"`) {

@@ -37,14 +37,27 @@ func startSimEnv(t *testing.T, opts nomadsim.Options, jobs ...*api.Job) (*nomads
 	return c, newCLIEnv(t, c)
 }
 
+// startWebEnv is startSimEnv of service job "web" of count allocations, with the test's
+// context.
+func startWebEnv(t *testing.T, count int) (*nomadsim.Cluster, cliEnv, context.Context) {
+	t.Helper()
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, count))
+	return c, e, testCtx(t)
+}
+
+// startFleetEnv is startSimEnv of n service jobs prefix-0..n-1 of count allocations each
+// (registerFleetJobs), with the test's context.
+func startFleetEnv(t *testing.T, prefix string, n, count int) (*nomadsim.Cluster, cliEnv, context.Context) {
+	t.Helper()
+	c, e := startSimEnv(t, nomadsim.Options{})
+	registerFleetJobs(t, c, "", prefix, n, count)
+	return c, e, testCtx(t)
+}
+
 // adminClient is a Nomad API client for c with its bootstrap (management) token.
 func adminClient(t *testing.T, c *nomadsim.Cluster) *api.Client {
 	t.Helper()
-	client, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatalf("nomadsim's API client: %v", err)
-	}
-	return client
+	return simtest.ClientAs(t, c, c.BootstrapToken())
 }
 
 // register registers job and waits until its allocations run.
@@ -109,23 +122,10 @@ func testJob(id, typ string) *api.Job {
 	return job
 }
 
-// simpleJob is a job with one group of count allocations of task main.
+// simpleJob is a job with one group of count allocations of task main (simtest.Job; a batch
+// task runs for an hour).
 func simpleJob(id, typ string, count int) *api.Job {
-	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1", "dc2"}}
-	if typ == api.JobTypeSystem || typ == api.JobTypeSysbatch {
-		count = 1
-	}
-	tg := api.NewTaskGroup("web", count)
-	main := api.NewTask("main", "mock_driver")
-	if typ == api.JobTypeBatch || typ == api.JobTypeSysbatch {
-		main.Meta = map[string]string{"nomadsim.run_for": "1h"}
-	}
-	tg.AddTask(main)
-	if typ == api.JobTypeService {
-		tg.Update = &api.UpdateStrategy{MaxParallel: new(int)}
-	}
-	job.AddTaskGroup(tg)
-	return job
+	return simtest.Job(id, typ, count, "1h")
 }
 
 // checkedJob is a service job of count allocations whose task has a Consul service with
@@ -158,6 +158,15 @@ func newCLIEnv(t *testing.T, c *nomadsim.Cluster) cliEnv {
 	return cliEnv{addr: c.Addr(), localDir: t.TempDir(), clock: c.Now, scale: c.TimeScale()}
 }
 
+// newCLIEnvAs is newCLIEnv whose commands carry a token of c under one policy, named name,
+// of rules.
+func newCLIEnvAs(t *testing.T, c *nomadsim.Cluster, name, rules string) cliEnv {
+	t.Helper()
+	e := newCLIEnv(t, c)
+	e.token = simtest.Token(t, c, name, rules)
+	return e
+}
+
 // localStore opens the environment's local store, where commands with -state local write.
 func (e cliEnv) localStore(t *testing.T) *store.Local {
 	t.Helper()
@@ -174,7 +183,7 @@ func (e cliEnv) run(ctx context.Context, args ...string) (int, string, string) {
 }
 
 func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bool, args ...string) (int, string, string) {
-	var out, errb syncBuffer
+	var out, errb simtest.SyncBuffer
 	env := map[string]string{"NOMAD_ADDR": e.addr, "NOMAD_TOKEN": e.token, "USER": "tester", "CONSUL_HTTP_ADDR": e.consul}
 	if e.consul == "" {
 		// Never the machine's own Consul: a closed port, so "no Consul" is deterministic.

@@ -6,97 +6,65 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// target is a restart found by ID, with the session and store it lives in; or, when the
-// ID names a fleet, that fleet (fleet set, st and rec nil).
-type target struct {
-	ses   session
-	st    store.Store
-	rec   *restart.Record
-	fleet *fleetTarget
-}
-
-// locate parses the ID command's flags and finds the restart.
-func (a *app) locate(ctx context.Context, cmd string, o *idOptions, fsArgs []string) (*target, error) {
-	id, err := oneID(cmd, fsArgs)
-	if err != nil {
-		return nil, err
-	}
-	ses, err := a.openForIDs(o)
-	if err != nil {
-		return nil, err
-	}
-	stores, err := a.stores(ctx, ses, o.state)
-	if err != nil {
-		return nil, err
-	}
-	st, rec, ft, err := a.findAny(ctx, ses, stores, o, id)
-	if err != nil {
-		return nil, err
-	}
-	return &target{ses: ses, st: st, rec: rec, fleet: ft}, nil
-}
-
-// endedError refuses to steer a restart that has ended.
-func endedError(rec *restart.Record, verb string, verbose bool) error {
-	return usageErrorf("restart %s of job %q has already ended (%s); there is nothing to %s; start a new one with `nomad-restart run %s`",
-		shortID(rec.ID, verbose), rec.JobID, rec.Status, verb, rec.JobID)
-}
+// The steering commands (pause, cancel, answer, resume) of a restart or a fleet: one write
+// of the record's Control through its steerer (steer.Steerer), then what the kind does
+// with it (subject.go).
 
 func (a *app) cmdPause(ctx context.Context, args []string) error {
-	return a.steer(ctx, "pause", args, func(t *target, eng restarter, by string) (*restart.Record, error) {
-		return eng.Pause(ctx, t.rec.Namespace, t.rec.ID, by)
-	}, "Pause requested: the batch in flight finishes, then the restart holds; continue it with `nomad-restart resume %s`")
+	return a.steer(ctx, "pause", args, steer.Steerer.Pause)
 }
 
 func (a *app) cmdCancel(ctx context.Context, args []string) error {
-	return a.steer(ctx, "cancel", args, func(t *target, eng restarter, by string) (*restart.Record, error) {
-		return eng.Cancel(ctx, t.rec.Namespace, t.rec.ID, by)
-	}, "Cancel requested: no more allocations of restart %s will be restarted")
+	return a.steer(ctx, "cancel", args, steer.Steerer.Cancel)
 }
 
-// steer runs pause or cancel: one write of the record's Control.
-func (a *app) steer(ctx context.Context, cmd string, args []string, do func(*target, restarter, string) (*restart.Record, error), done string) error {
+// steer runs pause or cancel: one write of the record's Control (a cancel of a record no
+// process drives also ends it here).
+func (a *app) steer(ctx context.Context, cmd string, args []string, do func(steer.Steerer, context.Context, string, string, string) (steer.Head, error)) error {
 	var o idOptions
 	rest, err := a.parseIDFlags(cmd, &o, args, nil)
 	if err != nil {
 		return err
 	}
-	t, err := a.locate(ctx, cmd, &o, rest)
+	s, err := a.locate(ctx, cmd, &o, rest)
 	if err != nil {
 		return err
 	}
-	if t.fleet != nil {
-		return a.steerFleet(ctx, cmd, t.fleet, o.verbose)
+	before := s.head()
+	if before.Status.Terminal() {
+		return endedError(s, cmd, o.verbose)
 	}
-	if t.rec.Status.Terminal() {
-		return endedError(t.rec, cmd, o.verbose)
-	}
-	rec, err := do(t, t.ses.engine(t.st), a.by())
-	if ce := (*steer.CancelingError)(nil); errors.As(err, &ce) {
-		return errors.New(errorText(ce))
-	}
+	h, err := do(s.steerer(), ctx, before.Namespace, before.ID, a.by())
 	if err != nil {
-		return fmt.Errorf("%s restart %s: %s", cmd, shortID(t.rec.ID, o.verbose), oneLine(errorText(err)))
+		return steerError(s, cmd, err, o.verbose)
 	}
 	p := a.printer(o.verbose, false)
-	id := shortID(rec.ID, o.verbose)
-	p.header(a.now(), fmt.Sprintf("Restart %s of job %q: %s (status: %s)", id, rec.JobID, fmt.Sprintf(done, id), rec.Status))
+	p.header(a.now(), s.steered(cmd, h, o.verbose))
 	// What this command itself did on the way (a cancel scaling a surge back): its events.
-	for _, ev := range rec.EventsAfter(t.rec.LastSeq()) {
-		if ev.Type == restart.EventSurge {
+	for _, ev := range h.Events {
+		if ev.Seq > lastSeq(before.Events) && ev.Type == restart.EventSurge {
 			p.event(ev)
 		}
 	}
-	if !rec.Status.Terminal() {
-		a.noteHeldSteer(ctx, t.st, rec, cmd, o.verbose)
+	if !h.Status.Terminal() {
+		s.noteDriver(ctx, a, cmd, o.verbose)
 	}
 	return nil
+}
+
+func lastSeq(events []restart.Event) uint64 {
+	if n := len(events); n > 0 {
+		return events[n-1].Seq
+	}
+	return 0
 }
 
 func (a *app) cmdAnswer(ctx context.Context, args []string) error {
@@ -109,30 +77,35 @@ func (a *app) cmdAnswer(ctx context.Context, args []string) error {
 		return usageErrorf("answer takes a restart ID and an answer, as in `nomad-restart answer <id> yes|no|<duration>`")
 	}
 	text := strings.TrimSpace(rest[1])
-	t, err := a.locate(ctx, "answer", &o, rest[:1])
+	s, err := a.locate(ctx, "answer", &o, rest[:1])
 	if err != nil {
 		return err
 	}
-	if t.fleet != nil {
-		return a.answerFleet(ctx, t.fleet, text, o.verbose)
+	h := s.head()
+	id := shortID(h.ID, o.verbose)
+	if h.Status.Terminal() {
+		return endedError(s, "answer", o.verbose)
 	}
-	rec := t.rec
-	id := shortID(rec.ID, o.verbose)
-	if rec.Status.Terminal() {
-		return endedError(rec, "answer", o.verbose)
+	if h.Status == restart.StatusWaiting && h.Question != nil {
+		if _, err := restart.ParseAnswer(h.Question, text); err != nil {
+			return usageErrorf("Invalid answer %q to %q: answer %s", text, oneLine(h.Question.Text), answerChoices(h.Question))
+		}
 	}
-	if rec.Status != restart.StatusWaiting || rec.Question == nil {
-		return usageErrorf("restart %s is not waiting for an answer (status: %s); there is nothing to answer; see `nomad-restart status %s`", id, rec.Status, id)
-	}
-	if _, err := restart.ParseAnswer(rec.Question, text); err != nil {
-		return usageErrorf("Invalid answer %q to %q: answer %s", text, oneLine(rec.Question.Text), answerChoices(rec.Question))
-	}
-	out, err := t.ses.engine(t.st).Answer(ctx, rec.Namespace, rec.ID, text, a.by())
-	if err != nil {
-		return fmt.Errorf("answering restart %s: %s", id, oneLine(err.Error()))
+	answered, err := s.steerer().Answer(ctx, h.Namespace, h.ID, text, a.by())
+	switch {
+	case errors.Is(err, steer.ErrNoQuestion) && h.Kind == steer.KindFleet:
+		return usageErrorf("fleet %s is not waiting for an answer, nor is any of its running restarts (status: %s); there is nothing to answer; see `nomad-restart status %s`", id, h.Status, id)
+	case errors.Is(err, steer.ErrNoQuestion):
+		return usageErrorf("restart %s is not waiting for an answer (status: %s); there is nothing to answer; see `nomad-restart status %s`", id, h.Status, id)
+	case err != nil:
+		return fmt.Errorf("answering %s %s: %s", h.Kind, id, oneLine(errorText(err)))
 	}
 	p := a.printer(o.verbose, false)
-	p.header(a.now(), fmt.Sprintf("Answered %q to restart %s of job %q (status: %s)", text, id, out.JobID, out.Status))
+	if h.Kind == steer.KindFleet {
+		p.header(a.now(), answeredFleet(text, id, answered.Restarts, o.verbose))
+		return nil
+	}
+	p.header(a.now(), fmt.Sprintf("Answered %q to restart %s of job %q (status: %s)", text, id, h.JobID, h.Status))
 	return nil
 }
 
@@ -154,38 +127,122 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := a.locate(ctx, "resume", &o, rest)
+	s, err := a.locate(ctx, "resume", &o, rest)
 	if err != nil {
 		return err
 	}
-	if t.fleet != nil {
-		return a.resumeFleet(ctx, t.fleet, o.verbose, detach, jsonOut)
+	if s.head().Status.Terminal() {
+		return endedError(s, "resume", o.verbose)
 	}
-	if t.rec.Status.Terminal() {
-		return endedError(t.rec, "resume", o.verbose)
-	}
-	eng := t.ses.engine(t.st)
-	rec, err := eng.Resume(ctx, t.rec.Namespace, t.rec.ID, a.by())
-	if ce := (*steer.CancelingError)(nil); errors.As(err, &ce) {
-		return errors.New(errorText(ce))
-	}
-	if err != nil {
-		return fmt.Errorf("resume restart %s: %s", shortID(t.rec.ID, o.verbose), oneLine(errorText(err)))
-	}
-	p := a.printer(o.verbose, jsonOut)
-	id := shortID(rec.ID, o.verbose)
-	if detach {
-		if jsonOut {
-			p.jsonLine(rec)
-		} else {
-			p.header(a.now(), fmt.Sprintf("Restart %s of job %q set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach, or the agent", id, rec.JobID, rec.Status, id))
+	return s.resume(ctx, a, a.printer(o.verbose, jsonOut), detach)
+}
+
+// driveOrTakeOver drives the restart here; when another process holds its lease, it
+// follows the restart and takes over as soon as the lease is free (its driver let go, or
+// died and its lease expired), so that resuming an orphan never waits forever.
+func (a *app) driveOrTakeOver(ctx context.Context, p *printer, eng restarter, s *restartSubject) error {
+	return takeOver(ctx, a, p, s, func() error { return a.drive(ctx, p, eng, s.st, s.rec, p.verbose) },
+		func() { s.refresh(ctx) },
+		func(ctx context.Context, free <-chan struct{}) error { return a.follow(ctx, p, s, true, free) })
+}
+
+// driveOrTakeOverFleet is driveOrTakeOver for a fleet, driven here with its children.
+func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetrun.Driver, s *fleetSubject) error {
+	return takeOver(ctx, a, p, s, func() error {
+		ended, err := a.runFleetHere(ctx, p, s.ses.fleetStore(), drv, s.rec)
+		if errors.Is(err, store.ErrLeaseHeld) {
+			return err
 		}
-		return nil
+		return a.fleetFinish(ctx, p, s.rec.ID, ended, err)
+	}, func() { s.refresh(ctx) },
+		func(ctx context.Context, free <-chan struct{}) error { return a.followFleet(ctx, p, s, true, free) })
+}
+
+// takeOver drives s here with drive; while another process holds its lease, it follows s
+// with follow (refreshed first) until the lease is free, says so, and drives it again.
+func takeOver(ctx context.Context, a *app, p *printer, s subject, drive func() error, refresh func(),
+	follow func(ctx context.Context, free <-chan struct{}) error) error {
+	said := false
+	for {
+		err := drive()
+		if !errors.Is(err, store.ErrLeaseHeld) {
+			return err
+		}
+		refresh()
+		l := s.lease()
+		what := capitalized(s.name(p.verbose))
+		if !said && !p.json {
+			said = true
+			who, _ := l.holder(ctx)
+			if who == "" {
+				who = s.driverName()
+			}
+			p.header(a.now(), l.waitingForDriver(what, who))
+		}
+		wctx, stop := context.WithCancel(ctx)
+		err = follow(wctx, l.watch(wctx, a.by()))
+		stop()
+		if !errors.Is(err, errLeaseFree) {
+			return err
+		}
+		refresh()
+		if !p.json {
+			p.header(a.now(), fmt.Sprintf("%s: its lease is free; taking over", what))
+		}
 	}
-	if !jsonOut {
-		p.header(a.now(), fmt.Sprintf("Resuming restart %s of job %q (state: %s)", id, rec.JobID, t.st.Kind()))
+}
+
+// capitalized is s with its first letter upper-case: a name at the start of a sentence.
+func capitalized(s string) string {
+	if s == "" {
+		return s
 	}
-	return a.driveOrTakeOver(ctx, p, eng, t, rec, o.verbose, jsonOut)
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// errLeaseFree ends a follow when the lease of the record it follows became free: its
+// driver let go or died, and the caller (resume) takes over.
+var errLeaseFree = errors.New("the lease is free")
+
+// probeBackoff is the pause between lease probes: a few seconds, doubling up to the lock's
+// TTL (no sooner can a silent driver's lease expire), and never above the first pause where
+// the lease frees at once.
+func probeBackoff(ttl time.Duration, attempt int) time.Duration {
+	first := 2 * time.Second
+	if ttl > 0 && ttl/4 < first {
+		first = max(ttl/4, 10*time.Millisecond) // a sped-up simulated cluster
+	}
+	limit := max(ttl, first)
+	d := first
+	for range attempt {
+		d *= 2
+		if d >= limit {
+			return limit
+		}
+	}
+	return d
+}
+
+// untilLeaseFree calls free, paced by probeBackoff, until it answers true, then closes the
+// returned channel.
+func untilLeaseFree(ctx context.Context, ttl time.Duration, free func() (bool, error)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for attempt := 0; ; attempt++ {
+			t := time.NewTimer(probeBackoff(ttl, attempt))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if ok, err := free(); err == nil && ok {
+				close(done)
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // leaseHeldError says that Drive found the lease taken; it matches store.ErrLeaseHeld.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/buildinfo"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // TestVersionTextIsNomads lays a release out as `nomad version` lays out Nomad's:
@@ -75,7 +76,7 @@ func TestVersionCommand(t *testing.T) {
 
 // runCLI runs the command line in-process, off a terminal, with an empty environment.
 func runCLI(args ...string) (code int, out, errOut string) {
-	var o, e syncBuffer
+	var o, e simtest.SyncBuffer
 	a := newApp(strings.NewReader(""), &o, &e, func(string) string { return "" })
 	code = a.run(context.Background(), args)
 	return code, o.String(), e.String()

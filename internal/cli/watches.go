@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
+	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 )
 
 // watchesOptions are the options of `nomad-restart watches`.
@@ -67,33 +66,37 @@ func oneJob(args []string) (string, error) {
 }
 
 // watchSession is what watches needs of a session: its Nomad, through which jobs are
-// read, and the api client that lists variables' metadata.
+// read, and a hub of sourcewatch on it, through which the sources are read as the agent
+// reads them.
 type watchSession interface {
 	session
 	jobCluster() *cluster.Nomad
-	variablesClient() *api.Client
+	sourceHub(sourcewatch.Options) *sourcewatch.Hub
 }
 
-// openWatches connects and prepares the reader of the listing's facts, on the stores
-// `status` reads (Nomad's, and this machine's records of the cluster).
-func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad, *watchFacts, error) {
+// openWatches connects and prepares the reader of the listing's facts: the sources through
+// sourcewatch (Consul's from the -consul-* flags and the CONSUL_* environment), the
+// rollouts from the stores `status` reads (Nomad's, and this machine's records of the
+// cluster).
+func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad, watchFacts, error) {
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
-		return nil, nil, err
+		return nil, watchFacts{}, err
 	}
 	ws, ok := ses.(watchSession)
 	if !ok {
-		return nil, nil, errors.New("watches reads job specifications, and this session has no Nomad client")
+		return nil, watchFacts{}, errors.New("watches reads job specifications, and this session has no Nomad client")
 	}
 	stores, err := a.stores(ctx, ses, stateAuto)
 	if err != nil {
-		return nil, nil, err
+		return nil, watchFacts{}, err
 	}
 	log, err := a.logger(o.client.logLevel)
 	if err != nil {
-		return nil, nil, err
+		return nil, watchFacts{}, err
 	}
-	return ws.jobCluster(), newWatchFacts(ws.variablesClient(), o.client.consulConfig, stores, log), nil
+	hub := ws.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
+	return ws.jobCluster(), watchFacts{sources: hub, stores: stores}, nil
 }
 
 // explainWatches resolves job as run does (ID or unique prefix, -namespace), reads its full
@@ -108,7 +111,7 @@ func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix strin
 	if err != nil {
 		return err
 	}
-	w := facts.job(ctx, onchange.Analyze(jobOnChange(job)))
+	w := facts.jobs(ctx, []onchange.Explain{onchange.Analyze(jobOnChange(job))})[0]
 	if o.json {
 		return writeJSON(a.stdout, w)
 	}

@@ -230,16 +230,9 @@ func templateText(index int, dest string) string {
 
 // printNotWatched lists what templates read that the agent does not watch, with why.
 func printNotWatched(w io.Writer, list []onchange.NotWatched) {
-	if len(list) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\nNot Watched")
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Task\tTemplate\tWhat\tReason")
-	for _, n := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Task, templateText(n.Template, n.Destination), oneLine(n.What), n.Reason)
-	}
-	_ = tw.Flush()
+	_ = writeSection(w, "Not Watched", list, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), oneLine(n.What), n.Reason)
+	})
 }
 
 // printNotes prints a titled list of sentences, when there are any.

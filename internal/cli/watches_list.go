@@ -24,10 +24,7 @@ func (a *app) listWatches(ctx context.Context, o watchesOptions) error {
 	if err != nil {
 		return err
 	}
-	list := make([]watchedJob, 0, len(explained))
-	for _, e := range explained {
-		list = append(list, facts.job(ctx, e))
-	}
+	list := facts.jobs(ctx, explained)
 	if o.json {
 		return writeJSON(a.stdout, list)
 	}

@@ -3,110 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
 
-	"github.com/hashicorp/nomad/api"
-
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/store"
 )
-
-// nomadBackend opens sessions on a real (or simulated) Nomad through the official client.
-type nomadBackend struct {
-	// localDir overrides the local store's directory (tests, the demo); "" is the user's
-	// state directory.
-	localDir string
-	// clock and timeScale are Nomad's clock and its rate for the health gate: set for a
-	// simulated cluster (tests, the demo), whose clock runs faster than the local one;
-	// nil: estimated from Nomad's timestamps.
-	clock     health.Clock
-	timeScale float64
-}
-
-func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (session, error) {
-	cc := cluster.ClientConfig{
-		Address: cf.address, Region: cf.region, Namespace: cf.namespace, Token: cf.token,
-		CACert: cf.caCert, CAPath: cf.caPath, ClientCert: cf.clientCert, ClientKey: cf.clientKey,
-		TLSServerName: cf.tlsServerName, Insecure: cf.insecure,
-	}
-	hc := engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}
-	if b.clock == nil {
-		// Nomad's clock, estimated from the times of its answers and its timestamps.
-		hc.Estimate = health.NewOffsetClock(nil)
-		cc.ObserveTime = hc.Estimate.Observe
-	}
-	client, err := cluster.NewClient(cc)
-	if err != nil {
-		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
-	}
-	// The records get a client of their own (cluster.StoreMaxConns).
-	cc.MaxConns = cluster.StoreMaxConns
-	storeClient, err := cluster.NewClient(cc)
-	if err != nil {
-		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
-	}
-	return &nomadSession{client: client, storeClient: storeClient, cluster: cluster.NewNomad(client), logger: logger, holder: holder,
-		localDir: b.localDir, health: hc}, nil
-}
-
-// nomadSession is a session on one Nomad client.
-type nomadSession struct {
-	client *api.Client
-	// storeClient is client with a connection pool of its own, for the record store.
-	storeClient *api.Client
-	cluster     *cluster.Nomad
-	logger      *slog.Logger
-	holder      string
-	localDir    string
-	health      engine.HealthConfig
-
-	once     sync.Once
-	local    store.Store
-	localErr error
-
-	nomadOnce sync.Once
-	nomad     store.Store
-
-	fleetsOnce sync.Once
-	fleets     store.Fleets
-}
-
-func (s *nomadSession) address() string { return s.client.Address() }
-
-func (s *nomadSession) reachable(ctx context.Context) error {
-	err := cluster.Reachable(ctx, s.client)
-	if err == nil {
-		return nil
-	}
-	return errors.New(oneLine(err.Error()))
-}
-
-func (s *nomadSession) localStore() (store.Store, error) {
-	s.once.Do(func() {
-		dir := s.localDir
-		if dir == "" {
-			dir, s.localErr = store.DefaultLocalDir()
-			if s.localErr != nil {
-				return
-			}
-		}
-		s.local, s.localErr = store.NewLocal(dir)
-	})
-	if s.localErr != nil {
-		return nil, s.localErr
-	}
-	// The local store holds records of every cluster this user drives: scope it to this
-	// one, so a restart is never listed or resumed against another cluster.
-	return store.ScopeToCluster(s.local, store.ClusterName(s.client.Address())), nil
-}
-
-func (s *nomadSession) engine(st store.Store) restarter {
-	return engineAdapter{e: engine.New(engine.Config{Cluster: s.cluster, Store: st, Logger: s.logger, Holder: s.holder, Health: s.health})}
-}
 
 // engineAdapter maps the engine's API onto the commands' restarter.
 type engineAdapter struct{ e *engine.Engine }
@@ -129,4 +29,35 @@ func (a engineAdapter) Plan(ctx context.Context, namespace, job string, spec res
 
 func (a engineAdapter) Create(ctx context.Context, rec *restart.Record) error {
 	return a.e.Create(ctx, rec)
+}
+
+// errNoFleets says the session cannot keep fleets (a test's fake session).
+var errNoFleets = errors.New("fleet restarts need Nomad: this session has no Nomad Variables store")
+
+// fleetsOf is ses when it keeps fleets, else errNoFleets.
+func fleetsOf(ses session) (session, error) {
+	if ses.fleetStore() == nil {
+		return nil, errNoFleets
+	}
+	return ses, nil
+}
+
+func (a engineAdapter) Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error) {
+	return a.e.Drive(ctx, namespace, id, sink)
+}
+
+func (a engineAdapter) Pause(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
+	return a.e.Pause(ctx, namespace, id, by)
+}
+
+func (a engineAdapter) Resume(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
+	return a.e.Resume(ctx, namespace, id, by)
+}
+
+func (a engineAdapter) Cancel(ctx context.Context, namespace, id, by string) (*restart.Record, error) {
+	return a.e.Cancel(ctx, namespace, id, by)
+}
+
+func (a engineAdapter) Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error) {
+	return a.e.Answer(ctx, namespace, id, answer, by)
 }

@@ -39,11 +39,7 @@ func startBenchSim(b *testing.B, count int) (*nomadsim.Cluster, *cluster.Nomad) 
 	if err := sim.WaitJobRunning(wctx, "default", "web"); err != nil {
 		b.Fatal(err)
 	}
-	client, err := sim.APIClient("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return sim, cluster.NewNomad(client)
+	return sim, cluster.NewNomad(simtest.Client(b, sim))
 }
 
 // restartedAndRunning reports whether the allocation's task restarted past before and runs.

@@ -32,11 +32,7 @@ func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
 
 func newNomad(t *testing.T, sim *nomadsim.Cluster, token string) *cluster.Nomad {
 	t.Helper()
-	client, err := sim.APIClient(token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cluster.NewNomadWithOptions(client, cluster.Options{
+	return cluster.NewNomadWithOptions(simtest.ClientAs(t, sim, token), cluster.Options{
 		Retry:     cluster.RetryPolicy{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, MaxElapsed: 10 * time.Second},
 		WatchWait: 2 * time.Second,
 	})
@@ -70,10 +66,7 @@ func register(t *testing.T, sim *nomadsim.Cluster, jobs ...*api.Job) {
 
 func createNamespaces(t *testing.T, sim *nomadsim.Cluster, names ...string) {
 	t.Helper()
-	client, err := sim.APIClient(sim.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := simtest.ClientAs(t, sim, sim.BootstrapToken())
 	for _, n := range names {
 		// The api's Namespaces().Register puts to /v1/namespace, which nomadsim does not
 		// serve yet; /v1/namespace/<name> is Nomad's other route for the same write.
@@ -98,14 +91,19 @@ func startJobs(t *testing.T, jobs ...*api.Job) (*nomadsim.Cluster, *cluster.Noma
 	return sim, newNomad(t, sim, ""), testCtx(t)
 }
 
-// createToken is a token of nomadsim under one policy of its own name with rules.
-func createToken(t *testing.T, sim *nomadsim.Cluster, name, rules string) string {
+// startDeploying is startJobs of job default/web with count allocations, waiting for the
+// allocations only (WaitJobRunning would also wait for the deployment, which runs on).
+func startDeploying(t *testing.T, count int) (*nomadsim.Cluster, *cluster.Nomad, context.Context) {
 	t.Helper()
-	token, err := sim.CreateToken(name, map[string]string{name: rules})
-	if err != nil {
+	sim := startSim(t, nomadsim.Options{})
+	if _, err := sim.RegisterJob(serviceJob("default", "web", count)); err != nil {
 		t.Fatal(err)
 	}
-	return token
+	n, ctx := newNomad(t, sim, ""), testCtx(t)
+	if err := sim.WaitAllocsRunning(ctx, "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	return sim, n, ctx
 }
 
 // webAllocs is job default/web's allocations as n reads them.
@@ -333,7 +331,7 @@ func TestE2EACL(t *testing.T) {
 	register(t, sim, serviceJob("default", "web", 1))
 	ctx := testCtx(t)
 
-	reader := createToken(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
+	reader := simtest.Token(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	n := newNomad(t, sim, reader)
 	// Without list-jobs, the exact ID still resolves, a prefix does not.
 	job, err := n.ResolveJob(ctx, "default", "web")
@@ -427,17 +425,7 @@ func TestE2EStreamJobAllocations(t *testing.T) {
 }
 
 func TestE2EActiveDeployment(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	job := serviceJob("default", "web", 2)
-	if _, err := sim.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
-	// Wait for the allocations only: WaitJobRunning would also wait for the deployment.
-	if err := sim.WaitAllocsRunning(ctx, "default", "web"); err != nil {
-		t.Fatal(err)
-	}
+	sim, n, ctx := startDeploying(t, 2)
 	// The first version's deployment runs until the allocations have been healthy for
 	// min_healthy_time (10 s, half a second at the time scale), then succeeds.
 	d, err := n.ActiveDeployment(ctx, "default", "web")
@@ -507,16 +495,7 @@ func TestE2EAllocChecks(t *testing.T) {
 // re-registered (a Job event), and its deployments' states (Deployment events) until the
 // deployment ends; a stopped job says JobGone.
 func TestE2EFollowCarriesJobAndDeployments(t *testing.T) {
-	sim := startSim(t, nomadsim.Options{})
-	job := serviceJob("default", "web", 2)
-	if _, err := sim.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
-	n := newNomad(t, sim, "")
-	ctx := testCtx(t)
-	if err := sim.WaitAllocsRunning(ctx, "default", "web"); err != nil {
-		t.Fatal(err)
-	}
+	sim, n, ctx := startDeploying(t, 2)
 	updates := n.FollowJobAllocations(ctx, "default", "web", 0)
 	next := func(what string, match func(u cluster.AllocUpdate) bool) cluster.AllocUpdate {
 		t.Helper()
@@ -550,11 +529,7 @@ func TestE2EFollowCarriesJobAndDeployments(t *testing.T) {
 		return u.Deployment != nil && u.Deployment.ID == id && !u.Deployment.Active()
 	})
 
-	client, err := sim.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := client.Jobs().Deregister("web", false, nil); err != nil {
+	if _, _, err := simtest.Client(t, sim).Jobs().Deregister("web", false, nil); err != nil {
 		t.Fatal(err)
 	}
 	next("the stop's Job event", func(u cluster.AllocUpdate) bool { return u.JobGone })

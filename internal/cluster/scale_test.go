@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -77,8 +78,8 @@ func TestScaleGroupPermission(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
 	register(t, sim, serviceJob("default", "web", 1))
 	ctx := testCtx(t)
-	reader := createToken(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
-	scaler := createToken(t, sim, "scaler", `namespace "default" { capabilities = ["read-job", "scale-job"] }`)
+	reader := simtest.Token(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
+	scaler := simtest.Token(t, sim, "scaler", `namespace "default" { capabilities = ["read-job", "scale-job"] }`)
 	js, err := newNomad(t, sim, reader).JobScale(ctx, "default", "web")
 	if err != nil {
 		t.Fatal(err)

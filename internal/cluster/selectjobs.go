@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -26,6 +27,9 @@ type JobStub struct {
 	ParentID         string
 	// Meta is the job's own meta (not its groups' or tasks'); nil when it has none.
 	Meta map[string]string
+	// JobModifyIndex moves when the job's specification changes (a new version), not
+	// when its allocations or status do.
+	JobModifyIndex uint64
 }
 
 // FilterError says Nomad could not read or apply a filter expression on its jobs list.
@@ -85,6 +89,39 @@ func jobStubOf(s *api.JobListStub, namespace string) JobStub {
 	return JobStub{
 		Namespace: ns, ID: s.ID, Name: s.Name, Type: s.Type, Priority: s.Priority, Status: s.Status,
 		Stop: s.Stop, Periodic: s.Periodic, ParameterizedJob: s.ParameterizedJob, ParentID: s.ParentID,
-		Meta: meta,
+		Meta: meta, JobModifyIndex: s.JobModifyIndex,
 	}
+}
+
+// JobLister lists the cluster's jobs: selected by a filter (fleets), or followed with
+// blocking queries (config-change rollouts). *Nomad implements it.
+type JobLister interface {
+	// SelectJobs lists the jobs of namespace ("*" for every namespace the token may list)
+	// that filter (Nomad's filter expression, "" for all) selects, with their meta; a bad
+	// expression is a *FilterError.
+	SelectJobs(ctx context.Context, namespace, filter string) ([]JobStub, error)
+	// WatchJobs lists the jobs of namespace ("" or "*" for every namespace the token may
+	// list) once the jobs' index passes index, or when wait has passed (index 0 answers at
+	// once), with the index to wait on next. It is tried once: the caller's watch paces and
+	// retries (Watch).
+	WatchJobs(ctx context.Context, namespace string, index uint64, wait time.Duration) ([]JobStub, uint64, error)
+}
+
+var _ JobLister = (*Nomad)(nil)
+
+// WatchJobs implements JobLister.
+func (n *Nomad) WatchJobs(ctx context.Context, namespace string, index uint64, wait time.Duration) ([]JobStub, uint64, error) {
+	if namespace == "" {
+		namespace = api.AllNamespacesNamespace
+	}
+	q := (&api.QueryOptions{Namespace: namespace, WaitIndex: index, WaitTime: wait}).WithContext(ctx)
+	stubs, meta, err := n.client.Jobs().List(q)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing jobs in namespace %q: %w", nsName(namespace), classify(err, nil))
+	}
+	out := make([]JobStub, 0, len(stubs))
+	for _, s := range stubs {
+		out = append(out, jobStubOf(s, namespace))
+	}
+	return out, meta.LastIndex, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -85,6 +86,13 @@ func TestSelectJobs(t *testing.T) {
 		{Namespace: "team", ID: "a-svc", Name: "a-svc", Type: "service", Priority: 50, Status: "running", Meta: core},
 		{Namespace: "team", ID: "cron", Name: "cron", Type: "batch", Priority: 50, Status: "running", Periodic: true, Meta: core},
 	}
+	for i := range got {
+		// The index a job was last modified at is Nomad's, not the test's: it must be set.
+		if got[i].JobModifyIndex == 0 {
+			t.Errorf("stub %s/%s has no JobModifyIndex", got[i].Namespace, got[i].ID)
+		}
+		got[i].JobModifyIndex = 0
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SelectJobs stubs:\n got %+v\nwant %+v", got, want)
 	}
@@ -124,7 +132,7 @@ func TestSelectJobsRefusals(t *testing.T) {
 		}
 	}
 
-	reader := newNomad(t, sim, createToken(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`))
+	reader := newNomad(t, sim, simtest.Token(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`))
 	_, err := reader.SelectJobs(ctx, "default", `Meta.team == "front"`)
 	var fe *cluster.FilterError
 	if !errors.Is(err, cluster.ErrPermissionDenied) || errors.As(err, &fe) {
@@ -132,9 +140,37 @@ func TestSelectJobsRefusals(t *testing.T) {
 	}
 
 	// A token that may list the default namespace only sees its jobs in every namespace.
-	lister := newNomad(t, sim, createToken(t, sim, "lister", `namespace "default" { capabilities = ["list-jobs"] }`))
+	lister := newNomad(t, sim, simtest.Token(t, sim, "lister", `namespace "default" { capabilities = ["list-jobs"] }`))
 	got, err := lister.SelectJobs(ctx, "*", `Meta.team is not empty`)
 	if ids := stubIDs(got); err != nil || !reflect.DeepEqual(ids, []string{"default/web"}) {
 		t.Errorf("selecting in every namespace with list-jobs in default only: %v, %v; want [default/web]", ids, err)
+	}
+}
+
+func TestE2EListJobs(t *testing.T) {
+	sim := startSim(t, nomadsim.Options{ACLs: true})
+	createNamespaces(t, sim, "team")
+	register(t, sim, serviceJob("default", "web", 1), serviceJob("default", "api", 1), serviceJob("team", "batch", 1))
+	ctx := testCtx(t)
+	n := newNomad(t, sim, sim.BootstrapToken())
+
+	cases := []struct {
+		namespace string
+		want      []cluster.JobRef
+	}{
+		{"default", []cluster.JobRef{{Namespace: "default", ID: "api"}, {Namespace: "default", ID: "web"}}},
+		{"team", []cluster.JobRef{{Namespace: "team", ID: "batch"}}},
+		{"*", []cluster.JobRef{{Namespace: "default", ID: "api"}, {Namespace: "default", ID: "web"}, {Namespace: "team", ID: "batch"}}},
+	}
+	for _, tc := range cases {
+		got, err := n.ListJobs(ctx, tc.namespace)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ListJobs(%q) = %+v, %v; want %+v", tc.namespace, got, err, tc.want)
+		}
+	}
+
+	reader := newNomad(t, sim, simtest.Token(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`))
+	if _, err := reader.ListJobs(ctx, "default"); !errors.Is(err, cluster.ErrPermissionDenied) {
+		t.Errorf("listing without list-jobs: %v, want ErrPermissionDenied", err)
 	}
 }

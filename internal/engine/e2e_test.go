@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -287,4 +288,235 @@ func TestE2EQuestionAnswered(t *testing.T) {
 		t.Fatalf("final %v err %v", final.Status, err)
 	}
 	env.checkOnce(t, final)
+}
+
+func TestE2ETasks(t *testing.T) {
+	cases := []struct {
+		name string
+		spec restart.Spec
+		want map[string]bool // tasks expected to get a restart request
+	}{
+		{"-task main", restart.Spec{Tasks: []string{"main"}, Yes: true}, map[string]bool{"main": true}},
+		{"-task main -task side", restart.Spec{Tasks: []string{"main", "side"}, Yes: true}, map[string]bool{"main": true, "side": true}},
+		{"-all-tasks", restart.Spec{AllTasks: true, Yes: true}, map[string]bool{"main": true, "side": true}},
+		{"running tasks", restart.Spec{Yes: true}, map[string]bool{"main": true, "side": true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := startSim(t, false)
+			env.register(t, "web", "service", map[string]int{"web": 2}, "main", "side")
+			final := drive(t, env.e, env.plan(t, "web", tc.spec), nil)
+			if final.Status != restart.StatusSucceeded {
+				t.Fatalf("status %s (%s)", final.Status, final.Reason)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			c, err := simtest.CountRestarts(ctx, env.client, "default", "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range c.Allocs {
+				for name, ts := range a.TaskStates {
+					signaled := 0
+					for _, e := range ts.Events {
+						if e.Type == api.TaskRestartSignal {
+							signaled++
+						}
+					}
+					want := 0
+					if tc.want[name] {
+						want = 1
+					}
+					if signaled != want {
+						t.Errorf("alloc %s task %s: %d restarts, want %d", a.ID[:8], name, signaled, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestE2EPauseResumeCancel(t *testing.T) {
+	env := startSim(t, true) // the Nomad store: steering through Variables and blocking queries
+	env.register(t, "web", "service", map[string]int{"web": 4})
+	rec := env.plan(t, "web", restart.Spec{Yes: true, BatchWait: 200 * time.Millisecond})
+	if _, err := env.e.Pause(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
+		t.Fatal(err)
+	}
+	wait, _ := driveAsync(env.e, rec)
+	waitStatus(t, env.store, rec, func(r *restart.Record) bool { return r.Status == restart.StatusPaused })
+	if _, err := env.e.Resume(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, env.store, rec, func(r *restart.Record) bool { return r.CurrentBatch >= 2 })
+	if _, err := env.e.Cancel(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
+		t.Fatal(err)
+	}
+	final, err := wait()
+	if err != nil || final.Status != restart.StatusCanceled {
+		t.Fatalf("final %v err %v", final.Status, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	c, err := simtest.CountRestarts(ctx, env.client, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	for _, a := range final.Allocs {
+		switch a.State {
+		case restart.AllocDone:
+			done++
+			if c.InPlace[a.ID] != 1 {
+				t.Errorf("done allocation %s restarted %d times", a.ID, c.InPlace[a.ID])
+			}
+		case restart.AllocPending:
+			if c.InPlace[a.ID] != 0 {
+				t.Errorf("pending allocation %s restarted %d times", a.ID, c.InPlace[a.ID])
+			}
+		default:
+			t.Errorf("allocation %s left %s in a canceled restart", a.ID, a.State)
+		}
+	}
+	if done < 2 || done == 4 {
+		t.Errorf("%d allocations done, want at least 2 and not all", done)
+	}
+}
+
+// TestE2ENodeLost loses a node after the plan: its allocations are replaced by the scheduler
+// before their batch comes, and are skipped with the reason rather than restarted or failed.
+func TestE2ENodeLost(t *testing.T) {
+	env := startSim(t, false)
+	env.register(t, "web", "service", map[string]int{"web": 4})
+	rec := env.plan(t, "web", restart.Spec{Yes: true, BatchSizes: []restart.BatchSize{{N: 2}}})
+	lost := rec.Allocs[len(rec.Allocs)-1].NodeID
+	env.sim.DownNode(lost)
+	final := drive(t, env.e, rec, nil)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("status %s (%s)", final.Status, final.Reason)
+	}
+	var restarted []string
+	for _, a := range final.Allocs {
+		switch {
+		case a.NodeID == lost && a.State != restart.AllocSkipped:
+			t.Errorf("allocation %s on the lost node is %s, want skipped", a.ID, a.State)
+		case a.NodeID != lost && a.State != restart.AllocDone:
+			t.Errorf("allocation %s is %s (%s), want done", a.ID, a.State, a.Error)
+		case a.NodeID != lost:
+			restarted = append(restarted, a.ID)
+		}
+	}
+	simtest.CheckOnce(t, env.client, "default", "web", restarted, false, testTimeout)
+}
+
+// TestE2EDriveNew drives restarts just created: one runs to its end, restarting every
+// allocation once; one canceled between its creation and its drive ends canceled, and one
+// paused then pauses before its first batch, neither restarting anything.
+func TestE2EDriveNew(t *testing.T) {
+	env := startSim(t, true)
+	env.register(t, "web", "service", map[string]int{"api": 3})
+	env.register(t, "db", "service", map[string]int{"main": 2})
+	env.register(t, "cache", "service", map[string]int{"main": 2})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	spec := restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true}
+
+	rec := env.plan(t, "web", spec)
+	var l eventLog
+	final, err := env.e.DriveNew(ctx, rec, l.sink)
+	if err != nil || final.Status != restart.StatusSucceeded {
+		t.Fatalf("DriveNew: %v, status %s (%s)\n%s", err, final.Status, final.Reason, l.messages())
+	}
+	if rec.Status != restart.StatusPending {
+		t.Errorf("DriveNew changed the caller's record: status %s", rec.Status)
+	}
+	env.checkOnce(t, final)
+
+	canceled := env.plan(t, "db", spec)
+	if _, err := env.e.Cancel(ctx, canceled.Namespace, canceled.ID, "tester"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	final, err = env.e.DriveNew(ctx, canceled, nil)
+	if err != nil || final.Status != restart.StatusCanceled {
+		t.Fatalf("DriveNew of a restart canceled since its creation: %v, status %s", err, final.Status)
+	}
+	noRestarts(ctx, t, env, "db")
+
+	paused := env.plan(t, "cache", spec)
+	if _, err := env.e.Pause(ctx, paused.Namespace, paused.ID, "tester"); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	dctx, detach := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = env.e.DriveNew(dctx, paused, nil)
+	}()
+	simtest.WaitFor(t, ctx, "the restart paused since its creation to pause", func() bool {
+		r, err := env.store.Get(ctx, paused.Namespace, paused.ID)
+		return err == nil && r.Status == restart.StatusPaused
+	})
+	detach()
+	<-done
+	noRestarts(ctx, t, env, "cache")
+}
+
+// noRestarts fails the test if Nomad's facts show an allocation of job restarted.
+func noRestarts(ctx context.Context, t *testing.T, env *simEnv, job string) {
+	t.Helper()
+	counts, err := simtest.CountRestarts(ctx, env.client, "default", job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range counts.InPlace {
+		t.Errorf("allocation %s of job %s was restarted %d times", id, job, n)
+	}
+}
+
+// TestPendingCancelAppliedByNextDriver: a cancel recorded while another (dead) driver holds
+// the lease is not overridden by Resume or Pause, and the next driver to take the lease ends
+// the restart as canceled without restarting anything.
+func TestPendingCancelAppliedByNextDriver(t *testing.T) {
+	env := startSim(t, false)
+	env.register(t, "web", "service", map[string]int{"web": 2}, "main")
+	rec := env.plan(t, "web", restart.Spec{Yes: true})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+
+	ghost, err := env.store.AcquireLease(ctx, rec.Namespace, rec.ID, "ghost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.e.Cancel(ctx, rec.Namespace, rec.ID, "op")
+	if err != nil || got.Status.Terminal() || got.Control.Intent != restart.IntentCancel {
+		t.Fatalf("Cancel while held: %v, status %v intent %v; want a pending cancel", err, got.Status, got.Control.Intent)
+	}
+	for name, do := range map[string]func(context.Context, string, string, string) (*restart.Record, error){
+		"Resume": env.e.Resume, "Pause": env.e.Pause,
+	} {
+		var ce *steer.CancelingError
+		if _, err := do(ctx, rec.Namespace, rec.ID, "other"); !errors.As(err, &ce) {
+			t.Errorf("%s of a canceling restart: %v, want *steer.CancelingError", name, err)
+		}
+	}
+	if err := ghost.Release(ctx); err != nil { // the ghost's lease ends (died, expired)
+		t.Fatal(err)
+	}
+	final := drive(t, env.e, rec, nil)
+	if final.Status != restart.StatusCanceled {
+		t.Fatalf("next driver left status %s (%s), want canceled", final.Status, final.Reason)
+	}
+	c, err := simtest.CountRestarts(ctx, env.client, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range c.Allocs {
+		for task, ts := range a.TaskStates {
+			for _, ev := range ts.Events {
+				if ev.Type == api.TaskRestartSignal {
+					t.Errorf("alloc %s task %s restarted by a canceled restart", a.ID[:8], task)
+				}
+			}
+		}
+	}
 }

@@ -103,33 +103,5 @@ func (e *Engine) Answer(ctx context.Context, namespace, id, answer, by string) (
 	return rec, nil
 }
 
-// Steerer is the engine as operators steer restarts: Pause, Resume, Cancel and Answer,
-// reporting the record's head (steer.Steerer).
-func (e *Engine) Steerer() steer.Steerer { return restartSteerer{e} }
-
-type restartSteerer struct{ e *Engine }
-
-func (s restartSteerer) Pause(ctx context.Context, namespace, id, by string) (steer.Head, error) {
-	return head(s.e.Pause(ctx, namespace, id, by))
-}
-
-func (s restartSteerer) Resume(ctx context.Context, namespace, id, by string) (steer.Head, error) {
-	return head(s.e.Resume(ctx, namespace, id, by))
-}
-
-func (s restartSteerer) Cancel(ctx context.Context, namespace, id, by string) (steer.Head, error) {
-	return head(s.e.Cancel(ctx, namespace, id, by))
-}
-
-func (s restartSteerer) Answer(ctx context.Context, namespace, id, answer, by string) (steer.Answered, error) {
-	_, err := s.e.Answer(ctx, namespace, id, answer, by)
-	return steer.Answered{}, err
-}
-
-// head is the head of rec, when there is one.
-func head(rec *restart.Record, err error) (steer.Head, error) {
-	if rec == nil {
-		return steer.Head{}, err
-	}
-	return steer.RestartHead(rec), err
-}
+// Steerer is the engine as operators steer restarts (steer.Steerer).
+func (e *Engine) Steerer() steer.Steerer { return steer.Adapt[*restart.Record, *restart.Record](e) }

@@ -128,31 +128,4 @@ func (d *Driver) answerFleet(ctx context.Context, rec *fleet.Record, answer, by 
 }
 
 // Steerer is the fleet driver as operators steer fleets (steer.Steerer).
-func (d *Driver) Steerer() steer.Steerer { return fleetSteerer{d} }
-
-type fleetSteerer struct{ d *Driver }
-
-func (s fleetSteerer) Pause(ctx context.Context, namespace, id, by string) (steer.Head, error) {
-	return head(s.d.Pause(ctx, namespace, id, by))
-}
-
-func (s fleetSteerer) Resume(ctx context.Context, namespace, id, by string) (steer.Head, error) {
-	return head(s.d.Resume(ctx, namespace, id, by))
-}
-
-func (s fleetSteerer) Cancel(ctx context.Context, namespace, id, by string) (steer.Head, error) {
-	return head(s.d.Cancel(ctx, namespace, id, by))
-}
-
-func (s fleetSteerer) Answer(ctx context.Context, namespace, id, answer, by string) (steer.Answered, error) {
-	restarts, err := s.d.Answer(ctx, namespace, id, answer, by)
-	return steer.Answered{Restarts: restarts}, err
-}
-
-// head is the head of rec, when there is one.
-func head(rec *fleet.Record, err error) (steer.Head, error) {
-	if rec == nil {
-		return steer.Head{}, err
-	}
-	return steer.FleetHead(rec), err
-}
+func (d *Driver) Steerer() steer.Steerer { return steer.Adapt[*fleet.Record, []string](d) }

@@ -71,8 +71,7 @@ func deploy(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job)
 	if err := sim.WaitAllocsRunning(ctx, "default", *job.ID); err != nil {
 		t.Fatal(err)
 	}
-	client, _ := sim.APIClient("")
-	stored, _, err := client.Jobs().Info(*job.ID, nil)
+	stored, _, err := simtest.Client(t, sim).Jobs().Info(*job.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

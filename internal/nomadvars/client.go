@@ -24,6 +24,8 @@ import (
 // Client reads and writes Nomad Variables through an api.Client.
 type Client struct {
 	api *api.Client
+	// region is where requests go; "" is the api client's own region.
+	region string
 	// retry bounds the retries of one request; nil tries each request once (Watching).
 	retry *cluster.RetryPolicy
 	log   *slog.Logger
@@ -58,7 +60,16 @@ func New(client *api.Client, opts Options) *Client {
 // Watching returns a Client on the same cluster whose requests are tried once: for watch
 // loops, which keep trying until their context ends and would otherwise retry retries.
 func (c *Client) Watching() *Client {
-	return &Client{api: c.api, log: c.log}
+	return &Client{api: c.api, region: c.region, log: c.log}
+}
+
+// InRegion returns a Client on the same cluster, with the same retries, whose requests
+// go to region ("" is the api client's own): Nomad forwards them to that region's servers.
+// Variables live in one region; a job's templates may name another ("path@region").
+func (c *Client) InRegion(region string) *Client {
+	in := *c
+	in.region = region
+	return &in
 }
 
 // Namespace is the namespace a variable request names: Nomad's "default" for "".
@@ -108,7 +119,7 @@ func query[T any](ctx context.Context, c *Client, op operation, ns, path string,
 		index uint64
 	}
 	a, err := do(ctx, c, op, ns, path, func(ctx context.Context) (answer, error) {
-		v, qm, err := read(path, queryOptions(ctx, ns, w))
+		v, qm, err := read(path, c.queryOptions(ctx, ns, w))
 		if err != nil {
 			return answer{}, err
 		}
@@ -132,16 +143,16 @@ func do[T any](ctx context.Context, c *Client, op operation, ns, path string, re
 	return v, classify(ctx, err, op, ns, path)
 }
 
-func queryOptions(ctx context.Context, ns string, w Wait) *api.QueryOptions {
-	q := &api.QueryOptions{Namespace: ns}
+func (c *Client) queryOptions(ctx context.Context, ns string, w Wait) *api.QueryOptions {
+	q := &api.QueryOptions{Namespace: ns, Region: c.region}
 	if w.After > 0 {
 		q.WaitIndex, q.WaitTime = w.After, w.Time
 	}
 	return q.WithContext(ctx)
 }
 
-func writeOptions(ctx context.Context, ns string) *api.WriteOptions {
-	return (&api.WriteOptions{Namespace: ns}).WithContext(ctx)
+func (c *Client) writeOptions(ctx context.Context, ns string) *api.WriteOptions {
+	return (&api.WriteOptions{Namespace: ns, Region: c.region}).WithContext(ctx)
 }
 
 func lastIndex(qm *api.QueryMeta) uint64 {

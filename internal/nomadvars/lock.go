@@ -27,7 +27,7 @@ func (c *Client) AcquireLock(ctx context.Context, v *api.Variable) (*api.Variabl
 	got, err := do(ctx, c, opWrite, ns, v.Path, func(ctx context.Context) (*api.Variable, error) {
 		in := *v
 		in.Namespace = ns
-		got, _, err := c.api.Variables().AcquireLock(&in, writeOptions(ctx, ns))
+		got, _, err := c.api.Variables().AcquireLock(&in, c.writeOptions(ctx, ns))
 		if StatusOf(err) == http.StatusConflict || (err == nil && got.LockID() == "") {
 			return nil, ErrLockHeld
 		}
@@ -44,7 +44,7 @@ func (c *Client) AcquireLock(ctx context.Context, v *api.Variable) (*api.Variabl
 func (c *Client) RenewLock(ctx context.Context, l Lock) error {
 	_, err := do(ctx, c.Watching(), opWrite, l.Namespace, l.Path, func(ctx context.Context) (struct{}, error) {
 		v := &api.Variable{Namespace: l.Namespace, Path: l.Path, Lock: &api.VariableLock{ID: l.ID}}
-		_, _, err := c.api.Variables().RenewLock(v, writeOptions(ctx, l.Namespace))
+		_, _, err := c.api.Variables().RenewLock(v, c.writeOptions(ctx, l.Namespace))
 		return struct{}{}, lockErr(err)
 	})
 	return err
@@ -57,7 +57,7 @@ func (c *Client) ReleaseLock(ctx context.Context, l Lock) (*api.Variable, error)
 	return do(ctx, c, opWrite, l.Namespace, l.Path, func(ctx context.Context) (*api.Variable, error) {
 		// Nomad refuses items on a release: the lock ID alone says whose it is.
 		v := &api.Variable{Namespace: l.Namespace, Path: l.Path, Lock: &api.VariableLock{ID: l.ID}}
-		out, _, err := c.api.Variables().ReleaseLock(v, writeOptions(ctx, l.Namespace))
+		out, _, err := c.api.Variables().ReleaseLock(v, c.writeOptions(ctx, l.Namespace))
 		return out, lockErr(err)
 	})
 }

@@ -153,15 +153,7 @@ func (l *loseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 // sendThrough returns a Client whose requests pass through wrap(the default transport).
 func sendThrough(t *testing.T, c *nomadsim.Cluster, rt func(http.RoundTripper) http.RoundTripper) *nomadvars.Client {
 	t.Helper()
-	cfg := api.DefaultConfig()
-	cfg.Address = c.Addr()
-	cfg.Region, cfg.Namespace, cfg.SecretID = "", "", ""
-	cfg.HttpClient = &http.Client{Transport: rt(http.DefaultTransport)}
-	cl, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nomadvars.New(cl, nomadvars.Options{})
+	return nomadvars.New(simtest.ClientVia(t, c, "", rt(http.DefaultTransport)), nomadvars.Options{})
 }
 
 // A check-and-set write or delete that landed but whose answer was lost is sent again,
@@ -245,17 +237,10 @@ func TestLocks(t *testing.T) {
 // also cluster.ErrPermissionDenied.
 func TestPermissionError(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
-	tok, err := c.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := c.APIClient(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := nomadvars.New(cl, nomadvars.Options{})
+	tok := simtest.Token(t, c, "reader", `namespace "default" { capabilities = ["read-job"] }`)
+	vars := nomadvars.New(simtest.ClientAs(t, c, tok), nomadvars.Options{})
 	ctx := ctxT(t)
-	_, err = vars.Write(ctx, &api.Variable{Path: "acl/a", Items: map[string]string{"k": "1"}})
+	_, err := vars.Write(ctx, &api.Variable{Path: "acl/a", Items: map[string]string{"k": "1"}})
 	var perm *nomadvars.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Path != "acl/a" || perm.Namespace != "default" {
 		t.Fatalf("write without rights: %v, want a PermissionError for write", err)
@@ -320,5 +305,32 @@ func TestListAndWait(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the blocking listing never answered")
+	}
+}
+
+// InRegion sends every request, reads, listings and writes, to the region it names (and
+// keeps it when Watching); a single-region cluster has no path to another.
+func TestInRegion(t *testing.T) {
+	c, vars := newClient(t)
+	ctx := ctxT(t)
+	home := vars.InRegion(c.Region())
+	if _, err := home.Write(ctx, &api.Variable{Path: "region/a", Items: map[string]string{"k": "1"}}); err != nil {
+		t.Fatalf("writing in the cluster's own region: %v", err)
+	}
+	if metas, err := home.Watching().List(ctx, "default", "region/"); err != nil || len(metas) != 1 {
+		t.Fatalf("listing in the cluster's own region: %v, %v", metas, err)
+	}
+	away := vars.InRegion("elsewhere").Watching() // tried once: "No path to region" is a 500
+	if _, err := away.List(ctx, "default", "region/"); err == nil || !strings.Contains(err.Error(), "No path to region") {
+		t.Errorf("listing in another region: %v, want Nomad's No path to region", err)
+	}
+	if _, err := away.Read(ctx, "default", "region/a"); err == nil || !strings.Contains(err.Error(), "No path to region") {
+		t.Errorf("reading in another region: %v, want Nomad's No path to region", err)
+	}
+	if err := away.Delete(ctx, "default", "region/a"); err == nil || !strings.Contains(err.Error(), "No path to region") {
+		t.Errorf("deleting in another region: %v, want Nomad's No path to region", err)
+	}
+	if _, err := vars.Read(ctx, "default", "region/a"); err != nil {
+		t.Errorf("InRegion changed the Client it came from: %v", err)
 	}
 }

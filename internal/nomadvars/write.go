@@ -28,9 +28,9 @@ func (c *Client) Write(ctx context.Context, v *api.Variable) (*api.Variable, err
 		)
 		attempt := in // the api client may change what it sends
 		if in.ModifyIndex == 0 {
-			out, _, err = c.api.Variables().CheckedCreate(&attempt, writeOptions(ctx, in.Namespace))
+			out, _, err = c.api.Variables().CheckedCreate(&attempt, c.writeOptions(ctx, in.Namespace))
 		} else {
-			out, _, err = c.api.Variables().CheckedUpdate(&attempt, writeOptions(ctx, in.Namespace))
+			out, _, err = c.api.Variables().CheckedUpdate(&attempt, c.writeOptions(ctx, in.Namespace))
 		}
 		var conflict api.ErrCASConflict
 		switch {
@@ -50,7 +50,7 @@ func (c *Client) landed(ctx context.Context, in *api.Variable, conflict api.ErrC
 	cur := conflict.Conflict
 	if cur != nil && cur.ModifyIndex != 0 && cur.Items == nil {
 		// Redacted (the token may write but not read): read it to compare.
-		v, _, err := c.api.Variables().Peek(in.Path, queryOptions(ctx, in.Namespace, Wait{}))
+		v, _, err := c.api.Variables().Peek(in.Path, c.queryOptions(ctx, in.Namespace, Wait{}))
 		if err != nil {
 			return nil, conflict // cannot tell: the conflict is what is known
 		}
@@ -67,7 +67,7 @@ func (c *Client) landed(ctx context.Context, in *api.Variable, conflict api.ErrC
 func (c *Client) Delete(ctx context.Context, ns, path string) error {
 	ns = Namespace(ns)
 	_, err := do(ctx, c, opDestroy, ns, path, func(ctx context.Context) (struct{}, error) {
-		_, err := c.api.Variables().Delete(path, writeOptions(ctx, ns))
+		_, err := c.api.Variables().Delete(path, c.writeOptions(ctx, ns))
 		return struct{}{}, err
 	})
 	if errors.Is(err, ErrNotFound) {
@@ -83,7 +83,7 @@ func (c *Client) DeleteAt(ctx context.Context, ns, path string, index uint64) er
 	ns = Namespace(ns)
 	lost := false
 	_, err := do(ctx, c, opDestroy, ns, path, func(ctx context.Context) (struct{}, error) {
-		_, err := c.api.Variables().CheckedDelete(path, index, writeOptions(ctx, ns))
+		_, err := c.api.Variables().CheckedDelete(path, index, c.writeOptions(ctx, ns))
 		var conflict api.ErrCASConflict
 		switch {
 		case err == nil:

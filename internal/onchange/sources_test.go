@@ -7,14 +7,29 @@ import (
 
 var testDefaults = defaults{nomadNamespace: "apps", nomadRegion: "eu", consulNamespace: "team", consulPartition: "part"}
 
+// argCase is an argument of a source's kind, and what it parses into: want, or an error
+// containing wantErr.
+type argCase struct {
+	name    string
+	kind    SourceKind
+	arg     string
+	want    Source
+	wantErr string
+}
+
+// checkArgs runs each case through parse with testDefaults, as a subtest.
+func checkArgs(t *testing.T, parse func(SourceKind, string, defaults) (Source, error), tests []argCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parse(tt.kind, tt.arg, testDefaults)
+			checkSource(t, got, err, tt.want, tt.wantErr)
+		})
+	}
+}
+
 func TestParseNomadArg(t *testing.T) {
-	tests := []struct {
-		name    string
-		kind    SourceKind
-		arg     string
-		want    Source
-		wantErr string
-	}{
+	checkArgs(t, parseNomadArg, []argCase{
 		{"path in the job's namespace and region", NomadVariable, "nomad/jobs/web",
 			Source{Kind: NomadVariable, Path: "nomad/jobs/web", Namespace: "apps", Region: "eu"}, ""},
 		{"slashes and space trimmed", NomadVariable, " /nomad/jobs/web/ ",
@@ -34,23 +49,11 @@ func TestParseNomadArg(t *testing.T) {
 		{"list in every namespace", NomadPrefix, "app@*",
 			Source{Kind: NomadPrefix, Path: "app", Namespace: "*", Region: "eu"}, ""},
 		{"wildcard namespace is for lists only", NomadVariable, "app@*", Source{}, "invalid format"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseNomadArg(tt.kind, tt.arg, testDefaults)
-			checkSource(t, got, err, tt.want, tt.wantErr)
-		})
-	}
+	})
 }
 
 func TestParseConsulArg(t *testing.T) {
-	tests := []struct {
-		name    string
-		kind    SourceKind
-		arg     string
-		want    Source
-		wantErr string
-	}{
+	checkArgs(t, parseConsulArg, []argCase{
 		{"key in the task's Consul namespace", ConsulKey, "web/config",
 			Source{Kind: ConsulKey, Path: "web/config", Namespace: "team", Partition: "part"}, ""},
 		{"leading slash dropped", ConsulKey, "/web/config",
@@ -63,13 +66,7 @@ func TestParseConsulArg(t *testing.T) {
 			Source{Kind: ConsulPrefix, Path: "web/", Namespace: "team", Partition: "part", Datacenter: "dc1"}, ""},
 		{"unknown query key", ConsulKey, "web?token=x", Source{}, `kv.get: invalid query parameter key "token"`},
 		{"empty datacenter", ConsulPrefix, "web@", Source{}, "kv.list: invalid format"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseConsulArg(tt.kind, tt.arg, testDefaults)
-			checkSource(t, got, err, tt.want, tt.wantErr)
-		})
-	}
+	})
 }
 
 func TestParseExplicit(t *testing.T) {

@@ -22,6 +22,12 @@ const (
 	StatusCanceled  Status = "canceled"  // stopped by an operator
 )
 
+// Statuses are every status a restart (or a fleet) can have, from pending to the ends.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusRunning, StatusPaused, StatusWaiting,
+		StatusSucceeded, StatusFailed, StatusCanceled}
+}
+
 // Terminal reports whether no further work will happen for a restart in this status.
 func (s Status) Terminal() bool {
 	return s == StatusSucceeded || s == StatusFailed || s == StatusCanceled

@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
-	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -72,12 +69,7 @@ func TestFleetScheduleJSON(t *testing.T) {
 // it beside job schedules but not under a job, and refuses a schedule that names no job
 // and no fleet, both, or a fleet it could never start.
 func TestStoreFleetSchedule(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{})
-	cl := client(t, c, c.BootstrapToken())
-	if _, err := cl.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t)
+	_, cl, ctx := startWithProd(t, nomadsim.Options{})
 	st := schedule.NewStore(cl, "")
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	target := &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "prod", Filter: `Type == "service"`}, Options: fleet.DefaultOptions()}

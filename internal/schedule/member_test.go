@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
@@ -18,12 +16,7 @@ import (
 // written, never listed as a schedule, and removed by DeleteMembers; a token without rights
 // there is refused with a PermissionError.
 func TestScheduleMemberMarker(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
-	admin := client(t, c, c.BootstrapToken())
-	if _, err := admin.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t)
+	c, admin, ctx := startWithProd(t, nomadsim.Options{ACLs: true})
 	s := schedule.NewStore(admin, "")
 	due := time.Now().Add(time.Hour).UTC()
 	sc := &schedule.Schedule{At: due, Next: due, Namespace: "default",
@@ -55,13 +48,10 @@ func TestScheduleMemberMarker(t *testing.T) {
 		t.Errorf("Get in the marker's namespace: got %v, want ErrNotFound", err)
 	}
 
-	token, err := c.CreateToken("default-writer", map[string]string{"default-writer": `
-namespace "default" { variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } } }`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := simtest.Token(t, c, "default-writer", `
+namespace "default" { variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } } }`)
 	var perm *schedule.PermissionError
-	if err := schedule.NewStore(client(t, c, token), "").PutMember(ctx, "prod", sc.ID, want); !errors.As(err, &perm) || perm.Namespace != "prod" {
+	if err := schedule.NewStore(simtest.ClientAs(t, c, token), "").PutMember(ctx, "prod", sc.ID, want); !errors.As(err, &perm) || perm.Namespace != "prod" {
 		t.Fatalf("PutMember in prod with a default-only token: got %v, want a PermissionError in prod", err)
 	}
 

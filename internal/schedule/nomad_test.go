@@ -16,13 +16,16 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-func client(t *testing.T, c *nomadsim.Cluster, token string) *api.Client {
+// startWithProd starts nomadsim with opts and a namespace "prod" beside default, and
+// returns it, a management client of it and the test's context.
+func startWithProd(t *testing.T, opts nomadsim.Options) (*nomadsim.Cluster, *api.Client, context.Context) {
 	t.Helper()
-	cl, err := c.APIClient(token)
-	if err != nil {
+	c := simtest.Start(t, opts)
+	cl := simtest.ClientAs(t, c, c.BootstrapToken())
+	if _, err := cl.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	return cl
+	return c, cl, ctxT(t)
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -32,12 +35,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestStoreRoundTripAndCAS(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{})
-	cl := client(t, c, c.BootstrapToken())
-	if _, err := cl.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t)
+	_, cl, ctx := startWithProd(t, nomadsim.Options{})
 	st := schedule.NewStore(cl, "")
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	spec := restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, OnError: restart.OnErrorFail, MinHealthyTime: 3 * time.Second, MinHealthyTimeGiven: true}
@@ -122,7 +120,7 @@ func TestStoreRoundTripAndCAS(t *testing.T) {
 // as before.
 func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	cl := client(t, c, c.BootstrapToken())
+	cl := simtest.ClientAs(t, c, c.BootstrapToken())
 	ctx := ctxT(t)
 	sched := schedule.NewStore(cl, "")
 	if err := sched.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)}); err != nil {
@@ -149,13 +147,10 @@ func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
 
 func TestStorePermissionDenied(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
-	tok, err := c.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := simtest.Token(t, c, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	ctx := ctxT(t)
-	st := schedule.NewStore(client(t, c, tok), "")
-	err = st.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)})
+	st := schedule.NewStore(simtest.ClientAs(t, c, tok), "")
+	err := st.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)})
 	var perm *schedule.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" {
 		t.Fatalf("create without variable rights: %v", err)

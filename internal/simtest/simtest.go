@@ -1,15 +1,17 @@
 // Package simtest is the tests' shared support for running against nomadsim, the simulated
-// Nomad: starting a cluster that ends with the test, an API client for it, waiting on a
-// condition, and counting from Nomad's own facts how often each allocation was restarted
-// (the exactly-once check, against nomadsim or a real agent); and the small fixtures tests
-// of several packages share (Nomad's error answers, an address nothing listens on). Only
-// tests import it; the product never does (internal/archtest checks).
+// Nomad: starting a cluster that ends with the test, API clients for it (with a token, or
+// through a transport that counts their requests) and tokens, waiting on a condition, and
+// counting from Nomad's own facts how often each allocation was restarted (the
+// exactly-once check, against nomadsim or a real agent); and the small fixtures tests of
+// several packages share (Nomad's error answers, an address nothing listens on). Only tests
+// import it; the product never does (internal/archtest checks).
 package simtest
 
 import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -37,11 +39,42 @@ func Start(t testing.TB, opts nomadsim.Options) *nomadsim.Cluster {
 // Client returns an official Nomad API client for c, without a token.
 func Client(t testing.TB, c *nomadsim.Cluster) *api.Client {
 	t.Helper()
-	client, err := c.APIClient("")
+	return ClientAs(t, c, "")
+}
+
+// ClientAs returns an official Nomad API client for c that sends token ("": none).
+func ClientAs(t testing.TB, c *nomadsim.Cluster, token string) *api.Client {
+	t.Helper()
+	client, err := c.APIClient(token)
 	if err != nil {
 		t.Fatalf("nomadsim's API client: %v", err)
 	}
 	return client
+}
+
+// ClientVia is ClientAs with the client's requests sent through rt, a test's transport
+// that counts, holds or answers them.
+func ClientVia(t testing.TB, c *nomadsim.Cluster, token string, rt http.RoundTripper) *api.Client {
+	t.Helper()
+	cfg := api.DefaultConfig()
+	cfg.Address = c.Addr()
+	cfg.Region, cfg.Namespace, cfg.SecretID = "", "", token
+	cfg.HttpClient = &http.Client{Transport: rt}
+	client, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatalf("an API client of nomadsim: %v", err)
+	}
+	return client
+}
+
+// Token creates a token of c under one policy, named as the token, of rules.
+func Token(t testing.TB, c *nomadsim.Cluster, name, rules string) string {
+	t.Helper()
+	token, err := c.CreateToken(name, map[string]string{name: rules})
+	if err != nil {
+		t.Fatalf("creating token %s: %v", name, err)
+	}
+	return token
 }
 
 // StartWithClient is Start and Client together, for the tests that need both.

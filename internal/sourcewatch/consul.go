@@ -2,9 +2,7 @@ package sourcewatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
@@ -13,18 +11,14 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 )
 
-// errNoConsul says a Consul source was watched by a hub that has no Consul.
-var errNoConsul = errors.New("no Consul is configured: give the agent Consul's address (CONSUL_HTTP_ADDR) to watch Consul keys")
-
 // consulEntries is one answer of a Consul source: its entries' ModifyIndex values.
 type consulEntries []uint64
 
 // runConsul follows one Consul source with blocking queries until ctx ends.
 func (h *Hub) runConsul(ctx context.Context, g *group) {
 	src := g.key.source
-	if src.Kind != onchange.ConsulKey && src.Kind != onchange.ConsulPrefix {
-		h.consulFailed(g, fmt.Errorf("unknown kind of source %q: give one of %s, %s, %s, %s", src.Kind,
-			onchange.NomadVariable, onchange.NomadPrefix, onchange.ConsulKey, onchange.ConsulPrefix))
+	if err := checkConsulKind(src); err != nil {
+		h.consulFailed(g, err)
 		<-ctx.Done()
 		return
 	}
@@ -43,7 +37,7 @@ func (h *Hub) runConsul(ctx context.Context, g *group) {
 		entries, got, err := readConsul(ctx, kv, src, index)
 		if err != nil {
 			if ctx.Err() == nil {
-				h.failed(ctx, g, &streak, consulSourceErr, "Consul", err)
+				h.failed(ctx, g, &streak, "Consul", err)
 			}
 			return 0, err
 		}
@@ -56,7 +50,7 @@ func (h *Hub) runConsul(ctx context.Context, g *group) {
 // consulKV is the KV client for a datacenter.
 func (h *Hub) consulKV(dc string) (*consulapi.KV, error) {
 	if h.opts.Consul == nil {
-		return nil, errNoConsul
+		return nil, ErrNoConsul
 	}
 	c, err := h.opts.Consul(dc)
 	if err != nil {
@@ -99,20 +93,7 @@ func readConsul(ctx context.Context, kv *consulapi.KV, src onchange.Source, inde
 // consulFailed logs and publishes a failure of a Consul source.
 func (h *Hub) consulFailed(g *group, err error) {
 	h.opts.Logger.Warn("cannot watch Consul", "source", g.key.source.String(), "err", err)
-	h.publishErr(g, consulSourceErr, err)
-}
-
-// consulSourceErr words a failure for the source: a denial names the ACL rule to grant.
-func consulSourceErr(src onchange.Source, err error) error {
-	var se consulapi.StatusError
-	if !errors.As(err, &se) || se.Code != http.StatusForbidden {
-		return fmt.Errorf("watching %s: %w", src, err)
-	}
-	rule := fmt.Sprintf(`key %q { policy = "read" }`, src.Path)
-	if src.Kind == onchange.ConsulPrefix {
-		rule = fmt.Sprintf(`key_prefix %q { policy = "read" }`, src.Path)
-	}
-	return fmt.Errorf("watching %s: Consul denied key read (%w): grant the agent's Consul token %s", src, err, rule)
+	h.publishErr(g, err)
 }
 
 // consulAnswer applies an answer to the source. Consul keeps no modify time, so ChangedAt

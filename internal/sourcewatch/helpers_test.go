@@ -2,16 +2,14 @@ package sourcewatch
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -26,92 +24,13 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// inflight is an http.RoundTripper that tracks the blocking queries (?index=) an api client
-// has open at once, and counts the listings of variables.
-type inflight struct {
-	next http.RoundTripper
-	// fail, when set, answers a request instead of Nomad (nil: let it through).
-	fail func(*http.Request) *http.Response
-
-	mu       sync.Mutex
-	blocking int
-	peak     int
-	lists    int
-}
-
-func (c *inflight) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	fail := c.fail
-	if r.URL.Path == "/v1/vars" {
-		c.lists++
-	}
-	c.mu.Unlock()
-	if fail != nil {
-		if resp := fail(r); resp != nil {
-			return resp, nil
-		}
-	}
-	blocking := r.Method == http.MethodGet && r.URL.Query().Get("index") != ""
-	if !blocking {
-		return c.next.RoundTrip(r)
-	}
-	c.mu.Lock()
-	c.blocking++
-	c.peak = max(c.peak, c.blocking)
-	c.mu.Unlock()
-	resp, err := c.next.RoundTrip(r)
-	if err != nil {
-		c.done()
-		return nil, err
-	}
-	resp.Body = &closeHook{ReadCloser: resp.Body, onClose: c.done}
-	return resp, nil
-}
-
-func (c *inflight) done() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.blocking--
-}
-
-func (c *inflight) snapshot() (blocking, peak, lists int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.blocking, c.peak, c.lists
-}
-
-func (c *inflight) setFail(f func(*http.Request) *http.Response) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.fail = f
-}
-
-type closeHook struct {
-	io.ReadCloser
-	once    sync.Once
-	onClose func()
-}
-
-func (h *closeHook) Close() error {
-	err := h.ReadCloser.Close()
-	h.once.Do(h.onClose)
-	return err
-}
-
-// trackedClient is an api client on the cluster, with token, whose requests go through
-// an inflight.
-func trackedClient(t *testing.T, c *nomadsim.Cluster, token string) (*api.Client, *inflight) {
+// startTracked starts nomadsim and returns a client of it that writes the test's
+// variables, one for the code under test whose requests are tracked, and the test's context.
+func startTracked(t *testing.T) (*nomadsim.Cluster, *api.Client, *api.Client, *simtest.Inflight, context.Context) {
 	t.Helper()
-	tr := &inflight{next: http.DefaultTransport}
-	cfg := api.DefaultConfig()
-	cfg.Address = c.Addr()
-	cfg.Region, cfg.Namespace, cfg.SecretID = "", "", token
-	cfg.HttpClient = &http.Client{Transport: tr}
-	cl, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl, tr
+	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
+	client, tr := simtest.TrackedClient(t, c, "")
+	return c, writer, client, tr, testContext(t)
 }
 
 // put writes a variable and returns it as Nomad stored it.

@@ -16,6 +16,9 @@
 // token Nomad refuses altogether (unknown, expired) gets a 403, which State.Err reports.
 // Consul filters a recursive listing the same way (a 403 only where its
 // acl.enable_key_list_policy is set); a single key the token may not read is a 403.
+//
+// Hub.Watch follows sources for as long as its caller needs (the agent); Hub.Read reads
+// them once, with the same queries and the same States (`nomad-restart watches`).
 package sourcewatch
 
 import (
@@ -27,6 +30,8 @@ import (
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 )
 
@@ -40,8 +45,9 @@ type State struct {
 	// saw a deletion, Nomad giving no time for one); for Consul, when this hub first saw
 	// Index (zero for the first observation: Consul keeps no time).
 	ChangedAt time.Time
-	// Err says the source cannot be watched now (an ACL denial names what to grant); nil
-	// otherwise. Index, Count and ChangedAt then keep what was last seen.
+	// Err says the source cannot be watched now (a *DeniedError names the ACL rule to
+	// grant; ErrNoConsul says the hub has no Consul); nil otherwise. Index, Count and
+	// ChangedAt then keep what was last seen.
 	Err error
 }
 
@@ -85,10 +91,13 @@ const defaultSlowRetry = time.Minute
 // Hub watches sources for any number of watchers, each source's query shared by all who
 // watch it. It is safe for concurrent use.
 type Hub struct {
-	nomad *api.Client
-	opts  Options
-	// slowRetry is defaultSlowRetry; tests shorten it.
+	// vars reads Nomad's variables for Read, retrying each request; watching, for the
+	// groups' watches, tries each once (their loop retries). Both nil without Nomad.
+	vars, watching *nomadvars.Client
+	opts           Options
+	// slowRetry is defaultSlowRetry and readRetry defaultReadRetry; tests shorten them.
 	slowRetry time.Duration
+	readRetry cluster.RetryPolicy
 
 	mu     sync.Mutex
 	groups map[groupKey]*group
@@ -105,7 +114,12 @@ func New(nomad *api.Client, opts Options) *Hub {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{nomad: nomad, opts: opts, slowRetry: defaultSlowRetry, groups: map[groupKey]*group{}}
+	h := &Hub{opts: opts, slowRetry: defaultSlowRetry, readRetry: defaultReadRetry(), groups: map[groupKey]*group{}}
+	if nomad != nil {
+		h.vars = nomadvars.New(nomad, nomadvars.Options{Logger: opts.Logger})
+		h.watching = h.vars.Watching()
+	}
+	return h
 }
 
 // Watch returns a channel that receives src's State once the first answer is in, then at
@@ -189,12 +203,18 @@ func (h *Hub) publish(g *group, answer answerFunc) {
 	}
 }
 
-// publishErr keeps every source's last State and sets its Err, wrapped per source by wrap.
-func (h *Hub) publishErr(g *group, wrap func(onchange.Source, error) error, err error) {
-	h.publish(g, func(src onchange.Source, prev State, _ bool) State {
-		prev.Err = wrap(src, err)
+// publishErr keeps every source's last State and sets its Err: err as it applies to it.
+func (h *Hub) publishErr(g *group, err error) {
+	h.publish(g, failedAnswer(err))
+}
+
+// failedAnswer is a group's failure as it applies to each of its sources: their last
+// State, with err worded for the source (sourceErr).
+func failedAnswer(err error) answerFunc {
+	return func(src onchange.Source, prev State, _ bool) State {
+		prev.Err = sourceErr(src, err)
 		return prev
-	})
+	}
 }
 
 // answerFunc is a group's latest answer as it applies to one of its sources: the source's

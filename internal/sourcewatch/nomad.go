@@ -2,9 +2,8 @@ package sourcewatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -30,19 +29,20 @@ func groupPrefix(path string) string {
 // runNomad lists the group's prefix with blocking queries (cluster.Watch) until ctx ends,
 // publishing each answer to the group's sources, and each failure that lasts.
 func (h *Hub) runNomad(ctx context.Context, g *group) {
-	if h.nomad == nil {
-		h.publishErr(g, nomadSourceErr(g.key), errors.New("this hub has no Nomad client"))
+	if h.watching == nil {
+		h.publishErr(g, errNoNomad)
 		<-ctx.Done()
 		return
 	}
+	vars := h.watching.InRegion(g.key.region)
 	log := h.opts.Logger.With("namespace", g.key.namespace, "region", g.key.region, "prefix", g.key.prefix)
 	w := &cluster.Watch{What: "watching Nomad variables", Log: log, Policy: cluster.DefaultRetryPolicy(), MinGap: h.opts.MinGap}
 	var streak failureStreak
 	w.Run(ctx, func(ctx context.Context, index uint64) (uint64, error) {
-		metas, got, err := h.list(ctx, g.key, index)
+		metas, got, err := vars.ListAfter(ctx, g.key.namespace, g.key.prefix, nomadvars.Wait{After: index})
 		if err != nil {
 			if ctx.Err() == nil {
-				h.failed(ctx, g, &streak, nomadSourceErr(g.key), "Nomad", err)
+				h.failed(ctx, g, &streak, "Nomad", err)
 			}
 			return 0, err
 		}
@@ -52,32 +52,18 @@ func (h *Hub) runNomad(ctx context.Context, g *group) {
 	})
 }
 
-// list runs one (blocking, when index > 0) listing of the group's prefix and returns its
-// entries and index.
-func (h *Hub) list(ctx context.Context, key groupKey, index uint64) ([]*api.VariableMetadata, uint64, error) {
-	q := (&api.QueryOptions{Namespace: key.namespace, Region: key.region, WaitIndex: index}).WithContext(ctx)
-	metas, qm, err := h.nomad.Variables().PrefixList(key.prefix, q)
-	if err != nil {
-		return nil, 0, err
-	}
-	if qm == nil {
-		return metas, 0, nil
-	}
-	return metas, qm.LastIndex, nil
-}
-
 // failed handles a failed query of a group before its watch retries it: a transient
 // error is published once it has lasted the retry policy's MaxElapsed (and again each
 // time as long); any other error (a denial, a bad request) is published at once and asked
 // again after the slow retry. server names who did not answer.
-func (h *Hub) failed(ctx context.Context, g *group, streak *failureStreak, wrap func(onchange.Source, error) error, server string, err error) {
+func (h *Hub) failed(ctx context.Context, g *group, streak *failureStreak, server string, err error) {
 	if !cluster.IsTransient(err) {
-		h.publishErr(g, wrap, err)
+		h.publishErr(g, err)
 		cluster.Sleep(ctx, h.slowRetry)
 		return
 	}
 	if lasted := cluster.DefaultRetryPolicy().MaxElapsed; streak.lasted(lasted) {
-		h.publishErr(g, wrap, fmt.Errorf("no answer from %s for %s, still trying: %w", server, lasted, err))
+		h.publishErr(g, fmt.Errorf("no answer from %s for %s, still trying: %w", server, lasted, err))
 	}
 }
 
@@ -98,34 +84,12 @@ func (f *failureStreak) lasted(d time.Duration) bool {
 	return true
 }
 
-// nomadSourceErr words a listing's failure for one source: a denial becomes a
-// nomadvars.PermissionError on the listed prefix, with the policy rule to grant.
-func nomadSourceErr(key groupKey) func(onchange.Source, error) error {
-	return func(src onchange.Source, err error) error {
-		if nomadvars.StatusOf(err) != http.StatusForbidden {
-			return fmt.Errorf("watching %s: %w", src, err)
-		}
-		// Nomad leaves out of a listing what the token may not list, so a 403 refuses the
-		// token itself (unknown, expired), whatever its policies say.
-		denied := &nomadvars.PermissionError{Capability: "list", Namespace: nomadvars.Namespace(key.namespace), Path: key.prefix, Err: err}
-		return fmt.Errorf("watching %s: %w: check that the agent's token exists and has not expired; it needs %s", src, denied, listRule(src))
-	}
-}
-
-// listRule is the ACL policy rule that lets a token list src, and nothing more.
-func listRule(src onchange.Source) string {
-	path := src.Path
-	if src.Kind == onchange.NomadPrefix {
-		path += "*"
-	}
-	return fmt.Sprintf(`namespace %q { variables { path %q { capabilities = ["list"] } } }`, nomadvars.Namespace(src.Namespace), path)
-}
-
 // listing is one answer of a group's listing, ordered by path for range lookups.
 type listing []*api.VariableMetadata
 
+// newListing orders metas (in place), leaving out nil entries (a null in Nomad's answer).
 func newListing(metas []*api.VariableMetadata) listing {
-	l := listing(metas)
+	l := listing(slices.DeleteFunc(metas, func(m *api.VariableMetadata) bool { return m == nil }))
 	sort.Slice(l, func(i, j int) bool { return l[i].Path < l[j].Path })
 	return l
 }

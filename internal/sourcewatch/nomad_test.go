@@ -76,13 +76,11 @@ func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 func TestTwoHundredSourcesShareOneQuery(t *testing.T) {
 	t.Parallel()
 	const n = 200
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
-	ctx := testContext(t)
+	_, writer, client, tr, ctx := startTracked(t)
 	path := func(i int) string { return fmt.Sprintf("nomad/jobs/job-%03d/config", i) }
 	for i := range n {
 		put(t, writer, path(i), "1")
 	}
-	client, tr := trackedClient(t, c, "")
 	h := New(client, Options{MinGap: testGap})
 	watchCtx, stop := context.WithCancel(ctx)
 	chans := make([]<-chan State, n)
@@ -94,7 +92,7 @@ func TestTwoHundredSourcesShareOneQuery(t *testing.T) {
 			t.Fatalf("%s: first State %+v", path(i), st)
 		}
 	}
-	simtest.WaitFor(t, ctx, "the blocking query", func() bool { b, _, _ := tr.snapshot(); return b == 1 })
+	simtest.WaitFor(t, ctx, "the blocking query", func() bool { return tr.Counts().Blocking == 1 })
 
 	written := make([]uint64, n)
 	for i := range n {
@@ -106,7 +104,7 @@ func TestTwoHundredSourcesShareOneQuery(t *testing.T) {
 			t.Errorf("%s shows %+v, want its own change at index %d", path(i), st, written[i])
 		}
 	}
-	if _, peak, _ := tr.snapshot(); peak != 1 {
+	if peak := tr.Counts().Peak; peak != 1 {
 		t.Errorf("%d blocking queries were open at once for %d sources of one group, want 1", peak, n)
 	}
 
@@ -115,7 +113,7 @@ func TestTwoHundredSourcesShareOneQuery(t *testing.T) {
 		for range chans[i] {
 		}
 	}
-	simtest.WaitFor(t, ctx, "the query to end once no one watches", func() bool { b, _, _ := tr.snapshot(); return b == 0 })
+	simtest.WaitFor(t, ctx, "the query to end once no one watches", func() bool { return tr.Counts().Blocking == 0 })
 	h.mu.Lock()
 	left := len(h.groups)
 	h.mu.Unlock()
@@ -127,10 +125,8 @@ func TestTwoHundredSourcesShareOneQuery(t *testing.T) {
 // A watcher that leaves does not stop the query others of its group still need.
 func TestLeavingKeepsTheGroupForOthers(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
-	ctx := testContext(t)
+	_, writer, client, tr, ctx := startTracked(t)
 	put(t, writer, "nomad/jobs/a/config", "1")
-	client, tr := trackedClient(t, c, "")
 	h := New(client, Options{MinGap: testGap})
 	leaverCtx, leave := context.WithCancel(ctx)
 	leaver := h.Watch(leaverCtx, variable("nomad/jobs/a/config"))
@@ -142,8 +138,8 @@ func TestLeavingKeepsTheGroupForOthers(t *testing.T) {
 	}
 	v := put(t, writer, "nomad/jobs/a/config", "2")
 	until(t, ctx, "the change after the other left", stayer, func(st State) bool { return st.Index == v.ModifyIndex })
-	simtest.WaitFor(t, ctx, "the group's next blocking query", func() bool { b, _, _ := tr.snapshot(); return b == 1 })
-	if _, peak, _ := tr.snapshot(); peak != 1 {
+	simtest.WaitFor(t, ctx, "the group's next blocking query", func() bool { return tr.Counts().Blocking == 1 })
+	if peak := tr.Counts().Peak; peak != 1 {
 		t.Errorf("%d blocking queries were open at once for one group, want 1", peak)
 	}
 }
@@ -152,24 +148,22 @@ func TestLeavingKeepsTheGroupForOthers(t *testing.T) {
 // answers once Nomad does, without an error on the way.
 func TestTransientFailuresAreRetried(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
-	ctx := testContext(t)
+	_, writer, client, tr, ctx := startTracked(t)
 	v := put(t, writer, "nomad/jobs/a/config", "1")
-	client, tr := trackedClient(t, c, "")
 	failures := 0
-	tr.setFail(func(r *http.Request) *http.Response {
+	tr.SetFail(func(r *http.Request) *http.Response {
 		if failures == 2 {
 			return nil
 		}
 		failures++ // one request at a time: the group's loop is the only caller
-		return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody, Request: r, Header: http.Header{}}
+		return simtest.StatusAnswer(r, http.StatusServiceUnavailable)
 	})
 	h := New(client, Options{MinGap: testGap})
 	st := next(t, ctx, "the first State", h.Watch(ctx, variable("nomad/jobs/a/config")))
 	if st.Err != nil || st.Index != v.ModifyIndex {
 		t.Errorf("after two 503s: %+v, want Index %d and no error", st, v.ModifyIndex)
 	}
-	if _, _, lists := tr.snapshot(); lists < 3 {
+	if lists := tr.Counts().Lists; lists < 3 {
 		t.Errorf("%d listings, want the two that failed and one more", lists)
 	}
 }
@@ -181,23 +175,9 @@ func TestACLs(t *testing.T) {
 	t.Parallel()
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	ctx := testContext(t)
-	admin, err := c.APIClient(c.BootstrapToken())
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := put(t, admin, "nomad/jobs/web/config", "secret")
-	listOnly, err := c.CreateToken("list-only", map[string]string{
-		"list": `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }`,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := c.CreateToken("other", map[string]string{
-		"other": `namespace "default" { variables { path "elsewhere/*" { capabilities = ["list"] } } }`,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := put(t, simtest.ClientAs(t, c, c.BootstrapToken()), "nomad/jobs/web/config", "secret")
+	listOnly := simtest.Token(t, c, "list-only", `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }`)
+	other := simtest.Token(t, c, "other", `namespace "default" { variables { path "elsewhere/*" { capabilities = ["list"] } } }`)
 	src := variable("nomad/jobs/web/config")
 	for _, tc := range []struct {
 		name, token string
@@ -223,11 +203,7 @@ func TestACLs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, err := c.APIClient(tc.token)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := next(t, ctx, "the first State", New(client, Options{MinGap: testGap}).Watch(ctx, src))
+			st := next(t, ctx, "the first State", New(simtest.ClientAs(t, c, tc.token), Options{MinGap: testGap}).Watch(ctx, src))
 			if msg := tc.check(st); msg != "" {
 				t.Errorf("%+v: %s", st, msg)
 			}
@@ -239,20 +215,16 @@ func TestACLs(t *testing.T) {
 // a restart of the agent; the State then loses its error.
 func TestDenialIsRetried(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
-	ctx := testContext(t)
+	_, writer, client, tr, ctx := startTracked(t)
 	v := put(t, writer, "nomad/jobs/a/config", "1")
-	client, tr := trackedClient(t, c, "")
-	tr.setFail(func(r *http.Request) *http.Response {
-		return &http.Response{StatusCode: http.StatusForbidden, Body: http.NoBody, Request: r, Header: http.Header{}}
-	})
+	tr.SetFail(func(r *http.Request) *http.Response { return simtest.StatusAnswer(r, http.StatusForbidden) })
 	h := New(client, Options{MinGap: testGap})
 	h.slowRetry = 20 * time.Millisecond
 	ch := h.Watch(ctx, variable("nomad/jobs/a/config"))
 	if st := next(t, ctx, "the denial", ch); !contains(st.Err, "list") {
 		t.Fatalf("a 403 gave %+v, want an error naming list", st)
 	}
-	tr.setFail(nil)
+	tr.SetFail(nil)
 	st := until(t, ctx, "the State once allowed", ch, func(st State) bool { return st.Err == nil })
 	if st.Index != v.ModifyIndex {
 		t.Errorf("once allowed: %+v, want Index %d", st, v.ModifyIndex)
@@ -324,9 +296,7 @@ func TestIndexGoingBackwardsStartsOver(t *testing.T) {
 		mu      sync.Mutex
 		indexes []string // the index of each listing, in order
 	)
-	cfg := api.DefaultConfig()
-	cfg.Address, cfg.Region, cfg.Namespace = c.Addr(), "", ""
-	cfg.HttpClient = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	client := simtest.ClientVia(t, c, "", roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		mu.Lock()
 		indexes = append(indexes, r.URL.Query().Get("index"))
 		n := len(indexes)
@@ -336,11 +306,7 @@ func TestIndexGoingBackwardsStartsOver(t *testing.T) {
 			resp.Header.Set("X-Nomad-Index", "1")
 		}
 		return resp, err
-	})}
-	client, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}))
 	ch := New(client, Options{MinGap: testGap}).Watch(ctx, variable("nomad/jobs/a/config"))
 	next(t, ctx, "the first State", ch)
 	simtest.WaitFor(t, ctx, "the blocking listing", func() bool { mu.Lock(); defer mu.Unlock(); return len(indexes) == 2 })

@@ -77,6 +77,64 @@ type Answered struct {
 	Restarts []string
 }
 
+// Steering is steering that answers with the whole record, R (*restart.Record: the
+// engine's methods; *fleet.Record: the fleet driver's), and, for an answer, the restarts it
+// was passed on to (A: the engine's answer is a record, the fleet driver's a list of IDs).
+type Steering[R Steered, A any] interface {
+	Pause(ctx context.Context, namespace, id, by string) (R, error)
+	Resume(ctx context.Context, namespace, id, by string) (R, error)
+	Cancel(ctx context.Context, namespace, id, by string) (R, error)
+	Answer(ctx context.Context, namespace, id, answer, by string) (A, error)
+}
+
+// Steered is a record operators steer.
+type Steered interface {
+	*restart.Record | *fleet.Record
+}
+
+// HeadOf is the head of a steered record.
+func HeadOf[R Steered](rec R) Head {
+	switch r := any(rec).(type) {
+	case *restart.Record:
+		return RestartHead(r)
+	case *fleet.Record:
+		return FleetHead(r)
+	}
+	panic("steer: a record of no kind") // Steered admits no other type
+}
+
+// Adapt is s as a Steerer: the record each method answers becomes its head, and an answer
+// passed on to restarts (a []string of their IDs) becomes Answered.Restarts.
+func Adapt[R Steered, A any](s Steering[R, A]) Steerer { return adapted[R, A]{s} }
+
+type adapted[R Steered, A any] struct{ s Steering[R, A] }
+
+func (a adapted[R, A]) Pause(ctx context.Context, namespace, id, by string) (Head, error) {
+	return headOrNot(a.s.Pause(ctx, namespace, id, by))
+}
+
+func (a adapted[R, A]) Resume(ctx context.Context, namespace, id, by string) (Head, error) {
+	return headOrNot(a.s.Resume(ctx, namespace, id, by))
+}
+
+func (a adapted[R, A]) Cancel(ctx context.Context, namespace, id, by string) (Head, error) {
+	return headOrNot(a.s.Cancel(ctx, namespace, id, by))
+}
+
+func (a adapted[R, A]) Answer(ctx context.Context, namespace, id, answer, by string) (Answered, error) {
+	got, err := a.s.Answer(ctx, namespace, id, answer, by)
+	restarts, _ := any(got).([]string)
+	return Answered{Restarts: restarts}, err
+}
+
+// headOrNot is the head of rec, the zero Head when there is none (an error).
+func headOrNot[R Steered](rec R, err error) (Head, error) {
+	if rec == nil {
+		return Head{}, err
+	}
+	return HeadOf(rec), err
+}
+
 // Steerers steer every kind.
 type Steerers struct {
 	Restarts Steerer

@@ -128,11 +128,7 @@ func (s *NomadFleets) Create(ctx context.Context, f *fleet.Record) error {
 	}
 	rec := *f
 	rec.Namespace = nomadvars.Namespace(f.Namespace)
-	now := time.Now().UTC()
-	if rec.CreateTime.IsZero() {
-		rec.CreateTime = now
-	}
-	rec.ModifyTime = now
+	stampTimes(&rec.CreateTime, &rec.ModifyTime, time.Now().UTC())
 	v, err := s.encode(&rec)
 	if err != nil {
 		return err

@@ -51,8 +51,7 @@ func newFleet(ns string, jobs int) *fleet.Record {
 // with the management client they use.
 func startFleets(t testing.TB, opts store.NomadOptions) (*api.Client, *store.NomadFleets, *store.Nomad) {
 	t.Helper()
-	c := simtest.Start(t, nomadsim.Options{})
-	cl := simClient(t, c, "")
+	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
 	return cl, store.NewNomadFleets(cl, opts), store.NewNomad(cl, opts)
 }
 
@@ -129,15 +128,7 @@ func TestNomadFleetSize(t *testing.T) {
 	if len(got.Jobs) != 500 || !reflect.DeepEqual(got.Jobs, big.Jobs) {
 		t.Fatalf("a 500-job fleet did not round-trip: %d jobs, last %+v", len(got.Jobs), got.Jobs[len(got.Jobs)-1])
 	}
-	v, _, err := cl.Variables().Read("nomad-restart/~fleets/"+big.ID+"/fleet", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := 0
-	for k, val := range v.Items {
-		size += len(k) + len(val)
-	}
-	if size > 65536 {
+	if size := variableSize(t, cl, "nomad-restart/~fleets/"+big.ID+"/fleet"); size > 65536 {
 		t.Fatalf("the variable holds %d bytes, over Nomad's 65536", size)
 	}
 
@@ -381,19 +372,7 @@ func TestNomadFleetLeaseLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := "nomad-restart/~fleets/" + f.ID + "/lease"
-	v, _, err := cl.Variables().Read(path, nil)
-	if err != nil || v.LockID() == "" {
-		t.Fatalf("reading the lease variable: %v, %+v", err, v)
-	}
-	if _, _, err := cl.Variables().ReleaseLock(&api.Variable{Path: path, Lock: &api.VariableLock{ID: v.LockID()}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Lost():
-	case <-ctx.Done():
-		t.Fatal("the lock was released under the lease but Lost was never closed")
-	}
+	releaseUnder(t, ctx, cl, "nomad-restart/~fleets/"+f.ID+"/lease", l)
 	if _, err := s.AcquireLease(ctx, "default", f.ID, "driver-2"); err != nil {
 		t.Fatalf("AcquireFleetLease after the lease was lost: %v", err)
 	}
@@ -495,25 +474,19 @@ func TestNomadFleetNotARestart(t *testing.T) {
 func TestNomadFleetACLs(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	ctx := testContext(t, 30*time.Second)
-	reader, err := c.CreateToken("reader", map[string]string{"reader": `
+	reader := simtest.Token(t, c, "reader", `
 namespace "default" {
   policy = "read"
   variables {
     path "nomad-restart/*" { capabilities = ["read", "list"] }
   }
-}`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	none, err := c.CreateToken("none", map[string]string{"none": `namespace "default" { policy = "read" }`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := store.NewNomadFleets(simClient(t, c, c.BootstrapToken()), store.NomadOptions{})
+}`)
+	none := simtest.Token(t, c, "none", `namespace "default" { policy = "read" }`)
+	admin := store.NewNomadFleets(simtest.ClientAs(t, c, c.BootstrapToken()), store.NomadOptions{})
 	f := mustCreateFleet(t, ctx, admin, newFleet("default", 1))
 
-	rs := store.NewNomadFleets(simClient(t, c, reader), store.NomadOptions{})
-	err = rs.Create(ctx, newFleet("default", 1))
+	rs := store.NewNomadFleets(simtest.ClientAs(t, c, reader), store.NomadOptions{})
+	err := rs.Create(ctx, newFleet("default", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "default" {
 		t.Fatalf("CreateFleet with a read-only token: got %v, want a PermissionError for write", err)
@@ -533,12 +506,150 @@ namespace "default" {
 		t.Fatalf("AcquireFleetLease with a read-only token: got %v, want a PermissionError for write", err)
 	}
 
-	ns := store.NewNomadFleets(simClient(t, c, none), store.NomadOptions{})
+	ns := store.NewNomadFleets(simtest.ClientAs(t, c, none), store.NomadOptions{})
 	// Nomad leaves out of a listing what the token may not list: nothing to find.
 	if _, err := ns.Find(ctx, "default", f.ID[:6]); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("FindFleet without the variables' list capability: got %v, want ErrFleetNotFound", err)
 	}
 	if _, err := ns.Get(ctx, "default", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
 		t.Fatalf("GetFleet without the variables' read capability: got %v, want a PermissionError for read", err)
+	}
+}
+
+// A fleet's member markers are the namespaces of its jobs other than its home, each with
+// that namespace's job IDs sorted and once.
+func TestMembershipsOf(t *testing.T) {
+	f := &fleet.Record{Namespace: "default", Fleet: fleet.Fleet{Jobs: []fleet.Job{
+		{Namespace: "default", JobID: "web"},
+		{Namespace: "prod", JobID: "db"},
+		{Namespace: "prod", JobID: "api"},
+		{Namespace: "qa", JobID: "api"},
+		{Namespace: "prod", JobID: "api"},
+	}}}
+	got := store.MembershipsOf(f)
+	want := map[string]store.Membership{
+		"prod": {Home: "default", Jobs: []string{"api", "db"}},
+		"qa":   {Home: "default", Jobs: []string{"api"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("MembershipsOf: got %+v, want %+v", got, want)
+	}
+	if !want["prod"].Has("db") || want["prod"].Has("web") || want["qa"].Has("db") {
+		t.Error("Membership.Has answers wrong")
+	}
+	if got := store.MembershipsOf(&fleet.Record{Namespace: "", Fleet: fleet.Fleet{Jobs: []fleet.Job{{Namespace: "default", JobID: "x"}}}}); len(got) != 0 {
+		t.Errorf("a fleet of its home's jobs needs no marker: %+v", got)
+	}
+}
+
+// A member marker is written (and written again) in the job's namespace under the fleet's
+// folder, read back as written, and is neither a fleet nor a restart to any listing.
+func TestFleetMemberWriteRead(t *testing.T) {
+	cl, s, rs := startFleets(t, store.NomadOptions{})
+	ctx := testContext(t, 30*time.Second)
+	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
+	if _, err := s.Member(ctx, "prod", f.ID); !errors.Is(err, store.ErrNoMember) {
+		t.Fatalf("FleetMember before any was written: got %v, want ErrNoMember", err)
+	}
+	if _, err := s.Member(ctx, "prod", "not-an-id"); !errors.Is(err, store.ErrNoMember) {
+		t.Fatalf("FleetMember of an invalid ID: got %v, want ErrNoMember", err)
+	}
+	if err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "", Jobs: []string{"web", "api", "web"}}); err != nil {
+		t.Fatalf("PutFleetMember: %v", err)
+	}
+	if err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"web", "db", "api"}}); err != nil {
+		t.Fatalf("PutFleetMember over an existing marker: %v", err)
+	}
+	got, err := s.Member(ctx, "prod", f.ID)
+	if want := (store.Membership{Home: "default", Jobs: []string{"api", "db", "web"}}); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("FleetMember: got %+v, %v; want %+v", got, err, want)
+	}
+	v, _, err := cl.Variables().Read(s.MemberPath(f.ID), &api.QueryOptions{Namespace: "prod"})
+	if err != nil || v.Path != "nomad-restart/~fleets/"+f.ID+"/member" {
+		t.Fatalf("the marker is not at nomad-restart/~fleets/<id>/member in prod: %v, %v", v, err)
+	}
+
+	fleets, err := s.List(ctx, "*", false)
+	if err != nil || len(fleets) != 1 || fleets[0].ID != f.ID || fleets[0].Namespace != "default" {
+		t.Errorf("List(*) with a marker in prod: %d fleets, %v; want the one in default", len(fleets), err)
+	}
+	if _, err := s.Get(ctx, "prod", f.ID); !errors.Is(err, store.ErrFleetNotFound) {
+		t.Errorf("GetFleet in the marker's namespace: got %v, want ErrFleetNotFound", err)
+	}
+	if recs, err := rs.List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
+		t.Errorf("the restart store lists the marker: %v, %v", recs, err)
+	}
+	if listing, err := store.NewNomadRestartLister(cl, "").List(ctx, "*", 0, 0); err != nil || len(listing.Restarts) != 0 {
+		t.Errorf("the restart lister shows the marker: %+v, %v", listing, err)
+	}
+
+	if err := s.DeleteMember(ctx, "prod", f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Member(ctx, "prod", f.ID); !errors.Is(err, store.ErrNoMember) {
+		t.Fatalf("FleetMember after DeleteFleetMember: got %v, want ErrNoMember", err)
+	}
+}
+
+// A token that may write nomad-restart's variables in default only is refused a marker
+// in prod, with the rule to grant; so is a token that may not read there.
+func TestFleetMemberDenied(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	ctx := testContext(t, 30*time.Second)
+	admin := simtest.ClientAs(t, c, c.BootstrapToken())
+	if _, err := admin.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	token := simtest.Token(t, c, "default-writer", `
+namespace "default" {
+  variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } }
+}`)
+	s := store.NewNomadFleets(simtest.ClientAs(t, c, token), store.NomadOptions{})
+	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
+	err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"db"}})
+	var perm *store.PermissionError
+	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "prod" {
+		t.Fatalf("PutFleetMember in prod with a default-only token: got %v, want a PermissionError for write in prod", err)
+	}
+	if !strings.Contains(err.Error(), `path "nomad-restart/*"`) {
+		t.Errorf("the denial does not name the rule to grant: %v", err)
+	}
+	if _, err := s.Member(ctx, "prod", f.ID); !errors.As(err, &perm) || perm.Capability != "read" {
+		t.Fatalf("FleetMember in prod with a default-only token: got %v, want a PermissionError for read", err)
+	}
+	if metas, _, err := admin.Variables().PrefixList("", &api.QueryOptions{Namespace: "prod"}); err != nil || len(metas) != 0 {
+		t.Errorf("variables in prod after the refusal: %v, %v", metas, err)
+	}
+}
+
+// Retention deletes a pruned fleet's member markers in its jobs' namespaces with it.
+func TestFleetMemberPruned(t *testing.T) {
+	cl, s, _ := startFleets(t, store.NomadOptions{Keep: 1})
+	ctx := testContext(t, 30*time.Second)
+	ended := func(jobNamespace string) *fleet.Record {
+		f := newFleet("default", 1)
+		f.Jobs[0].Namespace = jobNamespace
+		f.Status = restart.StatusSucceeded
+		for ns, m := range store.MembershipsOf(f) {
+			if err := s.PutMember(ctx, ns, f.ID, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return mustCreateFleet(t, ctx, s, f)
+	}
+	oldest := ended("prod")
+	kept := ended("prod")
+	ended("default") // prunes the oldest
+	if _, err := s.Get(ctx, "default", oldest.ID); !errors.Is(err, store.ErrFleetNotFound) {
+		t.Fatalf("the oldest finished fleet was not pruned: %v", err)
+	}
+	if _, err := s.Member(ctx, "prod", oldest.ID); !errors.Is(err, store.ErrNoMember) {
+		t.Errorf("the pruned fleet's member marker in prod: got %v, want ErrNoMember", err)
+	}
+	if _, err := s.Member(ctx, "prod", kept.ID); err != nil {
+		t.Errorf("the kept fleet's member marker: %v", err)
+	}
+	if _, _, err := cl.Variables().Read(s.MemberPath(kept.ID), &api.QueryOptions{Namespace: "prod"}); err != nil {
+		t.Errorf("reading the kept marker directly: %v", err)
 	}
 }

@@ -132,3 +132,17 @@ func (s *NomadFleets) LeaseHolder(ctx context.Context, namespace, id string) (st
 
 // LeaseExpiry implements Records: a fleet's lease is a lock as a restart's is.
 func (s *NomadFleets) LeaseExpiry() (ttl, lockDelay time.Duration) { return s.n.LeaseExpiry() }
+
+// WatchList implements Fleets: one blocking listing of the fleets' directory, which Nomad
+// answers when a variable under it changes (a fleet's record, bell or lease), not on every
+// change of the variables' table.
+func (s *NomadFleets) WatchList(ctx context.Context, namespace string, afterIndex uint64, wait time.Duration) (uint64, error) {
+	if allNamespaces(namespace) {
+		namespace = "*"
+	}
+	_, index, err := s.n.watching.ListAfter(ctx, namespace, s.fleetDir(), nomadvars.Wait{After: afterIndex, Time: wait})
+	if err != nil {
+		return 0, s.fleetErr(err)
+	}
+	return index, nil
+}

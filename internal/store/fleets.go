@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 )
@@ -29,6 +30,10 @@ type Fleets interface {
 	DeleteMember(ctx context.Context, namespace, id string) error
 	// MemberPath is the variable path of fleet id's member markers, for messages.
 	MemberPath(id string) string
+	// WatchList blocks until a fleet of namespace ("" or "*" for all) changed after
+	// afterIndex, or wait passed, and returns the index to watch from next (0 answers at
+	// once). It is tried once: the caller's watch paces and retries (cluster.Watch).
+	WatchList(ctx context.Context, namespace string, afterIndex uint64, wait time.Duration) (uint64, error)
 }
 
 // ErrFleetNotFound says no fleet has the ID (or prefix) asked for.

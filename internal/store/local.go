@@ -271,10 +271,7 @@ func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
 		now := l.now()
 		out := *rec
 		out.CreateIndex, out.ModifyIndex = idx, idx
-		if out.CreateTime.IsZero() {
-			out.CreateTime = now
-		}
-		out.ModifyTime = now
+		stampTimes(&out.CreateTime, &out.ModifyTime, now)
 		// The marker goes first: a crash between the two writes leaves a marker naming a
 		// missing record, which counts as free; the other order could leave two restarts
 		// of one job in progress.

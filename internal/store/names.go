@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -39,4 +40,13 @@ func prepareNew(store string, rec *restart.Record) error {
 		return fmt.Errorf("%s: a restart record needs a JobID", store)
 	}
 	return nil
+}
+
+// stampTimes sets a new record's times: its creation's when the caller set none (an import,
+// a test), and its modification's now.
+func stampTimes(created, modified *time.Time, now time.Time) {
+	if created.IsZero() {
+		*created = now
+	}
+	*modified = now
 }

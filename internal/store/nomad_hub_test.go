@@ -3,11 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,93 +24,9 @@ func TestNomadSharedWatchSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
 		c := simtest.Start(t, nomadsim.Options{})
 		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
-			return store.NewNomad(simClient(t, c, ""), store.NomadOptions{SharedWatch: true, SharedWatchGap: testGap})
+			return store.NewNomad(simtest.Client(t, c), store.NomadOptions{SharedWatch: true, SharedWatchGap: testGap})
 		}}
 	})
-}
-
-// inflight is an http.RoundTripper that tracks the blocking queries an api client has
-// open at once (a request with ?index= holds its connection until its body is closed),
-// and counts plain reads and lists.
-type inflight struct {
-	next http.RoundTripper
-
-	mu       sync.Mutex
-	blocking int // open now
-	peak     int // most open at once
-	lists    int // GET /v1/vars, blocking or not
-	reads    int // GET /v1/var/<path> without ?index=
-}
-
-func (c *inflight) RoundTrip(r *http.Request) (*http.Response, error) {
-	blocking := r.Method == http.MethodGet && r.URL.Query().Get("index") != ""
-	c.mu.Lock()
-	switch {
-	case r.Method == http.MethodGet && r.URL.Path == "/v1/vars":
-		c.lists++
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/var/") && !blocking:
-		c.reads++
-	}
-	if blocking {
-		c.blocking++
-		c.peak = max(c.peak, c.blocking)
-	}
-	c.mu.Unlock()
-	resp, err := c.next.RoundTrip(r)
-	if !blocking {
-		return resp, err
-	}
-	if err != nil {
-		c.done()
-		return nil, err
-	}
-	resp.Body = &closeHook{ReadCloser: resp.Body, onClose: c.done}
-	return resp, nil
-}
-
-func (c *inflight) done() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.blocking--
-}
-
-func (c *inflight) snapshot() (blocking, peak, lists, reads int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.blocking, c.peak, c.lists, c.reads
-}
-
-func (c *inflight) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.peak, c.lists, c.reads = c.blocking, 0, 0
-}
-
-type closeHook struct {
-	io.ReadCloser
-	once    sync.Once
-	onClose func()
-}
-
-func (h *closeHook) Close() error {
-	err := h.ReadCloser.Close()
-	h.once.Do(h.onClose)
-	return err
-}
-
-// trackedClient is an api client on the cluster whose blocking queries are tracked.
-func trackedClient(t testing.TB, c *nomadsim.Cluster, token string) (*api.Client, *inflight) {
-	t.Helper()
-	tr := &inflight{next: http.DefaultTransport}
-	cfg := api.DefaultConfig()
-	cfg.Address = c.Addr()
-	cfg.Region, cfg.Namespace, cfg.SecretID = "", "", token
-	cfg.HttpClient = &http.Client{Transport: tr}
-	cl, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl, tr
 }
 
 type watchResult struct {
@@ -142,8 +55,8 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			c := simtest.Start(t, nomadsim.Options{})
-			writer := store.NewNomad(simClient(t, c, ""), store.NomadOptions{})
-			cl, tr := trackedClient(t, c, "")
+			writer := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
+			cl, tr := simtest.TrackedClient(t, c, "")
 			watcher := store.NewNomad(cl, store.NomadOptions{SharedWatch: tc.shared, SharedWatchGap: testGap})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -154,7 +67,7 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 			if _, err := watcher.List(ctx, store.Filter{}); err != nil {
 				t.Fatal(err)
 			}
-			tr.reset()
+			tr.Reset()
 
 			results := make(chan watchResult, n)
 			for i, rec := range recs {
@@ -167,11 +80,11 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 			// shared query open and every waiter judged against a listing (no waiter reads
 			// while its record is unchanged, so reads stay 0).
 			simtest.WaitFor(t, ctx, "the waiters to wait", func() bool {
-				open, _, lists, _ := tr.snapshot()
+				got := tr.Counts()
 				if tc.shared {
-					return open == 1 && lists >= 2
+					return got.Blocking == 1 && got.Lists >= 2
 				}
-				return open == n
+				return got.Blocking == n
 			})
 
 			// Update the even records: their waiters, and only theirs, wake.
@@ -207,7 +120,8 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 				t.Fatalf("waiter %d woke (%v) but its record did not change: got index %d, created at %d", r.i, r.err, r.rec.ModifyIndex, recs[r.i].ModifyIndex)
 			default:
 			}
-			_, peak, _, reads := tr.snapshot()
+			got := tr.Counts()
+			peak, reads := got.Peak, got.Reads
 			if peak < tc.minPeak || peak > tc.maxPeak {
 				t.Fatalf("%d blocking queries were open at once, want %d to %d", peak, tc.minPeak, tc.maxPeak)
 			}
@@ -252,22 +166,22 @@ type sharedEnv struct {
 	c       *nomadsim.Cluster
 	writer  *store.Nomad
 	watcher *store.Nomad
-	tr      *inflight
+	tr      *simtest.Inflight
 	recs    []*restart.Record
 }
 
 func newSharedEnv(t *testing.T, ctx context.Context, records int, gap time.Duration) *sharedEnv {
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{})
-	e := &sharedEnv{c: c, writer: store.NewNomad(simClient(t, c, ""), store.NomadOptions{})}
-	cl, tr := trackedClient(t, c, "")
+	e := &sharedEnv{c: c, writer: store.NewNomad(simtest.Client(t, c), store.NomadOptions{})}
+	cl, tr := simtest.TrackedClient(t, c, "")
 	e.tr = tr
 	e.watcher = store.NewNomad(cl, store.NomadOptions{SharedWatch: true, SharedWatchGap: gap, Logger: quiet})
 	e.recs = createMany(t, ctx, e.writer, records)
 	if _, err := e.watcher.List(ctx, store.Filter{}); err != nil {
 		t.Fatal(err)
 	}
-	tr.reset()
+	tr.Reset()
 	return e
 }
 
@@ -290,8 +204,7 @@ func (e *sharedEnv) update(t *testing.T, ctx context.Context, i int) {
 }
 
 func (e *sharedEnv) open() int {
-	open, _, _, _ := e.tr.snapshot()
-	return open
+	return e.tr.Counts().Blocking
 }
 
 func receive(t *testing.T, ctx context.Context, ch <-chan watchResult, what string) watchResult {
@@ -346,7 +259,7 @@ func TestNomadSharedWatchCancel(t *testing.T) {
 func TestNomadSharedWatchDeleted(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 3, testGap)
-	cl := simClient(t, e.c, "")
+	cl := simtest.Client(t, e.c)
 	del := func(i int) {
 		if _, err := cl.Variables().Delete("nomad-restart/"+e.recs[i].JobID+"/"+e.recs[i].ID, nil); err != nil {
 			t.Fatal(err)
@@ -371,13 +284,10 @@ func TestNomadSharedWatchListFailures(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 2, testGap)
 	for _, status := range []int{http.StatusInternalServerError, http.StatusTooManyRequests} {
-		e.tr.reset()
+		e.tr.Reset()
 		remove := e.c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/vars", Status: status})
 		w := e.watch(ctx, 0)
-		simtest.WaitFor(t, ctx, "the failing list to be tried again", func() bool {
-			_, _, lists, _ := e.tr.snapshot()
-			return lists >= 3
-		})
+		simtest.WaitFor(t, ctx, "the failing list to be tried again", func() bool { return e.tr.Counts().Lists >= 3 })
 		e.update(t, ctx, 0)
 		checkAsleep(t, w, "a waiter woke (%v, %v) while every list failed with %d", status)
 		remove()
@@ -401,17 +311,15 @@ func TestNomadSharedWatchPaced(t *testing.T) {
 	e := newSharedEnv(t, ctx, 2, gap)
 	w := e.watch(ctx, 1)
 	simtest.WaitFor(t, ctx, "the shared query", func() bool { return e.open() == 1 })
-	e.tr.reset()
+	e.tr.Reset()
 	start := time.Now()
 	for range 40 {
 		e.update(t, ctx, 0)
 	}
 	// Forty writes may take less than a gap: the woken list is then sent once it passed.
-	simtest.WaitFor(t, ctx, "a list after the writes", func() bool {
-		_, _, lists, _ := e.tr.snapshot()
-		return lists > 0
-	})
-	_, _, lists, reads := e.tr.snapshot()
+	simtest.WaitFor(t, ctx, "a list after the writes", func() bool { return e.tr.Counts().Lists > 0 })
+	got := e.tr.Counts()
+	lists, reads := got.Lists, got.Reads
 	elapsed := time.Since(start)
 	// Lists are sent at least gap apart, so the count is bounded by the time taken (a slow
 	// machine only lowers it); the one in flight at the start adds one.
@@ -432,7 +340,7 @@ func TestNomadSharedWatchPaced(t *testing.T) {
 func TestNomadSharedWatchNamespaces(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	e := newSharedEnv(t, ctx, 2, testGap)
-	if _, err := simClient(t, e.c, "").Namespaces().Register(&api.Namespace{Name: "other"}, nil); err != nil {
+	if _, err := simtest.Client(t, e.c).Namespaces().Register(&api.Namespace{Name: "other"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	other := storetest.NewRecord("other", "web", 1)
@@ -442,7 +350,7 @@ func TestNomadSharedWatchNamespaces(t *testing.T) {
 	if _, err := e.watcher.Get(ctx, "other", other.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.tr.reset()
+	e.tr.Reset()
 	inDefault := e.watch(ctx, 0)
 	inOther := make(chan watchResult, 1)
 	go func() {
@@ -458,7 +366,7 @@ func TestNomadSharedWatchNamespaces(t *testing.T) {
 		t.Fatalf("WatchHead in namespace other: %+v, %v; want index %d", r.rec, r.err, other.ModifyIndex)
 	}
 	checkAsleep(t, inDefault, "a waiter in namespace default woke (%v, %v) on a change in another namespace")
-	if _, peak, _, _ := e.tr.snapshot(); peak > 2 {
+	if peak := e.tr.Counts().Peak; peak > 2 {
 		t.Fatalf("%d blocking queries were open at once for two namespaces", peak)
 	}
 }
@@ -473,10 +381,7 @@ func TestNomadSharedWatchReadRetried(t *testing.T) {
 	remove := e.c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/var/", Status: http.StatusTooManyRequests})
 	defer remove()
 	e.update(t, ctx, 0)
-	simtest.WaitFor(t, ctx, "the refused read to be tried again", func() bool {
-		_, _, _, reads := e.tr.snapshot()
-		return reads >= 3
-	})
+	simtest.WaitFor(t, ctx, "the refused read to be tried again", func() bool { return e.tr.Counts().Reads >= 3 })
 	checkAsleep(t, w, "the waiter returned (%v, %v) while every read of its head was refused")
 	remove()
 	if r := receive(t, ctx, w, "the waiter once reads work"); r.err != nil || r.rec.ModifyIndex != e.recs[0].ModifyIndex {

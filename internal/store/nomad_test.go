@@ -3,8 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,15 +21,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-func simClient(t testing.TB, c *nomadsim.Cluster, token string) *api.Client {
-	t.Helper()
-	cl, err := c.APIClient(token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
-}
-
 // quiet discards the warnings a lost lease logs on purpose in these tests.
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -33,7 +28,7 @@ func TestNomadSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
 		c := simtest.Start(t, nomadsim.Options{})
 		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
-			return store.NewNomad(simClient(t, c, ""), store.NomadOptions{})
+			return store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
 		}}
 	})
 }
@@ -46,19 +41,7 @@ func TestNomadLeaseLostWhenTakenAway(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	rec := createRecord(t, ctx, s, "default", "web", 1)
 	l := storetest.MustLease(t, ctx, s, rec, "driver")
-	path := "nomad-restart/web/" + rec.ID + "/lease"
-	v, _, err := cl.Variables().Read(path, nil)
-	if err != nil || v.LockID() == "" {
-		t.Fatalf("reading the lease variable: %v, %+v", err, v)
-	}
-	if _, _, err := cl.Variables().ReleaseLock(&api.Variable{Path: path, Lock: &api.VariableLock{ID: v.LockID()}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Lost():
-	case <-ctx.Done():
-		t.Fatal("the lock was released under the lease but Lost was never closed")
-	}
+	releaseUnder(t, ctx, cl, "nomad-restart/web/"+rec.ID+"/lease", l)
 	l2, err := s.AcquireLease(ctx, "default", rec.ID, "driver-2")
 	if err != nil {
 		t.Fatalf("AcquireLease after the lease was lost: %v", err)
@@ -75,7 +58,7 @@ func TestNomadLeaseLostWhenTakenAway(t *testing.T) {
 // A lease whose renewals cannot reach Nomad for a whole TTL is lost.
 func TestNomadLeaseLostWhenUnreachable(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	s := store.NewNomad(simClient(t, c, ""), store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
+	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
 	rec := createRecord(t, ctx, s, "default", "web", 1)
 	l := storetest.MustLease(t, ctx, s, rec, "driver")
@@ -121,20 +104,14 @@ func TestNomadACLs(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	ctx := context.Background()
 
-	reader, err := c.CreateToken("reader", map[string]string{"reader": `namespace "default" { policy = "read" }`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	writer, err := c.CreateToken("restarter", map[string]string{"restarter": `
+	reader := simtest.Token(t, c, "reader", `namespace "default" { policy = "read" }`)
+	writer := simtest.Token(t, c, "restarter", `
 namespace "default" {
   policy = "read"
   variables {
     path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] }
   }
-}`})
-	if err != nil {
-		t.Fatal(err)
-	}
+}`)
 
 	probes := []struct {
 		name   string
@@ -146,7 +123,7 @@ namespace "default" {
 		{"reader", reader, false},
 	}
 	for _, p := range probes {
-		err := store.ProbeNomad(ctx, simClient(t, c, p.token), "default", "web")
+		err := store.ProbeNomad(ctx, simtest.ClientAs(t, c, p.token), "default", "web")
 		if (err == nil) != p.wantOK {
 			t.Errorf("ProbeNomad with the %s token: %v, want ok=%v", p.name, err, p.wantOK)
 		}
@@ -159,8 +136,8 @@ namespace "default" {
 	}
 
 	// The reader cannot create a record, and is told what to grant.
-	rs := store.NewNomad(simClient(t, c, reader), store.NomadOptions{})
-	err = rs.Create(ctx, storetest.NewRecord("default", "web", 1))
+	rs := store.NewNomad(simtest.ClientAs(t, c, reader), store.NomadOptions{})
+	err := rs.Create(ctx, storetest.NewRecord("default", "web", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" {
 		t.Fatalf("Create with a read-only token: got %v, want a PermissionError for write", err)
@@ -172,7 +149,7 @@ namespace "default" {
 	}
 
 	// The writer's token is enough for the whole life of a restart.
-	ws := store.NewNomad(simClient(t, c, writer), store.NomadOptions{})
+	ws := store.NewNomad(simtest.ClientAs(t, c, writer), store.NomadOptions{})
 	rec := storetest.NewRecord("default", "web", 3)
 	if err := ws.Create(ctx, rec); err != nil {
 		t.Fatalf("Create with a variables writer token: %v", err)
@@ -188,7 +165,7 @@ namespace "default" {
 
 func TestProbeNomadWithoutACLs(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	if err := store.ProbeNomad(context.Background(), simClient(t, c, ""), "default", "web"); err != nil {
+	if err := store.ProbeNomad(context.Background(), simtest.Client(t, c), "default", "web"); err != nil {
 		t.Fatalf("ProbeNomad with ACLs disabled: %v", err)
 	}
 }
@@ -262,8 +239,7 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 // A job marker left naming a restart that does not exist (its creator died between the
 // two writes, or the record was deleted by hand) does not block the job.
 func TestNomadStaleMarkerIsFree(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{})
-	cl := simClient(t, c, "")
+	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
 	marker := &api.Variable{Path: "nomad-restart/web/active", Items: map[string]string{"restart": "00000000-0000-4000-8000-000000000000"}}
 	if _, _, err := cl.Variables().Create(marker, nil); err != nil {
 		t.Fatal(err)
@@ -280,7 +256,7 @@ func TestNomadUnderFaults(t *testing.T) {
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.05, Status: 500, Body: "rpc error: No cluster leader"})
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.02, Drop: true})
 	ctx := testContext(t, 60*time.Second)
-	s := store.NewNomad(simClient(t, c, ""), store.NomadOptions{Logger: quiet})
+	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{Logger: quiet})
 	rec := storetest.NewRecord("default", "big", 3000)
 	if err := s.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
@@ -291,7 +267,7 @@ func TestNomadUnderFaults(t *testing.T) {
 			t.Fatalf("Update %d: %v", i, err)
 		}
 	}
-	got, err := store.NewNomad(simClient(t, c, ""), store.NomadOptions{}).Get(ctx, "default", rec.ID)
+	got, err := store.NewNomad(simtest.Client(t, c), store.NomadOptions{}).Get(ctx, "default", rec.ID)
 	if err != nil {
 		t.Fatalf("Get from a fresh handle: %v", err)
 	}
@@ -302,7 +278,7 @@ func TestNomadUnderFaults(t *testing.T) {
 	errs := make(chan error, workers)
 	for range workers {
 		go func() {
-			h := store.NewNomad(simClient(t, c, ""), store.NomadOptions{})
+			h := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
 			for range each {
 				if _, err := store.Mutate(ctx, h, "default", rec.ID, func(r *restart.Record) error { r.CurrentBatch++; return nil }); err != nil {
 					errs <- err
@@ -334,7 +310,7 @@ func TestNomadUnderFaults(t *testing.T) {
 // the update.
 func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{TimeScale: 10})
-	s := store.NewNomad(simClient(t, c, ""), store.NomadOptions{Logger: quiet})
+	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
 	rec := createRecord(t, ctx, s, "default", "web", 1)
 	type result struct {
@@ -366,4 +342,346 @@ func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
 	if r.err != nil || r.idx != rec.ModifyIndex {
 		t.Fatalf("Watch across a leader loss: index %d, %v (want %d)", r.idx, r.err, rec.ModifyIndex)
 	}
+}
+
+// TestNomadRetention: an ended restart's lease variable goes when its driver releases it,
+// and creating a restart prunes the job's ended ones beyond Keep, oldest first, leaving
+// other jobs' alone.
+func TestNomadRetention(t *testing.T) {
+	cl, s := startNomadStore(t, store.NomadOptions{Keep: 2})
+	ctx := testContext(t, 30*time.Second)
+
+	end := func(rec *restart.Record) {
+		t.Helper()
+		l := storetest.MustLease(t, ctx, s, rec, "driver")
+		rec.Status = restart.StatusSucceeded
+		if err := s.Update(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := createRecord(t, ctx, s, "default", "api", 1)
+	end(other)
+	var ids []string
+	for i := range 4 {
+		rec := storetest.NewRecord("default", "web", 1)
+		rec.CreateTime = time.Now().Add(time.Duration(i) * time.Second)
+		if err := s.Create(ctx, rec); err != nil {
+			t.Fatalf("create #%d: %v", i, err)
+		}
+		ids = append(ids, rec.ID)
+		end(rec)
+	}
+	// The 4th create pruned the 1st (2 ended were kept: 2nd, 3rd); the 4th ended after.
+	recs, err := s.List(ctx, store.Filter{JobID: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range recs {
+		got[r.ID] = true
+	}
+	if got[ids[0]] || !got[ids[1]] || !got[ids[2]] || !got[ids[3]] || len(recs) != 3 {
+		t.Errorf("kept %d records %v; want the newest 3 of %v", len(recs), got, ids)
+	}
+	if _, err := s.Get(ctx, "default", other.ID); err != nil {
+		t.Errorf("another job's ended restart was pruned: %v", err)
+	}
+	vars, _, err := cl.Variables().PrefixList("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vars {
+		if strings.HasSuffix(v.Path, "/lease") {
+			t.Errorf("lease variable %s left after its restart ended", v.Path)
+		}
+		if strings.Contains(v.Path, ids[0]) {
+			t.Errorf("variable %s of a pruned restart left", v.Path)
+		}
+	}
+}
+
+// An update that changes one range of a big record is one write, the head's, which carries
+// the changed chunk; carried chunks are moved out to variables of their own once they would
+// pass their bound, and a reader that never saw the record reads it whole at every step.
+func TestNomadHeadCarriesChangedChunks(t *testing.T) {
+	cl, cnt, s := startCountedStore(t, store.NomadOptions{})
+	ctx := testContext(t, time.Minute)
+	rec := createRecord(t, ctx, s, "default", "big", 3000)
+	head := "nomad-restart/big/" + rec.ID
+	oneWrite, movedOut := 0, 0
+	for i := range 20 {
+		// Like a driver's batches: each update changes the next range of allocations.
+		for j := range 100 {
+			rec.Allocs[i*100+j].State = "done"
+		}
+		puts := cnt.count("PUT")
+		if err := s.Update(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		switch cnt.count("PUT") - puts {
+		case 1:
+			oneWrite++
+		default:
+			movedOut++
+		}
+		if size := variableSize(t, cl, head); size > 65536 {
+			t.Fatalf("update %d: head of %d bytes, over Nomad's limit", i, size)
+		}
+		got, err := store.NewNomad(cl, store.NomadOptions{}).Get(ctx, "default", rec.ID)
+		if err != nil {
+			t.Fatalf("update %d: a fresh reader: %v", i, err)
+		}
+		for k := range rec.Allocs {
+			if got.Allocs[k].State != rec.Allocs[k].State {
+				t.Fatalf("update %d: allocation %d read as %q, want %q", i, k, got.Allocs[k].State, rec.Allocs[k].State)
+			}
+		}
+	}
+	t.Logf("%d updates in one write, %d moved chunks out", oneWrite, movedOut)
+	if oneWrite < 10 || movedOut == 0 {
+		t.Fatalf("%d updates were one write, %d moved chunks out: want most in one write, and some moving out", oneWrite, movedOut)
+	}
+	// An unhurried write leaves the head carrying nothing.
+	rec.Allocs[2999].State = "done"
+	if err := s.Update(store.Unhurried(ctx), rec); err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := cl.Variables().Read(head, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range v.Items {
+		if strings.HasPrefix(k, "c.") {
+			t.Fatalf("after an unhurried write the head still carries %s", k)
+		}
+	}
+	if got, err := store.NewNomad(cl, store.NomadOptions{}).Get(ctx, "default", rec.ID); err != nil || got.Allocs[2999].State != "done" {
+		t.Fatalf("after an unhurried write: %v", err)
+	}
+	// Nothing leaks: the variables under the record are exactly the chunks the head names
+	// and does not carry, once the replaced ones are deleted (off the writer's path).
+	simtest.WaitFor(t, ctx, "replaced chunks to be deleted", func() bool {
+		listed, named := chunkVariables(t, cl, head)
+		return listed == named
+	})
+}
+
+// chunkVariables counts the chunk variables under a record's head, and the chunks the head
+// names that are variables (not those it carries).
+func chunkVariables(t *testing.T, cl *api.Client, head string) (listed, named int) {
+	t.Helper()
+	metas, _, err := cl.Variables().PrefixList(head+"/c/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := cl.Variables().Read(head, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strings.Fields(v.Items["chunks"]) {
+		if _, carried := v.Items["c."+name]; !carried {
+			named++
+		}
+	}
+	return len(metas), named
+}
+
+// The lister answers at once from index 0, then blocks until a record or a lease changes,
+// and answers an unchanged listing when its wait ends.
+func TestNomadRestartListerBlocksUntilAChange(t *testing.T) {
+	cl, s := startNomadStore(t, store.NomadOptions{Logger: quiet})
+	lister := store.NewNomadRestartLister(cl, "")
+	ctx := testContext(t, 30*time.Second)
+
+	empty, err := lister.List(ctx, "*", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(empty.Restarts) != 0 || empty.Index == 0 {
+		t.Fatalf("empty listing = %+v, want no restarts and an index", empty)
+	}
+
+	rec := createRecord(t, ctx, s, "default", "web", 1)
+	created, err := lister.List(ctx, "*", empty.Index, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.ListedRestart{{Namespace: "default", ID: rec.ID, JobSegment: "web", HeadIndex: rec.ModifyIndex}}
+	if !reflect.DeepEqual(created.Restarts, want) || created.Index <= empty.Index {
+		t.Fatalf("listing after Create = %+v (index %d after %d), want %+v", created.Restarts, created.Index, empty.Index, want)
+	}
+
+	type answer struct {
+		l   store.RestartListing
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		l, err := lister.List(ctx, "*", created.Index, time.Minute)
+		done <- answer{l, err}
+	}()
+	select {
+	case a := <-done:
+		t.Fatalf("List answered before anything changed: %+v, %v", a.l, a.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	lease := storetest.MustLease(t, ctx, s, rec, "driver")
+	defer func() { _ = lease.Release(context.Background()) }()
+	a := <-done
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.l.Restarts) != 1 || a.l.Restarts[0].LeaseIndex == 0 || a.l.Restarts[0].HeadIndex != rec.ModifyIndex || a.l.Index <= created.Index {
+		t.Fatalf("listing after the lease was taken = %+v (index %d after %d), want the lease's index", a.l.Restarts, a.l.Index, created.Index)
+	}
+
+	start := time.Now()
+	idle, err := lister.List(ctx, "*", a.l.Index, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 50*time.Millisecond || idle.Index != a.l.Index || !reflect.DeepEqual(idle.Restarts, a.l.Restarts) {
+		t.Fatalf("idle listing = %+v (index %d) after %v, want the same listing after its wait", idle.Restarts, idle.Index, time.Since(start))
+	}
+}
+
+// A failed listing is tried once (the watch loop calling List paces its own tries), and a
+// refusal is the store's PermissionError naming the prefix to grant.
+func TestNomadRestartListerTriesOnce(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{})
+	cl, cnt := countingClient(t, c)
+	lister := store.NewNomadRestartLister(cl, "/nomad-restart/")
+	ctx := testContext(t, 30*time.Second)
+
+	remove := c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/vars", Status: http.StatusInternalServerError})
+	if _, err := lister.List(ctx, "*", 0, time.Minute); err == nil {
+		t.Fatal("List answered while Nomad failed every listing")
+	}
+	if n := cnt.count(http.MethodGet); n != 1 {
+		t.Errorf("a failed listing sent %d requests, want 1", n)
+	}
+	remove()
+
+	defer c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/vars", Status: http.StatusForbidden, Body: "Permission denied"})()
+	_, err := lister.List(ctx, "*", 0, time.Minute)
+	var perm *store.PermissionError
+	if !errors.As(err, &perm) || perm.Capability != "list" || perm.Prefix != "nomad-restart" || perm.Path != "nomad-restart/" {
+		t.Fatalf("List when Nomad refuses it: %v; want a PermissionError for list on nomad-restart/", err)
+	}
+}
+
+// BenchmarkNomadUpdate reports the request bytes sent to Nomad per Update (bytes/update)
+// and the requests per Update (reqs/update): chunks of a big record are rewritten only
+// where they changed.
+func BenchmarkNomadUpdate(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) {
+			c := simtest.Start(b, nomadsim.Options{})
+			cl, cnt := countingClient(b, c)
+			s := store.NewNomad(cl, store.NomadOptions{})
+			reqs := func() int { return cnt.count("PUT") + cnt.count("DELETE") + cnt.count("GET") }
+			var reqs0 int
+			benchUpdate(b, s, n, func() int64 {
+				if reqs0 == 0 {
+					reqs0 = reqs() // the first call comes right after the Create
+				}
+				return cnt.bytesSent()
+			})
+			b.ReportMetric(float64(reqs()-reqs0)/float64(b.N), "reqs/update")
+		})
+	}
+}
+
+// counter is an http.RoundTripper that counts the requests an api client sends and the
+// bytes of their bodies, by method and whether the URL holds a marker such as "lock-renew".
+type counter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	reqs map[string]int
+	sent int64
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	key := r.Method
+	if strings.Contains(r.URL.RawQuery, "lock-renew") {
+		key += " lock-renew"
+	}
+	c.reqs[key]++
+	if r.ContentLength > 0 {
+		c.sent += r.ContentLength
+	}
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+func (c *counter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reqs[key]
+}
+
+func (c *counter) bytesSent() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+// countingClient is an api client on the cluster whose traffic is counted.
+func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
+	t.Helper()
+	cnt := &counter{next: http.DefaultTransport, reqs: map[string]int{}}
+	return simtest.ClientVia(t, c, "", cnt), cnt
+}
+
+// startNomadStore starts a simulated Nomad and opens a store with opts on it.
+func startNomadStore(t testing.TB, opts store.NomadOptions) (*api.Client, *store.Nomad) {
+	t.Helper()
+	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	return cl, store.NewNomad(cl, opts)
+}
+
+// startCountedStore is startNomadStore with a client whose requests are counted.
+func startCountedStore(t testing.TB, opts store.NomadOptions) (*api.Client, *counter, *store.Nomad) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{})
+	cl, cnt := countingClient(t, c)
+	return cl, cnt, store.NewNomad(cl, opts)
+}
+
+// releaseUnder releases, through another client, the lock of lease variable path under l
+// (as Nomad does when the lock's TTL ran out during a partition), and waits until l says it
+// is lost.
+func releaseUnder(t testing.TB, ctx context.Context, cl *api.Client, path string, l store.Lease) {
+	t.Helper()
+	v, _, err := cl.Variables().Read(path, nil)
+	if err != nil || v.LockID() == "" {
+		t.Fatalf("reading the lease variable: %v, %+v", err, v)
+	}
+	if _, _, err := cl.Variables().ReleaseLock(&api.Variable{Path: path, Lock: &api.VariableLock{ID: v.LockID()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-ctx.Done():
+		t.Fatal("the lock was released under the lease but Lost was never closed")
+	}
+}
+
+// variableSize is the bytes of the items of the variable at path, as Nomad counts them
+// against its limit of 64 KiB.
+func variableSize(t testing.TB, cl *api.Client, path string) int {
+	t.Helper()
+	v, _, err := cl.Variables().Read(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for k, val := range v.Items {
+		size += len(k) + len(val)
+	}
+	return size
 }

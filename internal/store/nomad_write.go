@@ -23,11 +23,7 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	}
 	out := *rec
 	out.Namespace = nomadvars.Namespace(rec.Namespace)
-	now := time.Now().UTC()
-	if out.CreateTime.IsZero() {
-		out.CreateTime = now
-	}
-	out.ModifyTime = now
+	stampTimes(&out.CreateTime, &out.ModifyTime, time.Now().UTC())
 	h := headRef{ns: out.Namespace, jobSeg: n.jobSegment(out.JobID), id: out.ID}
 
 	enc, v, err := n.writeVersion(ctx, h, &out, nil, 0, fmt.Errorf("nomad store: restart %s: %w", out.ID, ErrExists))

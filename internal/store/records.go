@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
@@ -60,36 +59,20 @@ type Records[R any] interface {
 	LeaseExpiry() (ttl, lockDelay time.Duration)
 }
 
-// Steered is a record operators steer: a restart or a fleet.
-type Steered interface {
-	*restart.Record | *fleet.Record
-}
-
-// head is the steering head of rec.
-func head[R Steered](rec R) steer.Head {
-	switch r := any(rec).(type) {
-	case *restart.Record:
-		return steer.RestartHead(r)
-	case *fleet.Record:
-		return steer.FleetHead(r)
-	}
-	panic("store: a record of no kind") // Steered admits no other type
-}
-
 // Mutate reads a record, applies change and writes it back, retrying on conflicts. It is
 // how operators change Control and how anyone makes a small change without holding the
 // lease. A change of Control rings the record's driver (Records.Ring).
-func Mutate[R Steered](ctx context.Context, s Records[R], namespace, id string, change func(R) error) (R, error) {
+func Mutate[R steer.Steered](ctx context.Context, s Records[R], namespace, id string, change func(R) error) (R, error) {
 	var before restart.Control
 	rec, err := nomadvars.ReadChangeWrite(ctx, ErrConflict,
 		func() (R, error) { return s.Get(ctx, namespace, id) },
-		func(rec R) (bool, error) { before = head(rec).Control; return true, change(rec) },
+		func(rec R) (bool, error) { before = steer.HeadOf(rec).Control; return true, change(rec) },
 		func(rec R) error { return s.Update(ctx, rec) })
 	if err != nil {
 		var none R
 		return none, err // the record as change left it is not the caller's to see
 	}
-	if h := head(rec); h.Control != before && !h.Status.Terminal() {
+	if h := steer.HeadOf(rec); h.Control != before && !h.Status.Terminal() {
 		// Best effort: the change is stored, and the driver meets it at its next write
 		// if the ring is lost.
 		_ = s.Ring(ctx, h.Namespace, h.ID)

@@ -69,8 +69,7 @@ func TestACLs(t *testing.T) {
 
 		// A reader may read but not restart allocations nor write variables.
 		id := tg.id("acl")
-		tg.register(t, sleepJob(id, 1))
-		stub := tg.waitRunning(t, id, 1)[0]
+		stub := tg.runSleepJob(t, id, 1)[0]
 		reader := tg.createToken(t, tg.id("reader"), readerRules)
 		if r := tg.do(t, "GET", "/v1/job/"+id, reader, nil); r.status != 200 {
 			t.Errorf("reader reads the job: %d %q, want 200", r.status, r.body)

@@ -13,8 +13,7 @@ import (
 func TestBlockingQuery(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("blocking")
-		tg.register(t, sleepJob(id, 2))
-		running := tg.waitRunning(t, id, 2)
+		running := tg.runSleepJob(t, id, 2)
 		// Until the deployment is done, health updates change the allocations by themselves.
 		tg.waitDeploymentSuccessful(t, id)
 		path := "/v1/job/" + id + "/allocations"
@@ -108,12 +107,19 @@ func TestBlockingQuery(t *testing.T) {
 	})
 }
 
+// headerIndex reads X-Nomad-Index, which every blocking read carries and is never 0.
 func headerIndex(t *testing.T, r rawResponse) uint64 {
 	t.Helper()
-	s := r.header.Get("X-Nomad-Index")
+	return positiveIndex(t, r, "X-Nomad-Index")
+}
+
+// positiveIndex reads the index header, failing the test unless it is a positive integer.
+func positiveIndex(t *testing.T, r rawResponse, header string) uint64 {
+	t.Helper()
+	s := r.header.Get(header)
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n == 0 {
-		t.Fatalf("X-Nomad-Index %q: want a positive integer (status %d, body %.200s)", s, r.status, r.body)
+		t.Fatalf("%s %q: want a positive integer (status %d, body %.200s)", header, s, r.status, r.body)
 	}
 	return n
 }

@@ -32,26 +32,11 @@ type encoded struct {
 // client, which neither asks for compression nor undoes it.
 func (tg *target) getEncoded(t *testing.T, method, path, accept string, body []byte) encoded {
 	t.Helper()
-	req, err := http.NewRequestWithContext(tg.ctx(t), method, tg.addr+path, bytes.NewReader(body))
+	r, err := sendRaw(tg.ctx(t), tg.http, method, tg.addr+path, bytes.NewReader(body), map[string]string{"Accept-Encoding": accept, "X-Nomad-Token": tg.token})
 	if err != nil {
-		t.Fatalf("build %s %s: %v", method, path, err)
+		t.Fatal(err)
 	}
-	if accept != "" {
-		req.Header.Set("Accept-Encoding", accept)
-	}
-	if tg.token != "" {
-		req.Header.Set("X-Nomad-Token", tg.token)
-	}
-	resp, err := tg.http.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return encoded{rawResponse{status: resp.StatusCode, header: resp.Header, body: b}, accept}
+	return encoded{r, accept}
 }
 
 // decoded checks the answer's compression headers against want ("" for none) and returns
@@ -181,8 +166,7 @@ func TestCompressionSmallLargeAndErrors(t *testing.T) {
 func TestCompressionAllocationsAndBlockingQuery(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("compress-allocs")
-		tg.register(t, sleepJob(id, 3))
-		tg.waitRunning(t, id, 3)
+		tg.runSleepJob(t, id, 3)
 		tg.waitDeploymentSuccessful(t, id)
 		path := "/v1/job/" + id + "/allocations"
 		first := tg.getEncoded(t, "GET", path, "gzip", nil)

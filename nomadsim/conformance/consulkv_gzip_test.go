@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -61,21 +60,9 @@ func TestConsulKVCompression(t *testing.T) {
 // as sent, compressed or not.
 func (tg *consulTarget) getEncoded(t *testing.T, path, accept string) rawResponse {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", tg.addr+path, nil)
+	r, err := sendRaw(t.Context(), tg.http, "GET", tg.addr+path, nil, map[string]string{"Accept-Encoding": accept})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if accept != "" {
-		req.Header.Set("Accept-Encoding", accept)
-	}
-	resp, err := tg.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rawResponse{status: resp.StatusCode, header: resp.Header, body: b}
+	return r
 }

@@ -3,12 +3,9 @@ package conformance
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,20 +72,7 @@ func (tg *consulTarget) key(t *testing.T, name string) string {
 // request sends a raw request and reads the whole answer; it reports failures instead of
 // ending the test, so that goroutines may use it.
 func (tg *consulTarget) request(ctx context.Context, method, path, body string) (rawResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, method, tg.addr+path, strings.NewReader(body))
-	if err != nil {
-		return rawResponse{}, fmt.Errorf("build %s %s: %w", method, path, err)
-	}
-	resp, err := tg.http.Do(req)
-	if err != nil {
-		return rawResponse{}, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return rawResponse{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	return rawResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return sendRaw(ctx, tg.http, method, tg.addr+path, strings.NewReader(body), nil)
 }
 
 // do is request for the test's goroutine: a failure ends the test.
@@ -119,12 +103,7 @@ func (tg *consulTarget) put(t *testing.T, key, value string, flags uint64) *cons
 // consulIndex reads X-Consul-Index, which every KV read carries and is never 0.
 func consulIndex(t *testing.T, r rawResponse) uint64 {
 	t.Helper()
-	s := r.header.Get("X-Consul-Index")
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || n == 0 {
-		t.Fatalf("X-Consul-Index %q: want a positive integer (status %d, body %.200s)", s, r.status, r.body)
-	}
-	return n
+	return positiveIndex(t, r, "X-Consul-Index")
 }
 
 // kvFields is the field set of a KV entry as Consul's structs.DirEntry encodes it without a

@@ -70,25 +70,40 @@ func (tg *target) register(t *testing.T, job *api.Job) *api.JobRegisterResponse 
 	return resp
 }
 
-// waitAllocs follows the job's allocations with blocking queries until ok accepts them, and
-// fails the test (showing what it saw last) when the target's patience runs out.
-func (tg *target) waitAllocs(t *testing.T, jobID string, all bool, what string, ok func([]*api.AllocationListStub) bool) []*api.AllocationListStub {
+// runSleepJob registers sleepJob(id, n) and waits until its n allocations run.
+func (tg *target) runSleepJob(t *testing.T, id string, n int) []*api.AllocationListStub {
+	t.Helper()
+	tg.register(t, sleepJob(id, n))
+	return tg.waitRunning(t, id, n)
+}
+
+// deploySleepJob registers sleepJob(id, n) and waits until its deployment is successful.
+func (tg *target) deploySleepJob(t *testing.T, id string, n int) *api.JobRegisterResponse {
+	t.Helper()
+	reg := tg.register(t, sleepJob(id, n))
+	tg.waitDeploymentSuccessful(t, id)
+	return reg
+}
+
+// follow reads with blocking queries (read sends q, which carries the index last seen)
+// until ok accepts what it read, and fails the test with gaveUp's description of the last
+// value read and the last error when the target's patience runs out.
+func follow[T any](t *testing.T, tg *target, read func(q *api.QueryOptions) (T, *api.QueryMeta, error), ok func(T) bool, gaveUp func(last T, err error) string) T {
 	t.Helper()
 	ctx := tg.ctx(t)
 	var index uint64
-	var last []*api.AllocationListStub
+	var last T
 	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx)
-		allocs, meta, err := tg.api.Jobs().Allocations(jobID, all, q)
+		v, meta, err := read((&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
 		if err == nil {
-			last = allocs
-			if ok(allocs) {
-				return allocs
+			last = v
+			if ok(v) {
+				return v
 			}
 			index = meta.LastIndex
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%s: job %s: gave up after %v (last error %v); allocations seen last:\n%s", what, jobID, tg.patience, err, describeAllocs(last))
+			t.Fatal(gaveUp(last, err))
 		}
 		if err != nil {
 			time.Sleep(100 * time.Millisecond) // a failed request: retry, not spin
@@ -96,58 +111,42 @@ func (tg *target) waitAllocs(t *testing.T, jobID string, all bool, what string, 
 	}
 }
 
+// waitAllocs follows the job's allocations with blocking queries until ok accepts them, and
+// fails the test (showing what it saw last) when the target's patience runs out.
+func (tg *target) waitAllocs(t *testing.T, jobID string, all bool, what string, ok func([]*api.AllocationListStub) bool) []*api.AllocationListStub {
+	t.Helper()
+	read := func(q *api.QueryOptions) ([]*api.AllocationListStub, *api.QueryMeta, error) {
+		return tg.api.Jobs().Allocations(jobID, all, q)
+	}
+	return follow(t, tg, read, ok, func(last []*api.AllocationListStub, err error) string {
+		return fmt.Sprintf("%s: job %s: gave up after %v (last error %v); allocations seen last:\n%s", what, jobID, tg.patience, err, describeAllocs(last))
+	})
+}
+
 // waitAlloc follows one allocation with blocking queries until ok accepts it.
 func (tg *target) waitAlloc(t *testing.T, allocID, what string, ok func(*api.Allocation) bool) *api.Allocation {
 	t.Helper()
-	ctx := tg.ctx(t)
-	var index uint64
-	var last *api.Allocation
-	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx)
-		alloc, meta, err := tg.api.Allocations().Info(allocID, q)
-		if err == nil {
-			last = alloc
-			if ok(alloc) {
-				return alloc
-			}
-			index = meta.LastIndex
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: allocation %s: gave up after %v (last error %v); last seen:\n%s", what, allocID, tg.patience, err, describeAlloc(last))
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
+	read := func(q *api.QueryOptions) (*api.Allocation, *api.QueryMeta, error) {
+		return tg.api.Allocations().Info(allocID, q)
 	}
+	return follow(t, tg, read, ok, func(last *api.Allocation, err error) string {
+		return fmt.Sprintf("%s: allocation %s: gave up after %v (last error %v); last seen:\n%s", what, allocID, tg.patience, err, describeAlloc(last))
+	})
 }
 
 // waitEvals follows the job's evaluations with blocking queries until ok accepts them.
 func (tg *target) waitEvals(t *testing.T, jobID, what string, ok func([]*api.Evaluation) bool) []*api.Evaluation {
 	t.Helper()
-	ctx := tg.ctx(t)
-	var index uint64
-	var last []*api.Evaluation
-	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx)
-		evals, meta, err := tg.api.Jobs().Evaluations(jobID, q)
-		if err == nil {
-			last = evals
-			if ok(evals) {
-				return evals
-			}
-			index = meta.LastIndex
-		}
-		if ctx.Err() != nil {
-			var b strings.Builder
-			for _, e := range last {
-				fmt.Fprintf(&b, "  %s status=%s triggered=%s failedTG=%d blocked=%q\n", e.ID, e.Status, e.TriggeredBy, len(e.FailedTGAllocs), e.BlockedEval)
-			}
-			t.Fatalf("%s: job %s: gave up after %v (last error %v); evaluations seen last:\n%s", what, jobID, tg.patience, err, b.String())
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
+	read := func(q *api.QueryOptions) ([]*api.Evaluation, *api.QueryMeta, error) {
+		return tg.api.Jobs().Evaluations(jobID, q)
 	}
+	return follow(t, tg, read, ok, func(last []*api.Evaluation, err error) string {
+		var b strings.Builder
+		for _, e := range last {
+			fmt.Fprintf(&b, "  %s status=%s triggered=%s failedTG=%d blocked=%q\n", e.ID, e.Status, e.TriggeredBy, len(e.FailedTGAllocs), e.BlockedEval)
+		}
+		return fmt.Sprintf("%s: job %s: gave up after %v (last error %v); evaluations seen last:\n%s", what, jobID, tg.patience, err, b.String())
+	})
 }
 
 // waitRunning waits until the job has n allocations that should run and all are running.
@@ -214,27 +213,25 @@ func eventTypes(events []*api.TaskEvent) string {
 // on nothing changes in the job's allocations unless a case changes them.
 func (tg *target) waitDeploymentSuccessful(t *testing.T, jobID string) *api.Deployment {
 	t.Helper()
-	ctx := tg.ctx(t)
-	var index uint64
-	var last *api.Deployment
-	for {
-		d, meta, err := tg.api.Jobs().LatestDeployment(jobID, (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
-		if err == nil {
-			last = d
-			if d != nil && d.Status == "successful" {
-				return d
-			}
-			index = meta.LastIndex
-		}
-		if ctx.Err() != nil {
-			status := "(none)"
-			if last != nil {
-				status = last.Status + ": " + last.StatusDescription
-			}
-			t.Fatalf("job %s: latest deployment not successful within %v (last error %v, last status %s)", jobID, tg.patience, err, status)
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
+	return tg.waitLatestDeployment(t, jobID, "a successful latest deployment", func(d *api.Deployment) bool {
+		return d.Status == "successful"
+	})
+}
+
+// waitLatestDeployment follows the job's latest deployment with blocking queries until done
+// accepts it, and fails the test (showing what it saw last) when the target's patience
+// runs out.
+func (tg *target) waitLatestDeployment(t *testing.T, jobID, what string, done func(d *api.Deployment) bool) *api.Deployment {
+	t.Helper()
+	read := func(q *api.QueryOptions) (*api.Deployment, *api.QueryMeta, error) {
+		return tg.api.Jobs().LatestDeployment(jobID, q)
 	}
+	ok := func(d *api.Deployment) bool { return d != nil && done(d) }
+	return follow(t, tg, read, ok, func(last *api.Deployment, err error) string {
+		status := "(none)"
+		if last != nil {
+			status = fmt.Sprintf("version %d %s: %s", last.JobVersion, last.Status, last.StatusDescription)
+		}
+		return fmt.Sprintf("job %s: no %s within %v (last error %v, last seen %s)", jobID, what, tg.patience, err, status)
+	})
 }

@@ -85,9 +85,14 @@ func TestJobListPrefixAndAllNamespaces(t *testing.T) {
 }
 
 func stubIDs(jobs []*api.JobListStub) []string {
-	ids := make([]string, 0, len(jobs))
-	for _, j := range jobs {
-		ids = append(ids, j.ID)
+	return sortedIDs(jobs, func(j *api.JobListStub) string { return j.ID })
+}
+
+// sortedIDs is the IDs of the objects, sorted, to compare lists whatever their order.
+func sortedIDs[T any](objects []T, id func(T) string) []string {
+	ids := make([]string, 0, len(objects))
+	for _, o := range objects {
+		ids = append(ids, id(o))
 	}
 	slices.Sort(ids)
 	return ids
@@ -176,8 +181,7 @@ func TestSystemJobOneAllocPerNode(t *testing.T) {
 func TestForceRescheduleEvaluate(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("evaluate")
-		tg.register(t, sleepJob(id, 2))
-		before := tg.waitRunning(t, id, 2)
+		before := tg.runSleepJob(t, id, 2)
 		evalID, meta, err := tg.api.Jobs().EvaluateWithOpts(id, api.EvalOptions{ForceReschedule: true}, nil)
 		if err != nil {
 			t.Fatalf("evaluate with ForceReschedule: %v", err)
@@ -210,12 +214,7 @@ func TestForceRescheduleEvaluate(t *testing.T) {
 }
 
 func allocIDs(allocs []*api.AllocationListStub) []string {
-	ids := make([]string, 0, len(allocs))
-	for _, a := range allocs {
-		ids = append(ids, a.ID)
-	}
-	slices.Sort(ids)
-	return ids
+	return sortedIDs(allocs, func(a *api.AllocationListStub) string { return a.ID })
 }
 
 func TestBlockedEvaluationForUnplaceableJob(t *testing.T) {
@@ -275,8 +274,7 @@ func TestBlockedEvaluationForUnplaceableJob(t *testing.T) {
 func TestDeploymentsList(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("deploy")
-		tg.register(t, sleepJob(id, 2))
-		tg.waitRunning(t, id, 2)
+		tg.runSleepJob(t, id, 2)
 		deps, _, err := tg.api.Jobs().Deployments(id, false, nil)
 		if err != nil {
 			t.Fatalf("job deployments: %v", err)

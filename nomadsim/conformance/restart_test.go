@@ -14,8 +14,7 @@ var restartEvents = []string{"Restart Signaled", "Terminated", "Restarting", "St
 func TestInPlaceRestart(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("restart")
-		tg.register(t, sleepJob(id, 1))
-		stub := tg.waitRunning(t, id, 1)[0]
+		stub := tg.runSleepJob(t, id, 1)[0]
 		alloc, _, err := tg.api.Allocations().Info(stub.ID, nil)
 		if err != nil {
 			t.Fatalf("read allocation: %v", err)
@@ -77,18 +76,25 @@ func hasSuffixTypes(events []*api.TaskEvent, types []string) bool {
 	return true
 }
 
+// runDeadPrestart registers job id with a prestart task "init" that exits at once and a
+// sleeping task "main", and waits until its allocation runs with init dead.
+func (tg *target) runDeadPrestart(t *testing.T, id string) *api.AllocationListStub {
+	t.Helper()
+	init := exitTask("init")
+	init.Lifecycle = &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart}
+	tg.register(t, serviceJob(id, 1, init, sleepTask("main")))
+	stub := tg.waitRunning(t, id, 1)[0]
+	tg.waitAlloc(t, stub.ID, "prestart task init dead", func(a *api.Allocation) bool {
+		ts := a.TaskStates["init"]
+		return ts != nil && ts.State == "dead"
+	})
+	return stub
+}
+
 func TestRestartErrors(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
-		id := tg.id("restart-errors")
 		// "init" is a prestart task that exits at once: dead, so not running.
-		init := exitTask("init")
-		init.Lifecycle = &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart}
-		tg.register(t, serviceJob(id, 1, init, sleepTask("main")))
-		stub := tg.waitRunning(t, id, 1)[0]
-		tg.waitAlloc(t, stub.ID, "prestart task init dead", func(a *api.Allocation) bool {
-			ts := a.TaskStates["init"]
-			return ts != nil && ts.State == "dead"
-		})
+		stub := tg.runDeadPrestart(t, tg.id("restart-errors"))
 
 		cases := []struct {
 			name, body, text string
@@ -124,15 +130,7 @@ func TestRestartErrors(t *testing.T) {
 // Restarting, Started, Terminated and its Restarts counter goes up, like the main task's.
 func TestRestartAllTasksRerunsDeadTasks(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
-		id := tg.id("restart-all")
-		init := exitTask("init")
-		init.Lifecycle = &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart}
-		tg.register(t, serviceJob(id, 1, init, sleepTask("main")))
-		stub := tg.waitRunning(t, id, 1)[0]
-		tg.waitAlloc(t, stub.ID, "prestart task init dead", func(a *api.Allocation) bool {
-			ts := a.TaskStates["init"]
-			return ts != nil && ts.State == "dead"
-		})
+		stub := tg.runDeadPrestart(t, tg.id("restart-all"))
 		// The main task starts after the prestart task; restart only once it runs, or the
 		// restart can land while it is still starting.
 		tg.waitAlloc(t, stub.ID, "main task running", func(a *api.Allocation) bool {

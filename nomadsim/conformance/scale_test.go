@@ -25,29 +25,9 @@ func (tg *target) scaleGroup(t *testing.T, jobID string, count int64, jobModifyI
 // waitDeploymentOf waits until the job's latest deployment is of the version and over.
 func (tg *target) waitDeploymentOf(t *testing.T, jobID string, version uint64) *api.Deployment {
 	t.Helper()
-	ctx := tg.ctx(t)
-	var index uint64
-	var last *api.Deployment
-	for {
-		d, meta, err := tg.api.Jobs().LatestDeployment(jobID, (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second}).WithContext(ctx))
-		if err == nil {
-			last = d
-			if d != nil && d.JobVersion == version && d.Status != "running" && d.Status != "paused" && d.Status != "pending" {
-				return d
-			}
-			index = meta.LastIndex
-		}
-		if ctx.Err() != nil {
-			status := "(none)"
-			if last != nil {
-				status = fmt.Sprintf("version %d %s: %s", last.JobVersion, last.Status, last.StatusDescription)
-			}
-			t.Fatalf("job %s: no finished deployment of version %d within %v (last error %v, last seen %s)", jobID, version, tg.patience, err, status)
-		}
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	return tg.waitLatestDeployment(t, jobID, fmt.Sprintf("finished deployment of version %d", version), func(d *api.Deployment) bool {
+		return d.JobVersion == version && d.Status != "running" && d.Status != "paused" && d.Status != "pending"
+	})
 }
 
 // allocNamed reads the job's allocation of that name (any status).
@@ -76,8 +56,7 @@ func (tg *target) allocNamed(t *testing.T, jobID, name string) *api.Allocation {
 func TestScaleUpDeploymentCompletes(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("scale-up")
-		reg := tg.register(t, sleepJob(id, 1))
-		tg.waitDeploymentSuccessful(t, id)
+		reg := tg.deploySleepJob(t, id, 1)
 		first := tg.allocNamed(t, id, id+".g[0]")
 		resp := tg.scaleGroup(t, id, 2, reg.JobModifyIndex)
 
@@ -113,8 +92,7 @@ func TestScaleUpDeploymentCompletes(t *testing.T) {
 func TestScaleDownMakesDeployment(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("scale-down")
-		reg := tg.register(t, sleepJob(id, 2))
-		tg.waitDeploymentSuccessful(t, id)
+		reg := tg.deploySleepJob(t, id, 2)
 		resp := tg.scaleGroup(t, id, 1, reg.JobModifyIndex)
 
 		d := tg.waitDeploymentOf(t, id, 1)
@@ -202,8 +180,7 @@ func TestScaleRefusals(t *testing.T) {
 func TestScaleSameCountAndWithoutCount(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("scale-same")
-		reg := tg.register(t, sleepJob(id, 1))
-		tg.waitDeploymentSuccessful(t, id)
+		reg := tg.deploySleepJob(t, id, 1)
 		resp := tg.scaleGroup(t, id, 1, reg.JobModifyIndex)
 		job, _, err := tg.api.Jobs().Info(id, nil)
 		if err != nil {

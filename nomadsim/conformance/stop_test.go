@@ -10,8 +10,7 @@ import (
 func TestStopFollowsReplacementChain(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("stop")
-		tg.register(t, sleepJob(id, 2))
-		stub := tg.waitRunning(t, id, 2)[0]
+		stub := tg.runSleepJob(t, id, 2)[0]
 		alloc, _, err := tg.api.Allocations().Info(stub.ID, nil)
 		if err != nil {
 			t.Fatalf("read allocation: %v", err)
@@ -66,8 +65,7 @@ func TestStopFollowsReplacementChain(t *testing.T) {
 func TestAllocationErrors(t *testing.T) {
 	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
 		id := tg.id("alloc-errors")
-		tg.register(t, sleepJob(id, 1))
-		stub := tg.waitRunning(t, id, 1)[0]
+		stub := tg.runSleepJob(t, id, 1)[0]
 		if _, err := tg.api.Allocations().Stop(&api.Allocation{ID: stub.ID}, nil); err != nil {
 			t.Fatalf("stop allocation: %v", err)
 		}

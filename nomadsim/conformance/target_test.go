@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 // Environment variables naming a real agent to check the suite against.
@@ -119,15 +119,8 @@ func realTarget(t *testing.T, opts targetOptions) *target {
 	if opts.acls && token == "" {
 		t.Skip(envToken + " not set: the ACL cases need a real agent with ACLs enabled and its management token")
 	}
-	cfg := api.DefaultConfig()
-	cfg.Address = addr
-	cfg.SecretID = token
-	cl, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatalf("api client for %s: %v", addr, err)
-	}
 	return &target{
-		name: "real", addr: strings.TrimRight(addr, "/"), token: token, acls: token != "", api: cl,
+		name: "real", addr: strings.TrimRight(addr, "/"), token: token, acls: token != "", api: testhttp.NomadClient(t, addr, token),
 		prefix: "conf-" + randomHex(t, 4), patience: 90 * time.Second, http: rawClient(t),
 	}
 }
@@ -168,21 +161,12 @@ func (tg *target) do(t *testing.T, method, path, token string, body io.Reader) r
 
 // request is do for any goroutine: it reports failures instead of ending the test.
 func (tg *target) request(ctx context.Context, method, path, token string, body io.Reader) (rawResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, method, tg.addr+path, body)
-	if err != nil {
-		return rawResponse{}, fmt.Errorf("build %s %s: %w", method, path, err)
-	}
-	if token != "" {
-		req.Header.Set("X-Nomad-Token", token)
-	}
-	resp, err := tg.http.Do(req)
-	if err != nil {
-		return rawResponse{}, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return rawResponse{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	return rawResponse{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return sendRaw(ctx, tg.http, method, tg.addr+path, body, map[string]string{"X-Nomad-Token": token})
+}
+
+// sendRaw sends a raw request with the headers whose values are not "" and reads the
+// whole answer; it reports failures instead of ending the test.
+func sendRaw(ctx context.Context, client *http.Client, method, url string, body io.Reader, header map[string]string) (rawResponse, error) {
+	r, err := testhttp.Exchange(ctx, client, method, url, body, header)
+	return rawResponse{status: r.Status, header: r.Header, body: r.Body}, err
 }

@@ -129,12 +129,12 @@ func (a *ACL) ResolveRequest(r *http.Request) (*Token, error) {
 // Nomad's 403 "Permission denied".
 func (a *ACL) Resolve(secretID string) (*Token, error) {
 	if !a.enabled {
-		return &Token{AccessorID: "acls-disabled", Name: "ACLs disabled token", Type: TypeClient, allowAll: true}, nil
+		return &Token{tokenRecord: tokenRecord{AccessorID: "acls-disabled", Name: "ACLs disabled token", Type: TypeClient}, allowAll: true}, nil
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if secretID == "" {
-		t := &Token{AccessorID: "anonymous", Name: "Anonymous Token", Type: TypeClient, Policies: []string{AnonymousPolicy}}
+		t := &Token{tokenRecord: tokenRecord{AccessorID: "anonymous", Name: "Anonymous Token", Type: TypeClient, Policies: []string{AnonymousPolicy}}}
 		t.compile(a.parsedLocked(t.Policies))
 		return t, nil
 	}
@@ -146,12 +146,8 @@ func (a *ACL) Resolve(secretID string) (*Token, error) {
 }
 
 func (a *ACL) tokenLocked(rec *tokenRecord) *Token {
-	t := &Token{
-		AccessorID: rec.AccessorID, SecretID: rec.SecretID, Name: rec.Name, Type: rec.Type,
-		Policies: slices.Clone(rec.Policies), Global: rec.Global, CreateTime: rec.CreateTime,
-		CreateIndex: rec.CreateIndex, ModifyIndex: rec.ModifyIndex,
-		allowAll: rec.Type == TypeManagement,
-	}
+	t := &Token{tokenRecord: *rec, allowAll: rec.Type == TypeManagement}
+	t.Policies = slices.Clone(rec.Policies)
 	if !t.allowAll {
 		t.compile(a.parsedLocked(rec.Policies))
 	}

@@ -14,24 +14,25 @@ import (
 
 // tokenJSON is the token as Nomad's servers encode it (the api module's ACLToken reads it).
 type tokenJSON struct {
-	AccessorID     string
-	SecretID       string
-	Name           string
-	Type           string
-	Policies       []string
-	Roles          []any
-	Global         bool
-	Hash           []byte
-	CreateTime     time.Time
-	ExpirationTime *time.Time
-	ExpirationTTL  string
-	CreateIndex    uint64
-	ModifyIndex    uint64
+	AccessorID string
+	SecretID   string
+	tokenShared
+	ExpirationTTL string
+	CreateIndex   uint64
+	ModifyIndex   uint64
 }
 
-// tokenStubJSON is an entry of /v1/acl/tokens.
+// tokenStubJSON is an entry of /v1/acl/tokens: the token without its secret and TTL.
 type tokenStubJSON struct {
-	AccessorID     string
+	AccessorID string
+	tokenShared
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// tokenShared holds the fields a token and its stub share. encoding/json writes an embedded
+// struct's fields where it is embedded, so both keep Nomad's field order.
+type tokenShared struct {
 	Name           string
 	Type           string
 	Policies       []string
@@ -40,8 +41,6 @@ type tokenStubJSON struct {
 	Hash           []byte
 	CreateTime     time.Time
 	ExpirationTime *time.Time
-	CreateIndex    uint64
-	ModifyIndex    uint64
 }
 
 type policyJSON struct {
@@ -63,9 +62,21 @@ type policyStubJSON struct {
 
 func (t *tokenRecord) json() tokenJSON {
 	return tokenJSON{
-		AccessorID: t.AccessorID, SecretID: t.SecretID, Name: t.Name, Type: t.Type,
-		Policies: slices.Clone(t.Policies), Global: t.Global, Hash: t.hash(),
-		CreateTime: t.CreateTime, CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
+		AccessorID: t.AccessorID, SecretID: t.SecretID, tokenShared: t.shared(),
+		CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
+	}
+}
+
+// stub is the token as /v1/acl/tokens lists it.
+func (t *tokenRecord) stub() tokenStubJSON {
+	return tokenStubJSON{AccessorID: t.AccessorID, tokenShared: t.shared(), CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex}
+}
+
+// shared is what the token and its stub both show of it.
+func (t *tokenRecord) shared() tokenShared {
+	return tokenShared{
+		Name: t.Name, Type: t.Type, Policies: slices.Clone(t.Policies), Global: t.Global,
+		Hash: t.hash(), CreateTime: t.CreateTime,
 	}
 }
 
@@ -130,8 +141,9 @@ func (a *ACL) serveSelf(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := tokenJSON{
-		AccessorID: t.AccessorID, SecretID: t.SecretID, Name: t.Name, Type: t.Type,
-		Global: t.Global, CreateTime: t.CreateTime, CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
+		AccessorID: t.AccessorID, SecretID: t.SecretID,
+		tokenShared: tokenShared{Name: t.Name, Type: t.Type, Global: t.Global, CreateTime: t.CreateTime},
+		CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
 	}
 	if t.AccessorID == "anonymous" {
 		out.Policies = t.Policies
@@ -173,11 +185,7 @@ func (a *ACL) serveTokens(w http.ResponseWriter, r *http.Request) error {
 	if _, err := a.requireManagement(r); err != nil {
 		return err
 	}
-	q, err := simhttp.ParseQuery(r)
-	if err != nil {
-		return err
-	}
-	return a.serveBlocking(w, r, q, func() (uint64, any, error) {
+	return a.serveBlocking(w, r, func(q simhttp.Query) (uint64, any, error) {
 		var max uint64
 		out := make([]tokenStubJSON, 0, len(a.byAccessor))
 		for _, t := range a.byAccessor {
@@ -185,30 +193,87 @@ func (a *ACL) serveTokens(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			max = maxIndex(max, t.ModifyIndex)
-			out = append(out, tokenStubJSON{
-				AccessorID: t.AccessorID, Name: t.Name, Type: t.Type, Policies: slices.Clone(t.Policies),
-				Global: t.Global, Hash: t.hash(), CreateTime: t.CreateTime,
-				CreateIndex: t.CreateIndex, ModifyIndex: t.ModifyIndex,
-			})
+			out = append(out, t.stub())
 		}
 		slices.SortFunc(out, func(x, y tokenStubJSON) int { return strings.Compare(x.AccessorID, y.AccessorID) })
 		return max, out, nil
 	})
 }
 
-// serveBlocking answers a blocking query: read runs under the read lock and returns the
-// index of what it read and the answer.
-func (a *ACL) serveBlocking(w http.ResponseWriter, r *http.Request, q simhttp.Query, read func() (uint64, any, error)) error {
+// serveBlocking answers a blocking query with the request's query options: read runs under
+// the read lock and returns the index of what it read and the answer.
+func (a *ACL) serveBlocking(w http.ResponseWriter, r *http.Request, read func(q simhttp.Query) (uint64, any, error)) error {
+	q, err := simhttp.ParseQuery(r)
+	if err != nil {
+		return err
+	}
 	got, v, err := simhttp.Block(r.Context(), a.idx, q, nil, func() (uint64, any, error) {
 		a.mu.RLock()
 		defer a.mu.RUnlock()
-		return read()
+		return read(q)
 	})
 	if err != nil {
 		return err
 	}
 	simhttp.SetMeta(w, got, true, 0)
 	simhttp.WriteJSON(w, v)
+	return nil
+}
+
+// serveOne answers the read of one object: the request's token must resolve, and be
+// management or one that may read it; find then looks the object up under the read lock
+// and returns it as answered, with its ModifyIndex. A missing one is a 404 saying missing.
+func (a *ACL) serveOne(w http.ResponseWriter, r *http.Request, may func(t *Token) bool, missing string, find func() (out any, index uint64, ok bool)) error {
+	t, err := a.ResolveRequest(r)
+	if err != nil {
+		return err
+	}
+	if !t.Management() && !may(t) {
+		return ErrPermissionDenied()
+	}
+	a.mu.RLock()
+	out, index, ok := find()
+	a.mu.RUnlock()
+	if !ok {
+		return simhttp.Errorf(http.StatusNotFound, missing)
+	}
+	simhttp.SetMeta(w, index, true, 0)
+	simhttp.WriteJSON(w, out)
+	return nil
+}
+
+// serveDelete answers a delete, which needs a management token: del removes the object
+// under the write lock, or refuses with Nomad's error when it does not exist.
+func (a *ACL) serveDelete(w http.ResponseWriter, r *http.Request, del func() error) error {
+	if _, err := a.requireManagement(r); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if err := del(); err != nil {
+		a.mu.Unlock()
+		return err
+	}
+	i := a.idx.Next()
+	a.mu.Unlock()
+	writeBodiless(w, i)
+	return nil
+}
+
+// writeBodiless answers a write as Nomad does its policy writes and deletes: the write's
+// index, and no body.
+func writeBodiless(w http.ResponseWriter, index uint64) {
+	w.Header().Set("X-Nomad-Index", strconv.FormatUint(index, 10))
+	w.WriteHeader(http.StatusOK)
+}
+
+// decodeManaged reads the body of a write, which needs a management token, into in.
+func (a *ACL) decodeManaged(r *http.Request, in any) error {
+	if _, err := a.requireManagement(r); err != nil {
+		return err
+	}
+	if err := json.NewDecoder(r.Body).Decode(in); err != nil {
+		return simhttp.Errorf(http.StatusBadRequest, err.Error())
+	}
 	return nil
 }
 
@@ -225,57 +290,35 @@ func (a *ACL) serveToken(w http.ResponseWriter, r *http.Request, accessor string
 	}
 	switch r.Method {
 	case http.MethodGet:
-		t, err := a.ResolveRequest(r)
-		if err != nil {
-			return err
-		}
 		// Nomad lets a token read itself by accessor; anything else needs management.
-		if !t.Management() && t.AccessorID != accessor {
-			return ErrPermissionDenied()
-		}
-		a.mu.RLock()
-		rec, ok := a.byAccessor[accessor]
-		var out tokenJSON
-		if ok {
-			out = rec.json()
-		}
-		a.mu.RUnlock()
-		if !ok {
-			return simhttp.Errorf(http.StatusNotFound, TokenNotFound)
-		}
-		simhttp.SetMeta(w, out.ModifyIndex, true, 0)
-		simhttp.WriteJSON(w, out)
-		return nil
+		self := func(t *Token) bool { return t.AccessorID == accessor }
+		return a.serveOne(w, r, self, TokenNotFound, func() (any, uint64, bool) {
+			rec, ok := a.byAccessor[accessor]
+			if !ok {
+				return nil, 0, false
+			}
+			return rec.json(), rec.ModifyIndex, true
+		})
 	case http.MethodPut, http.MethodPost:
 		return a.serveTokenUpsert(w, r, accessor)
 	case http.MethodDelete:
-		if _, err := a.requireManagement(r); err != nil {
-			return err
-		}
-		a.mu.Lock()
-		rec, ok := a.byAccessor[accessor]
-		if !ok {
-			a.mu.Unlock()
-			return simhttp.Errorf(http.StatusBadRequest, "Cannot delete nonexistent tokens: "+accessor)
-		}
-		delete(a.byAccessor, accessor)
-		delete(a.bySecret, rec.SecretID)
-		i := a.idx.Next()
-		a.mu.Unlock()
-		w.Header().Set("X-Nomad-Index", strconv.FormatUint(i, 10))
-		w.WriteHeader(http.StatusOK) // Nomad answers these writes without a body
-		return nil
+		return a.serveDelete(w, r, func() error {
+			rec, ok := a.byAccessor[accessor]
+			if !ok {
+				return simhttp.Errorf(http.StatusBadRequest, "Cannot delete nonexistent tokens: "+accessor)
+			}
+			delete(a.byAccessor, accessor)
+			delete(a.bySecret, rec.SecretID)
+			return nil
+		})
 	}
 	return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
 }
 
 func (a *ACL) serveTokenUpsert(w http.ResponseWriter, r *http.Request, accessor string) error {
-	if _, err := a.requireManagement(r); err != nil {
-		return err
-	}
 	var in tokenJSON
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		return simhttp.Errorf(http.StatusBadRequest, err.Error())
+	if err := a.decodeManaged(r, &in); err != nil {
+		return err
 	}
 	if accessor != "" && in.AccessorID != accessor {
 		return simhttp.Errorf(http.StatusBadRequest, "ACL token accessor does not match request path")
@@ -314,11 +357,7 @@ func (a *ACL) servePolicies(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, err := simhttp.ParseQuery(r)
-	if err != nil {
-		return err
-	}
-	return a.serveBlocking(w, r, q, func() (uint64, any, error) {
+	return a.serveBlocking(w, r, func(q simhttp.Query) (uint64, any, error) {
 		var max uint64
 		out := make([]policyStubJSON, 0, len(a.policies))
 		for _, p := range a.policies {
@@ -343,33 +382,18 @@ func (a *ACL) servePolicy(w http.ResponseWriter, r *http.Request, name string) e
 	}
 	switch r.Method {
 	case http.MethodGet:
-		t, err := a.ResolveRequest(r)
-		if err != nil {
-			return err
-		}
-		if !t.Management() && !slices.Contains(t.Policies, name) {
-			return ErrPermissionDenied()
-		}
-		a.mu.RLock()
-		p, ok := a.policies[name]
-		var out policyJSON
-		if ok {
-			out = policyJSON{Name: p.Name, Description: p.Description, Rules: p.Rules, CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex}
-		}
-		a.mu.RUnlock()
-		if !ok {
-			return simhttp.Errorf(http.StatusNotFound, "ACL policy not found")
-		}
-		simhttp.SetMeta(w, out.ModifyIndex, true, 0)
-		simhttp.WriteJSON(w, out)
-		return nil
+		held := func(t *Token) bool { return slices.Contains(t.Policies, name) }
+		return a.serveOne(w, r, held, "ACL policy not found", func() (any, uint64, bool) {
+			p, ok := a.policies[name]
+			if !ok {
+				return nil, 0, false
+			}
+			return policyJSON{Name: p.Name, Description: p.Description, Rules: p.Rules, CreateIndex: p.CreateIndex, ModifyIndex: p.ModifyIndex}, p.ModifyIndex, true
+		})
 	case http.MethodPut, http.MethodPost:
-		if _, err := a.requireManagement(r); err != nil {
-			return err
-		}
 		var in policyJSON
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-			return simhttp.Errorf(http.StatusBadRequest, err.Error())
+		if err := a.decodeManaged(r, &in); err != nil {
+			return err
 		}
 		if in.Name != name {
 			return simhttp.Errorf(http.StatusBadRequest, "ACL policy name does not match request path")
@@ -378,24 +402,16 @@ func (a *ACL) servePolicy(w http.ResponseWriter, r *http.Request, name string) e
 		if err != nil {
 			return err
 		}
-		w.Header().Set("X-Nomad-Index", strconv.FormatUint(i, 10))
-		w.WriteHeader(http.StatusOK) // Nomad answers these writes without a body
+		writeBodiless(w, i)
 		return nil
 	case http.MethodDelete:
-		if _, err := a.requireManagement(r); err != nil {
-			return err
-		}
-		a.mu.Lock()
-		if _, ok := a.policies[name]; !ok {
-			a.mu.Unlock()
-			return simhttp.Errorf(http.StatusBadRequest, "policy "+name+" does not exist")
-		}
-		delete(a.policies, name)
-		i := a.idx.Next()
-		a.mu.Unlock()
-		w.Header().Set("X-Nomad-Index", strconv.FormatUint(i, 10))
-		w.WriteHeader(http.StatusOK) // Nomad answers these writes without a body
-		return nil
+		return a.serveDelete(w, r, func() error {
+			if _, ok := a.policies[name]; !ok {
+				return simhttp.Errorf(http.StatusBadRequest, "policy "+name+" does not exist")
+			}
+			delete(a.policies, name)
+			return nil
+		})
 	}
 	return simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method")
 }

@@ -1,8 +1,8 @@
 package acl
 
 import (
+	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 func serve(t *testing.T, enabled bool) (*ACL, *httptest.Server) {
@@ -21,34 +22,13 @@ func serve(t *testing.T, enabled bool) (*ACL, *httptest.Server) {
 	return a, srv
 }
 
-func client(t *testing.T, addr, token string) *api.Client {
-	t.Helper()
-	cfg := api.DefaultConfig()
-	cfg.Address = addr
-	cfg.SecretID = token
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func get(t *testing.T, url string, header map[string]string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	r, err := testhttp.Exchange(context.Background(), nil, http.MethodGet, url, nil, header)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return r.Status, r.Header, string(r.Body)
 }
 
 func TestTokenSelfWithACLsDisabled(t *testing.T) {
@@ -83,7 +63,7 @@ func TestTokenSelfWithACLsDisabled(t *testing.T) {
 
 func TestTokenSelf(t *testing.T) {
 	a, srv := serve(t, true)
-	self, _, err := client(t, srv.URL, a.BootstrapSecret()).ACLTokens().Self(nil)
+	self, _, err := testhttp.NomadClient(t, srv.URL, a.BootstrapSecret()).ACLTokens().Self(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +86,7 @@ func TestTokenSelf(t *testing.T) {
 
 func TestPoliciesAndTokensThroughClient(t *testing.T) {
 	a, srv := serve(t, true)
-	mgmt := client(t, srv.URL, a.BootstrapSecret())
+	mgmt := testhttp.NomadClient(t, srv.URL, a.BootstrapSecret())
 	rules := `namespace "default" { policy = "read" }`
 	if _, err := mgmt.ACLPolicies().Upsert(&api.ACLPolicy{Name: "reader", Rules: rules}, nil); err != nil {
 		t.Fatalf("upsert policy: %v", err)
@@ -127,7 +107,7 @@ func TestPoliciesAndTokensThroughClient(t *testing.T) {
 		t.Fatalf("resolved: %+v %v", resolved, err)
 	}
 
-	reader := client(t, srv.URL, tok.SecretID)
+	reader := testhttp.NomadClient(t, srv.URL, tok.SecretID)
 	if _, _, err := reader.ACLTokens().List(nil); err == nil || !strings.Contains(err.Error(), "Permission denied") {
 		t.Fatalf("client token lists tokens: %v", err)
 	}

@@ -1,9 +1,6 @@
 package acl
 
-import (
-	"strings"
-	"time"
-)
+import "strings"
 
 // Token types, as Nomad names them.
 const (
@@ -19,15 +16,9 @@ func (c capSet) has(k string) bool { _, ok := c[k]; return ok }
 // Token is a resolved ACL token: its public fields and the decisions its policies allow,
 // compiled from the policies as they stood when it was resolved.
 type Token struct {
-	AccessorID  string
-	SecretID    string
-	Name        string
-	Type        string
-	Policies    []string
-	Global      bool
-	CreateTime  time.Time
-	CreateIndex uint64
-	ModifyIndex uint64
+	// tokenRecord holds the public fields, those of the stored token: AccessorID, SecretID,
+	// Name, Type, Policies, Global, CreateTime, CreateIndex and ModifyIndex.
+	tokenRecord
 
 	allowAll bool // management, or ACLs disabled
 

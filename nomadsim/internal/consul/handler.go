@@ -1,10 +1,12 @@
 package consul
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,11 +158,8 @@ func (c *Catalog) sortedInstances(service string) []*instanceState {
 			out = append(out, st)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].inst.Node != out[j].inst.Node {
-			return out[i].inst.Node < out[j].inst.Node
-		}
-		return out[i].inst.ID < out[j].inst.ID
+	slices.SortFunc(out, func(a, b *instanceState) int {
+		return cmp.Or(cmp.Compare(a.inst.Node, b.inst.Node), cmp.Compare(a.inst.ID, b.inst.ID))
 	})
 	return out
 }
@@ -180,11 +179,17 @@ func (c *Catalog) serveHealth(w http.ResponseWriter, r *http.Request, service st
 		badRequest(w, "Missing service name")
 		return
 	}
+	c.serveFilteredList(w, r, func() (uint64, any) { return run(service) })
+}
+
+// serveFilteredList answers a blocking read of a list: the query options, then run under
+// the catalog's lock, then the ?filter= expression applied to what it listed.
+func (c *Catalog) serveFilteredList(w http.ResponseWriter, r *http.Request, run func() (uint64, any)) {
 	q, ok := parseQuery(w, r)
 	if !ok {
 		return
 	}
-	got, v, err := c.block(r, q, func() (uint64, any) { return run(service) })
+	got, v, err := c.block(r, q, run)
 	if err != nil {
 		return // the client went away
 	}
@@ -283,47 +288,36 @@ func (c *Catalog) serveState(w http.ResponseWriter, r *http.Request, state strin
 		fmt.Fprint(w, "Invalid check state")
 		return
 	}
-	q, ok := parseQuery(w, r)
-	if !ok {
-		return
+	c.serveFilteredList(w, r, func() (uint64, any) { return c.checksInState(state) })
+}
+
+// checksInState lists the checks in the state ("any": all), the nodes' serf checks first.
+func (c *Catalog) checksInState(state string) (uint64, any) {
+	out := make([]*api.HealthCheck, 0)
+	nodes := make([]string, 0, len(c.nodeIndex))
+	for n := range c.nodeIndex {
+		nodes = append(nodes, n)
 	}
-	got, v, err := c.block(r, q, func() (uint64, any) {
-		out := make([]*api.HealthCheck, 0)
-		nodes := make([]string, 0, len(c.nodeIndex))
-		for n := range c.nodeIndex {
-			nodes = append(nodes, n)
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		if state == "any" || state == StatusPassing {
+			out = append(out, c.serfCheck(n))
 		}
-		sort.Strings(nodes)
-		for _, n := range nodes {
-			if state == "any" || state == StatusPassing {
-				out = append(out, c.serfCheck(n))
+	}
+	ids := make([]string, 0, len(c.instances))
+	for id := range c.instances {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		st := c.instances[id]
+		for _, ch := range st.checks {
+			if state == "any" || ch.check.Status == state {
+				out = append(out, st.healthCheck(ch))
 			}
 		}
-		ids := make([]string, 0, len(c.instances))
-		for id := range c.instances {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			st := c.instances[id]
-			for _, ch := range st.checks {
-				if state == "any" || ch.check.Status == state {
-					out = append(out, st.healthCheck(ch))
-				}
-			}
-		}
-		return c.catalogIndex, out
-	})
-	if err != nil {
-		return
 	}
-	v, err = applyFilter(q.Filter, v)
-	if err != nil {
-		badRequest(w, err.Error())
-		return
-	}
-	setMeta(w, got)
-	writeJSON(w, v)
+	return c.catalogIndex, out
 }
 
 // applyFilter keeps the elements of a list that a ?filter= expression (go-bexpr, as Consul

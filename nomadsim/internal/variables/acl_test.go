@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 const readerRules = `
@@ -56,7 +58,7 @@ func TestVariablesHonourACLs(t *testing.T) {
 		})
 	}
 
-	rc := newClient(t, e.srv.URL, reader)
+	rc := testhttp.NomadClient(t, e.srv.URL, reader)
 	list, _, err := rc.Variables().List(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/acl"
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 // BenchmarkCheckedUpdate measures a check-and-set write through the HTTP API and the
@@ -21,12 +22,7 @@ func BenchmarkCheckedUpdate(b *testing.B) {
 	mux.Handle("/v1/var/", st.Handler())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	cfg := api.DefaultConfig()
-	cfg.Address = srv.URL
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := testhttp.NomadClient(b, srv.URL, "")
 	v, _, err := c.Variables().Create(&api.Variable{Path: "bench/x", Items: api.VariableItems{"k": "v"}}, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -132,15 +132,25 @@ func requestNamespace(r *http.Request, body string) string {
 	return "default"
 }
 
-func (s *Store) serveRead(w http.ResponseWriter, r *http.Request, path string) {
+// readQuery reads the front of a read: the common query options, then the caller's token;
+// it answers either's error itself.
+func (s *Store) readQuery(w http.ResponseWriter, r *http.Request) (simhttp.Query, *acl.Token, bool) {
 	q, err := simhttp.ParseQuery(r)
 	if err != nil {
 		simhttp.WriteError(w, err)
-		return
+		return q, nil, false
 	}
 	tok, err := s.acl.ResolveRequest(r)
 	if err != nil {
 		simhttp.WriteError(w, err)
+		return q, nil, false
+	}
+	return q, tok, true
+}
+
+func (s *Store) serveRead(w http.ResponseWriter, r *http.Request, path string) {
+	q, tok, ok := s.readQuery(w, r)
+	if !ok {
 		return
 	}
 	if !tok.AllowVariable(q.Namespace, path, acl.VariablesRead) {
@@ -182,34 +192,66 @@ func (s *Store) authorizeWrite(r *http.Request, namespace, path, capability stri
 }
 
 func (s *Store) serveUpsert(w http.ResponseWriter, r *http.Request, path string) {
-	req, err := decodeRequest(r.Body)
-	if err != nil {
-		simhttp.WriteError(w, badRequest(err.Error()))
+	req, ok := decodeWrite(w, r)
+	if !ok {
 		return
 	}
 	if len(req.Items) == 0 {
 		simhttp.WriteError(w, badRequest("variable missing required Items object"))
 		return
 	}
+	a, ok := casArgs(w, r, req.args(r, opSet, path), opCAS)
+	if !ok {
+		return
+	}
+	s.applyWrite(w, r, a, acl.VariablesWrite, validateSet)
+}
+
+// decodeWrite reads the body of a write, answering a 400 when it does not decode.
+func decodeWrite(w http.ResponseWriter, r *http.Request) (request, bool) {
+	req, err := decodeRequest(r.Body)
+	if err != nil {
+		simhttp.WriteError(w, badRequest(err.Error()))
+		return request{}, false
+	}
+	return req, true
+}
+
+// args are the arguments of the write o of the variable at path that req's body asks for.
+func (req request) args(r *http.Request, o op, path string) applyArgs {
+	return applyArgs{op: o, namespace: requestNamespace(r, req.Namespace), path: path, items: req.Items, lock: req.Lock}
+}
+
+// casArgs turns a, a set or a delete, into its check-and-set form casOp when the request
+// asks for one with ?cas=<index>; a malformed index is answered here as Nomad's 400.
+func casArgs(w http.ResponseWriter, r *http.Request, a applyArgs, casOp op) (applyArgs, bool) {
 	isCAS, checkIndex, err := parseCAS(r)
 	if err != nil {
 		simhttp.WriteError(w, err)
-		return
+		return a, false
 	}
-	a := applyArgs{op: opSet, namespace: requestNamespace(r, req.Namespace), path: path, items: req.Items, lock: req.Lock}
 	if isCAS {
-		a.op, a.checkIndex = opCAS, checkIndex
+		a.op, a.checkIndex = casOp, checkIndex
 	}
-	tok, err := s.authorizeWrite(r, a.namespace, path, acl.VariablesWrite)
+	return a, true
+}
+
+// applyWrite is the end every write shares: the caller's capability on the variable, then
+// validate (Nomad's text for what it refuses, or ""; nil for none), then the write and its
+// answer. Both refusals carry X-Nomad-Index 0, as Nomad's are.
+func (s *Store) applyWrite(w http.ResponseWriter, r *http.Request, a applyArgs, capability string, validate func(*applyArgs) string) {
+	tok, err := s.authorizeWrite(r, a.namespace, a.path, capability)
 	if err != nil {
 		writeErrorIndexed(w, err, 0)
 		return
 	}
-	if msg := validateSet(&a); msg != "" {
-		writeErrorIndexed(w, badRequest(msg), 0)
-		return
+	if validate != nil {
+		if msg := validate(&a); msg != "" {
+			writeErrorIndexed(w, badRequest(msg), 0)
+			return
+		}
 	}
-	s.answerApply(w, tok, a, s.apply(a), true)
+	s.answerApply(w, tok, a, s.apply(a))
 }
 
 // validateSet is Nomad's canonicalizeAndValidate for set and cas; it returns the text Nomad
@@ -273,62 +315,39 @@ func validateLockOp(a *applyArgs) string {
 }
 
 func (s *Store) serveLockOp(w http.ResponseWriter, r *http.Request, path string, o op) {
-	req, err := decodeRequest(r.Body)
-	if err != nil {
-		simhttp.WriteError(w, badRequest(err.Error()))
+	req, ok := decodeWrite(w, r)
+	if !ok {
 		return
 	}
-	a := applyArgs{op: o, namespace: requestNamespace(r, req.Namespace), path: path, items: req.Items, lock: req.Lock}
-	tok, err := s.authorizeWrite(r, a.namespace, path, acl.VariablesWrite)
-	if err != nil {
-		writeErrorIndexed(w, err, 0)
-		return
-	}
-	if msg := validateLockOp(&a); msg != "" {
-		writeErrorIndexed(w, badRequest(msg), 0)
-		return
-	}
-	s.answerApply(w, tok, a, s.apply(a), false)
+	s.applyWrite(w, r, req.args(r, o, path), acl.VariablesWrite, validateLockOp)
 }
 
 func (s *Store) serveDelete(w http.ResponseWriter, r *http.Request, path string) {
-	isCAS, checkIndex, err := parseCAS(r)
-	if err != nil {
-		simhttp.WriteError(w, err)
+	a, ok := casArgs(w, r, request{}.args(r, opDelete, path), opDeleteCAS)
+	if !ok {
 		return
 	}
-	a := applyArgs{op: opDelete, namespace: requestNamespace(r, ""), path: path}
-	if isCAS {
-		a.op, a.checkIndex = opDeleteCAS, checkIndex
-	}
-	tok, err := s.authorizeWrite(r, a.namespace, path, acl.VariablesDestroy)
-	if err != nil {
-		writeErrorIndexed(w, err, 0)
-		return
-	}
-	res := s.apply(a)
-	if res.outcome == outcomeOK {
-		w.Header().Set("X-Nomad-Index", strconv.FormatUint(res.index, 10))
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	s.answerApply(w, tok, a, res, true)
+	s.applyWrite(w, r, a, acl.VariablesDestroy, nil)
 }
 
 // answerApply writes the answer to a write as Nomad's agent does. Set, cas and delete
 // conflicts carry the conflicting ModifyIndex as X-Nomad-Index; lock operations' conflicts
-// carry none (Nomad sets it only after the status is written).
-func (s *Store) answerApply(w http.ResponseWriter, tok *acl.Token, a applyArgs, res applyResult, indexOnConflict bool) {
-	switch res.outcome {
-	case outcomeError:
+// carry none (Nomad sets it only after the status is written). A delete that succeeds is
+// answered without a body.
+func (s *Store) answerApply(w http.ResponseWriter, tok *acl.Token, a applyArgs, res applyResult) {
+	switch {
+	case res.outcome == outcomeError:
 		writeErrorIndexed(w, res.err, 0)
-	case outcomeConflict:
+	case res.outcome == outcomeConflict:
 		body := s.conflictBody(tok, a, res)
 		var idx *uint64
-		if indexOnConflict {
+		if a.op != opLockAcquire && a.op != opLockRelease {
 			idx = &body.ModifyIndex
 		}
 		writeConflict(w, body, idx)
+	case a.op == opDelete || a.op == opDeleteCAS:
+		w.Header().Set("X-Nomad-Index", strconv.FormatUint(res.index, 10))
+		w.WriteHeader(http.StatusNoContent)
 	default:
 		out := res.written.wire(false)
 		out.Items = copyItems(a.items)
@@ -350,15 +369,14 @@ func (s *Store) conflictBody(tok *acl.Token, a applyArgs, res applyResult) *varJ
 		return out
 	}
 	if res.zero {
-		return &varJSON{Namespace: c.namespace, Path: c.path}
+		return &varJSON{metaJSON: metaJSON{Namespace: c.namespace, Path: c.path}}
 	}
 	return c.wire(true)
 }
 
 func (s *Store) serveRenew(w http.ResponseWriter, r *http.Request, path string) {
-	req, err := decodeRequest(r.Body)
-	if err != nil {
-		simhttp.WriteError(w, badRequest(err.Error()))
+	req, ok := decodeWrite(w, r)
+	if !ok {
 		return
 	}
 	namespace := requestNamespace(r, "")
@@ -387,14 +405,8 @@ func (s *Store) serveList(w http.ResponseWriter, r *http.Request) {
 		simhttp.WriteError(w, simhttp.Errorf(http.StatusMethodNotAllowed, "Invalid method"))
 		return
 	}
-	q, err := simhttp.ParseQuery(r)
-	if err != nil {
-		simhttp.WriteError(w, err)
-		return
-	}
-	tok, err := s.acl.ResolveRequest(r)
-	if err != nil {
-		simhttp.WriteError(w, err)
+	q, tok, ok := s.readQuery(w, r)
+	if !ok {
 		return
 	}
 	filter, err := compileFilter(q.Filter)

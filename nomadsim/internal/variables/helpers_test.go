@@ -1,6 +1,7 @@
 package variables
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/acl"
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 // fakeTimers is an AfterFunc whose timers fire only when the test says so.
@@ -100,19 +102,7 @@ func newEnv(t *testing.T, aclEnabled bool) *env {
 		srv.Close()
 		st.Close()
 	})
-	return &env{store: st, acl: a, idx: idx, timers: ft, srv: srv, client: newClient(t, srv.URL, a.BootstrapSecret())}
-}
-
-func newClient(t *testing.T, addr, token string) *api.Client {
-	t.Helper()
-	cfg := api.DefaultConfig()
-	cfg.Address = addr
-	cfg.SecretID = token
-	c, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatalf("new client: %v", err)
-	}
-	return c
+	return &env{store: st, acl: a, idx: idx, timers: ft, srv: srv, client: testhttp.NomadClient(t, srv.URL, a.BootstrapSecret())}
 }
 
 type rawResponse struct {
@@ -128,21 +118,9 @@ func (e *env) do(t *testing.T, method, path, body, token string) rawResponse {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	r, err := testhttp.Exchange(context.Background(), nil, method, e.srv.URL+path, rd, map[string]string{"X-Nomad-Token": token})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("X-Nomad-Token", token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rawResponse{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return rawResponse{status: r.Status, header: r.Header, body: string(r.Body)}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/acl"
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
 const lockBody = `{"Items":{"holder":"%s"},"Lock":{"TTL":"15s","LockDelay":"5s"}}`
@@ -224,7 +225,7 @@ func TestLockExpiresOnRealTimers(t *testing.T) {
 	t.Cleanup(st.Close)
 	srv := httptest.NewServer(st.Handler())
 	t.Cleanup(srv.Close)
-	c := newClient(t, srv.URL, "")
+	c := testhttp.NomadClient(t, srv.URL, "")
 	got, _, err := c.Variables().AcquireLock(&api.Variable{Path: "l/x", Lock: &api.VariableLock{TTL: "10s", LockDelay: "5s"}}, nil)
 	if err != nil || got.Lock == nil {
 		t.Fatalf("acquire: %+v %v", got, err)

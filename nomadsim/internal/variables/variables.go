@@ -103,16 +103,7 @@ func (s *Store) Close() {
 }
 
 func (v *variable) wire(withLock bool) *varJSON {
-	out := &varJSON{
-		Namespace: v.namespace, Path: v.path,
-		CreateIndex: v.createIndex, CreateTime: v.createTime,
-		ModifyIndex: v.modifyIndex, ModifyTime: v.modifyTime,
-		Items: copyItems(v.items),
-	}
-	if withLock {
-		out.Lock = v.lock.wire()
-	}
-	return out
+	return &varJSON{metaJSON: v.meta(withLock), Items: copyItems(v.items)}
 }
 
 func (v *variable) meta(withLock bool) metaJSON {

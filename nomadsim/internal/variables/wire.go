@@ -36,17 +36,12 @@ func (l *lock) wire() *lockJSON {
 	return out
 }
 
-// varJSON is a variable as Nomad's servers encode it (VariableDecrypted): Items is omitted
-// when empty, which is how a conflict on a lock or a release answers.
+// varJSON is a variable as Nomad's servers encode it (VariableDecrypted): its metadata,
+// then Items, omitted when empty, which is how a conflict on a lock or a release answers.
+// (encoding/json writes the embedded metadata's fields in its place, first.)
 type varJSON struct {
-	Namespace   string
-	Path        string
-	Lock        *lockJSON `json:",omitempty"`
-	CreateIndex uint64
-	CreateTime  int64
-	ModifyIndex uint64
-	ModifyTime  int64
-	Items       map[string]string `json:",omitempty"`
+	metaJSON
+	Items map[string]string `json:",omitempty"`
 }
 
 // metaJSON is an entry of /v1/vars and the body of a lock renewal (VariableMetadata).

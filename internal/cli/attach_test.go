@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+)
+
+func TestAttachFollowsToTheEnd(t *testing.T) {
+	_, e, ctx := startWebEnv(t, 3)
+	id, _ := e.runDetached(t, ctx, "web")
+
+	attached := e.start(ctx, "attach", id)
+	code, out, errOut := e.run(ctx, "resume", id)
+	if code != 0 {
+		t.Fatalf("resume: %d\n%s\n%s", code, out, errOut)
+	}
+	r := <-attached
+	if r.code != 0 {
+		t.Fatalf("attach: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	for _, s := range []string{"Attached to restart " + id, "Restarting 3 allocations", "Job restart finished", "Job restarted successfully!"} {
+		if !strings.Contains(r.out, s) {
+			t.Errorf("attach output lacks %q:\n%s", s, r.out)
+		}
+	}
+	// attach on an ended restart prints it and exits with its result.
+	code, out, _ = e.run(ctx, "attach", id)
+	if code != 0 || !strings.Contains(out, "Job restart finished") {
+		t.Fatalf("attach after the end: %d\n%s", code, out)
+	}
+}
+
+// TestAttachCtrlCStopsOnlyTheViewer checks that interrupting attach leaves the restart alone.
+func TestAttachCtrlCStopsOnlyTheViewer(t *testing.T) {
+	_, e, ctx := startWebEnv(t, 2)
+	id, _ := e.runDetached(t, ctx, "web")
+	attachCtx, stop := context.WithCancel(ctx)
+	var aout, aerr simtest.SyncBuffer
+	a := newApp(strings.NewReader(""), &aout, &aerr, func(k string) string { return map[string]string{"NOMAD_ADDR": e.addr}[k] })
+	a.backend = nomadBackend{localDir: e.localDir}
+	done := make(chan int, 1)
+	go func() { done <- a.run(attachCtx, []string{"attach", id}) }()
+	simtest.WaitFor(t, ctx, "attach to say no process drives the restart", func() bool {
+		return strings.Contains(aout.String(), "No process drives this restart")
+	})
+	stop()
+	if code := <-done; code != 1 || !strings.Contains(aerr.String(), "Stopped following restart "+id) {
+		t.Fatalf("attach interrupted: exit %d: %s", code, aerr.String())
+	}
+	if rec := statusOf(t, ctx, e, id); rec.Status != restart.StatusPending {
+		t.Fatalf("the viewer changed the restart: %s", rec.Status)
+	}
+}
+
+// TestAttachToOrphanSaysNobodyDrives: a viewer leaving a restart nobody drives does not claim
+// that it goes on.
+func TestAttachToOrphanSaysNobodyDrives(t *testing.T) {
+	c, e, ctx := startWebEnv(t, 1)
+	id, _ := e.runDetached(t, ctx, "web")
+	// Its driver wrote its name, then died.
+	st, rec := findInNomad(t, ctx, adminClient(t, c), id, store.NomadOptions{})
+	if _, err := store.Mutate(ctx, st, rec.Namespace, rec.ID, func(r *restart.Record) error { r.Driver = "dead@host"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	code, out, errOut := e.run(actx, "attach", id)
+	if !strings.Contains(out, "was driven by dead@host, but no process drives it now") {
+		t.Errorf("attach does not say the named driver is gone:\n%s", out)
+	}
+	if code != 1 || !strings.Contains(errOut, "no process drives it now") || strings.Contains(errOut, "goes on without this viewer") {
+		t.Fatalf("attach to an orphan, stopped: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
