@@ -51,6 +51,9 @@ type ConnStats struct {
 	PeakPerClient int
 	// Open is the number of connections open now, over all client addresses.
 	Open int
+	// Active is the number of open connections whose request is being read or served
+	// (http.StateActive): a client that goes away after that has its request served.
+	Active int
 }
 
 // connLimiter tracks the Nomad listener's open connections per client IP and refuses those
@@ -62,7 +65,9 @@ type connLimiter struct {
 	mu sync.Mutex
 	// open holds the accepted connections by client IP. A set and not a count: a refused
 	// connection also reaches StateClosed, and must not free a slot it never took.
-	open     map[string]map[net.Conn]struct{}
+	open map[string]map[net.Conn]struct{}
+	// active holds the connections with a request in flight (StateActive).
+	active   map[net.Conn]struct{}
 	peak     int
 	refused  int64
 	answered int64
@@ -74,6 +79,7 @@ func newConnLimiter(max int, log *slog.Logger) *connLimiter {
 		max:    max,
 		log:    log,
 		open:   map[string]map[net.Conn]struct{}{},
+		active: map[net.Conn]struct{}{},
 		bucket: tokenBucket{rate: refusalRate, burst: refusalBurst, tokens: refusalBurst},
 	}
 }
@@ -93,6 +99,8 @@ func (l *connLimiter) connState(conn net.Conn, state http.ConnState) {
 			_, _ = conn.Write(tooManyConnsResponse)
 		}
 		_ = conn.Close()
+	case http.StateActive, http.StateIdle:
+		l.setActive(conn, state == http.StateActive)
 	case http.StateHijacked, http.StateClosed:
 		// A hijacked connection leaves the server's hands and stops counting, as in Nomad.
 		l.release(conn)
@@ -123,11 +131,23 @@ func (l *connLimiter) accept(conn net.Conn, now time.Time) (answer, ok bool) {
 	return false, true
 }
 
+// setActive notes whether conn has a request in flight.
+func (l *connLimiter) setActive(conn net.Conn, active bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if active {
+		l.active[conn] = struct{}{}
+	} else {
+		delete(l.active, conn)
+	}
+}
+
 // release forgets a connection; it does nothing for one that was never counted.
 func (l *connLimiter) release(conn net.Conn) {
 	key := clientKey(conn.RemoteAddr())
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.active, conn)
 	set := l.open[key]
 	delete(set, conn)
 	if len(set) == 0 {
@@ -138,7 +158,7 @@ func (l *connLimiter) release(conn net.Conn) {
 func (l *connLimiter) stats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := ConnStats{Refused: l.refused, Answered429: l.answered, PeakPerClient: l.peak}
+	s := ConnStats{Refused: l.refused, Answered429: l.answered, PeakPerClient: l.peak, Active: len(l.active)}
 	for _, set := range l.open {
 		s.Open += len(set)
 	}

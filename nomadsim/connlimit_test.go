@@ -374,6 +374,9 @@ func TestConnLimitCanceledBlockingQueryHoldsItsSlot(t *testing.T) {
 		})
 	}
 	waitOpen(t, c, limit)
+	// Both requests reached the server (a connection canceled before its request was read
+	// would carry no request to account).
+	waitFor(t, "both blocking queries read", func() bool { return c.ConnStats().Active == limit })
 	c.ResetStats()
 	cancel()
 	wg.Wait() // the client has closed both connections

@@ -95,7 +95,12 @@ func TestScheduleEveryAcrossReplicasStartsEachOccurrenceOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(recs) != final.Started && len(recs) != final.Started+pending {
-		t.Errorf("%d restart records for %d started occurrences", len(recs), final.Started)
+		var have []string
+		for _, r := range recs {
+			have = append(have, r.ID)
+		}
+		t.Errorf("%d restart records for %d started occurrences: records %v; history %+v; pending %+v",
+			len(recs), final.Started, have, final.History, final.Pending)
 	}
 	// Each record is an occurrence's: its ID derives from a due time of the cron.
 	ids := map[string]time.Time{}
