@@ -60,6 +60,9 @@ func architecture() []rule {
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
 		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
+		// The Prometheus gates between batches: a leaf the engine will import; it reaches
+		// Prometheus, never Nomad or Consul.
+		{pkg: "internal/gate", forbids: nomadAPIs(), forbidReason: "it measures through Prometheus only; the engine hands it the batch"},
 		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
