@@ -26,9 +26,11 @@
 // restart.
 //
 // The judgement is pure (Spec.Judge, Spec.Tally: measurements in, outcome out); Run is the
-// loop around it, on a Querier (Prometheus's HTTP API, or a fake) and a Clock. Run hands
+// loop around it, on a Querier (Prometheus's HTTP API, package gate/prometheus, or a fake)
+// and a Clock. Run hands
 // each measurement to its caller to record before it goes on, and takes the recorded ones
 // back after a crash, so a resumed restart continues its count instead of starting over.
 //
-// The package imports nothing of the project: the engine imports it.
+// The package does no I/O of its own and imports nothing of the project: the restart's
+// record keeps its types, the engine runs it.
 package gate

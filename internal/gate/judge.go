@@ -168,7 +168,7 @@ func (s Spec) Tally(p Policy, ms []Measurement) Outcome {
 			o.Measured++
 			o.Errors = 0
 			o.Failures++
-			failedValues = append(failedValues, formatValue(m.Value))
+			failedValues = append(failedValues, FormatValue(m.Value))
 		case VerdictNoData:
 			o.Measured++
 			o.Errors = 0
@@ -227,9 +227,9 @@ func (s Spec) failures(values []string, noData int) string {
 	return strings.Join(parts, "; ")
 }
 
-// formatValue shows a measured value to 6 significant digits: 0.30000000000000004 is 0.3
+// FormatValue shows a measured value to 6 significant digits: 0.30000000000000004 is 0.3
 // to a reader.
-func formatValue(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+func FormatValue(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
 // count writes n with its noun: "1 query", "5 queries".
 func count(n int, one, many string) string {

@@ -6,6 +6,12 @@ import (
 	"time"
 )
 
+// Querier evaluates an instant query at a moment: Run's only way to Prometheus, so that
+// tests can give it a fake.
+type Querier interface {
+	Query(ctx context.Context, promql string, at time.Time) (Sample, error)
+}
+
 // Clock is Run's time: tests give it a fake one, so that minutes of gating take no real
 // time.
 type Clock interface {
@@ -102,7 +108,7 @@ func Run(ctx context.Context, q Querier, gates []Spec, vars Vars, p Policy, clk 
 			if res.Gates[i].State != Pending {
 				continue
 			}
-			m, err := measure(ctx, q, g, vars, at)
+			m, err := Measure(ctx, q, g, vars, at)
 			if err != nil && ctx.Err() != nil {
 				return res, ctx.Err()
 			}
@@ -119,9 +125,9 @@ func Run(ctx context.Context, q Querier, gates []Spec, vars Vars, p Policy, clk 
 	}
 }
 
-// measure queries one gate at the moment at; the error is the query's, also kept in the
+// Measure queries one gate at the moment at; the error is the query's, also kept in the
 // measurement.
-func measure(ctx context.Context, q Querier, g Spec, vars Vars, at time.Time) (Measurement, error) {
+func Measure(ctx context.Context, q Querier, g Spec, vars Vars, at time.Time) (Measurement, error) {
 	m := Measurement{Gate: g.Name, At: at, Query: g.Query(vars)}
 	s, err := q.Query(ctx, m.Query, at)
 	if err != nil {

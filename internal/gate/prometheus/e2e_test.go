@@ -1,4 +1,4 @@
-package gate
+package prometheus
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 )
 
 // The gate used against the real Prometheus: the issue's error ratio, per job.
@@ -34,7 +36,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	start := time.Now()
 	target := startService(t)
 	addr, logs := startPrometheus(t, bin, target)
-	p, err := NewPrometheus(PrometheusConfig{Address: "http://" + addr, Timeout: 5 * time.Second})
+	p, err := New(Config{Address: "http://" + addr, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,11 +46,11 @@ func TestAgainstPrometheus(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	everySecond := Policy{Interval: time.Second, Count: 3, ErrorLimit: 4}
-	run := func(t *testing.T, q Querier, gates []Spec, vars Vars, pol Policy) (Result, []Measurement) {
+	everySecond := gate.Policy{Interval: time.Second, Count: 3, ErrorLimit: 4}
+	run := func(t *testing.T, q gate.Querier, gates []gate.Spec, vars gate.Vars, pol gate.Policy) (gate.Result, []gate.Measurement) {
 		t.Helper()
-		var ms []Measurement
-		res, err := Run(ctx, q, gates, vars, pol, RealClock{}, nil, func(m Measurement) error {
+		var ms []gate.Measurement
+		res, err := gate.Run(ctx, q, gates, vars, pol, gate.RealClock{}, nil, func(m gate.Measurement) error {
 			ms = append(ms, m)
 			return nil
 		})
@@ -60,17 +62,17 @@ func TestAgainstPrometheus(t *testing.T) {
 	errorsGate := mustParse(t, e2eErrors)
 
 	t.Run("a 30% error rate fails", func(t *testing.T) {
-		res, ms := run(t, p, []Spec{errorsGate}, Vars{Job: "bad"}, everySecond)
+		res, ms := run(t, p, []gate.Spec{errorsGate}, gate.Vars{Job: "bad"}, everySecond)
 		if res.Passed || !strings.HasPrefix(res.Failed, `gate "errors": 1 of 1 measurement failed (limit 0): 0.3 not < 0.02`) {
 			t.Fatalf("result %+v, measured %+v", res, ms)
 		}
-		if len(ms) != 1 || math.Abs(ms[0].Value-0.3) > 0.01 || ms[0].Verdict != VerdictFail || !strings.Contains(ms[0].Query, `{job="bad",code=~"5.."}`) {
+		if len(ms) != 1 || math.Abs(ms[0].Value-0.3) > 0.01 || ms[0].Verdict != gate.VerdictFail || !strings.Contains(ms[0].Query, `{job="bad",code=~"5.."}`) {
 			t.Fatalf("measured %+v, want one failed measurement of about 0.3", ms)
 		}
 	})
 
 	t.Run("no errors, no data when asked, and the batch's allocations pass", func(t *testing.T) {
-		gates := []Spec{
+		gates := []gate.Spec{
 			errorsGate,
 			mustParse(t, `missing: sum(rate(does_not_exist_total[10s])) < 1`),
 			mustParse(t, `idle: sum(rate(http_requests_total{job="idle",code=~"5.."}[10s])) / sum(rate(http_requests_total{job="idle"}[10s])) < 0.02`),
@@ -78,9 +80,9 @@ func TestAgainstPrometheus(t *testing.T) {
 			// dots and brackets are escaped, and Prometheus reads the escapes.
 			mustParse(t, `allocs: count(app_ready{alloc_id=~"{{allocs}}", alloc_name=~"{{alloc_names}}"}) == 2`),
 		}
-		vars := Vars{Job: "good", AllocIDs: []string{allocIDs[0], allocIDs[2]}, AllocNames: []string{"web.api[0]", "web.api[10]"}}
+		vars := gate.Vars{Job: "good", AllocIDs: []string{allocIDs[0], allocIDs[2]}, AllocNames: []string{"web.api[0]", "web.api[10]"}}
 		pol := everySecond
-		pol.NoData = NoDataPass
+		pol.NoData = gate.NoDataPass
 		began := time.Now()
 		res, ms := run(t, p, gates, vars, pol)
 		if !res.Passed {
@@ -89,7 +91,7 @@ func TestAgainstPrometheus(t *testing.T) {
 		if took := time.Since(began); took < 1900*time.Millisecond {
 			t.Fatalf("3 measurements a second apart took %s", took)
 		}
-		want := map[string]Verdict{"errors": VerdictPass, "missing": VerdictNoData, "idle": VerdictNoData, "allocs": VerdictPass}
+		want := map[string]gate.Verdict{"errors": gate.VerdictPass, "missing": gate.VerdictNoData, "idle": gate.VerdictNoData, "allocs": gate.VerdictPass}
 		for _, m := range ms {
 			if m.Verdict != want[m.Gate] {
 				t.Errorf("gate %s measured %+v, want %s", m.Gate, m, want[m.Gate])
@@ -101,12 +103,12 @@ func TestAgainstPrometheus(t *testing.T) {
 	})
 
 	t.Run("no data fails by default, NaN too", func(t *testing.T) {
-		gates := []Spec{
+		gates := []gate.Spec{
 			mustParse(t, `missing: sum(rate(does_not_exist_total[10s])) < 1`),
 			mustParse(t, strings.Replace(e2eErrors, "errors:", "idle:", 1)),
 		}
-		res, ms := run(t, p, gates, Vars{Job: "idle"}, everySecond)
-		if res.Failed != `gate "missing": 1 of 1 measurement failed (limit 0): no data (the query returned no series or NaN; no data counts as a failure)` || res.Gates[1].State != Failed {
+		res, ms := run(t, p, gates, gate.Vars{Job: "idle"}, everySecond)
+		if res.Failed != `gate "missing": 1 of 1 measurement failed (limit 0): no data (the query returned no series or NaN; no data counts as a failure)` || res.Gates[1].State != gate.Failed {
 			t.Fatalf("result %+v, measured %+v", res, ms)
 		}
 	})
@@ -117,7 +119,7 @@ func TestAgainstPrometheus(t *testing.T) {
 		if err == nil || err.Error() != `query returned 2 series, want 1: {code="200"}, {code="500"}; aggregate it, e.g. sum(...)` {
 			t.Fatalf("err = %v", err)
 		}
-		res, _ := run(t, p, []Spec{mustParse(t, "split: "+split+" < 1")}, Vars{}, Policy{Interval: 200 * time.Millisecond, Count: 3, ErrorLimit: 1})
+		res, _ := run(t, p, []gate.Spec{mustParse(t, "split: "+split+" < 1")}, gate.Vars{}, gate.Policy{Interval: 200 * time.Millisecond, Count: 3, ErrorLimit: 1})
 		if res.Failed != `gate "split": 2 queries in a row failed (limit 1): `+err.Error() {
 			t.Fatalf("result %+v", res)
 		}
@@ -132,11 +134,11 @@ func TestAgainstPrometheus(t *testing.T) {
 
 	t.Run("Prometheus down", func(t *testing.T) {
 		down := closedPort(t)
-		q, err := NewPrometheus(PrometheusConfig{Address: "http://" + down})
+		q, err := New(Config{Address: "http://" + down})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, ms := run(t, q, []Spec{errorsGate}, Vars{Job: "bad"}, Policy{Interval: 200 * time.Millisecond, Count: 3, ErrorLimit: 2})
+		res, ms := run(t, q, []gate.Spec{errorsGate}, gate.Vars{Job: "bad"}, gate.Policy{Interval: 200 * time.Millisecond, Count: 3, ErrorLimit: 2})
 		want := `gate "errors": 3 queries in a row failed (limit 2): querying Prometheus at http://` + down + `: `
 		if !strings.HasPrefix(res.Failed, want) || !strings.Contains(res.Failed, "connection refused") || len(ms) != 3 {
 			t.Fatalf("result %+v, measured %+v", res, ms)
@@ -267,7 +269,7 @@ scrape_configs:
 }
 
 // waitForRates waits until Prometheus has scraped the service often enough for a rate.
-func waitForRates(t *testing.T, p *Prometheus, logs *syncBuffer) {
+func waitForRates(t *testing.T, p *Client, logs *syncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -280,4 +282,14 @@ func waitForRates(t *testing.T, p *Prometheus, logs *syncBuffer) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// mustParse parses a gate the test knows to be valid.
+func mustParse(t *testing.T, s string) gate.Spec {
+	t.Helper()
+	g, err := gate.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -1,4 +1,4 @@
-package gate
+package prometheus
 
 import (
 	"context"
@@ -24,6 +24,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 )
 
 // fakeAPI answers /api/v1/query as Prometheus does, with the body named by the query, and
@@ -94,7 +96,7 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 	api := newFakeAPI()
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	p, err := NewPrometheus(PrometheusConfig{Address: srv.URL + "/prom/", Timeout: 5 * time.Second})
+	p, err := New(Config{Address: srv.URL + "/prom/", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +106,12 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 
 	good := []struct {
 		query string
-		want  Sample
+		want  gate.Sample
 	}{
-		{"scalar", Sample{Value: 0.5}},
-		{"one", Sample{Value: 0.31}},
-		{"empty", Sample{Empty: true}},
-		{"inf", Sample{Value: math.Inf(1)}},
+		{"scalar", gate.Sample{Value: 0.5}},
+		{"one", gate.Sample{Value: 0.31}},
+		{"empty", gate.Sample{Empty: true}},
+		{"inf", gate.Sample{Value: math.Inf(1)}},
 	}
 	for _, tt := range good {
 		got, err := p.Query(ctx, tt.query, at)
@@ -121,7 +123,7 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 		t.Errorf("sent %v: want the evaluation time and the timeout", api.form)
 	}
 	// NaN is passed on as it came; Judge counts it as no data.
-	if got, err := p.Query(ctx, "nan", at); err != nil || !math.IsNaN(got.Value) || got.Empty || errorsGate.Judge(got) != VerdictNoData {
+	if got, err := p.Query(ctx, "nan", at); err != nil || !math.IsNaN(got.Value) || got.Empty || errorsGate.Judge(got) != gate.VerdictNoData {
 		t.Errorf("nan: %+v, %v", got, err)
 	}
 	if got, err := p.Query(ctx, "warned", at); err != nil || got.Value != 2 || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "might not be a counter") {
@@ -152,7 +154,7 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 
 func TestPrometheusDownAndSlow(t *testing.T) {
 	addr := closedPort(t)
-	p, err := NewPrometheus(PrometheusConfig{Address: "http://" + addr})
+	p, err := New(Config{Address: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func TestPrometheusDownAndSlow(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
 	defer srv.Close()
 	defer close(hang)
-	p, err = NewPrometheus(PrometheusConfig{Address: srv.URL, Timeout: 100 * time.Millisecond})
+	p, err = New(Config{Address: srv.URL, Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestPrometheusBearerToken(t *testing.T) {
 	defer srv.Close()
 	addr := srv.URL + "/prom"
 
-	p, err := NewPrometheus(PrometheusConfig{Address: addr, BearerToken: "s3cret"})
+	p, err := New(Config{Address: addr, BearerToken: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +205,7 @@ func TestPrometheusBearerToken(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "token")
 	writeFile(t, file, "first\n")
-	p, err = NewPrometheus(PrometheusConfig{Address: addr, BearerTokenFile: file})
+	p, err = New(Config{Address: addr, BearerTokenFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,9 +245,9 @@ func TestPrometheusTLS(t *testing.T) {
 	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
 	addr := srv.URL + "/prom"
 
-	query := func(cfg PrometheusConfig) error {
+	query := func(cfg Config) error {
 		t.Helper()
-		p, err := NewPrometheus(cfg)
+		p, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,16 +255,16 @@ func TestPrometheusTLS(t *testing.T) {
 		_, err = p.Query(context.Background(), "one", time.Time{})
 		return err
 	}
-	if err := query(PrometheusConfig{Address: addr, CACert: caFile, ClientCert: clientCert, ClientKey: clientKey}); err != nil {
+	if err := query(Config{Address: addr, CACert: caFile, ClientCert: clientCert, ClientKey: clientKey}); err != nil {
 		t.Fatalf("mutual TLS: %v", err)
 	}
-	if err := query(PrometheusConfig{Address: addr, InsecureSkipVerify: true, ClientCert: clientCert, ClientKey: clientKey}); err != nil {
+	if err := query(Config{Address: addr, InsecureSkipVerify: true, ClientCert: clientCert, ClientKey: clientKey}); err != nil {
 		t.Fatalf("skipping verification: %v", err)
 	}
-	if err := query(PrometheusConfig{Address: addr, ClientCert: clientCert, ClientKey: clientKey}); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if err := query(Config{Address: addr, ClientCert: clientCert, ClientKey: clientKey}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("a server certificate from an unknown CA: %v", err)
 	}
-	if err := query(PrometheusConfig{Address: addr, CACert: caFile}); err == nil {
+	if err := query(Config{Address: addr, CACert: caFile}); err == nil {
 		t.Fatal("no client certificate was accepted")
 	}
 }
@@ -307,34 +309,34 @@ func readFile(t *testing.T, name string) []byte {
 	return b
 }
 
-func TestNewPrometheusRefusesBadConfig(t *testing.T) {
+func TestNewRefusesBadConfig(t *testing.T) {
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "not.pem")
 	empty := filepath.Join(dir, "empty")
 	writeFile(t, notPEM, "hello")
 	writeFile(t, empty, " \n")
 	tests := []struct {
-		cfg  PrometheusConfig
+		cfg  Config
 		want string
 	}{
-		{PrometheusConfig{}, `prometheus address "": want an http:// or https:// URL, e.g. http://prometheus.service.consul:9090`},
-		{PrometheusConfig{Address: "localhost:9090"}, `prometheus address "localhost:9090": want an http:// or https:// URL`},
-		{PrometheusConfig{Address: "prometheus:9090"}, `want an http:// or https:// URL`},
-		{PrometheusConfig{Address: "ftp://p"}, `want an http:// or https:// URL`},
-		{PrometheusConfig{Address: "http://"}, `want an http:// or https:// URL`},
-		{PrometheusConfig{Address: "http://p:9090 x"}, `want an http:// or https:// URL`},
-		{PrometheusConfig{Address: "http://p", BearerToken: "a", BearerTokenFile: "b"}, "prometheus: give a bearer token or a bearer token file, not both"},
-		{PrometheusConfig{Address: "http://p", BearerTokenFile: filepath.Join(dir, "none")}, "prometheus bearer token: open "},
-		{PrometheusConfig{Address: "http://p", BearerTokenFile: empty}, "prometheus bearer token file " + empty + " is empty"},
-		{PrometheusConfig{Address: "http://p", CACert: notPEM}, `prometheus address "http://p": the TLS options need an https:// address`},
-		{PrometheusConfig{Address: "https://p", CACert: filepath.Join(dir, "none")}, "prometheus CA certificate: open "},
-		{PrometheusConfig{Address: "https://p", CACert: notPEM}, "prometheus CA certificate " + notPEM + ": no PEM certificate in it"},
-		{PrometheusConfig{Address: "https://p", ClientCert: notPEM}, "prometheus client certificate: give both the certificate and its key"},
-		{PrometheusConfig{Address: "https://p", ClientCert: notPEM, ClientKey: notPEM}, "prometheus client certificate: tls: "},
-		{PrometheusConfig{Address: "http://p", Timeout: -time.Second}, "prometheus timeout -1s: use a positive duration, or 0 for 30s"},
+		{Config{}, `prometheus address "": want an http:// or https:// URL, e.g. http://prometheus.service.consul:9090`},
+		{Config{Address: "localhost:9090"}, `prometheus address "localhost:9090": want an http:// or https:// URL`},
+		{Config{Address: "prometheus:9090"}, `want an http:// or https:// URL`},
+		{Config{Address: "ftp://p"}, `want an http:// or https:// URL`},
+		{Config{Address: "http://"}, `want an http:// or https:// URL`},
+		{Config{Address: "http://p:9090 x"}, `want an http:// or https:// URL`},
+		{Config{Address: "http://p", BearerToken: "a", BearerTokenFile: "b"}, "prometheus: give a bearer token or a bearer token file, not both"},
+		{Config{Address: "http://p", BearerTokenFile: filepath.Join(dir, "none")}, "prometheus bearer token: open "},
+		{Config{Address: "http://p", BearerTokenFile: empty}, "prometheus bearer token file " + empty + " is empty"},
+		{Config{Address: "http://p", CACert: notPEM}, `prometheus address "http://p": the TLS options need an https:// address`},
+		{Config{Address: "https://p", CACert: filepath.Join(dir, "none")}, "prometheus CA certificate: open "},
+		{Config{Address: "https://p", CACert: notPEM}, "prometheus CA certificate " + notPEM + ": no PEM certificate in it"},
+		{Config{Address: "https://p", ClientCert: notPEM}, "prometheus client certificate: give both the certificate and its key"},
+		{Config{Address: "https://p", ClientCert: notPEM, ClientKey: notPEM}, "prometheus client certificate: tls: "},
+		{Config{Address: "http://p", Timeout: -time.Second}, "prometheus timeout -1s: use a positive duration, or 0 for 30s"},
 	}
 	for _, tt := range tests {
-		_, err := NewPrometheus(tt.cfg)
+		_, err := New(tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v, want an error containing %q", tt.cfg, err, tt.want)
 		}
@@ -343,7 +345,7 @@ func TestNewPrometheusRefusesBadConfig(t *testing.T) {
 
 func TestPrometheusMasksThePasswordOfItsAddress(t *testing.T) {
 	addr := closedPort(t)
-	p, err := NewPrometheus(PrometheusConfig{Address: "http://user:hunter2@" + addr})
+	p, err := New(Config{Address: "http://user:hunter2@" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,3 +354,6 @@ func TestPrometheusMasksThePasswordOfItsAddress(t *testing.T) {
 		t.Fatalf("error %v shows the password", err)
 	}
 }
+
+// errorsGate is an error-ratio gate, for judging what a query returns.
+var errorsGate = gate.Spec{Name: "errors", PromQL: "rate", Op: gate.OpLess, Threshold: 0.02}

@@ -1,4 +1,6 @@
-package gate
+// Package prometheus asks Prometheus's HTTP API (through the official client) the instant
+// queries of the metric gates: a gate.Querier.
+package prometheus
 
 import (
 	"context"
@@ -16,16 +18,12 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 )
 
-// Querier evaluates an instant query at a moment: Run's only way to Prometheus, so that
-// tests can give it a fake.
-type Querier interface {
-	Query(ctx context.Context, promql string, at time.Time) (Sample, error)
-}
-
-// PrometheusConfig is where Prometheus is and how to reach it.
-type PrometheusConfig struct {
+// Config is where Prometheus is and how to reach it.
+type Config struct {
 	// Address is Prometheus's base URL, http:// or https://, with a path prefix if it is
 	// served under one (https://example.com/prometheus).
 	Address string
@@ -42,8 +40,8 @@ type PrometheusConfig struct {
 	Timeout time.Duration
 }
 
-// Prometheus is a Querier on Prometheus's HTTP API (the official client).
-type Prometheus struct {
+// Client is a Querier on Prometheus's HTTP API (the official client).
+type Client struct {
 	address   string
 	api       v1.API
 	timeout   time.Duration
@@ -54,9 +52,9 @@ type Prometheus struct {
 // short enough that a hung Prometheus costs one retry, not the restart.
 const defaultTimeout = 30 * time.Second
 
-// NewPrometheus checks cfg and makes the client; it reads the TLS files and the token file
+// New checks cfg and makes the client; it reads the TLS files and the token file
 // now, so that a wrong path fails before any restart starts.
-func NewPrometheus(cfg PrometheusConfig) (*Prometheus, error) {
+func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(cfg.Address)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("prometheus address %q: want an http:// or https:// URL, e.g. http://prometheus.service.consul:9090", cfg.Address)
@@ -91,11 +89,11 @@ func NewPrometheus(cfg PrometheusConfig) (*Prometheus, error) {
 		timeout = defaultTimeout
 	}
 	// The address in messages has any password of the URL's masked.
-	return &Prometheus{address: strings.TrimRight(u.Redacted(), "/"), api: v1.NewAPI(client), timeout: timeout, transport: transport}, nil
+	return &Client{address: strings.TrimRight(u.Redacted(), "/"), api: v1.NewAPI(client), timeout: timeout, transport: transport}, nil
 }
 
 // tlsConfig is the TLS setup the config asks for, nil for the defaults.
-func (cfg PrometheusConfig) tlsConfig(scheme string) (*tls.Config, error) {
+func (cfg Config) tlsConfig(scheme string) (*tls.Config, error) {
 	if cfg.CACert == "" && cfg.ClientCert == "" && cfg.ClientKey == "" && !cfg.InsecureSkipVerify {
 		return nil, nil
 	}
@@ -160,21 +158,21 @@ func readToken(file string) (string, error) {
 }
 
 // Close lets go of idle connections.
-func (p *Prometheus) Close() { p.transport.CloseIdleConnections() }
+func (p *Client) Close() { p.transport.CloseIdleConnections() }
 
 // Query evaluates promql at the moment at (Prometheus's now when at is zero). A scalar or a
 // vector of one sample is a value, an empty vector no data; more series, a range vector or
 // a string is an error, since a gate compares one number.
-func (p *Prometheus) Query(ctx context.Context, promql string, at time.Time) (Sample, error) {
+func (p *Client) Query(ctx context.Context, promql string, at time.Time) (gate.Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	v, warnings, _, err := p.api.Query(ctx, promql, at, v1.WithTimeout(p.timeout))
 	if err != nil {
-		return Sample{}, fmt.Errorf("querying Prometheus at %s: %w%s", p.address, err, detail(err))
+		return gate.Sample{}, fmt.Errorf("querying Prometheus at %s: %w%s", p.address, err, detail(err))
 	}
 	s, err := sampleOf(v)
 	if err != nil {
-		return Sample{}, err
+		return gate.Sample{}, err
 	}
 	s.Warnings = warnings
 	return s, nil
@@ -209,16 +207,16 @@ func detail(err error) string {
 const maxSeriesNamed = 3
 
 // sampleOf reads the one number of a query's result.
-func sampleOf(v model.Value) (Sample, error) {
+func sampleOf(v model.Value) (gate.Sample, error) {
 	switch v := v.(type) {
 	case *model.Scalar:
-		return Sample{Value: float64(v.Value)}, nil
+		return gate.Sample{Value: float64(v.Value)}, nil
 	case model.Vector:
 		switch len(v) {
 		case 0:
-			return Sample{Empty: true}, nil
+			return gate.Sample{Empty: true}, nil
 		case 1:
-			return Sample{Value: float64(v[0].Value)}, nil
+			return gate.Sample{Value: float64(v[0].Value)}, nil
 		}
 		named := make([]string, 0, maxSeriesNamed+1)
 		for _, s := range v[:min(len(v), maxSeriesNamed)] {
@@ -227,11 +225,11 @@ func sampleOf(v model.Value) (Sample, error) {
 		if len(v) > maxSeriesNamed {
 			named = append(named, "…")
 		}
-		return Sample{}, fmt.Errorf("query returned %d series, want 1: %s; aggregate it, e.g. sum(...)", len(v), strings.Join(named, ", "))
+		return gate.Sample{}, fmt.Errorf("query returned %d series, want 1: %s; aggregate it, e.g. sum(...)", len(v), strings.Join(named, ", "))
 	case model.Matrix:
-		return Sample{}, errors.New("query returned a range vector, want one number: drop the [range] selector at the top or wrap it, e.g. rate(...[1m])")
+		return gate.Sample{}, errors.New("query returned a range vector, want one number: drop the [range] selector at the top or wrap it, e.g. rate(...[1m])")
 	case nil:
-		return Sample{}, errors.New("query returned no result")
+		return gate.Sample{}, errors.New("query returned no result")
 	}
-	return Sample{}, fmt.Errorf("query returned a %s, want one number", v.Type())
+	return gate.Sample{}, fmt.Errorf("query returned a %s, want one number", v.Type())
 }

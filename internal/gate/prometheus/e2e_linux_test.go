@@ -1,4 +1,4 @@
-package gate
+package prometheus
 
 import (
 	"os/exec"
