@@ -1,17 +1,11 @@
 package prometheus
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // The gate used against the real Prometheus: the issue's error ratio, per job.
@@ -29,19 +24,15 @@ const e2eErrors = `errors: sum(rate(http_requests_total{job="{{job}}",code=~"5..
 // service without traffic), a result of several series, the batch's allocations in a
 // regexp, and Prometheus down.
 func TestAgainstPrometheus(t *testing.T) {
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal("no prometheus found: install Debian's prometheus package (scripts/test does it when run as root)")
-	}
 	start := time.Now()
 	target := startService(t)
-	addr, logs := startPrometheus(t, bin, target)
-	p, err := New(Config{Address: "http://" + addr, Timeout: 5 * time.Second})
+	prom := simtest.StartPrometheus(t, target)
+	p, err := New(Config{Address: prom.URL(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	waitForRates(t, p, logs)
+	waitForRates(t, p, prom)
 	t.Logf("Prometheus up and scraping after %s", time.Since(start).Round(time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -55,7 +46,7 @@ func TestAgainstPrometheus(t *testing.T) {
 			return nil
 		})
 		if err != nil {
-			t.Fatalf("Run: %v (Prometheus's log:\n%s)", err, logs.String())
+			t.Fatalf("Run: %v (Prometheus's log:\n%s)", err, prom.Logs())
 		}
 		return res, ms
 	}
@@ -127,13 +118,13 @@ func TestAgainstPrometheus(t *testing.T) {
 
 	t.Run("a query Prometheus rejects", func(t *testing.T) {
 		_, err := p.Query(ctx, "sum(rate(x[10s])", time.Now())
-		if err == nil || !strings.HasPrefix(err.Error(), "querying Prometheus at http://"+addr+": bad_data: ") || !strings.Contains(err.Error(), "parse error") {
+		if err == nil || !strings.HasPrefix(err.Error(), "querying Prometheus at "+prom.URL()+": bad_data: ") || !strings.Contains(err.Error(), "parse error") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 
 	t.Run("Prometheus down", func(t *testing.T) {
-		down := closedPort(t)
+		down := simtest.FreeAddr(t)
 		q, err := New(Config{Address: "http://" + down})
 		if err != nil {
 			t.Fatal(err)
@@ -184,92 +175,8 @@ func startService(t *testing.T) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// syncBuffer is Prometheus's log, written by exec's copier and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// startPrometheus runs Prometheus on a free loopback port with its own configuration and
-// storage (nothing of Debian's service: not its config, not port 9090), scraping target
-// every second, and returns its address once it is ready. It is killed when the test ends.
-func startPrometheus(t *testing.T, bin, target string) (string, *syncBuffer) {
-	t.Helper()
-	dir := t.TempDir()
-	config := filepath.Join(dir, "prometheus.yml")
-	// honor_labels keeps the service's own job label: the gates select by it.
-	yml := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: service
-    honor_labels: true
-    static_configs:
-      - targets: ['%s']
-`, target)
-	if err := os.WriteFile(config, []byte(yml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := closedPort(t)
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	dieWithTest(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting Prometheus: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("Prometheus's log:\n%s", logs.String())
-		}
-	})
-
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr, logs
-			}
-		}
-		select {
-		case <-exited:
-			t.Fatalf("Prometheus exited before it was ready:\n%s", logs.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus at %s not ready after 20s:\n%s", addr, logs.String())
-		}
-	}
-}
-
 // waitForRates waits until Prometheus has scraped the service often enough for a rate.
-func waitForRates(t *testing.T, p *Client, logs *syncBuffer) {
+func waitForRates(t *testing.T, p *Client, prom *simtest.Prometheus) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -278,7 +185,7 @@ func waitForRates(t *testing.T, p *Client, logs *syncBuffer) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus has no rate of the service's requests after 20s (last: %+v, %v):\n%s", s, err, logs.String())
+			t.Fatalf("Prometheus has no rate of the service's requests after 20s (last: %+v, %v):\n%s", s, err, prom.Logs())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

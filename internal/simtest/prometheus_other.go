@@ -1,6 +1,6 @@
 //go:build !linux
 
-package prometheus
+package simtest
 
 import "os/exec"
 

@@ -1,4 +1,4 @@
-package prometheus
+package simtest
 
 import (
 	"os/exec"
