@@ -122,7 +122,7 @@ func TestRunGatesOnRealPrometheus(t *testing.T) {
 // TestRunRefusesBadGates: what cannot work is refused in one line before anything changes.
 func TestRunRefusesBadGates(t *testing.T) {
 	c, e, ctx := startWebEnv(t, 2)
-	down := "http://" + simtest.FreeAddr(t)
+	down := "http://" + simtest.ClosedAddr(t)
 	for _, tc := range []struct {
 		want string
 		args []string

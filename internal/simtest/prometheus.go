@@ -2,7 +2,6 @@ package simtest
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,7 +50,7 @@ scrape_configs:
 	if err := os.WriteFile(config, []byte(yml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &Prometheus{Addr: FreeAddr(t), logs: &SyncBuffer{}}
+	p := &Prometheus{Addr: ClosedAddr(t), logs: &SyncBuffer{}}
 	cmd := exec.Command(bin,
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -94,16 +93,4 @@ scrape_configs:
 			t.Fatalf("Prometheus at %s not ready after 20s:\n%s", p.Addr, p.Logs())
 		}
 	}
-}
-
-// FreeAddr is a loopback address nothing listens on (now).
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }

@@ -124,7 +124,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	})
 
 	t.Run("Prometheus down", func(t *testing.T) {
-		down := simtest.FreeAddr(t)
+		down := simtest.ClosedAddr(t)
 		q, err := New(Config{Address: "http://" + down})
 		if err != nil {
 			t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"log"
 	"math"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // fakeAPI answers /api/v1/query as Prometheus does, with the body named by the query, and
@@ -153,7 +153,7 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 }
 
 func TestPrometheusDownAndSlow(t *testing.T) {
-	addr := closedPort(t)
+	addr := simtest.ClosedAddr(t)
 	p, err := New(Config{Address: "http://" + addr})
 	if err != nil {
 		t.Fatal(err)
@@ -175,18 +175,6 @@ func TestPrometheusDownAndSlow(t *testing.T) {
 	if _, err := p.Query(context.Background(), "up", time.Time{}); err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("a hung Prometheus: %v after %s", err, time.Since(start))
 	}
-}
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }
 
 func TestPrometheusBearerToken(t *testing.T) {
@@ -344,7 +332,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 }
 
 func TestPrometheusMasksThePasswordOfItsAddress(t *testing.T) {
-	addr := closedPort(t)
+	addr := simtest.ClosedAddr(t)
 	p, err := New(Config{Address: "http://user:hunter2@" + addr})
 	if err != nil {
 		t.Fatal(err)
