@@ -30,6 +30,7 @@ type Metrics struct {
 	discoveryPass prometheus.Counter
 	adoptions     prometheus.Counter
 	driveFailures prometheus.Counter
+	metricGates   *prometheus.CounterVec
 }
 
 // NewMetrics builds the metrics on a new registry, with Go's runtime and process collectors.
@@ -50,9 +51,11 @@ func NewMetrics() *Metrics {
 		discoveryPass: newCounter("discovery_passes_total", "Listings of the restart records this agent made to find work."),
 		adoptions:     newCounter("adoptions_total", "Restarts this agent took up (started detached, or continued after another driver)."),
 		driveFailures: newCounter("drive_errors_total", "Drives that ended with an error other than a lease held elsewhere (retried later)."),
+		metricGates: withLabels(newCounterVec("metric_gates_total", "Batches whose metric gates (-gate) this agent judged, by outcome (passed, failed, would-fail: a dry run's failure).", "outcome"),
+			"passed", "failed", "would-fail"),
 	}
 	reg.MustRegister(m.restarts, m.driving, m.allocs, m.batchSeconds, m.gateSeconds, m.apiErrors,
-		m.apiRequests, m.leases, m.discoveryPass, m.adoptions, m.driveFailures,
+		m.apiRequests, m.leases, m.discoveryPass, m.adoptions, m.driveFailures, m.metricGates,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

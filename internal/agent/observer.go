@@ -58,6 +58,12 @@ func (o *driveObserver) sink(ev restart.Event) {
 			o.m.observeGate(ev.Time.Sub(t))
 			delete(o.gateStart, ev.AllocID)
 		}
+	case restart.EventGatePassed:
+		o.m.metricGates.WithLabelValues("passed").Inc()
+	case restart.EventGateFailed:
+		o.m.metricGates.WithLabelValues("failed").Inc()
+	case restart.EventGateWouldFail:
+		o.m.metricGates.WithLabelValues("would-fail").Inc()
 	case restart.EventAllocSkipped:
 		o.m.allocs.WithLabelValues("skipped").Inc()
 		o.lastAllocEnd = ev.Time

@@ -61,18 +61,18 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 				"imports os: internal/onchange may not import",
 				"imports github.com/hashicorp/consul/api: internal/onchange may not import",
 				"imports github.com/hashicorp/nomad/api/contexts: internal/onchange may not import",
-				"imports internal/cluster: internal/onchange may import only internal/restart",
+				"imports internal/cluster: internal/onchange may import only internal/gate, internal/restart",
 			},
 		},
 		{
 			name:    "restart importing a project package",
 			files:   []goFile{{path: "internal/restart/x.go", imports: []string{project("internal/cluster")}}},
-			wantBad: []string{"internal/restart/x.go imports internal/cluster: internal/restart may import no project package"},
+			wantBad: []string{"internal/restart/x.go imports internal/cluster: internal/restart may import only internal/gate"},
 		},
 		{
 			name:    "an arrow pointing up",
 			files:   []goFile{{path: "internal/engine/foo.go", imports: []string{project("internal/cli")}}},
-			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/cluster, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
+			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/gate, internal/gate/prometheus, internal/cluster, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
 		},
 		{
 			name:    "the engine importing Nomad's api",

@@ -47,10 +47,13 @@ func parseDocTable(doc string) []docRow {
 	return rows
 }
 
-// shortName is how the doc names a project package: its last element ("store" for
-// internal/store), "nomadsim" for nomadsim/....
+// shortName is how the doc names a project package: its path under internal/ ("store" for
+// internal/store, "gate/prometheus"), "nomadsim" for nomadsim/....
 func shortName(pkg string) string {
 	pkg = strings.TrimSuffix(pkg, "/...")
+	if rest, ok := strings.CutPrefix(pkg, "internal/"); ok {
+		return rest
+	}
 	return pkg[strings.LastIndex(pkg, "/")+1:]
 }
 

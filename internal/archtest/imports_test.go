@@ -52,20 +52,25 @@ func architecture() []rule {
 	return []rule{
 		// What the release build stamps in (-ldflags -X) and the toolchain recorded: a leaf.
 		{pkg: "internal/buildinfo"},
-		{pkg: "internal/restart", forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/restart", mayImport: []string{"internal/gate"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/fleet", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/steer", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart"}},
-		{pkg: "internal/onchange", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
 		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
+		// The Prometheus gates between batches: a leaf the engine will import; it reaches
+		// Prometheus, never Nomad or Consul.
+		// The metric gates' rules and loop, pure: the record keeps their types.
+		{pkg: "internal/gate", forbids: noIO(), forbidReason: "it must do no I/O (Prometheus is asked through gate/prometheus)"},
+		{pkg: "internal/gate/prometheus", mayImport: []string{"internal/gate"}, forbids: nomadAPIs(), forbidReason: "it reaches Prometheus only"},
 		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
 			pkg:          "internal/engine",
-			mayImport:    []string{"internal/health", "internal/cluster", "internal/store", "internal/steer", "internal/restart"},
+			mayImport:    []string{"internal/health", "internal/gate", "internal/gate/prometheus", "internal/cluster", "internal/store", "internal/steer", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
 		},
@@ -79,7 +84,7 @@ func architecture() []rule {
 		// steer.Steerers and the engine's Plan and Create; it knows nothing of the agent.
 		{
 			pkg:          "internal/page",
-			mayImport:    []string{"internal/engine", "internal/store", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"},
+			mayImport:    []string{"internal/engine", "internal/store", "internal/cluster", "internal/steer", "internal/fleet", "internal/gate", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through what the agent gives it (page.Source, the engine, the steerers)",
 		},
@@ -99,7 +104,7 @@ func architecture() []rule {
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim"},
+			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
 		// The support of the tests that run an agent on nomadsim; it does not import the

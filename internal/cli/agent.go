@@ -72,6 +72,13 @@ Agent Options:
     health-gated batches. See docs/config-change.md; "nomad-restart watches" lists what
     is followed. Consul keys are watched through CONSUL_HTTP_ADDR and the CONSUL_*
     environment.
+
+  -prometheus-address=<url>, -prometheus-token-file=<path>,
+  -prometheus-ca-cert=<path>, -prometheus-client-cert=<path>,
+  -prometheus-client-key=<path>, -prometheus-tls-skip-verify
+    Prometheus, for the metric gates of the jobs' meta ("nomad-restart.gate.<name>")
+    and of restarts whose record names none; as "run" reads them, with the same
+    NOMAD_RESTART_PROMETHEUS_* environment.
 `
 
 type agentOptions struct {
@@ -93,7 +100,12 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 	fs.StringVar(&o.state, "state", "nomad", "")
 	fs.StringVar(&o.logFormat, "log-format", "text", "")
 	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
+	// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
+	o.client.prometheus.add(fs)
 	if err := parseFlags(fs, "agent", args); err != nil {
+		return nil, err
+	}
+	if err := o.client.prometheus.validate(); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -172,9 +184,10 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock}, sharedWatch: true})
-	pagePartsFor, err := tokenParts(cc, local, logger, holder)
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock}, sharedWatch: true, gates: gates})
+	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
 	if err != nil {
 		return err
 	}

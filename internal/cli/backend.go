@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -28,6 +29,9 @@ type planned struct {
 	Record  *restart.Record
 	Job     *restart.Job
 	Skipped []skippedAlloc
+	// Gates are the metric gates' queries asked once at planning, as the first batch's
+	// would be now.
+	Gates []gate.Measurement
 }
 
 type skippedAlloc struct {

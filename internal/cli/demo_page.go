@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 )
 
 // listenDemoPage opens -http-addr before the demo starts, so that an address in use is
@@ -38,7 +39,7 @@ func (a *app) serveDemoPage(ctx context.Context, ln net.Listener, nomadAddr stri
 	// The page steers as the agent's does; the demo's cluster has no ACLs, so no token is
 	// needed.
 	holder := "agent@" + a.holder()
-	partsFor, err := tokenParts(cc, nil, logger, holder)
+	partsFor, err := tokenParts(cc, nil, logger, holder, engine.GatesConfig{})
 	if err != nil {
 		return fmt.Errorf("preparing the page's actions: %w", err)
 	}

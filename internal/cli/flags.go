@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 )
 
@@ -41,6 +42,10 @@ type clientFlags struct {
 	// CONSUL_* environment by withEnv.
 	consul       consulFlags
 	consulConfig health.ConsulConfig
+	// prometheus holds the -prometheus-* flags (run, agent); prometheusConfig is them
+	// filled from the NOMAD_RESTART_PROMETHEUS_* environment by withEnv.
+	prometheus       prometheusFlags
+	prometheusConfig prometheus.Config
 }
 
 // newFlagSet returns a flag set that reports errors to the caller instead of printing them,
@@ -93,6 +98,7 @@ func (c clientFlags) withEnv(env func(string) string) clientFlags {
 	}
 	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
 	c.consulConfig = c.consul.config(env)
+	c.prometheusConfig = c.prometheus.config(env)
 	if c.address == "" {
 		c.address = "http://127.0.0.1:4646"
 	}

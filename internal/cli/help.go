@@ -169,6 +169,51 @@ Our Options:
   -surge-ignore-scaling
     Surge even groups whose count a scaling policy (the autoscaler) manages.
 
+  -gate='<name>: <PromQL> <op> <number>'
+    A metric gate, repeatable: after each batch is healthy, the query must
+    hold before the next batch starts (and before the restart counts as
+    succeeded), as Argo Rollouts' analysis judges. <op> is one of < <= > >=
+    == !=; the comparison is the last operator and number of the value, the
+    query before it is sent to Prometheus as it is after its template
+    variables are filled in: {{job}}, {{namespace}}, {{group}}, {{batch}},
+    {{allocs}} and {{alloc_names}} (regular expressions of the batch's
+    allocation IDs and names). For example:
+      -gate 'errors: sum(rate(http_requests_total{job="{{job}}",code=~"5.."}[30s]))
+             / sum(rate(http_requests_total{job="{{job}}"}[30s])) < 0.02'
+    The query must give one number (aggregate it). Each query is asked once
+    before anything restarts: one that fails stops the run there. A failed
+    gate acts as a batch with errors (-on-error); -yes does not wave it
+    through: the restart stops. A job's meta nomad-restart.gate.<name> =
+    "<PromQL> <op> <number>" gives it gates of its own (fleets, rollouts).
+
+  -gate-delay=<duration>, -gate-interval=<duration>, -gate-count=<n>
+    After a batch is healthy, wait -gate-delay (default 0s), then measure
+    every gate -gate-count times (default 3), -gate-interval apart
+    (default 10s).
+
+  -gate-failure-limit=<n>, -gate-error-limit=<n>
+    A gate fails when more than -gate-failure-limit measurements failed
+    (default 0), or more than -gate-error-limit queries in a row got no
+    answer (default 4; a failed query is retried at the next interval).
+
+  -gate-no-data=<fail|pass>
+    What a query that matches no series (or gives NaN, as a ratio of rates
+    without traffic does) counts as: fail (the default: no traffic is no
+    evidence) or pass.
+
+  -gate-dry-run
+    Measure and record the gates, never stop the restart for them.
+
+  -prometheus-address=<url>, -prometheus-token-file=<path>,
+  -prometheus-ca-cert=<path>, -prometheus-client-cert=<path>,
+  -prometheus-client-key=<path>, -prometheus-tls-skip-verify
+    Where Prometheus's HTTP API is, for -gate; unset values come from
+    NOMAD_RESTART_PROMETHEUS_ADDR, NOMAD_RESTART_PROMETHEUS_TOKEN_FILE,
+    NOMAD_RESTART_PROMETHEUS_CACERT, NOMAD_RESTART_PROMETHEUS_CLIENT_CERT and
+    NOMAD_RESTART_PROMETHEUS_CLIENT_KEY; a bearer token may also be given in
+    NOMAD_RESTART_PROMETHEUS_TOKEN. The address is kept in the restart's
+    record (no token is), so that a driver resuming it asks the same one.
+
   -at=<time>
     Do not restart now: store a schedule, print its ID and exit. The
     nomad-restart agent starts the restart at that time, as a detached
@@ -358,7 +403,10 @@ Usage: nomad-restart watches [options]
   "run" are read from the same meta under their flag's name
   ("nomad-restart.batch-size", ".health", ".max-unavailable", ".surge",
   ".batch-wait", ".on-error" (default fail), ".min-healthy-time",
-  ".healthy-deadline"), plus "nomad-restart.debounce" (default 10s).
+  ".healthy-deadline"), plus "nomad-restart.debounce" (default 10s), and
+  metric gates as "nomad-restart.gate.<name>" = "<PromQL> <op> <number>"
+  (judged after each batch as run's -gate is, on the Prometheus of the
+  agent's -prometheus-address).
 
   Without -explain, list the jobs of the namespace (every namespace with
   -namespace '*') that opt in, with each source of each opted-in group,

@@ -61,6 +61,8 @@ type partsConfig struct {
 	logger *slog.Logger
 	holder string
 	health engine.HealthConfig
+	// gates is how the metric gates reach Prometheus.
+	gates engine.GatesConfig
 	// sharedWatch makes the restarts' drivers follow their steering on one shared listing
 	// (the agent's many drivers; a fleet's children driven here).
 	sharedWatch bool
@@ -88,7 +90,7 @@ func buildParts(c partsConfig) parts {
 		p.discovery = store.NewNomadRestartLister(storeClient, "")
 	}
 	p.engine = engine.New(engine.Config{Cluster: p.cluster, Store: p.restarts, Logger: c.logger, Holder: c.holder,
-		Health: c.health, MaxFeeds: c.maxFeeds})
+		Health: c.health, Gates: c.gates, MaxFeeds: c.maxFeeds})
 	if p.fleets != nil {
 		p.fleet = fleetrun.New(fleetrun.Config{Fleets: p.fleets, Restarts: p.restarts, Engine: p.engine,
 			Holder: c.holder, Logger: c.logger, DriveChildren: c.driveChildren})
@@ -146,7 +148,7 @@ func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe
 // agent's -token or NOMAD_TOKEN, so the page can do nothing that token could not do with
 // the CLI. The clients share one connection pool. local is the store of -state local (nil:
 // the records in Nomad Variables, read and written with the token).
-func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string) (func(token string) (parts, error), error) {
+func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string, gates engine.GatesConfig) (func(token string) (parts, error), error) {
 	base := cc.APIConfig()
 	var shared *http.Client
 	if !strings.HasPrefix(base.Address, "unix://") {
@@ -163,7 +165,7 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 		if err != nil {
 			return parts{}, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
 		}
-		return buildParts(partsConfig{client: client, region: cc.Region, local: local, logger: logger, holder: "page@" + holder}), nil
+		return buildParts(partsConfig{client: client, region: cc.Region, local: local, logger: logger, holder: "page@" + holder, gates: gates}), nil
 	}, nil
 }
 
@@ -211,7 +213,8 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 	if err != nil {
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
-	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, logger: logger, holder: holder, health: hc}
+	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, logger: logger, holder: holder, health: hc,
+		gates: engine.GatesConfig{Prometheus: cf.prometheusConfig}}
 	return &nomadSession{client: client, cfg: cfg, base: buildParts(cfg), localDir: b.localDir}, nil
 }
 

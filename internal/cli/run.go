@@ -62,7 +62,11 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	}
 	if o.dryRun {
 		a.printPlan(p, rec, o)
-		return nil
+		printGateValues(p, plan.Gates, o.json)
+		return gatesAnswered(plan.Gates)
+	}
+	if err := gatesAnswered(plan.Gates); err != nil {
+		return err
 	}
 	if ok, err := a.confirmMultiRegion(ctx, p, plan, o, "Job restart canceled."); !ok || err != nil {
 		return err

@@ -50,6 +50,9 @@ type runFlagValues struct {
 	// surge is -surge as typed; surgeIgnoreScaling is -surge-ignore-scaling.
 	surge              string
 	surgeIgnoreScaling bool
+
+	// gates are -gate and its options.
+	gates gateFlags
 }
 
 // addRunFlags registers the restart options of `nomad job restart` and ours on fs.
@@ -80,6 +83,8 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.BoolVar(&raw.unhealthyFirst, "unhealthy-first", false, "")
 	fs.StringVar(&raw.surge, "surge", "", "")
 	fs.BoolVar(&raw.surgeIgnoreScaling, "surge-ignore-scaling", false, "")
+	raw.gates.add(fs)
+	o.client.prometheus.add(fs)
 }
 
 // parseRunArgs parses and validates `run` arguments without touching the cluster.
@@ -152,7 +157,13 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	if err := raw.validateSurge(s); err != nil {
 		return err
 	}
+	if err := raw.gates.validate(s); err != nil {
+		return err
+	}
 	if err := o.client.consul.validate(); err != nil {
+		return err
+	}
+	if err := o.client.prometheus.validate(); err != nil {
 		return err
 	}
 	return validState(o.state)
@@ -332,6 +343,12 @@ func describeSpec(s restart.Spec) string {
 	}
 	if s.SurgeIgnoreScaling {
 		parts = append(parts, "surge-ignore-scaling")
+	}
+	if g := s.Gates; g != nil {
+		for _, spec := range g.Specs {
+			parts = append(parts, fmt.Sprintf("gate=%q", spec))
+		}
+		parts = append(parts, "gates-measure="+describeGatePolicy(g.Policy))
 	}
 	if !s.StartedBefore.IsZero() {
 		parts = append(parts, "started-before="+s.StartedBefore.UTC().Format(time.RFC3339))

@@ -199,7 +199,15 @@ func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
 // the caller names what it restarts.
 func (a *app) newSchedule(o *runOptions, now time.Time) (*schedule.Schedule, error) {
 	sc := &schedule.Schedule{Grace: o.sched.graceDur, CreateTime: now.UTC(), CreatedBy: a.by(), Status: schedule.StatusActive}
-	sc.SetSpec(o.spec)
+	spec := o.spec
+	if g := spec.Gates; g != nil && g.PrometheusAddress == "" {
+		// The agent that starts the occurrences asks the Prometheus given here; without
+		// one, its own -prometheus-address.
+		gates := *g
+		gates.PrometheusAddress = o.client.withEnv(a.env).prometheusConfig.Address
+		spec.Gates = &gates
+	}
+	sc.SetSpec(spec)
 	if o.sched.cron != nil {
 		sc.Cron, sc.TimeZone = strings.TrimSpace(o.sched.every), o.sched.timeZone
 		next, err := o.sched.cron.Next(now)

@@ -170,6 +170,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	_ = tw.Flush()
 
 	printSurge(w, p, r.Surge)
+	printGateRuns(w, r.GateRuns)
 
 	events := r.Events
 	if !verbose && len(events) > recentEvents {

@@ -20,7 +20,13 @@ func (a engineAdapter) Plan(ctx context.Context, namespace, job string, spec res
 	if err := a.e.CheckSurge(ctx, p); err != nil {
 		return nil, err
 	}
-	out := &planned{Record: p.Record, Job: p.Job}
+	// The gates' queries are asked once now: a typo, or a Prometheus that does not answer,
+	// is caught before anything restarts.
+	measured, err := a.e.MeasureGates(ctx, p.Record)
+	if err != nil {
+		return nil, err
+	}
+	out := &planned{Record: p.Record, Job: p.Job, Gates: measured}
 	for _, s := range p.Skipped {
 		out.Skipped = append(out.Skipped, skippedAlloc{Alloc: s.Alloc, Reason: s.Reason})
 	}

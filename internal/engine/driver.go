@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -287,6 +288,7 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 		d.scratch.Allocs = append(d.scratch.Allocs[:0], d.rec.Allocs...)
 		d.scratch.Events = append(d.scratch.Events[:0], d.rec.Events...)
 		snap.Allocs, snap.Events = d.scratch.Allocs, d.scratch.Events
+		snap.GateRuns = cloneGateRuns(d.rec.GateRuns) // a few, small: a measurement appends in place
 		if d.rec.Question != nil {
 			q := *d.rec.Question
 			snap.Question = &q
@@ -377,11 +379,24 @@ func cloneRecord(r *restart.Record) *restart.Record {
 	c := *r
 	c.Allocs = append([]restart.AllocProgress(nil), r.Allocs...)
 	c.Events = append([]restart.Event(nil), r.Events...)
+	c.GateRuns = cloneGateRuns(r.GateRuns)
 	if r.Question != nil {
 		q := *r.Question
 		c.Question = &q
 	}
 	return &c
+}
+
+// cloneGateRuns copies gate runs and their measurements, which the driver appends to.
+func cloneGateRuns(runs []restart.GateRun) []restart.GateRun {
+	if runs == nil {
+		return nil
+	}
+	out := slices.Clone(runs)
+	for i := range out {
+		out[i].Measurements = slices.Clone(out[i].Measurements)
+	}
+	return out
 }
 
 // whileHeld is a context of ctx that ends, with errLeaseLost as its cause, when the lease is

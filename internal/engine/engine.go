@@ -43,6 +43,8 @@ type Config struct {
 	// driving many children in one process raises it to its parallel limit, within the
 	// process's budget of blocking connections.
 	MaxFeeds int
+	// Gates wires the metric gates (-gate): how to reach Prometheus.
+	Gates GatesConfig
 }
 
 // Engine plans, drives and steers restarts.
@@ -53,6 +55,7 @@ type Engine struct {
 	holder  string
 	now     func() time.Time
 	health  HealthConfig
+	gates   GatesConfig
 	offset  *health.OffsetClock
 	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
 }
@@ -60,7 +63,7 @@ type Engine struct {
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
+		health: cfg.Health, gates: cfg.Gates, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
 	if e.offset == nil {
 		e.offset = health.NewOffsetClock(nil)
 	}
@@ -119,6 +122,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	if err := e.resolveHealth(ctx, &spec, job, kept, facts.spec, facts.specErr); err != nil {
+		return nil, err
+	}
+	if err := e.resolveGates(&spec); err != nil {
 		return nil, err
 	}
 

@@ -95,16 +95,10 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 		}
 	}
 	d.mu.Lock()
-	intent, by := d.rec.Control.Intent, d.rec.Control.By
+	intent := d.rec.Control.Intent
 	d.mu.Unlock()
-	switch intent {
-	case restart.IntentCancel:
-		return d.finish(ctx, restart.StatusCanceled, "canceled"+byWho(by), restart.EventCanceled, "Job restart canceled"+byWho(by))
-	case restart.IntentPause:
-		return d.step(ctx, func(r *restart.Record) {
-			_ = r.SetStatus(restart.StatusPaused, "paused"+byWho(by))
-			d.eventLocked(restart.Event{Type: restart.EventPaused, Message: "Restart paused" + byWho(by) + "; resume it with `nomad-restart resume " + r.ID + "`"})
-		})
+	if intent == restart.IntentCancel || intent == restart.IntentPause {
+		return d.obeyIntent(ctx)
 	}
 	// -surge: the extra allocations are up and healthy (and their deployment over) before
 	// the deployment guard, which must not take the surge's own deployment for another's.
@@ -139,6 +133,24 @@ func (d *driver) startBatch(ctx context.Context, b int) error {
 		d.eventLocked(restart.Event{Type: restart.EventBatchStarted, Batch: b,
 			Message: fmt.Sprintf("Restarting %s batch of %s", restart.Ordinal(b), plural(n, "allocation"))})
 	})
+	return nil
+}
+
+// obeyIntent ends the restart as canceled, or pauses it, as the operators' intent says
+// (between batches, or while a batch's gates measure); any other intent is nothing to obey.
+func (d *driver) obeyIntent(ctx context.Context) error {
+	d.mu.Lock()
+	intent, by := d.rec.Control.Intent, d.rec.Control.By
+	d.mu.Unlock()
+	switch intent {
+	case restart.IntentCancel:
+		return d.finish(ctx, restart.StatusCanceled, "canceled"+byWho(by), restart.EventCanceled, "Job restart canceled"+byWho(by))
+	case restart.IntentPause:
+		return d.step(ctx, func(r *restart.Record) {
+			_ = r.SetStatus(restart.StatusPaused, "paused"+byWho(by))
+			d.eventLocked(restart.Event{Type: restart.EventPaused, Message: "Restart paused" + byWho(by) + "; resume it with `nomad-restart resume " + r.ID + "`"})
+		})
+	}
 	return nil
 }
 
@@ -206,10 +218,30 @@ func (d *driver) afterBatch(ctx context.Context, b int) error {
 	}
 	d.mu.Unlock()
 
+	// The metric gates judge a batch whose allocations all came back: a batch with errors
+	// needs a decision already, and its measurements would say nothing new.
+	var gateFailed string
+	if len(errs) == 0 {
+		g, err := d.passGates(ctx, b)
+		switch {
+		case err != nil:
+			return err
+		case g.interrupted:
+			return d.obeyIntent(ctx)
+		}
+		if gateFailed = g.failed; gateFailed != "" {
+			errs = append(errs, gateFailed)
+		}
+	}
+
 	hadErrs := len(errs) > 0
 	if last {
 		if hadErrs && spec.OnError == restart.OnErrorAsk && !spec.Yes {
 			return d.ask(ctx, b, true, unrecoverable, true, false)
+		}
+		if gateFailed != "" {
+			msg := "Job restart finished with errors: " + gateFailed
+			return d.finish(ctx, restart.StatusFailed, msg, restart.EventFailed, msg)
 		}
 		if failedTotal > 0 {
 			msg := fmt.Sprintf("Job restart finished with errors: %s failed", plural(failedTotal, "allocation"))
@@ -223,6 +255,11 @@ func (d *driver) afterBatch(ctx context.Context, b int) error {
 		return d.finish(ctx, restart.StatusFailed, msg, restart.EventFailed, msg)
 	case hadErrs && spec.Yes && unrecoverable:
 		msg := "Stopping job restart due to unrecoverable error: " + errs[0]
+		return d.finish(ctx, restart.StatusFailed, msg, restart.EventFailed, msg)
+	case gateFailed != "" && spec.Yes:
+		// -yes answers Nomad's questions, not a gate's: what the service's metrics say
+		// is not an error a script may wave through.
+		msg := "Stopping job restart: " + gateFailed
 		return d.finish(ctx, restart.StatusFailed, msg, restart.EventFailed, msg)
 	case !spec.Yes && (waitAsk || (spec.OnError == restart.OnErrorAsk && hadErrs)):
 		return d.ask(ctx, b, hadErrs, unrecoverable, false, waitAsk)

@@ -36,6 +36,8 @@ func JobOptions(spec restart.Spec, meta map[string]string) (restart.Spec, []Prob
 	if p, ok := deadlineProblem(s, meta); ok {
 		problems = append(problems, p)
 	}
+	// A job's own gates replace the run's: they name what the job's service exports.
+	problems = append(problems, applyGates(&s, groupMeta(meta, nil))...)
 	problems = append(problems, unknownKeys(groupMeta(meta, nil))...)
 	if len(problems) > 0 {
 		return spec, problems

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -106,6 +107,7 @@ func readOptions(group string, meta map[string]metaValue) options {
 			o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: reasonOf(err)})
 		}
 	}
+	o.problems = append(o.problems, applyGates(s, meta)...)
 	o.problems = append(o.problems, unknownKeys(meta)...)
 	return o
 }
@@ -179,7 +181,43 @@ func unknownKeys(meta map[string]metaValue) []Problem {
 	return out
 }
 
-func isKnownKey(k string) bool { return slices.Contains(knownKeys(), k) }
+func isKnownKey(k string) bool { return slices.Contains(knownKeys(), k) || isGateKey(k) }
+
+// KeyGatePrefix starts a metric gate's key: nomad-restart.gate.<name> = "<promql> <op>
+// <number>", judged after each batch as run's -gate "<name>: ..." is.
+const KeyGatePrefix = MetaPrefix + "gate."
+
+func isGateKey(k string) bool { return strings.HasPrefix(k, KeyGatePrefix) }
+
+// applyGates reads the gates of meta (nomad-restart.gate.<name>) into s, in the order of
+// their names, with the default measuring policy; an invalid one is a Problem.
+func applyGates(s *restart.Spec, meta map[string]metaValue) []Problem {
+	var names []string
+	for k := range meta {
+		if isGateKey(k) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	var problems []Problem
+	var specs []string
+	for _, k := range names {
+		mv := meta[k]
+		g, err := gate.ParseMeta(strings.TrimPrefix(k, KeyGatePrefix), mv.value)
+		if err != nil {
+			problems = append(problems, Problem{Key: k, Value: mv.value, Level: mv.level, Reason: err.Error()})
+			continue
+		}
+		specs = append(specs, g.String())
+	}
+	if len(problems) == 0 {
+		s.Gates = &restart.Gates{Specs: specs, Policy: gate.DefaultPolicy()}
+	}
+	return problems
+}
 
 // suggestKey names the known key closest to a misspelt one, or lists them all.
 func suggestKey(k string) string {

@@ -2,10 +2,12 @@ package onchange
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -192,5 +194,46 @@ func TestProblemString(t *testing.T) {
 	p := Problem{Key: KeySurge, Value: "0", Level: "group", Reason: "give 1 or more"}
 	if got, want := p.String(), `group meta nomad-restart.surge = "0": give 1 or more`; got != want {
 		t.Errorf("String = %q, want %q", got, want)
+	}
+}
+
+// Gates in the meta: nomad-restart.gate.<name>, in the order of their names, with the
+// default measuring policy; an invalid one is a problem (and none is applied).
+func TestReadOptionsGates(t *testing.T) {
+	o := groupOptions(map[string]string{
+		"nomad-restart.gate.latency": `p99{job="{{job}}"} < 0.5`,
+		"nomad-restart.gate.errors":  "sum(rate(errors_total[1m])) == 0",
+	})
+	if len(o.problems) != 0 {
+		t.Fatalf("problems %v", o.problems)
+	}
+	g := o.spec.Gates
+	want := []string{"errors: sum(rate(errors_total[1m])) == 0", `latency: p99{job="{{job}}"} < 0.5`}
+	if g == nil || !slices.Equal(g.Specs, want) || g.Policy != gate.DefaultPolicy() {
+		t.Fatalf("gates %+v, want %q with the default policy", g, want)
+	}
+
+	for _, tc := range []struct{ key, value, reason string }{
+		{"nomad-restart.gate.errors", "rate(x[1m])", "no comparison"},
+		{"nomad-restart.gate.errors", `x{job="{{jobb}}"} < 1`, "unknown template variable"},
+		{"nomad-restart.gate.bad name", "x < 1", "name"},
+	} {
+		o := groupOptions(map[string]string{tc.key: tc.value})
+		if len(o.problems) != 1 || o.problems[0].Key != tc.key || !strings.Contains(o.problems[0].Reason, tc.reason) || o.spec.Gates != nil {
+			t.Errorf("%s = %q: problems %v, gates %+v; want one problem naming %q and no gates", tc.key, tc.value, o.problems, o.spec.Gates, tc.reason)
+		}
+	}
+}
+
+// A job's own gates replace a run's; without any, the run's stay.
+func TestJobOptionsGates(t *testing.T) {
+	run := restart.Spec{Gates: &restart.Gates{Specs: []string{"run: x < 1"}, Policy: gate.DefaultPolicy()}}
+	s, problems := JobOptions(run, map[string]string{"nomad-restart.gate.own": "y > 0"})
+	if len(problems) != 0 || s.Gates == nil || !slices.Equal(s.Gates.Specs, []string{"own: y > 0"}) {
+		t.Fatalf("gates %+v, problems %v; want the job's own", s.Gates, problems)
+	}
+	s, _ = JobOptions(run, map[string]string{"nomad-restart.batch-size": "2"})
+	if s.Gates != run.Gates {
+		t.Fatalf("gates %+v, want the run's", s.Gates)
 	}
 }

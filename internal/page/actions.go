@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -277,6 +278,8 @@ type fileRequest struct {
 	Job       string
 	BatchSize string // -batch-size: "1", "25%", "1,25%"
 	Health    string // -health: auto, checks, running, none
+	// Gates are -gate values, one per line, measured with the default policy.
+	Gates string
 	// Expect lists the planned allocations the user reviewed, in order (filing only): the
 	// restart is filed only if planning again gives the same.
 	Expect []string
@@ -303,6 +306,18 @@ func (f fileRequest) request() (engine.Request, error) {
 			return req, err
 		}
 		req.Spec.Health = h
+	}
+	var gates []string
+	for line := range strings.Lines(f.Gates) {
+		if line = strings.TrimSpace(line); line != "" {
+			gates = append(gates, line)
+		}
+	}
+	if len(gates) > 0 {
+		if _, err := gate.ParseAll(gates); err != nil {
+			return req, err
+		}
+		req.Spec.Gates = &restart.Gates{Specs: gates, Policy: gate.DefaultPolicy()}
 	}
 	return req, nil
 }

@@ -170,7 +170,7 @@ const pageScript = `(function () {
     var reviewed = null;
     var formValues = function () {
       return { Namespace: fileForm.Namespace.value, Job: fileForm.Job.value,
-        BatchSize: fileForm.BatchSize.value, Health: fileForm.Health.value };
+        BatchSize: fileForm.BatchSize.value, Health: fileForm.Health.value, Gates: fileForm.Gates.value };
     };
     var forget = function () { reviewed = null; submit.hidden = true; plan.innerHTML = ''; };
     fileForm.addEventListener('input', forget);

@@ -79,6 +79,8 @@ svg.timeline .open{opacity:.55}
 svg.timeline .failed{fill:var(--red)}
 svg.timeline .batch{fill:#8aa8e6}
 svg.timeline .batch.failed{stroke:var(--red);stroke-width:2}
+svg.timeline .metric-gate{fill:#b58cd9}
+svg.timeline .metric-gate.failed,svg.timeline .metric-gate.would-fail{fill:var(--red)}
 svg.timeline .mark.failed{fill:var(--red)}
 svg.timeline .mark.skipped{fill:var(--grey)}
 svg.timeline .budget-out{fill:#fbc98f;stroke:var(--amber)}
@@ -133,6 +135,8 @@ var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(fleetListTem
 <label for="file-health">Health</label><select id="file-health" name="Health">
 <option value="auto" selected>auto: checks where the groups define them, else running</option>
 <option value="checks">checks</option><option value="running">running</option><option value="none">none (as nomad job restart)</option></select>
+<label for="file-gates">Gates</label><textarea id="file-gates" name="Gates" rows="2" autocomplete="off" aria-describedby="file-gates-help" placeholder="errors: sum(rate(http_requests_total{job=&quot;{{"{{"}}job{{"}}"}}&quot;,code=~&quot;5..&quot;}[30s])) / sum(rate(http_requests_total{job=&quot;{{"{{"}}job{{"}}"}}&quot;}[30s])) < 0.02"></textarea>
+<small id="file-gates-help">optional, one per line: NAME: PromQL OP NUMBER, judged after each batch on the agent's Prometheus (3 measurements 10s apart)</small>
 <button type="submit">Plan</button>
 </form>
 <p style="font-size:.9em;margin:.2em 0">The plan is a dry run: nothing changes until you file it. Both run with your ACL token, as <code>nomad-restart run -detach</code> would with it; an agent then drives the restart.</p>
@@ -143,7 +147,7 @@ var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(fleetListTem
 <div id="live">{{template "listLive" .Live}}</div>
 {{template "bottom" .}}
 {{define "plan"}}
-<h3 id="plan-summary">Plan: restart {{len .Rec.Allocs}} allocations of job {{.Rec.JobID}} (namespace {{.Rec.Namespace}}, version {{.Rec.JobVersion}}) in {{len .Batches}} batches of {{.Batch}}, health {{.Rec.Spec.Health}}{{if .Skipped}}; {{.Skipped}} allocations left out (not running){{end}}</h3>
+<h3 id="plan-summary">Plan: restart {{len .Rec.Allocs}} allocations of job {{.Rec.JobID}} (namespace {{.Rec.Namespace}}, version {{.Rec.JobVersion}}) in {{len .Batches}} batches of {{.Batch}}, health {{.Rec.Spec.Health}}{{with .Rec.Spec.Gates}}, gates {{range $i, $g := .Specs}}{{if $i}}; {{end}}<code>{{$g}}</code>{{end}}{{end}}{{if .Skipped}}; {{.Skipped}} allocations left out (not running){{end}}</h3>
 <table id="plan-allocs"><thead><tr><th scope="col">Batch</th><th scope="col">Allocation</th><th scope="col">Name</th><th scope="col">Group</th><th scope="col">Node</th></tr></thead><tbody>
 {{range $i, $b := .Batches}}{{range $b}}<tr class="planned"><td>{{add $i 1}}</td><td><code title="{{.ID}}">{{short .ID}}</code></td><td>{{.Name}}</td><td>{{.Group}}</td><td><code title="{{.NodeID}}">{{short .NodeID}}</code></td></tr>
 {{end}}{{end}}</tbody></table>
@@ -195,7 +199,7 @@ var restartPage = template.Must(template.Must(pageFrame.Clone()).Parse(`{{templa
 <div class="tl-wrap">
 <svg class="timeline" id="timeline-batches" role="img" aria-labelledby="timeline-h timeline-legend" viewBox="0 0 {{.Width}} {{.BatchHeight}}" preserveAspectRatio="xMinYMin meet">
 <g class="axis">{{range .Ticks}}<line class="grid" x1="{{.X}}" x2="{{.X}}" y1="{{$.AxisY}}" y2="{{$.BatchHeight}}"/><text x="{{.X}}" y="10" text-anchor="middle">{{.Label}}</text>{{end}}</g>
-{{range .Batches}}<g class="tl-batch" data-batch="{{.N}}"><text x="4" y="{{add .Y 10}}">{{.Label}} ({{.Done}} done{{if .Failed}}, {{.Failed}} failed{{end}}{{if .Skipped}}, {{.Skipped}} skipped{{end}})</text>{{if .W}}<rect class="{{.Class}}" x="{{.X}}" y="{{add .Y 2}}" width="{{.W}}" height="10"><title>{{.Title}}</title></rect>{{end}}</g>
+{{range .Batches}}<g class="tl-batch" data-batch="{{.N}}"><text x="4" y="{{add .Y 10}}">{{.Label}} ({{.Done}} done{{if .Failed}}, {{.Failed}} failed{{end}}{{if .Skipped}}, {{.Skipped}} skipped{{end}})</text>{{if .W}}<rect class="{{.Class}}" x="{{.X}}" y="{{add .Y 2}}" width="{{.W}}" height="10"><title>{{.Title}}</title></rect>{{end}}{{with .Gate}}<rect class="metric-gate {{.Class}}" x="{{.X}}" y="{{add .Y 2}}" width="{{.W}}" height="10"><title>{{.Title}}</title></rect>{{end}}</g>
 {{end}}</svg>
 {{if .Budget}}<svg class="timeline" id="timeline-budget" role="group" aria-label="Availability budget per group over time: allocations out of service because of the restart, against the budget" viewBox="0 0 {{.Width}} {{.BudgetHeight}}" preserveAspectRatio="xMinYMin meet">
 <g class="axis">{{range .Ticks}}<line class="grid" x1="{{.X}}" x2="{{.X}}" y1="0" y2="{{$.BudgetHeight}}"/>{{end}}</g>

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -54,6 +55,39 @@ type tlBatch struct {
 	Y, X, W               int
 	Label, Title, Class   string
 	Done, Failed, Skipped int
+	// Gate is the batch's metric gates, drawn in its lane after it (nil: none).
+	Gate *tlGate
+}
+
+// tlGate is a batch's metric gates: from their start to their end (or now), classed by
+// their outcome, their measurements on hover.
+type tlGate struct {
+	Y, X, W      int
+	Class, Title string
+}
+
+// gateSpan lays out the gate run g of the batch drawn at y.
+func gateSpan(g restart.GateRun, y int, sc tlScale, now time.Time) *tlGate {
+	end := g.Ended
+	if end.IsZero() {
+		end = now
+	}
+	title := fmt.Sprintf("Gates after batch %d: %s", g.Batch, g.Outcome)
+	if g.Reason != "" {
+		title += ": " + g.Reason
+	}
+	for _, m := range g.Measurements {
+		title += fmt.Sprintf("\n%s %s", m.At.UTC().Format("15:04:05"), m.Gate)
+		switch m.Verdict {
+		case gate.VerdictError:
+			title += " error: " + m.Error
+		case gate.VerdictNoData:
+			title += " no data"
+		default:
+			title += fmt.Sprintf(" %s %s", gate.FormatValue(m.Value), m.Verdict)
+		}
+	}
+	return &tlGate{Y: y, X: sc.x(g.Started), W: sc.width(g.Started, end), Class: string(g.Outcome), Title: title}
 }
 
 type tlRow struct {
@@ -125,6 +159,9 @@ func buildTimeline(rec *restart.Record, now time.Time) timeline {
 		b.Title = fmt.Sprintf("Batch %d: %d done, %d failed, %d skipped", n, b.Done, b.Failed, b.Skipped)
 		if b.W > 0 {
 			tl.BatchStarts = append(tl.BatchStarts, b.X)
+		}
+		if g := rec.GateRunOf(n); g != nil {
+			b.Gate = gateSpan(*g, b.Y, sc, end)
 		}
 		tl.Batches = append(tl.Batches, *b)
 	}

@@ -121,6 +121,10 @@ type Record struct {
 	StartTime   time.Time `json:",omitempty"`
 	EndTime     time.Time `json:",omitempty"`
 
+	// GateRuns are the metric gates' judgements of the batches so far (Spec.Gates), oldest
+	// first.
+	GateRuns []GateRun `json:",omitempty"`
+
 	// Surge is the state of each targeted group's surge (-surge): the extra allocations the
 	// restart runs while it restarts, scaled up before the first batch and back down before
 	// the restart ends. A resumed driver finishes what it says.
@@ -298,6 +302,13 @@ const (
 	// EventSurge reports a surge step: scaling a group up, its surge allocations healthy,
 	// scaling it back down.
 	EventSurge EventType = "surge"
+	// EventGate reports that a batch's metric gates started measuring, and each
+	// measurement; EventGatePassed, EventGateWouldFail (a dry run's failure, not acted on)
+	// and EventGateFailed how they ended (a failure acts as a batch with errors).
+	EventGate          EventType = "gate"
+	EventGatePassed    EventType = "gate-passed"
+	EventGateWouldFail EventType = "gate-would-fail"
+	EventGateFailed    EventType = "gate-failed"
 )
 
 // MaxEvents bounds Record.Events; older events are dropped first, and one marker event says

@@ -65,6 +65,9 @@ type Spec struct {
 	// changed Nomad variable's ModifyIndex): one placed after the change rendered the new
 	// data at its start. Zero: no such rule.
 	CreatedBeforeIndex uint64 `json:",omitempty"`
+	// Gates are the metric gates judged after each batch (-gate and its options); nil:
+	// none.
+	Gates *Gates `json:",omitempty"`
 	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
 	// (flags); otherwise planning takes each group's update block. Planning inputs only:
 	// the resolved times are in GroupHealth.

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/gate"
+	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// prometheusFlags say where Prometheus is, for the metric gates. Empty values fall back to
+// the NOMAD_RESTART_PROMETHEUS_* environment.
+type prometheusFlags struct {
+	address, tokenFile, caCert, clientCert, clientKey string
+	skipVerify                                        bool
+}
+
+func (p *prometheusFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&p.address, "prometheus-address", "", "")
+	fs.StringVar(&p.tokenFile, "prometheus-token-file", "", "")
+	fs.StringVar(&p.caCert, "prometheus-ca-cert", "", "")
+	fs.StringVar(&p.clientCert, "prometheus-client-cert", "", "")
+	fs.StringVar(&p.clientKey, "prometheus-client-key", "", "")
+	fs.BoolVar(&p.skipVerify, "prometheus-tls-skip-verify", false, "")
+}
+
+func (p prometheusFlags) validate() error {
+	if (p.clientCert == "") != (p.clientKey == "") {
+		return usageErrorf("-prometheus-client-cert and -prometheus-client-key go together: give both, or neither")
+	}
+	return nil
+}
+
+// config is the Prometheus configuration: the flags, then the environment env gives. A
+// bearer token is read from NOMAD_RESTART_PROMETHEUS_TOKEN, or a file, never a flag (a
+// flag's value shows in the process list).
+func (p prometheusFlags) config(env func(string) string) prometheus.Config {
+	pick := func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		return strings.TrimSpace(env(name))
+	}
+	cfg := prometheus.Config{
+		Address:            pick(p.address, "NOMAD_RESTART_PROMETHEUS_ADDR"),
+		BearerTokenFile:    pick(p.tokenFile, "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE"),
+		CACert:             pick(p.caCert, "NOMAD_RESTART_PROMETHEUS_CACERT"),
+		ClientCert:         pick(p.clientCert, "NOMAD_RESTART_PROMETHEUS_CLIENT_CERT"),
+		ClientKey:          pick(p.clientKey, "NOMAD_RESTART_PROMETHEUS_CLIENT_KEY"),
+		InsecureSkipVerify: p.skipVerify,
+	}
+	if cfg.BearerTokenFile == "" {
+		cfg.BearerToken = strings.TrimSpace(env("NOMAD_RESTART_PROMETHEUS_TOKEN"))
+	}
+	return cfg
+}
+
+// gateFlags are -gate and the options of how gates measure, as typed.
+type gateFlags struct {
+	gates                           stringsFlag
+	delay, interval, noData         string
+	count, failureLimit, errorLimit string
+	dryRun                          bool
+}
+
+func (g *gateFlags) add(fs *flag.FlagSet) {
+	d := gate.DefaultPolicy()
+	fs.Var(&g.gates, "gate", "")
+	fs.StringVar(&g.delay, "gate-delay", d.Delay.String(), "")
+	fs.StringVar(&g.interval, "gate-interval", d.Interval.String(), "")
+	fs.StringVar(&g.count, "gate-count", strconv.Itoa(d.Count), "")
+	fs.StringVar(&g.failureLimit, "gate-failure-limit", strconv.Itoa(d.FailureLimit), "")
+	fs.StringVar(&g.errorLimit, "gate-error-limit", strconv.Itoa(d.ErrorLimit), "")
+	fs.StringVar(&g.noData, "gate-no-data", d.NoData.String(), "")
+	fs.BoolVar(&g.dryRun, "gate-dry-run", false, "")
+}
+
+// validate reads the gates into s.Gates (nil without -gate). Where Prometheus is comes
+// from the session (flag or environment) at planning, which refuses gates without it.
+func (g *gateFlags) validate(s *restart.Spec) error {
+	if len(g.gates) == 0 {
+		return nil
+	}
+	if _, err := gate.ParseAll(g.gates); err != nil {
+		return usageErrorf("Invalid -gate value: %s", oneLine(err.Error()))
+	}
+	p := gate.DefaultPolicy()
+	durations := []struct {
+		name, raw string
+		to        *time.Duration
+	}{{"-gate-delay", g.delay, &p.Delay}, {"-gate-interval", g.interval, &p.Interval}}
+	for _, d := range durations {
+		v, err := time.ParseDuration(strings.TrimSpace(d.raw))
+		if err != nil || v < 0 {
+			return usageErrorf("Invalid %s value %q: give a duration like 10s", d.name, d.raw)
+		}
+		*d.to = v
+	}
+	counts := []struct {
+		name, raw string
+		to        *int
+	}{{"-gate-count", g.count, &p.Count}, {"-gate-failure-limit", g.failureLimit, &p.FailureLimit}, {"-gate-error-limit", g.errorLimit, &p.ErrorLimit}}
+	for _, c := range counts {
+		v, err := strconv.Atoi(strings.TrimSpace(c.raw))
+		if err != nil || v < 0 {
+			return usageErrorf("Invalid %s value %q: give a whole number, 0 or more", c.name, c.raw)
+		}
+		*c.to = v
+	}
+	noData, err := gate.ParseNoData(g.noData)
+	if err != nil {
+		return usageErrorf("Invalid -gate-no-data value %q: give \"fail\" (no data is no evidence) or \"pass\"", g.noData)
+	}
+	p.NoData, p.DryRun = noData, g.dryRun
+	if err := p.Validate(); err != nil {
+		return usageErrorf("Invalid gate options: %s", oneLine(err.Error()))
+	}
+	s.Gates = &restart.Gates{Specs: g.gates, Policy: p}
+	return nil
+}
+
+// describeGatePolicy is how gates measure, as status shows it: "3x10s,delay=0s,failure-limit=0,...".
+func describeGatePolicy(p gate.Policy) string {
+	s := fmt.Sprintf("count=%d,interval=%s", p.Count, p.Interval)
+	if p.Delay > 0 {
+		s += ",delay=" + p.Delay.String()
+	}
+	s += fmt.Sprintf(",failure-limit=%d,error-limit=%d,no-data=%s", p.FailureLimit, p.ErrorLimit, p.NoData)
+	if p.DryRun {
+		s += ",dry-run"
+	}
+	return s
+}
+
+// printGateValues shows what each gate's query gives now (run -dry-run).
+func printGateValues(p *printer, ms []gate.Measurement, asJSON bool) {
+	if len(ms) == 0 {
+		return
+	}
+	if asJSON {
+		for _, m := range ms {
+			p.jsonLine(m)
+		}
+		return
+	}
+	p.plain("\nGates after each batch, as the 1st batch's would measure now:")
+	for _, m := range ms {
+		now := ""
+		switch m.Verdict {
+		case gate.VerdictError:
+			now = "query failed: " + oneLine(m.Error)
+		case gate.VerdictNoData:
+			now = "no data"
+		default:
+			now = fmt.Sprintf("%s, %s", gate.FormatValue(m.Value), m.Verdict)
+		}
+		p.plain(fmt.Sprintf("    %s: %s\n        now: %s", m.Gate, m.Query, now))
+	}
+}
+
+// gatesAnswered refuses to start a restart whose gates' queries fail now: they would fail
+// after the first batch restarted.
+func gatesAnswered(ms []gate.Measurement) error {
+	for _, m := range ms {
+		if m.Verdict == gate.VerdictError {
+			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, oneLine(m.Error))
+		}
+	}
+	return nil
+}
+
+// printGateRuns shows, per batch, how its metric gates ended and what they measured.
+func printGateRuns(w io.Writer, runs []restart.GateRun) {
+	_ = writeSection(w, "Gates", runs, "Batch\tOutcome\tMeasurements\tReason", func(g restart.GateRun) string {
+		ms := make([]string, 0, len(g.Measurements))
+		for _, m := range g.Measurements {
+			ms = append(ms, describeGateMeasurement(m))
+		}
+		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, orDash(strings.Join(ms, ", ")), orDash(oneLine(g.Reason)))
+	})
+}
+
+// describeGateMeasurement is one measurement in a table cell: "errors=0.013 pass".
+func describeGateMeasurement(m gate.Measurement) string {
+	switch m.Verdict {
+	case gate.VerdictError:
+		return m.Gate + " error"
+	case gate.VerdictNoData:
+		return m.Gate + " no-data"
+	}
+	return fmt.Sprintf("%s=%s %s", m.Gate, gate.FormatValue(m.Value), m.Verdict)
+}
