@@ -32,6 +32,9 @@ type planned struct {
 	// Gates are the metric gates' queries asked once at planning, as the first batch's
 	// would be now.
 	Gates []gate.Measurement
+	// Warnings say where requests will be lost whatever the restart does, and how to
+	// avoid it (also in the record's events).
+	Warnings []string
 }
 
 type skippedAlloc struct {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -188,4 +189,40 @@ func TestFleetDryRunWritesNothing(t *testing.T) {
 		}
 	}
 	assertNoMutationsSince(t, c, before)
+}
+
+// TestPlanWarnsWhereRequestsWillBeLost: a task's Consul service has no delay between
+// leaving the catalog and the restart; the plan says so, and how to avoid it, in the
+// dry run, in run's output and in the record's events; a group service with a
+// shutdown_delay gets no warning.
+func TestPlanWarnsWhereRequestsWillBeLost(t *testing.T) {
+	delayed := checkedJob("delayed", 2, "pass", 0, time.Minute)
+	tg := delayed.TaskGroups[0]
+	tg.Services, tg.Tasks[0].Services = tg.Tasks[0].Services, nil
+	tg.ShutdownDelay = new(2 * time.Second)
+	c, e := startSimEnv(t, nomadsim.Options{}, checkedJob("bare", 2, "pass", 0, time.Minute), delayed)
+	ctx := testCtx(t)
+	e.consul = c.ConsulAddr()
+	const want = `Warning: group web: service "bare-http" stopped with no delay after leaving the catalog`
+	code, out, errOut := e.run(ctx, "run", "-dry-run", "bare")
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "move the service to the group") {
+		t.Fatalf("dry run: exit %d, want the warning %q\nstdout:\n%s\nstderr:\n%s", code, want, out, errOut)
+	}
+	code, out, errOut = e.run(ctx, "run", "-yes", "-state=local", "bare")
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("run: exit %d, want the warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "bare"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	if !slices.ContainsFunc(recs[0].Events, func(ev restart.Event) bool {
+		return ev.Type == restart.EventWarning && strings.Contains(ev.Message, "Warning: group web")
+	}) {
+		t.Errorf("the record's events lack the warning: %+v", recs[0].Events)
+	}
+	code, out, errOut = e.run(ctx, "run", "-dry-run", "delayed")
+	if code != 0 || strings.Contains(out, "Warning:") {
+		t.Fatalf("a group service with shutdown_delay: exit %d, want no warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 }

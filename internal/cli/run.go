@@ -111,6 +111,11 @@ func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOp
 	if err != nil {
 		return nil, planError(err)
 	}
+	if !o.json {
+		for _, w := range plan.Warnings {
+			p.header(a.now(), "Warning: "+w)
+		}
+	}
 	if o.verbose && !o.json {
 		for _, s := range plan.Skipped {
 			if s.Alloc != nil {

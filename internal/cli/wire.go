@@ -26,7 +26,7 @@ func (a engineAdapter) Plan(ctx context.Context, namespace, job string, spec res
 	if err != nil {
 		return nil, err
 	}
-	out := &planned{Record: p.Record, Job: p.Job, Gates: measured}
+	out := &planned{Record: p.Record, Job: p.Job, Gates: measured, Warnings: p.Warnings}
 	for _, s := range p.Skipped {
 		out.Skipped = append(out.Skipped, skippedAlloc{Alloc: s.Alloc, Reason: s.Reason})
 	}

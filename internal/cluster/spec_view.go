@@ -24,6 +24,9 @@ type GroupSpec struct {
 	Update   *UpdateSpec
 	Services []ServiceSpec
 	Tasks    []TaskSpec
+	// ShutdownDelay is the group's shutdown_delay: how long Nomad waits between taking its
+	// services out of the catalog and stopping (or restarting) its tasks (0: none).
+	ShutdownDelay time.Duration
 }
 
 // TaskSpec is one task of a GroupSpec.
@@ -34,6 +37,8 @@ type TaskSpec struct {
 	// Ephemeral says the task runs and finishes by design: a lifecycle hook that is not a
 	// sidecar (prestart, poststart, poststop).
 	Ephemeral bool
+	// ShutdownDelay is the task's shutdown_delay (0: none).
+	ShutdownDelay time.Duration
 }
 
 // UpdateSpec is an update block's fields that the health gate defaults from; nil fields
@@ -134,12 +139,15 @@ func groupSpec(tg *api.TaskGroup) GroupSpec {
 	if tg.Count != nil {
 		g.Count = *tg.Count
 	}
+	if tg.ShutdownDelay != nil {
+		g.ShutdownDelay = *tg.ShutdownDelay
+	}
 	for _, t := range tg.Tasks {
 		if t == nil {
 			continue
 		}
 		g.Tasks = append(g.Tasks, TaskSpec{Name: t.Name, Meta: t.Meta, Services: serviceSpecs(t.Services),
-			Ephemeral: t.Lifecycle != nil && !t.Lifecycle.Sidecar})
+			Ephemeral: t.Lifecycle != nil && !t.Lifecycle.Sidecar, ShutdownDelay: t.ShutdownDelay})
 	}
 	return g
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -96,6 +97,9 @@ type Plan struct {
 	Record  *restart.Record // status pending, not yet stored; Allocs in batch order; Record.ID a new UUID
 	Job     *restart.Job
 	Skipped []Skip // for -verbose "Skipping allocation ..." lines
+	// Warnings say where requests will be lost whatever the restart does (a service
+	// without shutdown_delay, Nomad's own service provider), and how to avoid it.
+	Warnings []string
 }
 
 // Skip is an allocation left out of the plan. Reason is the text that follows
@@ -160,6 +164,12 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	plan := &Plan{Record: rec, Job: job}
+	if facts.spec != nil {
+		plan.Warnings = trafficWarnings(facts.spec, targetGroups(kept), spec)
+		for _, w := range plan.Warnings {
+			rec.AppendEvent(restart.Event{Time: now, Type: restart.EventWarning, Message: "Warning: " + w})
+		}
+	}
 	for _, s := range skipped {
 		plan.Skipped = append(plan.Skipped, Skip{Alloc: s.Alloc, Reason: s.Reason})
 	}
@@ -381,7 +391,7 @@ func (e *DeploymentError) Error() string {
 // Create stores the planned record (pending); it fails with *store.JobBusyError if the job has a
 // restart in progress.
 func (e *Engine) Create(ctx context.Context, rec *restart.Record) error {
-	if len(rec.Events) == 0 {
+	if !slices.ContainsFunc(rec.Events, func(ev restart.Event) bool { return ev.Type == restart.EventCreated }) {
 		rec.AppendEvent(restart.Event{Time: e.now(), Type: restart.EventCreated,
 			Message: fmt.Sprintf("Restart of job %q created: %s in %d %s", rec.JobID,
 				plural(len(rec.Allocs), "allocation"), rec.Batches, pluralWord(rec.Batches, "batch", "batches"))})

@@ -440,14 +440,15 @@ func planAllocs(p *engine.Plan) []string {
 
 // planView is a plan as the page shows it for review.
 type planView struct {
-	Rec     *restart.Record
-	Batches [][]restart.AllocProgress
-	Skipped int
-	Batch   string
+	Rec      *restart.Record
+	Batches  [][]restart.AllocProgress
+	Skipped  int
+	Batch    string
+	Warnings []string // where requests will be lost whatever the restart does
 }
 
 func newPlanView(p *engine.Plan) planView {
-	v := planView{Rec: p.Record, Skipped: len(p.Skipped), Batch: restart.FormatBatchSizes(p.Record.Spec.BatchSizes)}
+	v := planView{Rec: p.Record, Skipped: len(p.Skipped), Batch: restart.FormatBatchSizes(p.Record.Spec.BatchSizes), Warnings: p.Warnings}
 	for _, al := range p.Record.Allocs {
 		for len(v.Batches) < al.Batch {
 			v.Batches = append(v.Batches, nil)

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// trafficWarnings says, per targeted group, where requests will be lost through a load
+// balancer that follows the catalog, whatever the health gate does, and how to avoid it.
+// What Nomad's client does (client/allocrunner/group_service_hook.go, PreTaskRestart and
+// preKillLocked; taskrunner's service hook for task services):
+//   - a group's services are taken out of the catalog, the group's shutdown_delay is
+//     waited, and only then are the tasks stopped, or restarted in place (the services are
+//     then registered again before the tasks start);
+//   - a task's services are taken out when the task is killed, after the task's
+//     shutdown_delay on a stop, with no delay on an in-place restart (Nomad issue 25289);
+//   - a service of Nomad's own provider has no health in the catalog.
+//
+// So without a delay, a balancer keeps sending to the stopping instance until it next
+// reads the catalog; and with Nomad's provider, it sends to the restarted instance from its
+// registration until its process answers. -no-shutdown-delay skips the delays of a stop
+// (-reschedule) and counts as none.
+func trafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []string {
+	var out []string
+	for _, name := range groups {
+		g, ok := spec.Group(name)
+		if !ok {
+			continue
+		}
+		var undelayed, nomad []string
+		add := func(svcs []cluster.ServiceSpec, delay time.Duration) {
+			for _, svc := range svcs {
+				if delay <= 0 || (s.Reschedule && s.NoShutdownDelay) {
+					undelayed = append(undelayed, serviceName(svc))
+				}
+				if svc.Provider == "nomad" {
+					nomad = append(nomad, serviceName(svc))
+				}
+			}
+		}
+		add(g.Services, g.ShutdownDelay)
+		for _, t := range g.Tasks {
+			delay := t.ShutdownDelay
+			if !s.Reschedule {
+				delay = 0 // not applied on an in-place restart
+			}
+			add(t.Services, delay)
+		}
+		if len(undelayed) > 0 {
+			fix := "set the group's shutdown_delay to at least your balancer's refresh interval (2s or more)"
+			if len(g.Services) == 0 {
+				fix = "move the service to the group and give the group a shutdown_delay of at least your balancer's refresh interval (a task's delay does not apply to an in-place restart)"
+			}
+			out = append(out, fmt.Sprintf("group %s: %s stopped with no delay after leaving the catalog: a load balancer keeps sending requests to the instance until it next reads the catalog; %s",
+				name, servicesText(undelayed), fix))
+		}
+		if len(nomad) > 0 {
+			out = append(out, fmt.Sprintf("group %s: %s of Nomad's provider: Nomad's catalog has no health, so a load balancer reading it sends requests to each restarted instance from its registration until its process answers; prefer Consul services with checks, read as passing only",
+				name, servicesText(nomad)))
+		}
+	}
+	return out
+}
+
+func serviceName(s cluster.ServiceSpec) string {
+	if s.Name == "" {
+		return "(unnamed)"
+	}
+	return s.Name
+}
+
+func servicesText(names []string) string {
+	if len(names) == 1 {
+		return fmt.Sprintf("service %q", names[0])
+	}
+	return fmt.Sprintf("services %q", names)
+}
