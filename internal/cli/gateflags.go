@@ -137,8 +137,9 @@ func describeGatePolicy(p gate.Policy) string {
 	return s
 }
 
-// printGateValues shows what each gate's query gives now (run -dry-run).
-func printGateValues(p *printer, ms []gate.Measurement, asJSON bool) {
+// printGateValues shows what each gate's query gives now (run -dry-run). A gate that
+// fails now does not fail the dry run: it measures the service before the restart.
+func printGateValues(p *printer, ms []gate.Measurement, policy gate.Policy, asJSON bool) {
 	if len(ms) == 0 {
 		return
 	}
@@ -155,7 +156,10 @@ func printGateValues(p *printer, ms []gate.Measurement, asJSON bool) {
 		case gate.VerdictError:
 			now = "query failed: " + oneLine(m.Error)
 		case gate.VerdictNoData:
-			now = "no data"
+			now = "no data, " + string(gate.VerdictFail)
+			if policy.NoData == gate.NoDataPass {
+				now = "no data, " + string(gate.VerdictPass)
+			}
 		default:
 			now = fmt.Sprintf("%s, %s", gate.FormatValue(m.Value), m.Verdict)
 		}

@@ -189,7 +189,9 @@ Our Options:
   -gate-delay=<duration>, -gate-interval=<duration>, -gate-count=<n>
     After a batch is healthy, wait -gate-delay (default 0s), then measure
     every gate -gate-count times (default 3), -gate-interval apart
-    (default 10s).
+    (default 10s). A query on the batch's own instances ({{allocs}}) wants
+    a delay of at least its rate window's range: until then the window
+    still holds the instance's traffic from before its restart.
 
   -gate-failure-limit=<n>, -gate-error-limit=<n>
     A gate fails when more than -gate-failure-limit measurements failed

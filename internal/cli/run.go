@@ -62,7 +62,9 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	}
 	if o.dryRun {
 		a.printPlan(p, rec, o)
-		printGateValues(p, plan.Gates, o.json)
+		if g := rec.Spec.Gates; g != nil {
+			printGateValues(p, plan.Gates, g.Policy, o.json)
+		}
 		return gatesAnswered(plan.Gates)
 	}
 	if err := gatesAnswered(plan.Gates); err != nil {

@@ -149,7 +149,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 		field("Intent", string(r.Control.Intent)+byWhom(r.Control.By))
 	}
 	switch {
-	case driver == leaseFree:
+	case driver == leaseFree && !r.Status.Terminal():
 		field("Driver", fmt.Sprintf("none — resume it with `nomad-restart resume %s`", shortID(r.ID, verbose)))
 	case r.Driver != "" && !r.Status.Terminal():
 		field("Driver", r.Driver)

@@ -118,7 +118,7 @@ func (d *driver) passGates(ctx context.Context, b int) (gateOutcome, error) {
 			stored.Query = "" // the batch's queries are kept once, in GateRun.Queries
 			gr := r.GateRunOf(b)
 			gr.Measurements = append(gr.Measurements, stored)
-			d.eventLocked(restart.Event{Type: restart.EventGate, Batch: b, Message: "Gate " + describeMeasurement(specs, m)})
+			d.eventLocked(restart.Event{Type: restart.EventGate, Batch: b, Message: "Gate " + describeMeasurement(specs, g.Policy, m)})
 		})
 	})
 	if err != nil {
@@ -223,8 +223,9 @@ func describePolicy(p gate.Policy) string {
 	return s
 }
 
-// describeMeasurement is one measurement for the log: "errors: 0.013 < 0.02 pass".
-func describeMeasurement(specs []gate.Spec, m gate.Measurement) string {
+// describeMeasurement is one measurement for the log: "errors: 0.013 < 0.02: pass",
+// "errors: 0.2 not < 0.02: fail".
+func describeMeasurement(specs []gate.Spec, policy gate.Policy, m gate.Measurement) string {
 	var spec *gate.Spec
 	for i := range specs {
 		if specs[i].Name == m.Gate {
@@ -235,11 +236,15 @@ func describeMeasurement(specs []gate.Spec, m gate.Measurement) string {
 	case m.Verdict == gate.VerdictError:
 		return fmt.Sprintf("%s: query failed: %s", m.Gate, m.Error)
 	case m.Verdict == gate.VerdictNoData:
-		return fmt.Sprintf("%s: no data", m.Gate)
+		return fmt.Sprintf("%s: no data (%s)", m.Gate, noDataCounts(policy))
 	case spec == nil:
-		return fmt.Sprintf("%s: %s %s", m.Gate, gate.FormatValue(m.Value), m.Verdict)
+		return fmt.Sprintf("%s: %s: %s", m.Gate, gate.FormatValue(m.Value), m.Verdict)
 	}
-	return fmt.Sprintf("%s: %s %s %s %s", m.Gate, gate.FormatValue(m.Value), spec.Op, gate.FormatValue(spec.Threshold), m.Verdict)
+	not := ""
+	if m.Verdict == gate.VerdictFail {
+		not = "not "
+	}
+	return fmt.Sprintf("%s: %s %s%s %s: %s", m.Gate, gate.FormatValue(m.Value), not, spec.Op, gate.FormatValue(spec.Threshold), m.Verdict)
 }
 
 // resolveGates checks the restart's metric gates at planning and records where Prometheus
@@ -299,4 +304,12 @@ func (e *Engine) MeasureGates(ctx context.Context, rec *restart.Record) ([]gate.
 		out = append(out, m) // a query's error is in its measurement
 	}
 	return out, nil
+}
+
+// noDataCounts says what a measurement with no data counts as under policy.
+func noDataCounts(p gate.Policy) string {
+	if p.NoData == gate.NoDataPass {
+		return "counts as passing"
+	}
+	return "counts as failed"
 }

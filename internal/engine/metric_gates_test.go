@@ -90,7 +90,7 @@ func TestE2EGatesHoldEveryBatch(t *testing.T) {
 		t.Errorf("%d queries asked, want 8 (2 per batch)", got)
 	}
 	env.checkOnce(t, final)
-	if !strings.Contains(l.messages(), "Gate errors: 0.01 < 0.02 pass") {
+	if !strings.Contains(l.messages(), "Gate errors: 0.01 < 0.02: pass") {
 		t.Errorf("no measurement in the log:\n%s", l.messages())
 	}
 }
@@ -118,6 +118,9 @@ func TestE2EGateFailureStops(t *testing.T) {
 			}
 			if n := restartedAllocs(final); n != 1 {
 				t.Errorf("%d allocations touched, want 1", n)
+			}
+			if !strings.Contains(l.messages(), "Gate errors: 0.31 not < 0.02: fail") {
+				t.Errorf("no failed measurement in the log:\n%s", l.messages())
 			}
 			if len(final.GateRuns) != 1 || final.GateRuns[0].Outcome != restart.GateFailed || len(final.GateRuns[0].Measurements) != 1 {
 				t.Errorf("gate runs %+v, want the 1st batch's, failed at its first measurement", final.GateRuns)
