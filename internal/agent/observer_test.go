@@ -92,3 +92,19 @@ func TestDriveObserverMetrics(t *testing.T) {
 		})
 	}
 }
+
+// The metric gates' outcomes are counted by outcome; a measurement counts nothing.
+func TestDriveObserverCountsMetricGates(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics()
+	o := &driveObserver{m: m}
+	for _, typ := range []restart.EventType{restart.EventGate, restart.EventGate, restart.EventGatePassed,
+		restart.EventGate, restart.EventGateWouldFail, restart.EventGate, restart.EventGateFailed, restart.EventGatePassed} {
+		o.sink(restart.Event{Type: typ})
+	}
+	for outcome, want := range map[string]float64{"passed": 2, "would-fail": 1, "failed": 1} {
+		if got := testutil.ToFloat64(m.metricGates.WithLabelValues(outcome)); got != want {
+			t.Errorf("metric_gates_total{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+}

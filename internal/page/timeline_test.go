@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -121,5 +122,31 @@ func TestTimelineOfAThousandAllocations(t *testing.T) {
 	}
 	if !strings.Contains(html, `class="tl-allocs" tabindex="0"`) {
 		t.Error("the allocation rows are not in their scrolling frame, reachable by keyboard")
+	}
+}
+
+// A batch's metric gates are drawn in its lane from their start to their end (or now),
+// classed by their outcome, their measurements on hover.
+func TestTimelineDrawsMetricGates(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	rec := timelineRecord(t0)
+	rec.GateRuns = []restart.GateRun{
+		{Batch: 1, Started: at(20), Ended: at(28), Outcome: restart.GatePassed,
+			Measurements: []gate.Measurement{{Gate: "errors", At: at(25), Value: 0.01, Verdict: gate.VerdictPass}}},
+		{Batch: 2, Started: at(60), Outcome: restart.GateMeasuring,
+			Measurements: []gate.Measurement{{Gate: "errors", At: at(62), Verdict: gate.VerdictError, Error: "connection refused"}}},
+	}
+	tl := buildTimeline(rec, at(100))
+	x := func(s int) int { return tlLabelWidth + tlChartWidth*s/100 }
+	g1, g2 := tl.Batches[0].Gate, tl.Batches[1].Gate
+	if g1 == nil || g1.X != x(20) || g1.W != x(28)-x(20) || g1.Class != "passed" || !strings.Contains(g1.Title, "errors 0.01 pass") || g1.Y != tl.Batches[0].Y {
+		t.Errorf("batch 1's gates = %+v, want passed from +20s to +28s in its lane", g1)
+	}
+	if g2 == nil || g2.W != x(100)-x(60) || g2.Class != "measuring" || !strings.Contains(g2.Title, "error: connection refused") {
+		t.Errorf("batch 2's gates = %+v, want measuring from +60s to now with the error on hover", g2)
+	}
+	if tl.Batches[2].Gate != nil {
+		t.Errorf("batch 3 has no gates yet: %+v", tl.Batches[2].Gate)
 	}
 }
