@@ -44,7 +44,11 @@ func TestClientSyncLag(t *testing.T) {
 // TestClientSyncImmediate: a negative AllocSyncInterval shows client changes at once.
 func TestClientSyncImmediate(t *testing.T) {
 	c, cl := startCluster(t, Options{TimeScale: 20, AllocSyncInterval: -1})
-	a := runningAlloc(t, c, cl, serviceJob("web", 1))
+	// The task takes 20 s of the simulation's time (1 s of real time) to start, so that a
+	// loaded machine still reads it pending right after the restart.
+	job := serviceJob("web", 1)
+	job.Meta = map[string]string{metaStartDelay: "20s"}
+	a := runningAlloc(t, c, cl, job)
 	if err := cl.Allocations().Restart(a, "", nil); err != nil {
 		t.Fatal(err)
 	}

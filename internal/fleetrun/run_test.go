@@ -76,7 +76,9 @@ func TestFleetResumedAfterEveryDetach(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the fleet did not end after %d drives", n)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(150+n*37%200)*time.Millisecond)
+		// Each drive lives a little longer than the one before, so that a loaded machine,
+		// on which a short drive may not get a step done, still sees the fleet end.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(150+n*37%200+5*n)*time.Millisecond)
 		got, err := e.driver("fleet-test:"+string(rune('a'+n%26)), true).Run(ctx, rec.Namespace, rec.ID, nil)
 		cancel()
 		if err == nil && got.Status.Terminal() {
@@ -165,6 +167,12 @@ func TestFleetPurgedJobAndFailureBudget(t *testing.T) {
 	if _, _, err := e.client.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The new version's deployment exists before the fleet starts (the scheduler makes it
+	// from the registration's evaluation, later on a loaded machine).
+	simtest.WaitFor(t, ctx, "api-1's deployment", func() bool {
+		d, _, err := e.client.Jobs().LatestDeployment("api-1", nil)
+		return err == nil && d != nil && d.JobVersion == *job.Version+1 && d.Status == api.DeploymentStatusRunning
+	})
 	done, err := e.driver("fleet-test:1", true).Run(ctx, rec.Namespace, rec.ID, nil)
 	if err != nil {
 		t.Fatal(err)
