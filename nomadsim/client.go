@@ -40,6 +40,9 @@ type allocRun struct {
 	// bases is the history of each checked workload (nil: the group's main tasks, else a
 	// task), so that a check run at a moment is judged on the workload of that moment.
 	bases map[*taskRun][]baseSample
+	// insts are the instances answering on the allocation's ports, by port label
+	// (Options.ServeInstances).
+	insts map[string]*instance
 }
 
 // task lifecycle kinds
@@ -62,6 +65,9 @@ type taskRun struct {
 	// gen invalidates timers armed for an earlier run of the task.
 	gen      uint64
 	launched bool // a start is in flight or the task runs
+	// proc says the task's process runs: from its start until it exits, through a kill
+	// signal it has not yet obeyed and through the task's shutdown_delay.
+	proc bool
 	// restart policy bookkeeping
 	attempts    int
 	windowStart time.Time
@@ -167,6 +173,7 @@ func (ar *allocRun) receive() {
 	ar.a.ClientStatus = api.AllocClientStatusPending
 	ar.a.ClientDescription = "No tasks have started"
 	ar.deployStart = c.clk.now()
+	ar.makeInstances()
 	ar.touch()
 	ar.servicesChanged()
 	ar.progress()
@@ -287,18 +294,21 @@ func (ar *allocRun) stop(noShutdownDelay bool) {
 	ar.stopping = true
 	ar.noShutdown = noShutdownDelay
 	ar.healthGen++
-	ar.deregisterServices()
 	delay := time.Duration(0)
 	if !noShutdownDelay && ar.tg.ShutdownDelay != nil {
 		delay = *ar.tg.ShutdownDelay
 	}
+	// The group service hook's PreKill: group services go now and the delay is waited;
+	// task services stay registered until their task is killed (servicesChanged).
 	ar.killPhase = -1
+	ar.servicesChanged()
 	gen := ar.healthGen
 	ar.c.after(delay, func() {
 		if ar.healthGen != gen || ar.killPhase != -1 {
 			return
 		}
 		ar.killPhase = 0
+		ar.servicesChanged()
 		ar.killProgress()
 		ar.updateClientStatus()
 	})
@@ -392,6 +402,7 @@ func (ar *allocRun) afterTerminal() {
 	c := ar.c
 	ar.healthGen++
 	ar.deregisterServices()
+	ar.releaseInstances()
 	ar.releaseResources()
 	// Wake a replacement waiting for this allocation on the same node.
 	if next := c.allocs[ar.a.NextAllocation]; next != nil && !next.received {
@@ -413,6 +424,7 @@ func (ar *allocRun) markLost() {
 	ar.healthGen++
 	for _, tr := range ar.tasks {
 		tr.gen++
+		tr.proc = false
 		if tr.st != nil && tr.st.State != taskDead {
 			tr.st.State = taskDead
 			tr.st.FinishedAt = ar.c.clk.now()
@@ -422,6 +434,7 @@ func (ar *allocRun) markLost() {
 	ar.a.ClientStatus = api.AllocClientStatusLost
 	ar.a.ClientDescription = "alloc is lost since its node is down"
 	ar.deregisterServices()
+	ar.releaseInstances()
 	ar.releaseResources()
 	ar.touch()
 	ar.syncNow() // the servers mark it lost themselves

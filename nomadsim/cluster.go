@@ -48,6 +48,13 @@ type Options struct {
 	// no limit (Nomad's default is 100: cmd/nomadsim uses that); negative is an error. The
 	// Consul listener is never limited.
 	MaxConnsPerClient int
+	// ServeInstances backs each running allocation's service ports with a real HTTP
+	// listener on 127.0.0.1, registered (address and port) in Nomad's service table and in
+	// Consul in place of the node's address and a made-up port, so that a load balancer
+	// reading either catalog reaches the simulated workload: it answers 200 while its
+	// process runs and its checks' scripts pass, and refuses connections otherwise (see
+	// the package documentation). Listeners close with the cluster.
+	ServeInstances bool
 	// Logger receives the simulation's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -112,6 +119,7 @@ type Cluster struct {
 	pendingIdx  map[string]int // topic/key -> position in pending
 	ext         extensions
 	svcByName   map[string]map[string]*svcReg // namespace + "\x00" + service name -> ID -> registration
+	instPorts   map[int]bool                  // ports held by instances (Options.ServeInstances)
 
 	unblockArmed   bool
 	checkOverrides map[jobKey]map[string]checkScript
@@ -125,6 +133,7 @@ type Cluster struct {
 	listener, consulListener net.Listener
 	srv, consulSrv           *http.Server
 	wg                       sync.WaitGroup
+	instWG                   sync.WaitGroup // instances' listeners serving
 }
 
 // Start builds a cluster and serves its HTTP APIs until ctx ends or Close is called.
@@ -153,6 +162,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		namespaces:     map[string]*api.Namespace{},
 		failStarts:     map[failKey]int{},
 		svcByName:      map[string]map[string]*svcReg{},
+		instPorts:      map[int]bool{},
 		depPending:     map[string]bool{},
 		checkOverrides: map[jobKey]map[string]checkScript{},
 		stats:          map[statKey]*EndpointStats{},
@@ -208,6 +218,7 @@ func (c *Cluster) shutdown() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.closeInstances()
 	c.events.close()
 	c.ext.vars.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)

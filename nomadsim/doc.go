@@ -52,10 +52,44 @@
 // next run. On an in-place restart group services are deregistered, the group
 // shutdown_delay waited and they are registered anew (critical) before the tasks stop;
 // task services are deregistered when their task is killed and registered anew once it
-// runs again (as a real agent does; checked on Nomad 2.0 with Consul 1.20). ConsulAddr also serves Consul's KV store (/v1/kv/: reads with
+// runs again (as a real agent does; checked on Nomad 2.0 with Consul 1.20). On a stop, group
+// services are deregistered and the group shutdown_delay waited before any task is killed;
+// task services stay registered until their task is killed (Nomad's task service hook
+// deregisters them in PreKilling). ConsulAddr serves the instances on Consul's health API
+// (/v1/health/service/<name>, with ?passing) and its catalog (/v1/catalog/service/<name>,
+// no health). ConsulAddr also serves Consul's KV store (/v1/kv/: reads with
 // ?recurse, ?keys and ?raw, writes with ?cas and ?flags, blocking queries with Consul's
 // index rules; no sessions, no ACLs). The Consul listener compresses answers of 1400 bytes
 // or more with gzip for clients that accept it, as Consul's agent does.
+//
+// # Instances that answer
+//
+// With Options.ServeInstances, every port label an allocation's services use is backed by
+// a real HTTP listener on 127.0.0.1, and the services are registered (in Nomad's service
+// table, /v1/service/<name>, and in Consul) at 127.0.0.1 and that port instead of the
+// node's address and a made-up port, so that a load balancer reading either catalog
+// reaches the simulated workload. The port is the allocation's for its life (kept through
+// in-place restarts, as Nomad keeps an allocation's ports), drawn from [20000, 32768),
+// below the usual ephemeral ranges; static ports get one of their own too, since every
+// instance shares one address.
+//
+// The listener answers GET (any path) as the workload would: 200 while the process of
+// every service on the port runs (for group services: every main task) and each of those
+// services' checks' scripts passes at that instant (pass_after=3s: 3 s after the process
+// started; a service without checks: as soon as it runs); otherwise the port refuses
+// connections: the listener is closed, and the connections it held with it. A process
+// that exited has no socket, so a killed, restarting or stopped task refuses; a process
+// that started but is not ready yet refuses too ("refuse until ready", as a server that
+// binds its port once warmed up does; one that binds first and answers 503 would fail the
+// same requests, differently). A request caught by the instance going down has its
+// connection closed, or is answered 503. Readiness follows the process, not the catalog: the instance keeps
+// answering through a group or task shutdown_delay and until its process exits (after
+// kill_timeout for one that ignores its signal), whatever is registered, which is what a
+// shutdown_delay is for. Scripts are judged on the simulated clock: at TimeScale 10,
+// pass_after=3s answers 300 ms of real time after the start. Nomad's service table has no
+// health: a balancer reading it sends to an instance as soon as it is registered again,
+// while its process is restarted and warms up; Consul's registrations start critical and
+// pass once a check run finds the script passing. Listeners close with the cluster.
 //
 // # Behaviour
 //
@@ -108,5 +142,6 @@
 // detail tasks and their driver config only; no preemption, no drain, no periodic or
 // parameterized dispatch, no HCL parsing (/v1/jobs/parse accepts JSON), a single region,
 // and the event stream's replay buffer renders payloads with the state current when they
-// are replayed.
+// are replayed. An instance's port is free while its process is down: another program
+// that binds it then keeps the instance from listening again (it is logged).
 package nomadsim

@@ -75,16 +75,21 @@ func (ar *allocRun) scriptFor(tr *taskRun, svc *api.Service, chk *api.ServiceChe
 }
 
 // base returns the time the checked workload last started and whether it runs now: the
-// task for task services, the group's main tasks (all running) for group services.
+// task for task services, the group's main tasks (all running) for group services. A
+// task's workload runs through the group shutdown_delay of a stop, until the task is
+// killed; a group's counts as down from the stop on (its services are deregistered then).
 func (ar *allocRun) base(tr *taskRun) (time.Time, bool) {
-	if !ar.received || ar.stopping {
+	if !ar.received {
 		return time.Time{}, false
 	}
 	if tr != nil {
-		if tr.st.State != taskRunning || tr.killing {
+		if ar.killingTasks() || tr.st.State != taskRunning || tr.killing {
 			return time.Time{}, false
 		}
 		return tr.st.StartedAt, true
+	}
+	if ar.stopping {
+		return time.Time{}, false
 	}
 	var latest time.Time
 	any := false
@@ -102,6 +107,10 @@ func (ar *allocRun) base(tr *taskRun) (time.Time, bool) {
 	}
 	return latest, any
 }
+
+// killingTasks says the client is killing the allocation's tasks: it stops, past the group
+// shutdown_delay (killPhase -1 while that is waited).
+func (ar *allocRun) killingTasks() bool { return ar.stopping && ar.killPhase != -1 }
 
 // baseSample is a checked workload's state from a moment on: when it last started and
 // whether it runs.
@@ -165,12 +174,27 @@ func (ar *allocRun) baseAt(tr *taskRun, at time.Time) (time.Time, bool) {
 // servicesChanged registers and deregisters the allocation's services, in Nomad's service
 // table and in Consul, as Nomad's hooks do: group services from the allocation's start on
 // the client until it is stopped (and, during an in-place restart, not while the group
-// shutdown_delay is waited); task services while their task runs.
+// shutdown_delay is waited); task services while their task runs, until it is signaled.
+//
+// Nomad's order (client/allocrunner): on an in-place restart of the allocation,
+// restartTasks runs the task-restart hooks before it restarts any task, and the group
+// service hook's PreTaskRestart is preKillLocked (deregister the group services, then wait
+// the group shutdown_delay) followed by preRunLocked (register them again), so the services
+// are back, and Consul's checks critical, while the old processes still run; see
+// restartAlloc. On a stop, killTasks runs the PreKill hooks first (the same deregistration
+// and delay) and only then kills the tasks, whose task service hook deregisters their own
+// services in PreKilling, that is when each task is killed (or signaled for a restart);
+// see stop, taskRun.kill and taskRun.restart. (Read in hashicorp/nomad:
+// client/allocrunner/group_service_hook.go, alloc_runner.go restartTasks and killTasks,
+// taskrunner/service_hook.go PreKilling and taskrunner/lifecycle.go Restart.)
 func (ar *allocRun) servicesChanged() {
 	c := ar.c
 	ar.recordBases()
 	want := map[string]*svcReg{}
 	addr := ar.node.n.Attributes["unique.network.ip-address"]
+	if c.opts.ServeInstances {
+		addr = instanceHost
+	}
 	add := func(tr *taskRun, owner string, svc *api.Service) {
 		if tr == nil {
 			if !ar.received || ar.stopping || ar.clientTerminal() || ar.restarting > 0 {
@@ -222,6 +246,7 @@ func (ar *allocRun) servicesChanged() {
 		}
 	}
 	ar.checkHealth()
+	ar.syncInstances()
 }
 
 func (ar *allocRun) consulOnly() bool {
@@ -245,13 +270,17 @@ func (ar *allocRun) deregisterServices() {
 	ar.c.bump(tServices)
 }
 
-// port is a stable simulated port for a port label.
+// port is the port of a port label: its instance's when the cluster serves instances,
+// else a stable made-up one in [20000, 30000).
 func (ar *allocRun) port(label string) int {
 	if label == "" {
 		return 0
 	}
+	if in := ar.insts[label]; in != nil {
+		return in.port
+	}
 	h := sha256.Sum256([]byte(ar.a.ID + label))
-	return 20000 + int(h[0])<<8 | int(h[1])%10000
+	return 20000 + (int(h[0])<<8|int(h[1]))%10000
 }
 
 func (c *Cluster) registerService(ar *allocRun, r *svcReg) {
@@ -403,6 +432,7 @@ func (c *Cluster) ScriptCheck(namespace, jobID, check, script string) {
 	for _, ar := range j.allocs {
 		if !ar.terminal() {
 			ar.checkHealth()
+			ar.syncInstances()
 		}
 	}
 }

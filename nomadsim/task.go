@@ -29,6 +29,7 @@ func (tr *taskRun) launch() {
 			return
 		}
 		tr.st.State = taskRunning
+		tr.proc = true
 		tr.st.StartedAt = c.clk.now()
 		tr.st.FinishedAt = time.Time{}
 		appendEvent(tr.st, c.evStarted())
@@ -113,6 +114,7 @@ func (tr *taskRun) exited(code, signal int, driverFailure bool) {
 func (tr *taskRun) restartAfter(delay time.Duration, reason string) {
 	ar, c := tr.ar, tr.ar.c
 	appendEvent(tr.st, c.evRestarting(delay, reason))
+	tr.proc = false
 	tr.st.State = taskPending
 	tr.st.Restarts++
 	tr.st.LastRestart = c.clk.now()
@@ -145,11 +147,12 @@ func (tr *taskRun) die(failed bool) {
 	tr.gen++
 	tr.launched = false
 	tr.killing = false
+	tr.proc = false
 	tr.st.State = taskDead
 	tr.st.Failed = failed
 	tr.st.FinishedAt = tr.ar.c.clk.now()
-	tr.release()
 	tr.ar.servicesChanged()
+	tr.release()
 }
 
 // release wakes everyone waiting for the task's process to exit.
@@ -190,10 +193,12 @@ func (tr *taskRun) kill() {
 			sd = tr.t.ShutdownDelay
 			appendEvent(tr.st, c.evShutdownDelay(sd))
 			tr.st.State = taskPending
-			ar.servicesChanged()
 			ar.updateClientStatus()
 		}
 	}
+	// The task service hook's PreKilling: the task's services go before the delay and
+	// the signal (its process still runs until it exits).
+	ar.servicesChanged()
 	ar.touch()
 	c.after(sd, func() {
 		if tr.gen != gen {
@@ -230,6 +235,9 @@ func (tr *taskRun) restart(reason string, done chan struct{}) error {
 	tr.gen++
 	gen := tr.gen
 	tr.waiters = append(tr.waiters, done)
+	// The task runner's Restart runs the pre-kill hooks first: the task's services go
+	// (service hook PreKilling) before the signal.
+	ar.servicesChanged()
 	ar.touch()
 	exitAfter, code, sig := 10*time.Millisecond, 130, 2
 	if tr.script.ignoreSignal {
@@ -241,6 +249,9 @@ func (tr *taskRun) restart(reason string, done chan struct{}) error {
 		}
 		tr.killing = false
 		appendEvent(tr.st, c.evTerminated(code, sig))
+		// The process is gone before the restart call returns: its port refuses by then.
+		tr.proc = false
+		ar.syncInstances()
 		tr.release()
 		if ar.stopping {
 			tr.die(false)

@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	syncEvery := fs.Duration("alloc-sync", 0, "simulated interval of the clients' updates to the servers (0: Nomad's 200ms; negative: at once)")
 	maxConns := fs.Int("http-max-conns-per-client", 100, "concurrent HTTP connections one client IP may hold, like Nomad's limits.http_max_conns_per_client (0: no limit)")
 	scaleLocks := fs.Bool("scale-lock-ttl", false, "run variable lock TTLs on the simulated clock instead of real time")
+	serve := fs.Bool("serve-instances", false, "back allocations' service ports with HTTP listeners on 127.0.0.1, registered in the catalogs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Region: *region, Datacenters: strings.Split(*dcs, ","), NodesPerDatacenter: *nodes,
 		TimeScale: *scale, Seed: *seed, ACLs: *acls, Addr: *addr, ConsulAddr: *consulAddr, Logger: logger,
 		AllocSyncInterval: *syncEvery, ScaleLockTTL: *scaleLocks, MaxConnsPerClient: *maxConns,
+		ServeInstances: *serve,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package simtest
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -44,4 +45,23 @@ func Concurrently(t testing.TB, n int, f func(i int) error) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// ServedJob is Job(id, "service", count) whose group serves port http under one group
+// service named id, of provider ("consul" or "nomad"), with an HTTP check "ready" every
+// second whose script passes readyAfter after the tasks start (nomadsim.check.ready =
+// pass_after=readyAfter), and whose group waits shutdownDelay (0: none) before its tasks are
+// killed. On a nomadsim with ServeInstances, each allocation answers on that port as its
+// check says, where the catalogs say it is.
+func ServedJob(id string, count int, provider string, readyAfter, shutdownDelay time.Duration) *api.Job {
+	job := Job(id, api.JobTypeService, count, "")
+	tg := job.TaskGroups[0]
+	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
+	tg.Services = []*api.Service{{Name: id, PortLabel: "http", Provider: provider,
+		Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}}
+	tg.Meta = map[string]string{"nomadsim.check.ready": "pass_after=" + readyAfter.String()}
+	if shutdownDelay > 0 {
+		tg.ShutdownDelay = &shutdownDelay
+	}
+	return job
 }

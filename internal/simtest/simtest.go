@@ -2,9 +2,10 @@
 // Nomad: starting a cluster that ends with the test, API clients for it (with a token, or
 // through a transport that counts their requests) and tokens, waiting on a condition, and
 // counting from Nomad's own facts how often each allocation was restarted (the
-// exactly-once check, against nomadsim or a real agent); and the small fixtures tests of
-// several packages share (Nomad's error answers, an address nothing listens on). Only tests
-// import it; the product never does (internal/archtest checks).
+// exactly-once check, against nomadsim or a real agent); a load balancer that reads the
+// catalog and counts the requests that fail during a restart (Balancer); and the small
+// fixtures tests of several packages share (Nomad's error answers, an address nothing
+// listens on). Only tests import it; the product never does (internal/archtest checks).
 package simtest
 
 import (

@@ -1,6 +1,6 @@
 // Package consul is nomadsim's Consul: a catalog of service instances and their health
-// checks behind the parts of Consul's HTTP API that health gates read (/v1/health/...),
-// and Consul's KV store (/v1/kv/), with Consul's blocking queries and X-Consul-* headers
+// checks behind the parts of Consul's HTTP API that health gates and load balancers read
+// (/v1/health/..., /v1/catalog/service/...), and Consul's KV store (/v1/kv/), with Consul's blocking queries and X-Consul-* headers
 // and consul/api's JSON shapes.
 package consul
 

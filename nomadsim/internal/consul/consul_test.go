@@ -96,6 +96,20 @@ func TestHealthService(t *testing.T) {
 			}
 		})
 	}
+	// The catalog lists every instance, its checks aside.
+	for _, tag := range []string{"", "v2"} {
+		svcs, _, err := cl.Catalog().Service("web", tag, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 2
+		if tag != "" {
+			want = 1
+		}
+		if len(svcs) != want || svcs[0].ServicePort != 8080 || svcs[0].ServiceAddress == "" || svcs[0].Node == "" {
+			t.Fatalf("catalog service web tag %q: %+v", tag, svcs)
+		}
+	}
 	entries, _, err := cl.Health().Service("web", "", false, &api.QueryOptions{Filter: `Service.Address == "10.0.0.2"`})
 	if err != nil || len(entries) != 1 || entries[0].Service.ID != "_nomad-task-a2-web-web-http" {
 		t.Fatalf("filter: %+v %v", entries, err)

@@ -19,7 +19,8 @@ import (
 )
 
 // Handler serves Consul's GET /v1/health/checks/:service, /v1/health/service/:service
-// (?passing, ?tag, ?filter), /v1/health/state/:state, /v1/status/leader and /v1/agent/self,
+// (?passing, ?tag, ?filter), /v1/catalog/service/:service (?tag, ?filter; no health),
+// /v1/health/state/:state, /v1/status/leader and /v1/agent/self,
 // and the KV store under /v1/kv/ (GET, PUT, DELETE; see serveKV).
 // Reads of the health and KV endpoints block on ?index= and ?wait= as Consul's do.
 //
@@ -59,6 +60,8 @@ func (c *Catalog) serveCatalog(w http.ResponseWriter, r *http.Request) {
 		c.serveHealth(w, r, strings.TrimPrefix(p, "/v1/health/checks/"), c.serviceChecks)
 	case strings.HasPrefix(p, "/v1/health/service/"):
 		c.serveServiceNodes(w, r, strings.TrimPrefix(p, "/v1/health/service/"))
+	case strings.HasPrefix(p, "/v1/catalog/service/"):
+		c.serveCatalogService(w, r, strings.TrimPrefix(p, "/v1/catalog/service/"))
 	case strings.HasPrefix(p, "/v1/health/state/"):
 		c.serveState(w, r, strings.TrimPrefix(p, "/v1/health/state/"))
 	case p == "/v1/status/leader":
@@ -262,6 +265,43 @@ NEXT:
 				CreateIndex: st.createIndex, ModifyIndex: st.modifyIndex,
 			},
 			Checks: checks,
+		})
+	}
+	return c.serviceIndex[service], out
+}
+
+// serveCatalogService answers /v1/catalog/service/:service: every registered instance,
+// whatever its checks say, as Consul's catalog lists them.
+func (c *Catalog) serveCatalogService(w http.ResponseWriter, r *http.Request, service string) {
+	if service == "" {
+		badRequest(w, "Missing service name")
+		return
+	}
+	tags := r.URL.Query()["tag"]
+	c.serveFilteredList(w, r, func() (uint64, any) { return c.catalogService(service, tags) })
+}
+
+func (c *Catalog) catalogService(service string, tags []string) (uint64, any) {
+	out := make([]*api.CatalogService, 0)
+NEXT:
+	for _, st := range c.sortedInstances(service) {
+		for _, t := range tags {
+			if !containsFold(st.inst.Tags, t) {
+				continue NEXT
+			}
+		}
+		svcTags := st.inst.Tags
+		if svcTags == nil {
+			svcTags = []string{}
+		}
+		out = append(out, &api.CatalogService{
+			ID: nodeID(st.inst.Node), Node: st.inst.Node, Address: "127.0.0.1", Datacenter: Datacenter,
+			TaggedAddresses: map[string]string{"lan": "127.0.0.1", "wan": "127.0.0.1"},
+			NodeMeta:        map[string]string{"consul-network-segment": ""},
+			ServiceID:       st.inst.ID, ServiceName: st.inst.Service, ServiceAddress: st.inst.Address,
+			ServiceTags: svcTags, ServicePort: st.inst.Port,
+			ServiceWeights: api.Weights{Passing: 1, Warning: 1},
+			CreateIndex:    st.createIndex, ModifyIndex: st.modifyIndex,
 		})
 	}
 	return c.serviceIndex[service], out
