@@ -162,7 +162,10 @@ func TestFleetPurgedJobAndFailureBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The group's own update block (the registration copied the job's into it) rules its
+	// deployment: an hour of min_healthy_time keeps the deployment running for the test.
 	job.Update = &api.UpdateStrategy{MinHealthyTime: ptr(time.Hour), HealthyDeadline: ptr(2 * time.Hour), ProgressDeadline: ptr(3 * time.Hour)}
+	job.TaskGroups[0].Update = job.Update
 	job.TaskGroups[0].Tasks[0].Env = map[string]string{"V": "2"}
 	if _, _, err := e.client.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
