@@ -39,18 +39,9 @@ func TestAttachFollowsToTheEnd(t *testing.T) {
 func TestAttachCtrlCStopsOnlyTheViewer(t *testing.T) {
 	_, e, ctx := startWebEnv(t, 2)
 	id, _ := e.runDetached(t, ctx, "web")
-	attachCtx, stop := context.WithCancel(ctx)
-	var aout, aerr simtest.SyncBuffer
-	a := newApp(strings.NewReader(""), &aout, &aerr, func(k string) string { return map[string]string{"NOMAD_ADDR": e.addr}[k] })
-	a.backend = nomadBackend{localDir: e.localDir}
-	done := make(chan int, 1)
-	go func() { done <- a.run(attachCtx, []string{"attach", id}) }()
-	simtest.WaitFor(t, ctx, "attach to say no process drives the restart", func() bool {
-		return strings.Contains(aout.String(), "No process drives this restart")
-	})
-	stop()
-	if code := <-done; code != 1 || !strings.Contains(aerr.String(), "Stopped following restart "+id) {
-		t.Fatalf("attach interrupted: exit %d: %s", code, aerr.String())
+	code, _, errOut := attachUntil(t, ctx, e, id, "No process drives this restart")
+	if code != 1 || !strings.Contains(errOut, "Stopped following restart "+id) {
+		t.Fatalf("attach interrupted: exit %d: %s", code, errOut)
 	}
 	if rec := statusOf(t, ctx, e, id); rec.Status != restart.StatusPending {
 		t.Fatalf("the viewer changed the restart: %s", rec.Status)
@@ -67,8 +58,18 @@ func TestAttachToOrphanSaysNobodyDrives(t *testing.T) {
 	if _, err := store.Mutate(ctx, st, rec.Namespace, rec.ID, func(r *restart.Record) error { r.Driver = "dead@host"; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	// The viewer is stopped (Ctrl-C) once it said so; the lease's probe may take a while on
-	// a loaded machine.
+	// The lease's probe may take a while on a loaded machine: the viewer is stopped once it
+	// said so.
+	code, out, errOut := attachUntil(t, ctx, e, id, "was driven by dead@host, but no process drives it now")
+	if code != 1 || !strings.Contains(errOut, "no process drives it now") || strings.Contains(errOut, "goes on without this viewer") {
+		t.Fatalf("attach to an orphan, stopped: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// attachUntil runs `attach id` until its output says want, then stops it as Ctrl-C does,
+// and returns its exit code and output.
+func attachUntil(t *testing.T, ctx context.Context, e cliEnv, id, want string) (code int, out, errOut string) {
+	t.Helper()
 	actx, stop := context.WithCancel(ctx)
 	defer stop()
 	var aout, aerr simtest.SyncBuffer
@@ -76,12 +77,7 @@ func TestAttachToOrphanSaysNobodyDrives(t *testing.T) {
 	a.backend = nomadBackend{localDir: e.localDir}
 	done := make(chan int, 1)
 	go func() { done <- a.run(actx, []string{"attach", id}) }()
-	simtest.WaitFor(t, ctx, "attach to say the named driver is gone", func() bool {
-		return strings.Contains(aout.String(), "was driven by dead@host, but no process drives it now")
-	})
+	simtest.WaitFor(t, ctx, "attach to say "+want, func() bool { return strings.Contains(aout.String(), want) })
 	stop()
-	code, out, errOut := <-done, aout.String(), aerr.String()
-	if code != 1 || !strings.Contains(errOut, "no process drives it now") || strings.Contains(errOut, "goes on without this viewer") {
-		t.Fatalf("attach to an orphan, stopped: exit %d\n%s\n%s", code, out, errOut)
-	}
+	return <-done, aout.String(), aerr.String()
 }
