@@ -120,7 +120,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 		return nil, err
 	}
 	versions, allocs := facts.versions, facts.allocs
-	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks, StartedBefore: spec.StartedBefore, CreatedBeforeIndex: spec.CreatedBeforeIndex})
+	kept, skipped := restart.Select(allocs, versions, restart.Selection{Groups: spec.Groups, Tasks: spec.Tasks, StartedBefore: spec.StartedBefore, CreatedBeforeIndex: spec.CreatedBeforeIndex, OnlyAllocs: spec.OnlyAllocs})
 	kept, untargeted, err := e.target(ctx, spec, job, kept)
 	if err != nil {
 		return nil, err

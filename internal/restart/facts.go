@@ -79,6 +79,22 @@ type TaskState struct {
 	Events      []TaskEvent
 }
 
+// LatestStart is when the task last started, or began restarting: the latest of its
+// StartedAt (Nomad sets it on each move to running), LastRestart (set when a restart
+// begins, before the task runs again) and its newest Started event. Zero: never started.
+func (ts TaskState) LatestStart() time.Time {
+	latest := ts.StartedAt
+	if ts.LastRestart.After(latest) {
+		latest = ts.LastRestart
+	}
+	for _, e := range ts.Events {
+		if e.Type == TaskEventStarted && e.Time.After(latest) {
+			latest = e.Time
+		}
+	}
+	return latest
+}
+
 // TaskEvent is a task event, with Nomad's timestamp.
 type TaskEvent struct {
 	Type    string

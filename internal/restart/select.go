@@ -2,6 +2,7 @@ package restart
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -23,6 +24,8 @@ type Selection struct {
 	// CreatedBeforeIndex (Spec.CreatedBeforeIndex) leaves out the allocations created at
 	// or after it; zero: none.
 	CreatedBeforeIndex uint64
+	// OnlyAllocs (Spec.OnlyAllocs) keeps only the allocations with these IDs; nil: all.
+	OnlyAllocs []string
 }
 
 // IsRunning is Nomad's test of whether an allocation may be restarted: its client status is
@@ -70,6 +73,8 @@ func Select(allocs []*Alloc, versions map[uint64]*Job, sel Selection) (kept []*A
 			skipped = append(skipped, Skipped{a, "it doesn't have any of requested groups"})
 		case len(sel.Tasks) > 0 && !hasAnyTask(a, versions, sel.Tasks):
 			skipped = append(skipped, Skipped{a, "it doesn't have any of requested tasks"})
+		case sel.OnlyAllocs != nil && !slices.Contains(sel.OnlyAllocs, a.ID):
+			skipped = append(skipped, Skipped{a, "none of its templates was re-rendered after its tasks started"})
 		case sel.CreatedBeforeIndex > 0 && a.CreateIndex >= sel.CreatedBeforeIndex:
 			skipped = append(skipped, Skipped{a, fmt.Sprintf("it was placed after the change it would be restarted for (index %d)", sel.CreatedBeforeIndex)})
 		case !sel.StartedBefore.IsZero() && startedSince(a, sel.Tasks, sel.StartedBefore):
@@ -121,7 +126,7 @@ func startedSince(a *Alloc, tasks []string, t time.Time) bool {
 			continue
 		}
 		seen++
-		if !st.StartedAt.After(t) && !st.LastRestart.After(t) {
+		if !st.LatestStart().After(t) {
 			return false
 		}
 	}

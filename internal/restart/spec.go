@@ -65,6 +65,10 @@ type Spec struct {
 	// changed Nomad variable's ModifyIndex): one placed after the change rendered the new
 	// data at its start. Zero: no such rule.
 	CreatedBeforeIndex uint64 `json:",omitempty"`
+	// OnlyAllocs keeps only the allocations with these IDs: those found running with a
+	// template re-rendered after their tasks started (run -stale-only, a rollout on
+	// re-renders). Nil: no such rule.
+	OnlyAllocs []string `json:",omitempty"`
 	// Gates are the metric gates judged after each batch (-gate and its options); nil:
 	// none.
 	Gates *Gates `json:",omitempty"`
