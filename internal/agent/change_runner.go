@@ -31,6 +31,13 @@ type ChangeRollouts struct {
 	// BusyRecheck is how long a rollout refused by a deployment in progress waits before
 	// it is decided again; default 30s.
 	BusyRecheck time.Duration
+	// Files reads the allocations' template files, to follow the re-renders of templates
+	// with change_mode noop; nil: only the re-renders that leave task events (signal,
+	// script) are followed.
+	Files cluster.FileReader
+	// MaxFileReads bounds the directory listings in flight at once, across jobs;
+	// default 4.
+	MaxFileReads int
 }
 
 // changeRunner runs ChangeRollouts: one blocking list of the jobs, and one follower per
@@ -40,6 +47,9 @@ type changeRunner struct {
 	cfg     ChangeRollouts
 	log     *slog.Logger
 	metrics *changeMetrics
+
+	// fileReads holds a slot per directory listing in flight (ChangeRollouts.MaxFileReads).
+	fileReads chan struct{}
 
 	mu        sync.Mutex
 	followers map[string]*jobFollower // by namespace/job
@@ -63,6 +73,10 @@ func (a *Agent) startChangeRunner(ctx context.Context) {
 	if c.cfg.BusyRecheck <= 0 {
 		c.cfg.BusyRecheck = 30 * time.Second
 	}
+	if c.cfg.MaxFileReads <= 0 {
+		c.cfg.MaxFileReads = 4
+	}
+	c.fileReads = make(chan struct{}, c.cfg.MaxFileReads)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -144,6 +158,9 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st cluster
 				c.log.Warn("config-change rollouts", "job", st.ID, "group", g.Name, "warning", w)
 				c.metrics.warnings.WithLabelValues("change_mode").Inc()
 			}
+			for _, n := range g.NotFollowed {
+				c.log.Warn("a template's re-renders are not followed", "job", st.ID, "group", g.Name, "template", n.String())
+			}
 		}
 		rolls = rolls || g.Rolls()
 	}
@@ -197,20 +214,57 @@ func (c *changeRunner) follow(ctx context.Context, ex onchange.Explain) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// Re-renders are followed by reading the allocations (their task events) and the
+	// followed templates' files every render-interval, the first time at once.
+	rf := &renderFollow{interval: renderInterval(ex)}
+	var tick <-chan time.Time
+	if rf.interval > 0 {
+		ticker := time.NewTicker(rf.interval)
+		defer ticker.Stop()
+		tick = ticker.C
+		rf.due = true
+	}
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case u := <-updates:
-			if !c.take(ex, states, u) {
-				continue
+		if !rf.due {
+			select {
+			case <-ctx.Done():
+				return
+			case u := <-updates:
+				if !c.take(ex, states, u) {
+					continue
+				}
+			case <-timer.C:
+			case <-tick:
+				rf.due = true
 			}
-		case <-timer.C:
 		}
-		if wait := c.decide(ctx, ex, states); wait > 0 {
+		if wait := c.decide(ctx, ex, states, rf); wait > 0 {
 			timer.Reset(wait)
 		}
 	}
+}
+
+// renderFollow is a job follower's state for re-renders: when to read the files again,
+// and what they showed last.
+type renderFollow struct {
+	interval time.Duration
+	// due says the files are to be read at the next decision.
+	due     bool
+	renders onchange.Renders
+	// denied says the last read was refused for the token (logged once a streak).
+	denied bool
+}
+
+// renderInterval is the shortest render-interval of the job's groups that roll on
+// re-renders, 0 when none does.
+func renderInterval(ex onchange.Explain) time.Duration {
+	var d time.Duration
+	for _, g := range ex.Groups {
+		if g.RollsOnRenders() && (d == 0 || g.RenderInterval < d) {
+			d = g.RenderInterval
+		}
+	}
+	return d
 }
 
 // take records a source's new state; false when there is nothing to decide on (the source
@@ -259,16 +313,28 @@ func rollingSources(ex onchange.Explain) []onchange.Source {
 	return out
 }
 
-// decide reads the job's allocations, decides and files; it returns when to decide again
-// (0: at the next change).
-func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states map[onchange.Source]onchange.SourceState) time.Duration {
+// decide reads the job's allocations (and, when due, the followed templates' files),
+// decides on the sources' changes first, then on re-renders, and files; it returns when to
+// decide again (0: at the next change or render tick).
+func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states map[onchange.Source]onchange.SourceState, rf *renderFollow) time.Duration {
 	allocs, _, err := c.a.cfg.Cluster.JobAllocations(ctx, ex.Namespace, ex.JobID)
 	if err != nil {
 		c.log.Warn("reading a job's allocations for config-change rollouts", "job", ex.JobID, "err", err)
 		return c.cfg.BusyRecheck
 	}
+	if rf.due {
+		rf.due = false
+		rf.renders = c.readRenders(ctx, ex, allocs, rf)
+	}
 	now := c.a.cfg.Now()
 	d := onchange.Decide(ex, states, allocs, now)
+	if d.Rollout == nil && rf.interval > 0 {
+		dr := onchange.DecideRendered(ex, rf.renders, allocs, now)
+		d.Rollout = dr.Rollout
+		if d.RecheckAt.IsZero() || !dr.RecheckAt.IsZero() && dr.RecheckAt.Before(d.RecheckAt) {
+			d.RecheckAt = dr.RecheckAt
+		}
+	}
 	if d.Rollout == nil {
 		if d.RecheckAt.IsZero() {
 			return 0
@@ -276,6 +342,60 @@ func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states m
 		return max(d.RecheckAt.Sub(now), time.Millisecond)
 	}
 	return c.file(ctx, ex, d.Rollout)
+}
+
+// readRenders reads, for each running allocation of the groups that roll on re-renders,
+// the modification times of the followed templates' files (one listing per directory,
+// at most MaxFileReads in flight across jobs). An allocation whose files cannot be read
+// has no entry: nothing is restarted on a guess.
+func (c *changeRunner) readRenders(ctx context.Context, ex onchange.Explain, allocs []*restart.Alloc, rf *renderFollow) onchange.Renders {
+	if c.cfg.Files == nil {
+		return nil
+	}
+	paths := map[string][]string{} // by group
+	for _, g := range ex.Groups {
+		if g.RollsOnRenders() {
+			paths[g.Name] = onchange.FilePaths(g.Followed)
+		}
+	}
+	out := onchange.Renders{}
+	denied := false
+	for _, a := range allocs {
+		p := paths[a.Group]
+		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
+			continue
+		}
+		select {
+		case c.fileReads <- struct{}{}:
+		case <-ctx.Done():
+			return out
+		}
+		times, err := c.cfg.Files.FileTimes(ctx, a.ID, p)
+		<-c.fileReads
+		switch {
+		case err == nil:
+			c.metrics.renderReads.WithLabelValues("ok").Inc()
+			out[a.ID] = times
+		case errors.Is(err, cluster.ErrPermissionDenied):
+			c.metrics.renderReads.WithLabelValues("denied").Inc()
+			denied = true
+		case ctx.Err() != nil:
+			return out
+		default:
+			c.metrics.renderReads.WithLabelValues("error").Inc()
+			c.metrics.warnings.WithLabelValues("files_unreadable").Inc()
+			c.log.Warn("reading an allocation's template files: its re-renders are not followed until a read works", "job", ex.JobID, "alloc", a.ID, "err", err)
+		}
+		if denied {
+			break // the token is refused for the namespace: the other allocations too
+		}
+	}
+	if denied && !rf.denied {
+		c.log.Warn("the agent's token may not read the allocations' files (the namespace's read-fs capability): re-renders of change_mode noop templates are not followed", "job", ex.JobID, "namespace", ex.Namespace)
+		c.metrics.warnings.WithLabelValues("read_fs_denied").Inc()
+	}
+	rf.denied = denied
+	return out
 }
 
 // file plans and records the rollout (detached: the agents drive it); it returns when to
@@ -298,9 +418,13 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 		return 0 // every allocation started since the change
 	}
 	rec.ID, rec.Triggers = r.ID, append(c.superseded(ex), r.Triggers...)
+	cause := "a change of " + triggerSources(r.Triggers)
+	if len(r.Spec.OnlyAllocs) > 0 {
+		cause = "re-renders of " + triggerSources(r.Triggers)
+	}
 	rec.AppendEvent(restart.Event{Time: c.a.cfg.Now(), Type: restart.EventCreated,
-		Message: fmt.Sprintf("Restart of job %q created by a change of %s: %d allocation(s) in %d batch(es)",
-			rec.JobID, triggerSources(r.Triggers), len(rec.Allocs), rec.Batches)})
+		Message: fmt.Sprintf("Restart of job %q created by %s: %d allocation(s) in %d batch(es)",
+			rec.JobID, cause, len(rec.Allocs), rec.Batches)})
 	err = c.a.eng.Create(ctx, rec)
 	var busy *store.JobBusyError
 	switch {

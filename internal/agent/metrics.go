@@ -152,9 +152,10 @@ func (m *Metrics) observeGate(d time.Duration) { m.gateSeconds.Observe(d.Seconds
 // changeMetrics are the config-change runner's metrics, registered on the agent's registry
 // when it starts.
 type changeMetrics struct {
-	jobs     prometheus.Gauge
-	rollouts *prometheus.CounterVec
-	warnings *prometheus.CounterVec
+	jobs        prometheus.Gauge
+	rollouts    *prometheus.CounterVec
+	warnings    *prometheus.CounterVec
+	renderReads *prometheus.CounterVec
 }
 
 func (m *Metrics) changeMetrics() *changeMetrics {
@@ -165,8 +166,11 @@ func (m *Metrics) changeMetrics() *changeMetrics {
 			"Config-change rollouts this agent decided, by result: filed, exists (filed already, by this agent or another), waiting (a deployment or a restart of the job in progress), failed (planning or filing failed).", "result"),
 			"filed", "exists", "waiting", "failed")),
 		warnings: register(m.reg, withLabels(newCounterVec("config_change_warnings_total",
-			"Problems with opted-in jobs, by kind: invalid_meta (the group is not rolled), change_mode (a watched template makes Nomad act on every allocation itself), source_unreadable (the agent cannot watch a source), source_missing (a watched variable is missing, or not listable by the agent's token).", "kind"),
-			"invalid_meta", "change_mode", "source_unreadable", "source_missing")),
+			"Problems with opted-in jobs, by kind: invalid_meta (the group is not rolled), change_mode (a watched template makes Nomad act on every allocation itself), source_unreadable (the agent cannot watch a source), source_missing (a watched variable is missing, or not listable by the agent's token), read_fs_denied (the agent's token may not read the allocations' files: the namespace's read-fs capability), files_unreadable (an allocation's files could not be read).", "kind"),
+			"invalid_meta", "change_mode", "source_unreadable", "source_missing", "read_fs_denied", "files_unreadable")),
+		renderReads: register(m.reg, withLabels(newCounterVec("config_change_render_reads_total",
+			"Directory listings of allocations this agent sent to follow templates' re-renders (one per allocation and template directory every render-interval), by result: ok, denied, error.", "result"),
+			"ok", "denied", "error")),
 	}
 }
 

@@ -176,7 +176,10 @@ func changeRollouts(on bool, client *api.Client, env func(string) string, logger
 	if !on {
 		return nil
 	}
-	return &agent.ChangeRollouts{Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulClient(consulFlags{}.config(env), true)})}
+	return &agent.ChangeRollouts{
+		Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulClient(consulFlags{}.config(env), true)}),
+		Files:   cluster.NewNomad(client),
+	}
 }
 
 // nomadBackend opens sessions on a real (or simulated) Nomad through the official client.

@@ -353,6 +353,9 @@ func describeSpec(s restart.Spec) string {
 	if !s.StartedBefore.IsZero() {
 		parts = append(parts, "started-before="+s.StartedBefore.UTC().Format(time.RFC3339))
 	}
+	if s.OnlyAllocs != nil {
+		parts = append(parts, fmt.Sprintf("stale-only=%d allocation(s)", len(s.OnlyAllocs)))
+	}
 	if s.CreatedBeforeIndex > 0 {
 		parts = append(parts, fmt.Sprintf("created-before-index=%d", s.CreatedBeforeIndex))
 	}

@@ -28,6 +28,9 @@ const (
 	ConsentExplicit Consent = "explicit"
 	// ConsentOff: "off", a group opting out of its job's consent.
 	ConsentOff Consent = "off"
+	// ConsentRendered: "rendered", roll on Nomad's re-renders of any of the group's
+	// templates only, whatever they read.
+	ConsentRendered Consent = "rendered"
 )
 
 // Watched is a source the group rolls on, and the templates that read it.
@@ -55,18 +58,34 @@ type Group struct {
 	// that "auto" would watch, so that a job can be explained before it opts in.
 	Watched    []Watched    `json:",omitempty"`
 	NotWatched []NotWatched `json:",omitempty"`
+	// Followed are the templates whose re-renders roll the group (with "auto", those that
+	// read something not watched by path; with "rendered", all); with no consent, those
+	// "auto" would follow. NotFollowed are those that cannot be, and why.
+	Followed    []Followed    `json:",omitempty"`
+	NotFollowed []NotFollowed `json:",omitempty"`
+	// RenderInterval is how often the files of followed templates are read.
+	RenderInterval time.Duration `json:",omitempty"`
 	// Warnings are things that work but not as the author likely means.
 	Warnings []string `json:",omitempty"`
 	// Problems are invalid values and unknown keys; a group with any is never rolled.
 	Problems []Problem `json:",omitempty"`
 }
 
-// OptedIn reports whether the group consents to rollouts (auto or explicit).
-func (g Group) OptedIn() bool { return g.Consent == ConsentAuto || g.Consent == ConsentExplicit }
+// OptedIn reports whether the group consents to rollouts (auto, rendered or explicit).
+func (g Group) OptedIn() bool {
+	return g.Consent == ConsentAuto || g.Consent == ConsentExplicit || g.Consent == ConsentRendered
+}
 
 // Rolls reports whether a change would roll the group: it opted in, its meta is valid,
-// and it has something to watch.
-func (g Group) Rolls() bool { return g.OptedIn() && len(g.Problems) == 0 && len(g.Watched) > 0 }
+// and it has something to watch or templates to follow.
+func (g Group) Rolls() bool {
+	return g.OptedIn() && len(g.Problems) == 0 && (len(g.Watched) > 0 || len(g.Followed) > 0)
+}
+
+// RollsOnRenders reports whether re-renders of its followed templates roll the group.
+func (g Group) RollsOnRenders() bool {
+	return g.OptedIn() && len(g.Problems) == 0 && len(g.Followed) > 0
+}
 
 // Explain is what the agent would watch and do for one job, group by group in the job's
 // order.
@@ -101,6 +120,8 @@ func (g Group) summary() string {
 	switch {
 	case g.OptedIn() && len(g.Problems) > 0:
 		state = fmt.Sprintf("invalid (%d problems)", len(g.Problems))
+	case g.Rolls() && len(g.Watched) == 0:
+		state = "rolls on re-renders"
 	case g.Rolls():
 		state = "rolls on change"
 	case g.OptedIn():
@@ -108,7 +129,7 @@ func (g Group) summary() string {
 	case g.Consent == ConsentOff:
 		state = "opted out"
 	}
-	return fmt.Sprintf("%s; %d watched, %d not watched, %d warnings", state, len(g.Watched), len(g.NotWatched), len(g.Warnings))
+	return fmt.Sprintf("%s; %d watched, %d not watched, %d followed by renders, %d warnings", state, len(g.Watched), len(g.NotWatched), len(g.Followed), len(g.Warnings))
 }
 
 // Analyze reads job (as Nomad's API returns it, or as parsed from a job file) and says, for
@@ -133,16 +154,18 @@ func analyzeGroup(job JobSpec, tg GroupSpec) Group {
 	g := Group{Name: tg.Name}
 	meta := groupMeta(job.Meta, tg.Meta)
 	opts := readOptions(g.Name, meta)
-	g.Spec, g.Debounce, g.Problems = opts.spec, opts.debounce, opts.problems
+	g.Spec, g.Debounce, g.RenderInterval, g.Problems = opts.spec, opts.debounce, opts.renderInterval, opts.problems
 	g.Problems = append(g.Problems, taskMetaProblems(tg)...)
 
 	var reads []found
+	dynamic := map[string]bool{}
 	for _, task := range tg.Tasks {
 		d := defaultsFor(job, tg, &task)
 		for i, t := range task.Templates {
-			f, not := scanTemplate(task.Name, i, t, d)
-			reads = append(reads, f...)
-			g.NotWatched = append(g.NotWatched, not...)
+			sc := scanTemplate(task.Name, i, t, d)
+			reads = append(reads, sc.found...)
+			g.NotWatched = append(g.NotWatched, sc.not...)
+			dynamic[templateKey(task.Name, i)] = sc.dynamic
 		}
 	}
 
@@ -152,11 +175,15 @@ func analyzeGroup(job JobSpec, tg GroupSpec) Group {
 	g.Consent = consent
 	// The consent's problems come first: it is the key a reader looks at first.
 	g.Problems = append(problems, g.Problems...)
-	if g.Consent == ConsentExplicit {
+	switch g.Consent {
+	case ConsentExplicit:
 		g.Watched, g.NotWatched = watchExplicit(explicit, reads, g.NotWatched)
-	} else {
+	case ConsentRendered:
+		// Re-renders only: what the templates read is not watched by path.
+	default:
 		g.Watched = watchAuto(reads)
 	}
+	g.Followed, g.NotFollowed = followTemplates(tg, g.Consent, dynamic)
 	g.Warnings = warnings(g)
 	return g
 }
@@ -172,6 +199,8 @@ func readConsent(mv metaValue, given bool, d defaults) (Consent, []Source, []Pro
 		return ConsentAuto, nil, nil
 	case value == string(ConsentOff):
 		return ConsentOff, nil, nil
+	case value == string(ConsentRendered):
+		return ConsentRendered, nil, nil
 	}
 	var out []Source
 	var problems []Problem

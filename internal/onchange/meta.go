@@ -28,6 +28,10 @@ const (
 	KeyMaxUnavailable  = MetaPrefix + "max-unavailable"
 	KeyOnError         = MetaPrefix + "on-error"
 	KeySurge           = MetaPrefix + "surge"
+	// KeyRenderInterval is how often the agent reads the files of the templates it follows
+	// by their renders (change_mode noop): the cost per allocation, against how soon a
+	// re-render is noticed.
+	KeyRenderInterval = MetaPrefix + "render-interval"
 )
 
 // knownKeys lists the keys in the order their problems are reported, so that a job with
@@ -36,12 +40,22 @@ func knownKeys() []string {
 	return []string{
 		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
 		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeySurge,
+		KeyRenderInterval,
 	}
 }
 
 // DefaultDebounce is how long a rollout waits after a change (and after each further change
 // of the burst) before it starts: bursts coalesce and every allocation re-renders first.
 const DefaultDebounce = 10 * time.Second
+
+// DefaultRenderInterval is how often the files of followed templates are read: one
+// listing per allocation and template directory, so 100 allocations cost 100 requests
+// every 30s, about 3 a second, where the secrets that re-render (Vault leases, rotated
+// certificates) change in minutes or hours.
+const DefaultRenderInterval = 30 * time.Second
+
+// MinRenderInterval is the shortest render-interval a job may ask for.
+const MinRenderInterval = 5 * time.Second
 
 // Problem is one invalid value or unknown key of a group's meta. A group with a problem
 // is never rolled: an option that cannot be read must not silently fall back to a default.
@@ -82,16 +96,17 @@ func groupMeta(jobMeta, grpMeta map[string]string) map[string]metaValue {
 
 // options are a group's roll options read from its meta.
 type options struct {
-	spec     restart.Spec
-	debounce time.Duration
-	problems []Problem
+	spec           restart.Spec
+	debounce       time.Duration
+	renderInterval time.Duration
+	problems       []Problem
 }
 
 // readOptions validates every option with the parsers `run` uses for its flags, with the
 // defaults of a rollout nobody watches at a terminal: on-error fail, and questions (batch
 // wait ask, on-error ask) answered with `nomad-restart answer` as for a detached run.
 func readOptions(group string, meta map[string]metaValue) options {
-	o := options{debounce: DefaultDebounce}
+	o := options{debounce: DefaultDebounce, renderInterval: DefaultRenderInterval}
 	s := &o.spec
 	s.Groups = []string{group}
 	s.BatchSizes = []restart.BatchSize{{N: 1}}
@@ -101,6 +116,14 @@ func readOptions(group string, meta map[string]metaValue) options {
 	for _, key := range knownKeys() {
 		mv, ok := meta[key]
 		if !ok || key == KeyOnChange {
+			continue
+		}
+		if key == KeyRenderInterval {
+			d, err := parseRenderInterval(mv.value)
+			if err != nil {
+				o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: err.Error()})
+			}
+			o.renderInterval = d
 			continue
 		}
 		if err := applyOption(s, &o.debounce, key, mv.value); err != nil {
@@ -150,6 +173,16 @@ func parseDebounce(value string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(value))
 	if err != nil || d <= 0 {
 		return 0, errors.New("give a positive duration with a unit like 10s or 1m")
+	}
+	return d, nil
+}
+
+// parseRenderInterval reads nomad-restart.render-interval: a duration of at least
+// MinRenderInterval.
+func parseRenderInterval(value string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(value))
+	if err != nil || d < MinRenderInterval {
+		return DefaultRenderInterval, fmt.Errorf("give a duration of at least %s with a unit, like 30s or 2m", MinRenderInterval)
 	}
 	return d, nil
 }

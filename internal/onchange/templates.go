@@ -126,6 +126,10 @@ type scanner struct {
 	defs  defaults
 	found []found
 	not   []NotWatched
+	// dynamic says the template reads something that changes by itself but cannot be
+	// watched by path (Vault, a catalog lookup, a computed path, a file on the client):
+	// its re-renders are followed instead.
+	dynamic bool
 }
 
 // scanTemplate lists what one template reads: the sources it would watch, and what it
@@ -133,21 +137,21 @@ type scanner struct {
 // consul-template parses it. Functions are not checked, as they are only known where the
 // template renders (Nomad adds its own, sprig's come prefixed, a client may deny some);
 // an unknown function fails there, not here.
-func scanTemplate(task string, index int, t TemplateSpec, d defaults) ([]found, []NotWatched) {
-	s := &scanner{task: task, index: index, tmpl: t, defs: d}
+func scanTemplate(task string, index int, t TemplateSpec, d defaults) scanner {
+	s := scanner{task: task, index: index, tmpl: t, defs: d}
 	text := t.Embedded
 	if text == "" {
 		if src := t.SourcePath; src != "" {
-			s.notWatched(fmt.Sprintf("source %q", src), "its text is a file on the client (from an artifact or the task's directory) that the agent cannot read; name its sources in nomad-restart.on-change")
+			s.unwatchable(fmt.Sprintf("source %q", src), "its text is a file on the client (from an artifact or the task's directory) that the agent cannot read; name its sources in nomad-restart.on-change")
 		}
-		return nil, s.not
+		return s
 	}
 	tree := parse.New("template")
 	tree.Mode = parse.SkipFuncCheck
 	trees := map[string]*parse.Tree{}
 	if _, err := tree.Parse(text, t.LeftDelim, t.RightDelim, trees); err != nil {
 		s.notWatched("the whole template", "it does not parse, so Nomad cannot render it either: "+err.Error())
-		return nil, s.not
+		return s
 	}
 	names := make([]string, 0, len(trees))
 	for name := range trees {
@@ -157,7 +161,7 @@ func scanTemplate(task string, index int, t TemplateSpec, d defaults) ([]found, 
 	for _, name := range names {
 		s.walk(trees[name].Root)
 	}
-	return s.found, s.not
+	return s
 }
 
 // walk visits every pipeline of a template's tree.
@@ -230,7 +234,7 @@ func (s *scanner) command(cmd *parse.CommandNode, piped parse.Node, what string)
 		s.sourceCall(id.Ident, args, what)
 	case funcOther:
 	default:
-		s.notWatched(what, notWatchedReason(k))
+		s.unwatchable(what, notWatchedReason(k))
 	}
 }
 
@@ -265,7 +269,7 @@ func (s *scanner) sourceCall(name string, args []parse.Node, what string) {
 	if len(args) > 0 {
 		lit, ok := args[0].(*parse.StringNode)
 		if !ok {
-			s.notWatched(what, "its path is not a literal string: the agent watches only paths the job file spells out; name the source in nomad-restart.on-change")
+			s.unwatchable(what, "its path is not a literal string: the agent watches only paths the job file spells out; name the source in nomad-restart.on-change")
 			return
 		}
 		path = lit.Text
@@ -309,6 +313,12 @@ func (s *scanner) read(function string) Read {
 		Task: s.task, Template: s.index, Destination: s.tmpl.DestPath,
 		Function: function, ChangeMode: changeMode(s.tmpl),
 	}
+}
+
+// unwatchable records a read that changes by itself but cannot be watched by path.
+func (s *scanner) unwatchable(what, reason string) {
+	s.dynamic = true
+	s.notWatched(what, reason)
 }
 
 func (s *scanner) notWatched(what, reason string) {

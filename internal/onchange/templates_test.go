@@ -151,7 +151,8 @@ func TestScanTemplate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			found, not := scanTemplate("app", 0, tt.tmpl, testDefaults)
+			sc := scanTemplate("app", 0, tt.tmpl, testDefaults)
+			found, not := sc.found, sc.not
 			if len(found) != len(tt.wantWatched) {
 				t.Fatalf("found %d sources %+v, want %d", len(found), found, len(tt.wantWatched))
 			}
@@ -175,13 +176,13 @@ func TestScanTemplate(t *testing.T) {
 
 func TestScanTemplateRecordsTheRead(t *testing.T) {
 	tmpl := TemplateSpec{DestPath: "local/app.env", ChangeMode: "noop", Embedded: `{{ key "k" }}`}
-	found, _ := scanTemplate("app", 2, tmpl, testDefaults)
+	found := scanTemplate("app", 2, tmpl, testDefaults).found
 	want := Read{Task: "app", Template: 2, Destination: "local/app.env", Function: "key", ChangeMode: "noop"}
 	if len(found) != 1 || found[0].read != want {
 		t.Fatalf("found = %+v, want one read %+v", found, want)
 	}
 	// Nomad's default change mode where the job leaves it unset.
-	found, _ = scanTemplate("app", 0, TemplateSpec{Embedded: `{{ key "k" }}`}, testDefaults)
+	found = scanTemplate("app", 0, TemplateSpec{Embedded: `{{ key "k" }}`}, testDefaults).found
 	if found[0].read.ChangeMode != "restart" {
 		t.Errorf("change mode = %q, want restart", found[0].read.ChangeMode)
 	}

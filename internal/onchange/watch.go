@@ -79,8 +79,8 @@ func warnings(g Group) []string {
 			}
 		}
 	}
-	if g.OptedIn() && len(g.Problems) == 0 && len(g.Watched) == 0 {
-		out = append(out, "opted in, but no template reads a Nomad variable or Consul key the agent can watch, so nothing rolls this group: see what is not watched, or name the sources in "+KeyOnChange)
+	if g.OptedIn() && len(g.Problems) == 0 && len(g.Watched) == 0 && len(g.Followed) == 0 {
+		out = append(out, "opted in, but no template reads a Nomad variable or Consul key the agent can watch, and none is followed by its renders, so nothing rolls this group: see what is not watched or followed, or name the sources in "+KeyOnChange)
 	}
 	return out
 }

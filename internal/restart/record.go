@@ -325,12 +325,20 @@ type Trigger struct {
 	// (Nomad's ModifyIndex, Consul's X-Consul-Index).
 	OldIndex, NewIndex uint64
 	// ChangedAt is when the change was made (Nomad's ModifyTime), or first seen where the
-	// source keeps no time (Consul).
+	// source keeps no time (Consul); for a re-render, the newest render.
 	ChangedAt time.Time
+	// Task, Destination and Allocs name a re-rendered template (Source
+	// "rendered:<task>/<destination>") and how many allocations ran it stale.
+	Task        string `json:",omitempty"`
+	Destination string `json:",omitempty"`
+	Allocs      int    `json:",omitempty"`
 }
 
 func (t Trigger) String() string {
 	at := t.ChangedAt.UTC().Format(time.RFC3339)
+	if t.Destination != "" {
+		return fmt.Sprintf("template %q of task %q re-rendered after its task started in %d allocation(s), last at %s", t.Destination, t.Task, t.Allocs, at)
+	}
 	if t.OldIndex == 0 {
 		return fmt.Sprintf("%s changed (index %d) at %s", t.Source, t.NewIndex, at)
 	}
