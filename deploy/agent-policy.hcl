@@ -15,8 +15,11 @@ namespace "*" {
   # list-jobs: job lookup by prefix; read-job: jobs, versions, allocations, deployments,
   # evaluations, checks and the event stream; alloc-lifecycle: restart (in place) and stop
   # (-reschedule) allocations; submit-job: only to force an evaluation of a system job
-  # restarted with -reschedule (remove it if you never do that).
-  capabilities = ["list-jobs", "read-job", "alloc-lifecycle", "submit-job"]
+  # restarted with -reschedule (remove it if you never do that); read-fs: rollouts on
+  # re-renders read when Nomad last wrote the templates of opted-in jobs (a listing of the
+  # template's directory, never a file's content: Nomad refuses to read secrets/ anyway);
+  # without it, only change_mode signal and script templates are followed.
+  capabilities = ["list-jobs", "read-job", "alloc-lifecycle", "submit-job", "read-fs"]
 
   variables {
     # Restart records, their chunks, per-job markers and the drivers' leases (locks).

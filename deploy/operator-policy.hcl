@@ -8,8 +8,9 @@ namespace "*" {
   # alloc-lifecycle. Operators who only file restarts for the agent (`run -detach`) and steer
   # them (status, attach, pause, resume, cancel, answer) need list-jobs and read-job only;
   # `resume` of a restart nobody drives makes the operator its driver and needs
-  # alloc-lifecycle too.
-  capabilities = ["list-jobs", "read-job", "alloc-lifecycle"]
+  # alloc-lifecycle too. read-fs: `stale` and `run -stale-only` read when Nomad last wrote
+  # each template (a directory listing, not the files' content).
+  capabilities = ["list-jobs", "read-job", "alloc-lifecycle", "read-fs"]
 
   variables {
     path "nomad-restart/*" {
