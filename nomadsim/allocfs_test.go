@@ -13,9 +13,12 @@ import (
 )
 
 // templated adds a template to the job's task "main" and returns it, for the caller to
-// adjust.
+// adjust; an empty changeMode leaves Nomad's default.
 func templated(job *api.Job, dest, data, changeMode string) *api.Template {
-	tmpl := &api.Template{DestPath: ptr(dest), EmbeddedTmpl: ptr(data), ChangeMode: ptr(changeMode)}
+	tmpl := &api.Template{DestPath: ptr(dest), EmbeddedTmpl: ptr(data)}
+	if changeMode != "" {
+		tmpl.ChangeMode = ptr(changeMode)
+	}
 	task := job.TaskGroups[0].Tasks[0]
 	task.Templates = append(task.Templates, tmpl)
 	return tmpl

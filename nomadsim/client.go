@@ -85,6 +85,9 @@ type taskRun struct {
 	tmplGen     uint64
 	prestartAt  time.Time
 	apiSocket   bool
+	// firstScripts are the change scripts to run once the task runs after a manager's
+	// first render (run_on_first_render).
+	firstScripts []*api.ChangeScript
 }
 
 // errTaskNotRunning is the client's ErrTaskNotRunning, answered as a 500.

@@ -123,6 +123,12 @@ func (c *Cluster) evSignaling(signal string) *api.TaskEvent {
 	return e
 }
 
+// evScriptRan is the template manager's event for a change script that succeeded (the
+// simulated driver's exec always does).
+func (c *Cluster) evScriptRan(s *api.ChangeScript) *api.TaskEvent {
+	return c.shownEvent(taskHookMessage, fmt.Sprintf("Template successfully ran script %v with arguments: %v. Exit code: 0", deref(s.Command), s.Args))
+}
+
 // maxTaskEvents is how many events Nomad keeps per task (structs.MaxRetainedTaskEvents).
 const maxTaskEvents = 10
 

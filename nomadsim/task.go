@@ -39,6 +39,7 @@ func (tr *taskRun) launch() {
 		}
 		tr.st.FinishedAt = time.Time{}
 		appendEvent(tr.st, c.evStarted())
+		tr.runFirstRenderScripts()
 		tr.armExit()
 		ar.touch()
 		ar.servicesChanged()

@@ -93,11 +93,12 @@ func templateFile(task, dest string) string {
 	for v, dir := range map[string]string{"NOMAD_TASK_DIR": "local", "NOMAD_SECRETS_DIR": "secrets", "NOMAD_ALLOC_DIR": "../alloc"} {
 		dest = strings.ReplaceAll(dest, "${"+v+"}", dir)
 	}
-	p := path.Join("/"+task, dest)
-	if p == "/" || strings.HasPrefix(p, "/..") {
+	const base = "/alloc-dir/alloc-id/"
+	p := path.Join(base, task, dest)
+	if !strings.HasPrefix(p, base) {
 		return ""
 	}
-	return strings.TrimPrefix(p, "/")
+	return strings.TrimPrefix(p, base)
 }
 
 // nomadVarCall finds a call of a Nomad variable function with a literal argument.
@@ -229,7 +230,26 @@ func (tr *taskRun) prestartTemplates() {
 				tm.write(now)
 			}
 		}
+	default:
+		return
 	}
+	// A new manager's first render collects the change scripts to run once the task runs
+	// (collectFirstRenderScripts).
+	tr.firstScripts = nil
+	for _, tm := range tr.tmpls {
+		if s := tm.t.ChangeScript; deref(tm.t.ChangeMode) == "script" && s != nil && deref(s.RunOnFirstRender) {
+			tr.firstScripts = append(tr.firstScripts, s)
+		}
+	}
+}
+
+// runFirstRenderScripts is the template hook's Poststart: the scripts collected at the
+// manager's first render run once, now that the task runs.
+func (tr *taskRun) runFirstRenderScripts() {
+	for _, s := range tr.firstScripts {
+		appendEvent(tr.st, tr.ar.c.evScriptRan(s))
+	}
+	tr.firstScripts = nil
 }
 
 // stopTemplates is the task runner's stop hooks once the task is dead for good: the
@@ -361,7 +381,7 @@ func (tr *taskRun) onTemplatesRendered(rendered []*tmplRun) {
 			}
 			for _, s := range scripts {
 				if tr.proc {
-					appendEvent(tr.st, c.shownEvent(taskHookMessage, fmt.Sprintf("Template successfully ran script %v with arguments: %v. Exit code: 0", deref(s.Command), s.Args)))
+					appendEvent(tr.st, c.evScriptRan(s))
 				} else {
 					appendEvent(tr.st, c.shownEvent(taskHookFailed, fmt.Sprintf("Template failed to run script %v with arguments %v on change: %v. Exit code: %v", deref(s.Command), s.Args, errTaskNotRunning.Text, 0)))
 				}
