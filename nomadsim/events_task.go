@@ -115,6 +115,20 @@ func (c *Cluster) evSiblingFailed(sibling string) *api.TaskEvent {
 	return e
 }
 
+// evSignaling is the template manager's event for a signal sent on a re-render.
+func (c *Cluster) evSignaling(signal string) *api.TaskEvent {
+	e := c.shownEvent(api.TaskSignaling, "Template re-rendered")
+	e.TaskSignal = signalString(signal)
+	e.Details["task_signal"] = e.TaskSignal
+	return e
+}
+
+// evScriptRan is the template manager's event for a change script that succeeded (the
+// simulated driver's exec always does).
+func (c *Cluster) evScriptRan(s *api.ChangeScript) *api.TaskEvent {
+	return c.shownEvent(taskHookMessage, fmt.Sprintf("Template successfully ran script %v with arguments: %v. Exit code: 0", deref(s.Command), s.Args))
+}
+
 // maxTaskEvents is how many events Nomad keeps per task (structs.MaxRetainedTaskEvents).
 const maxTaskEvents = 10
 
