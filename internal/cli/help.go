@@ -409,7 +409,14 @@ Usage: nomad-restart watches [options]
   Config-change rollouts: a job opts in with meta "nomad-restart.on-change"
   ("auto", or a comma-separated list of sources) at job or group level, and
   the agent restarts its allocations in health-gated batches when a Nomad
-  variable or Consul key that its templates read changes. The options of
+  variable or Consul key that its templates read changes. A template is also
+  followed by its re-renders ("rendered": every template; "auto": those that
+  read what cannot be watched by path, such as a Vault secret): when Nomad
+  re-renders it after a task started, the allocations that run it stale are
+  restarted ("nomad-restart stale" lists them). change_mode noop templates
+  are followed by their file's modification time, read every
+  "nomad-restart.render-interval" (default 30s, at least 5s); signal and
+  script ones by their task events; restart ones are not followed. The options of
   "run" are read from the same meta under their flag's name
   ("nomad-restart.batch-size", ".health", ".max-unavailable", ".surge",
   ".batch-wait", ".on-error" (default fail), ".min-healthy-time",
@@ -437,10 +444,14 @@ Usage: nomad-restart watches [options]
   change_mode that read it), what it would not watch and why, warnings (a
   template with change_mode restart, signal or script makes Nomad act on
   every allocation at once: use change_mode = "noop") and problems (invalid
-  meta values: no rollout until they are fixed). The last line says what a
-  change would do. Problems are part of the explanation: the command still
-  exits 0; it exits 1 only when the job cannot be read. Before that line,
-  the last change of each source and the job's last rollout.
+  meta values: no rollout until they are fixed), the templates followed by
+  their re-renders and how (file or task events), and those that cannot be
+  and why. The last line says what a change would do. Problems are part of
+  the explanation: the command still exits 0; it exits 1 only when the job
+  cannot be read. Before that line, the last change of each source, the
+  job's last rollout and, where a template is followed by its file, whether
+  this token may read the allocations' files (tried once on one running
+  allocation; the read-fs capability, which the agent's token needs too).
 
   Nothing is written: both forms only read jobs, variables' metadata,
   Consul keys and restart records.
@@ -456,8 +467,10 @@ Watches Options:
   -json
     Output the explanation (or the list of explanations of the opted-in
     jobs) in its JSON format, with per job Sources (each Source with its
-    LastChange, {Index, Time} or null, and a Note saying why when null) and
-    LastRollout ({ID, Status} or null).
+    LastChange, {Index, Time} or null, and a Note saying why when null),
+    LastRollout ({ID, Status} or null) and, where a template is followed
+    by its file, FileAccess ("readable", "denied" or "unknown") and
+    FileAccessNote; per group Followed, NotFollowed and RenderInterval.
 
   -consul-address=<addr>, -consul-token=<token>, -consul-ca-cert=<path>,
   -consul-client-cert=<path>, -consul-client-key=<path>,
