@@ -43,6 +43,9 @@ type allocRun struct {
 	// insts are the instances answering on the allocation's ports, by port label
 	// (Options.ServeInstances).
 	insts map[string]*instance
+	// fs is the allocation's directory on its client, from the moment the client picked
+	// the allocation up.
+	fs *allocFS
 }
 
 // task lifecycle kinds
@@ -73,6 +76,15 @@ type taskRun struct {
 	windowStart time.Time
 	killing     bool
 	waiters     []chan struct{}
+	// the template manager: the task's templates, whether its first prestart rendered
+	// them, whether the manager runs, and a generation that ends a stopped manager's
+	// pending work; the time of the latest prestart; whether the task API socket exists.
+	tmpls       []*tmplRun
+	tmplStarted bool
+	tmplRunning bool
+	tmplGen     uint64
+	prestartAt  time.Time
+	apiSocket   bool
 }
 
 // errTaskNotRunning is the client's ErrTaskNotRunning, answered as a 500.
@@ -164,7 +176,9 @@ func (ar *allocRun) receive() {
 	ar.received = true
 	c := ar.c
 	ar.a.TaskStates = make(map[string]*api.TaskState, len(ar.tasks))
+	ar.fs = newAllocFS(ar, c.clk.now())
 	for _, tr := range ar.tasks {
+		tr.tmpls = newTmplRuns(tr)
 		tr.st = &api.TaskState{State: taskPending}
 		appendEvent(tr.st, c.evReceived())
 		appendEvent(tr.st, c.evSetup())

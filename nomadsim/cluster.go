@@ -100,6 +100,7 @@ type Cluster struct {
 	rng         *rand.Rand // IDs and simulation choices
 	faultRng    *rand.Rand // fault error rates, apart so that faults do not shift IDs
 	jitterRng   *rand.Rand // blocking-query jitter, apart for the same reason
+	tmplRng     *rand.Rand // template re-render delays and splays, apart for the same reason
 	tables      map[string]uint64
 	jobs        map[jobKey]*jobEntry
 	allocs      map[string]*allocRun
@@ -153,6 +154,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		rng:            rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x9e3779b97f4a7c15)),
 		faultRng:       rand.New(rand.NewPCG(uint64(opts.Seed)+1, uint64(opts.Seed)^0x51afd7ed558ccd)),
 		jitterRng:      rand.New(rand.NewPCG(uint64(opts.Seed)+2, uint64(opts.Seed)^0xc4ceb9fe1a85ec53)),
+		tmplRng:        rand.New(rand.NewPCG(uint64(opts.Seed)+3, uint64(opts.Seed)^0x2545f4914f6cdd1d)),
 		tables:         map[string]uint64{},
 		jobs:           map[jobKey]*jobEntry{},
 		allocs:         map[string]*allocRun{},

@@ -115,6 +115,14 @@ func (c *Cluster) evSiblingFailed(sibling string) *api.TaskEvent {
 	return e
 }
 
+// evSignaling is the template manager's event for a signal sent on a re-render.
+func (c *Cluster) evSignaling(signal string) *api.TaskEvent {
+	e := c.shownEvent(api.TaskSignaling, "Template re-rendered")
+	e.TaskSignal = signalString(signal)
+	e.Details["task_signal"] = e.TaskSignal
+	return e
+}
+
 // maxTaskEvents is how many events Nomad keeps per task (structs.MaxRetainedTaskEvents).
 const maxTaskEvents = 10
 

@@ -23,7 +23,7 @@ type extensions struct {
 
 func (c *Cluster) initExtensions() error {
 	c.ext.acl = acl.New(c.opts.ACLs, c.idx)
-	cfg := variables.Config{Index: c.idx, ACL: c.ext.acl, Now: c.Now}
+	cfg := variables.Config{Index: c.idx, ACL: c.ext.acl, Now: c.Now, OnChange: c.onVariableChange}
 	if c.opts.ScaleLockTTL {
 		cfg.AfterFunc = func(d time.Duration, f func()) func() bool {
 			return time.AfterFunc(c.clk.real(d), f).Stop

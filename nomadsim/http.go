@@ -55,6 +55,7 @@ func (c *Cluster) routes() []route {
 		{"/v1/client/allocation/{id}/restart", c.handleAllocRestart},
 		{"/v1/client/allocation/{id}/checks", c.handleAllocChecks},
 		{"/v1/client/allocation/{id}/stats", c.handleAllocStats},
+		{"/v1/client/fs/", c.handleFs},
 		{"/v1/evaluations", c.handleEvaluations},
 		{"/v1/evaluation/{id}", c.handleEvaluation},
 		{"/v1/evaluation/{id}/allocations", c.handleEvaluationAllocations},

@@ -16,6 +16,7 @@ func (tr *taskRun) launch() {
 	tr.launched = true
 	tr.gen++
 	gen := tr.gen
+	tr.prestartTemplates()
 	c.after(tr.script.startDelay, func() {
 		if tr.gen != gen || ar.clientTerminal() {
 			return
@@ -31,6 +32,11 @@ func (tr *taskRun) launch() {
 		tr.st.State = taskRunning
 		tr.proc = true
 		tr.st.StartedAt = c.clk.now()
+		if !tr.st.StartedAt.After(tr.prestartAt) {
+			// The prestart hooks (templates rendered) come strictly before the start,
+			// however short the driver's start delay.
+			tr.st.StartedAt = tr.prestartAt.Add(time.Microsecond)
+		}
 		tr.st.FinishedAt = time.Time{}
 		appendEvent(tr.st, c.evStarted())
 		tr.armExit()
@@ -151,6 +157,7 @@ func (tr *taskRun) die(failed bool) {
 	tr.st.State = taskDead
 	tr.st.Failed = failed
 	tr.st.FinishedAt = tr.ar.c.clk.now()
+	tr.stopTemplates()
 	tr.ar.servicesChanged()
 	tr.release()
 }
@@ -226,15 +233,23 @@ func (tr *taskRun) kill() {
 // then; Restarting and Started follow. The task-level shutdown_delay is not applied on
 // restart, as in Nomad (issue 25289).
 func (tr *taskRun) restart(reason string, done chan struct{}) error {
+	return tr.restartWith(tr.ar.c.evRestartSignal(reason), done)
+}
+
+// restartWith is restart with the task runner's Restart event as its caller makes it (the
+// template manager's has no reason); done may be nil.
+func (tr *taskRun) restartWith(ev *api.TaskEvent, done chan struct{}) error {
 	ar, c := tr.ar, tr.ar.c
 	if tr.st == nil || tr.st.State != taskRunning || tr.killing {
 		return errTaskNotRunning
 	}
-	appendEvent(tr.st, c.evRestartSignal(reason))
+	appendEvent(tr.st, ev)
 	tr.killing = true
 	tr.gen++
 	gen := tr.gen
-	tr.waiters = append(tr.waiters, done)
+	if done != nil {
+		tr.waiters = append(tr.waiters, done)
+	}
 	// The task runner's Restart runs the pre-kill hooks first: the task's services go
 	// (service hook PreKilling) before the signal.
 	ar.servicesChanged()

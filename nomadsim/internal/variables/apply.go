@@ -1,6 +1,7 @@
 package variables
 
 import (
+	"maps"
 	"net/http"
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
@@ -41,6 +42,9 @@ type applyResult struct {
 	outcome outcome
 	index   uint64    // the Raft index the write took, conflicts included
 	written *variable // copy of the stored variable after an ok write; nil after a delete
+	// change says whether the write changed the variable's existence or items, for
+	// Config.OnChange; nil if it did not.
+	change *Change
 	// conflict is a copy of the conflicting variable; zero marks Nomad's "zero value"
 	// conflict, which carries only namespace and path (and a lock on a release).
 	conflict *variable
@@ -53,6 +57,11 @@ type applyResult struct {
 func (s *Store) apply(a applyArgs) applyResult {
 	s.mu.Lock()
 	i := s.idx.Next()
+	old, existed := s.vars[key{a.namespace, a.path}]
+	var oldItems map[string]string
+	if existed {
+		oldItems = old.items
+	}
 	var res applyResult
 	switch a.op {
 	case opSet:
@@ -79,9 +88,30 @@ func (s *Store) apply(a applyArgs) applyResult {
 			}
 		}
 	}
+	if res.outcome == outcomeOK {
+		res.change = changeOf(a, existed, oldItems, s.vars[key{a.namespace, a.path}])
+	}
 	s.mu.Unlock()
 	s.idx.Notify()
+	if res.change != nil && s.onChange != nil {
+		s.onChange(*res.change)
+	}
 	return res
+}
+
+// changeOf compares a variable before and after an ok write: nil unless it was created,
+// deleted, or its items changed.
+func changeOf(a applyArgs, existed bool, oldItems map[string]string, now *variable) *Change {
+	ch := &Change{Namespace: a.namespace, Path: a.path}
+	switch {
+	case !existed && now != nil:
+		ch.Created = true
+	case existed && now == nil:
+		ch.Deleted = true
+	case now == nil || maps.Equal(oldItems, now.items):
+		return nil
+	}
+	return ch
 }
 
 func isLocked(held, req *lock) bool {

@@ -22,6 +22,18 @@ type Config struct {
 	// nil. A simulation with a time scale passes one that shortens the durations. The
 	// returned function stops the timer and reports whether it did.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// OnChange, if set, learns of every write that changed what a reader of the variable
+	// sees: its creation, its deletion, or new items (a lock taken or released, or a write
+	// of the same items, changes none). It is called after the write is applied, outside
+	// the store's lock, from the writer's goroutine. The simulation re-renders the
+	// templates that read the variable, as a client's template runner does.
+	OnChange func(c Change)
+}
+
+// Change is a write that changed a variable's existence or items.
+type Change struct {
+	Namespace, Path  string
+	Created, Deleted bool
 }
 
 type key struct{ namespace, path string }
@@ -47,6 +59,7 @@ type Store struct {
 	now       func() time.Time
 	acl       *acl.ACL
 	afterFunc func(time.Duration, func()) func() bool
+	onChange  func(Change)
 
 	mu   sync.Mutex
 	vars map[key]*variable
@@ -73,6 +86,7 @@ func New(cfg Config) *Store {
 		now:         cfg.Now,
 		acl:         cfg.ACL,
 		afterFunc:   cfg.AfterFunc,
+		onChange:    cfg.OnChange,
 		vars:        map[key]*variable{},
 		deleted:     map[key]uint64{},
 		ttlTimers:   map[string]*ttlTimer{},
