@@ -127,9 +127,15 @@ func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
 		if f.By == onchange.FollowFile && j.FileAccess != "" && j.FileAccess != filesReadable {
 			change = j.FileAccess + ": " + j.FileAccessNote
 		}
-		row("template "+f.Ref(), followed, change)
+		row(templateRef(f.Task, f.Template, f.Destination), followed, change)
 	}
 	for _, n := range g.NotFollowed {
-		row("template "+n.Task+"/"+templateText(n.Template, n.Destination), "no: its re-renders are not followed: "+n.Reason, "-")
+		row(templateRef(n.Task, n.Template, n.Destination), "no: its re-renders are not followed: "+n.Reason, "-")
 	}
+}
+
+// templateRef names a template in a row of the listing: "template local/app.env (task
+// main)"; a destination may be absolute, so it is not joined to the task's name.
+func templateRef(task string, index int, dest string) string {
+	return fmt.Sprintf("template %s (task %s)", templateText(index, dest), task)
 }
