@@ -85,6 +85,7 @@ func commands() []command {
 		{"schedules", "List scheduled restarts (run -at, run -every)", helpSchedules, (*app).cmdSchedules},
 		{"unschedule", "Remove a scheduled restart", helpUnschedule, (*app).cmdUnschedule},
 		{"watches", "List jobs opted in to config-change rollouts, or explain one", helpWatches, (*app).cmdWatches},
+		{"stale", "List allocations running with templates re-rendered since they started", helpStale, (*app).cmdStale},
 		{"version", "Print the version", helpVersion, (*app).cmdVersion},
 	}
 }

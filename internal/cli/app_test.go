@@ -222,7 +222,7 @@ func TestBadInput(t *testing.T) {
 
 // TestCommandsThatAskNothingRunWithoutATerminal runs, off a terminal and without -yes, every
 // command that asks nothing and changes nothing (a dry run with its default -on-error ask,
-// or with -batch-wait ask; status; schedules), as a script or a CI job does: each exits 0
+// or with -batch-wait ask; status; schedules; stale), as a script or a CI job does: each exits 0
 // with nothing on stderr and writes nothing to Nomad (but for status' lease probe, see
 // probesLease). A real run that could ask is still refused there.
 func TestCommandsThatAskNothingRunWithoutATerminal(t *testing.T) {
@@ -246,6 +246,8 @@ func TestCommandsThatAskNothingRunWithoutATerminal(t *testing.T) {
 		{"status as JSON", []string{"status", "-json"}, id, false},
 		{"schedules", []string{"schedules"}, "No schedules", false},
 		{"schedules as JSON", []string{"schedules", "-json"}, "[]", false},
+		{"stale", []string{"stale"}, `No job with templates in namespace "default"`, false},
+		{"stale as JSON", []string{"stale", "-json"}, "[]", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

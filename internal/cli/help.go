@@ -151,6 +151,14 @@ Our Options:
   -unhealthy-first
     Put the allocations already out of service first in the plan.
 
+  -stale-only
+    Restart only the allocations that "nomad-restart stale" lists for the
+    job: those running with a template that Nomad re-rendered after their
+    tasks started, found when the restart is planned. When there is none,
+    say so and exit 0 without recording a restart. Not with -jobs, -at or
+    -every. Finding change_mode noop templates' renders needs the read-fs
+    capability: without it the run is refused.
+
   -max-unavailable=<n|n%>
     How many allocations of a group may be out of service at once: those
     unhealthy for any reason plus those being restarted. A batch starts only
@@ -401,7 +409,14 @@ Usage: nomad-restart watches [options]
   Config-change rollouts: a job opts in with meta "nomad-restart.on-change"
   ("auto", or a comma-separated list of sources) at job or group level, and
   the agent restarts its allocations in health-gated batches when a Nomad
-  variable or Consul key that its templates read changes. The options of
+  variable or Consul key that its templates read changes. A template is also
+  followed by its re-renders ("rendered": every template; "auto": those that
+  read what cannot be watched by path, such as a Vault secret): when Nomad
+  re-renders it after a task started, the allocations that run it stale are
+  restarted ("nomad-restart stale" lists them). change_mode noop templates
+  are followed by their file's modification time, read every
+  "nomad-restart.render-interval" (default 30s, at least 5s); signal and
+  script ones by their task events; restart ones are not followed. The options of
   "run" are read from the same meta under their flag's name
   ("nomad-restart.batch-size", ".health", ".max-unavailable", ".surge",
   ".batch-wait", ".on-error" (default fail), ".min-healthy-time",
@@ -429,10 +444,14 @@ Usage: nomad-restart watches [options]
   change_mode that read it), what it would not watch and why, warnings (a
   template with change_mode restart, signal or script makes Nomad act on
   every allocation at once: use change_mode = "noop") and problems (invalid
-  meta values: no rollout until they are fixed). The last line says what a
-  change would do. Problems are part of the explanation: the command still
-  exits 0; it exits 1 only when the job cannot be read. Before that line,
-  the last change of each source and the job's last rollout.
+  meta values: no rollout until they are fixed), the templates followed by
+  their re-renders and how (file or task events), and those that cannot be
+  and why. The last line says what a change would do. Problems are part of
+  the explanation: the command still exits 0; it exits 1 only when the job
+  cannot be read. Before that line, the last change of each source, the
+  job's last rollout and, where a template is followed by its file, whether
+  this token may read the allocations' files (tried once on one running
+  allocation; the read-fs capability, which the agent's token needs too).
 
   Nothing is written: both forms only read jobs, variables' metadata,
   Consul keys and restart records.
@@ -448,12 +467,65 @@ Watches Options:
   -json
     Output the explanation (or the list of explanations of the opted-in
     jobs) in its JSON format, with per job Sources (each Source with its
-    LastChange, {Index, Time} or null, and a Note saying why when null) and
-    LastRollout ({ID, Status} or null).
+    LastChange, {Index, Time} or null, and a Note saying why when null),
+    LastRollout ({ID, Status} or null) and, where a template is followed
+    by its file, FileAccess ("readable", "denied" or "unknown") and
+    FileAccessNote; per group Followed, NotFollowed and RenderInterval.
 
   -consul-address=<addr>, -consul-token=<token>, -consul-ca-cert=<path>,
   -consul-client-cert=<path>, -consul-client-key=<path>,
   -consul-tls-server-name=<name>, -consul-tls-skip-verify
     Where Consul is, for the last change of Consul keys; unset values come
     from CONSUL_HTTP_ADDR and the other CONSUL_* variables, as for "run".
+`
+
+const helpStale = `
+Usage: nomad-restart stale [options] [job...]
+
+  List the running allocations that run with a stale render: Nomad re-rendered
+  one of their templates after their tasks last started, so the tasks still
+  run with what the template held before (the environment of an env = true
+  template, a file the application reads once at its start). Each is listed
+  with the template, when it was re-rendered, when its task started, and for
+  how long it has been stale (by this machine's clock). Restart exactly those
+  allocations with "nomad-restart run -stale-only <job>".
+
+  Without jobs, every job of the namespace that has a template is read (every
+  namespace the token may list with -namespace '*'); otherwise the jobs named,
+  each an ID or a unique prefix, as "run" takes them. Every template is judged
+  whatever the job's meta says:
+
+    - change_mode noop: by its destination file's modification time, read
+      through Nomad's allocation filesystem API (one listing per allocation
+      and template directory). Nomad writes the file only when its content
+      changed.
+    - change_mode signal or script: by the task events Nomad records after
+      the re-render.
+    - change_mode restart is not followed: Nomad restarts the task itself at
+      each re-render. Nor is a destination outside the allocation directory,
+      which the filesystem API cannot read. Both are listed as not followed.
+
+  Reading the files needs the namespace's read-fs capability. When the token
+  lacks it everywhere it was needed, stale says so in one line and exits 1
+  rather than call the allocations up to date; when some jobs' files were
+  read, the others are named in a warning on stderr (and FilesDenied in
+  -json) and the command goes on.
+
+  Exits 0 whether or not allocations are stale (count them with -json); 1
+  when a job cannot be read or found, or on bad input. Nothing is written.
+
+General Options: Nomad's -address, -region, -namespace, -token and TLS
+options, and -log-level (see "nomad-restart run -help").
+
+Stale Options:
+
+  -json
+    Output an array of the jobs read, each with its Namespace, JobID, Allocs
+    (each stale allocation's ID, Name, Group, StaleSince, StaleFor in
+    nanoseconds, and Templates: Task, Destination, By "file" or "events",
+    RenderedAt, TaskStartedAt), NotFollowed (Group, Task, Template,
+    Destination, Reason) and FilesDenied. See docs/json.md.
+
+  -verbose
+    Full allocation IDs.
 `

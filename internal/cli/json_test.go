@@ -270,6 +270,18 @@ func collectJSONOutputs(t *testing.T) []jsonOutput {
 		run("watches.schema.json", false, "watches", "-json", "-explain", job)
 	}
 
+	// Allocations running stale renders: none, then one of web re-rendered (a file), and
+	// a job with every kind of template (followed by file, by events, not followed).
+	register(t, f.c, renderedJob())
+	run("stale.schema.json", false, "stale", "-json")
+	rerender(t, f.c, allocsOf(t, f.c, "web-rendered")[0].ID)
+	run("stale.schema.json", false, "stale", "-json")
+	run("stale.schema.json", false, "stale", "-json", "web-rendered", "web")
+	run("watches.schema.json", false, "watches", "-json", "-explain", "web-rendered")
+	// The rollout of the stale allocation: a spec with OnlyAllocs.
+	out = run("run.schema.json", true, "run", "-json", "-stale-only", "-on-error", "fail", "web-rendered")
+	run("status.schema.json", false, "status", "-json", lastRecordID(t, out))
+
 	run("demo.schema.json", false, "demo", "-json", "-time-scale", "10")
 	run("version.schema.json", false, "version", "-json")
 	return outputs
@@ -304,6 +316,7 @@ var schemaEnums = map[string][]goConstType{
 	"occurrenceResult": {{"internal/schedule", "Result"}},
 	"consent":          {{"internal/onchange", "Consent"}},
 	"sourceKind":       {{"internal/onchange", "SourceKind"}},
+	"followBy":         {{"internal/onchange", "FollowBy"}},
 }
 
 // goConstType is a string type of a package of the module (module-relative directory),

@@ -47,6 +47,17 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		return err
 	}
 	p := a.printer(o.verbose, o.json)
+	if o.staleOnly {
+		if err := a.selectStale(ctx, p, ses, o); err != nil {
+			return err
+		}
+		if len(o.spec.OnlyAllocs) == 0 && !o.json {
+			// One line, and no plan to print: -json prints the empty plan, as run does
+			// when nothing is to be restarted.
+			p.plain(fmt.Sprintf("No allocation of job %q runs with a template re-rendered after its tasks started: nothing to restart", o.job))
+			return nil
+		}
+	}
 	plan, err := a.planRestart(ctx, p, ses, o)
 	if err != nil {
 		return err

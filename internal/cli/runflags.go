@@ -34,6 +34,9 @@ type runOptions struct {
 	sched scheduleFlags
 	// fleet is -jobs and the fleet's options (fleet_flags.go): restart the jobs it selects.
 	fleet fleetFlags
+	// staleOnly is -stale-only: restart only the allocations that `stale` lists, found
+	// when the restart is planned (stale.go).
+	staleOnly bool
 }
 
 // runFlagValues holds the raw values as typed, before validation.
@@ -97,6 +100,7 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 	addRunFlags(fs, &raw, o)
 	o.sched.add(fs)
 	o.fleet.add(fs)
+	fs.BoolVar(&o.staleOnly, "stale-only", false, "")
 	if err := parseFlags(fs, "run", args); err != nil {
 		return nil, err
 	}
@@ -110,6 +114,9 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 		return nil, usageErrorf("missing job: give the job ID or a unique prefix, as in `nomad-restart run [options] <job>`, or -jobs '<filter>' to restart the jobs a filter selects")
 	case len(rest) > 1:
 		return nil, usageErrorf("too many arguments %q: run takes one job (options go before it), as in `nomad-restart run [options] <job>`", strings.Join(rest, " "))
+	}
+	if err := o.validateStaleOnly(); err != nil {
+		return nil, err
 	}
 	if !o.fleet.selected() {
 		o.job = strings.TrimSpace(rest[0])
@@ -127,6 +134,20 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// validateStaleOnly refuses -stale-only where the stale allocations could not be those of
+// the moment the restart is planned: a fleet plans each job when its turn comes, a
+// schedule at each occurrence.
+func (o *runOptions) validateStaleOnly() error {
+	switch {
+	case !o.staleOnly:
+	case o.fleet.selected():
+		return usageErrorf("-stale-only cannot be used with -jobs: restart each job's stale allocations with `nomad-restart run -stale-only <job>` (`nomad-restart stale` lists them)")
+	case o.sched.scheduled():
+		return usageErrorf("-stale-only cannot be used with -at or -every: the stale allocations are those found when run plans; run `nomad-restart run -stale-only <job>` at that time, or drop -stale-only")
+	}
+	return nil
 }
 
 // validate turns the raw values into o.spec, checking each the way Nomad's parseAndValidate

@@ -96,7 +96,7 @@ func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad
 		return nil, watchFacts{}, err
 	}
 	hub := ws.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
-	return ws.jobCluster(), watchFacts{sources: hub, stores: stores}, nil
+	return ws.jobCluster(), watchFacts{sources: hub, stores: stores, files: ws.jobCluster()}, nil
 }
 
 // explainWatches resolves job as run does (ID or unique prefix, -namespace), reads its full

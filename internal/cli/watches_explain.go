@@ -27,7 +27,9 @@ func printExplain(w io.Writer, job *cluster.JobSpec, wj watchedJob) {
 		fmt.Fprintf(w, "\nGroup %q\n", g.Name)
 		printGroupOptions(w, job, g)
 		printWatched(w, g)
-		printNotWatched(w, g.NotWatched)
+		printNotWatched(w, g)
+		printFollowed(w, g)
+		printNotFollowed(w, g.NotFollowed)
 		printNotes(w, "Warnings", g.Warnings)
 		printNotes(w, "Problems (no rollout until they are fixed)", problemLines(g.Problems))
 	}
@@ -50,6 +52,9 @@ func printLastFacts(w io.Writer, wj watchedJob) {
 		_ = tw.Flush()
 	}
 	fmt.Fprintf(w, "\nLast Rollout = %s\n", wj.rolloutText())
+	if wj.FileAccess != "" {
+		fmt.Fprintf(w, "Allocation Files = %s\n", wj.fileAccessText())
+	}
 }
 
 func yesOrNo(b bool) string {
@@ -82,6 +87,9 @@ func printGroupOptions(w io.Writer, job *cluster.JobSpec, g onchange.Group) {
 	field("Surge", fmt.Sprint(s.Surge))
 	field("On Error", string(s.OnError))
 	field("Debounce", g.Debounce.String())
+	if len(g.Followed) > 0 || g.Consent == onchange.ConsentRendered {
+		field("Render Interval", g.RenderInterval.String())
+	}
 	_ = tw.Flush()
 }
 
@@ -93,6 +101,8 @@ func consentText(job *cluster.JobSpec, g onchange.Group) string {
 		return fmt.Sprintf("yes: %s = %q in the %s meta", onchange.KeyOnChange, g.OnChange, level)
 	case onchange.ConsentExplicit:
 		return fmt.Sprintf("yes, to the sources named in %s = %q in the %s meta", onchange.KeyOnChange, g.OnChange, level)
+	case onchange.ConsentRendered:
+		return fmt.Sprintf("yes, to Nomad's re-renders of its templates: %s = %q in the %s meta", onchange.KeyOnChange, g.OnChange, level)
 	case onchange.ConsentOff:
 		return fmt.Sprintf("no: opted out with %s = \"off\" in the %s meta", onchange.KeyOnChange, level)
 	}
@@ -229,9 +239,53 @@ func templateText(index int, dest string) string {
 }
 
 // printNotWatched lists what templates read that the agent does not watch, with why.
-func printNotWatched(w io.Writer, list []onchange.NotWatched) {
-	_ = writeSection(w, "Not Watched", list, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), oneLine(n.What), n.Reason)
+func printNotWatched(w io.Writer, g onchange.Group) {
+	_ = writeSection(w, "Not Watched", g.NotWatched, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), oneLine(n.What), notWatchedReason(g, n))
+	})
+}
+
+// notWatchedReason is why n is not watched, and that its template's re-renders are
+// followed where they are: what a template reads may escape the watch while its renders
+// do not.
+func notWatchedReason(g onchange.Group, n onchange.NotWatched) string {
+	for _, f := range g.Followed {
+		if f.Task == n.Task && f.Template == n.Template {
+			return n.Reason + " (its template's re-renders are followed)"
+		}
+	}
+	return n.Reason
+}
+
+// printFollowed lists the templates whose re-renders roll the group (would, before it
+// opts in), each with how the agent sees a re-render.
+func printFollowed(w io.Writer, g onchange.Group) {
+	title := fmt.Sprintf("Followed by Renders (files read every %s)", g.RenderInterval)
+	if !g.OptedIn() {
+		title = fmt.Sprintf("Templates %s = \"auto\" Would Follow by Their Renders", onchange.KeyOnChange)
+	}
+	if len(g.Followed) == 0 {
+		fmt.Fprintf(w, "\n%s\nNone (%q follows only the templates that read what cannot be watched by path; %q follows them all)\n",
+			title, onchange.ConsentAuto, onchange.ConsentRendered)
+		return
+	}
+	_ = writeSection(w, title, g.Followed, "Task\tTemplate\tChange Mode\tFollowed By", func(f onchange.Followed) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", f.Task, templateText(f.Template, f.Destination), f.ChangeMode, followedByText(f))
+	})
+}
+
+// followedByText says how a re-render of f is seen.
+func followedByText(f onchange.Followed) string {
+	if f.By == onchange.FollowEvents {
+		return fmt.Sprintf("task events (change_mode %s)", f.ChangeMode)
+	}
+	return fmt.Sprintf("file %s (its modification time)", f.Path)
+}
+
+// printNotFollowed lists the templates whose re-renders cannot be followed, with why.
+func printNotFollowed(w io.Writer, list []onchange.NotFollowed) {
+	_ = writeSection(w, "Not Followed", list, "Task\tTemplate\tReason", func(n onchange.NotFollowed) string {
+		return fmt.Sprintf("%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), n.Reason)
 	})
 }
 
@@ -272,14 +326,59 @@ func explainOutcome(job *cluster.JobSpec, e onchange.Explain) string {
 		return "Nothing would happen on a change: " + strings.Join(idle, "; ") + "."
 	}
 	out := "On a change of a source a group watches, the agent restarts " + strings.Join(rolls, "; ") + "."
+	if followsRenders(e) {
+		out = "On a change of a source a group watches, or a re-render of a template it follows, the agent restarts " + strings.Join(rolls, "; ") + "."
+	}
 	if len(idle) > 0 {
 		out += " Not rolled: " + strings.Join(idle, "; ") + "."
 	}
 	return out
 }
 
-// rolloutText says how the agent would restart a group that rolls.
+// followsRenders reports whether a group that rolls follows templates by their renders.
+func followsRenders(e onchange.Explain) bool {
+	for _, g := range e.Groups {
+		if g.RollsOnRenders() {
+			return true
+		}
+	}
+	return false
+}
+
+// rolloutText says how the agent would restart a group that rolls: on a change of a
+// source, every allocation; on a re-render, only those that run the template stale.
 func rolloutText(job *cluster.JobSpec, g onchange.Group) string {
+	onRenders := ""
+	if g.RollsOnRenders() {
+		onRenders = fmt.Sprintf("the allocations of group %q running a template re-rendered after their tasks started (%s)", g.Name, renderReading(g))
+	}
+	if len(g.Watched) == 0 {
+		return fmt.Sprintf("%s, in batches of %s (%s, on error %s), %s after the newest re-render",
+			onRenders, restart.FormatBatchSizes(g.Spec.BatchSizes), rolloutGate(job, g), g.Spec.OnError, g.Debounce)
+	}
+	out := changeRolloutText(job, g)
+	if onRenders != "" {
+		out += ", and on a re-render only " + onRenders
+	}
+	return out
+}
+
+// renderReading says how the group's re-renders are read.
+func renderReading(g onchange.Group) string {
+	if len(onchange.FilePaths(g.Followed)) > 0 {
+		return fmt.Sprintf("files read every %s", g.RenderInterval)
+	}
+	return "seen in task events"
+}
+
+// changeRolloutText says how the agent would restart a group on a change of a source.
+func changeRolloutText(job *cluster.JobSpec, g onchange.Group) string {
+	return fmt.Sprintf("%s in batches of %s (%s, on error %s), %s after the last change of a burst",
+		groupAllocs(job, g.Name), restart.FormatBatchSizes(g.Spec.BatchSizes), rolloutGate(job, g), g.Spec.OnError, g.Debounce)
+}
+
+// rolloutGate names the health gate a rollout of the group would use.
+func rolloutGate(job *cluster.JobSpec, g onchange.Group) string {
 	mode, _, _ := rolloutHealth(job, g)
 	gate := map[restart.HealthMode]string{
 		restart.HealthChecks:  "health checks",
@@ -289,8 +388,7 @@ func rolloutText(job *cluster.JobSpec, g onchange.Group) string {
 	if gate == "" {
 		gate = "health " + string(mode)
 	}
-	return fmt.Sprintf("%s in batches of %s (%s, on error %s), %s after the last change of a burst",
-		groupAllocs(job, g.Name), restart.FormatBatchSizes(g.Spec.BatchSizes), gate, g.Spec.OnError, g.Debounce)
+	return gate
 }
 
 // groupAllocs names the allocations of a group: its count, or every one of a system job.
@@ -318,6 +416,8 @@ func idleReason(g onchange.Group) string {
 		return fmt.Sprintf("has not opted in (add %q = \"auto\" to its meta or the job's)", onchange.KeyOnChange)
 	case len(g.Problems) > 0:
 		return "has invalid meta (see Problems)"
+	case g.Consent == onchange.ConsentRendered:
+		return "has no template whose re-renders the agent can follow (see Not Followed)"
 	}
 	return "reads no Nomad variable or Consul key the agent can watch"
 }

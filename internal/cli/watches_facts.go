@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -31,7 +32,20 @@ type watchedJob struct {
 	// when it could not be read (then LastRolloutNote says why).
 	LastRollout     *rolloutFact
 	LastRolloutNote string `json:",omitempty"`
+	// FileAccess says whether this command's token may read the allocations' files, which
+	// following templates by their file needs (the namespace's read-fs capability),
+	// checked on one running allocation: "readable", "denied" or "unknown"
+	// (FileAccessNote says why); absent when no group follows a template by its file.
+	FileAccess     string `json:",omitempty"`
+	FileAccessNote string `json:",omitempty"`
 }
+
+// The values of watchedJob.FileAccess.
+const (
+	filesReadable = "readable"
+	filesDenied   = "denied"
+	filesUnknown  = "unknown"
+)
 
 // sourceFact is a source and its last change; Note says why LastChange is null.
 type sourceFact struct {
@@ -60,6 +74,9 @@ type rolloutFact struct {
 type watchFacts struct {
 	sources sourceReader
 	stores  []store.Store
+	// files reads allocations and their files, to check that templates followed by
+	// their file can be read; nil: not checked.
+	files staleCluster
 }
 
 // sourceReader reads the current state of config-change sources once (*sourcewatch.Hub).
@@ -84,6 +101,7 @@ func (f watchFacts) jobs(ctx context.Context, explained []onchange.Explain) []wa
 			j.Sources = append(j.Sources, newSourceFact(src, states[src]))
 		}
 		j.LastRollout, j.LastRolloutNote = f.lastRollout(ctx, e.Namespace, e.JobID)
+		j.FileAccess, j.FileAccessNote = f.fileAccess(ctx, e)
 		out = append(out, j)
 	}
 	return out
@@ -205,4 +223,52 @@ func (j watchedJob) sourceFactOf(src onchange.Source) (sourceFact, bool) {
 		}
 	}
 	return sourceFact{}, false
+}
+
+// fileAccess tries once to read the files of the templates followed by their file in one
+// running allocation of the job: a token without read-fs is then shown here, rather than
+// found when re-renders are silently not seen. The agent reads with its own token, which
+// needs the capability as well.
+func (f watchFacts) fileAccess(ctx context.Context, e onchange.Explain) (string, string) {
+	paths := map[string][]string{}
+	for _, g := range e.Groups {
+		if p := onchange.FilePaths(g.Followed); len(p) > 0 {
+			paths[g.Name] = p
+		}
+	}
+	if len(paths) == 0 || f.files == nil {
+		return "", ""
+	}
+	allocs, _, err := f.files.JobAllocations(ctx, e.Namespace, e.JobID)
+	if err != nil {
+		return filesUnknown, fmt.Sprintf("listing the job's allocations: %s", oneLine(err.Error()))
+	}
+	for _, a := range allocs {
+		p := paths[a.Group]
+		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
+			continue
+		}
+		_, err := f.files.FileTimes(ctx, a.ID, p)
+		switch {
+		case err == nil:
+			return filesReadable, ""
+		case errors.Is(err, cluster.ErrPermissionDenied):
+			return filesDenied, fmt.Sprintf("this token may not read allocation files in namespace %q: grant the read-fs capability there, to this token and the agent's (see docs/acl.md)", e.Namespace)
+		case errors.Is(err, cluster.ErrAllocNotFound):
+			continue // gone since the listing: try the next one
+		}
+		return filesUnknown, fmt.Sprintf("reading the files of allocation %s: %s", shortID(a.ID, false), oneLine(err.Error()))
+	}
+	return filesUnknown, "no running allocation to read"
+}
+
+// fileAccessText is the job's file access in a line of -explain.
+func (j watchedJob) fileAccessText() string {
+	switch j.FileAccess {
+	case filesReadable:
+		return "readable by this token (the agent's token needs the read-fs capability too)"
+	case filesDenied:
+		return "not readable: " + j.FileAccessNote
+	}
+	return "unknown (" + j.FileAccessNote + ")"
 }

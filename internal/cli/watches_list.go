@@ -86,7 +86,8 @@ func printWatchList(w io.Writer, list []watchedJob) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nLast Change is the newest modify index of what a source covers (and its time, for Nomad")
 	fmt.Fprintln(w, "variables), read from Nomad's variable listings and Consul; Last Rollout is the job's newest")
-	fmt.Fprintln(w, "config-change rollout (see `nomad-restart status <id>`).")
+	fmt.Fprintln(w, "config-change rollout (see `nomad-restart status <id>`). A template followed by its re-renders")
+	fmt.Fprintln(w, "rolls the allocations that run it stale (see `nomad-restart stale`).")
 }
 
 // printGroupRows prints the rows of one opted-in group.
@@ -107,7 +108,7 @@ func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
 		}
 		row(wt.Source.String(), watched, change)
 	}
-	if len(g.Watched) == 0 {
+	if len(g.Watched) == 0 && len(g.Followed) == 0 {
 		why := "no: nothing the agent can watch"
 		if len(g.Problems) > 0 {
 			why = invalid
@@ -115,6 +116,26 @@ func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
 		row("-", why, "-")
 	}
 	for _, n := range g.NotWatched {
-		row(oneLine(n.What), "no: "+n.Reason, "-")
+		row(oneLine(n.What), "no: "+notWatchedReason(g, n), "-")
 	}
+	for _, f := range g.Followed {
+		followed := "yes: by its re-renders, " + followedByText(f)
+		if len(g.Problems) > 0 {
+			followed = invalid
+		}
+		change := "-"
+		if f.By == onchange.FollowFile && j.FileAccess != "" && j.FileAccess != filesReadable {
+			change = j.FileAccess + ": " + j.FileAccessNote
+		}
+		row(templateRef(f.Task, f.Template, f.Destination), followed, change)
+	}
+	for _, n := range g.NotFollowed {
+		row(templateRef(n.Task, n.Template, n.Destination), "no: its re-renders are not followed: "+n.Reason, "-")
+	}
+}
+
+// templateRef names a template in a row of the listing: "template local/app.env (task
+// main)"; a destination may be absolute, so it is not joined to the task's name.
+func templateRef(task string, index int, dest string) string {
+	return fmt.Sprintf("template %s (task %s)", templateText(index, dest), task)
 }

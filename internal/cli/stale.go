@@ -1,0 +1,413 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// staleOptions are the options of `nomad-restart stale`.
+type staleOptions struct {
+	client  clientFlags
+	json    bool
+	verbose bool
+}
+
+// cmdStale is `nomad-restart stale [options] [job...]`: the running allocations with a
+// template that Nomad re-rendered after their tasks last started, which therefore run with
+// what the template held before (an environment file, a file read once at start). It only
+// reads: jobs, their allocations and, for change_mode noop templates, the modification
+// time of each destination file through Nomad's allocation filesystem API.
+func (a *app) cmdStale(ctx context.Context, args []string) error {
+	var o staleOptions
+	fs := newFlagSet("stale")
+	o.client.add(fs)
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
+	if err := parseFlags(fs, "stale", args); err != nil {
+		return err
+	}
+	o.client = o.client.withEnv(a.env)
+	jobs, err := jobArgs(fs.Args())
+	if err != nil {
+		return err
+	}
+	nomad, err := a.openJobs(ctx, o.client)
+	if err != nil {
+		return err
+	}
+	specs, err := staleSpecs(ctx, nomad, o.client.namespace, jobs)
+	if err != nil {
+		return err
+	}
+	list, err := readStaleJobs(ctx, nomad, specs, a.now())
+	if err != nil {
+		return err
+	}
+	if err := allFilesDenied(list); err != nil {
+		return err
+	}
+	for _, j := range list {
+		if j.FilesDenied {
+			fmt.Fprintf(a.stderr, "Warning: %s\n", filesDeniedText(j))
+		}
+	}
+	if o.json {
+		return writeJSON(a.stdout, list)
+	}
+	printStale(a.stdout, list, o.client.namespace, len(jobs) > 0, o.verbose)
+	return nil
+}
+
+// jobArgs takes the job IDs or prefixes stale reads, each once, in order; none means every
+// job of the namespace.
+func jobArgs(args []string) ([]string, error) {
+	var out []string
+	for _, arg := range args {
+		job := strings.TrimSpace(arg)
+		if job == "" {
+			return nil, usageErrorf("empty job ID: give job IDs or unique prefixes (options go before them), or none for every job of the namespace")
+		}
+		if !slices.Contains(out, job) {
+			out = append(out, job)
+		}
+	}
+	return out, nil
+}
+
+// jobsSession is a session whose Nomad reads jobs, their allocations and the allocations'
+// files (stale, run -stale-only, watches).
+type jobsSession interface {
+	session
+	jobCluster() *cluster.Nomad
+}
+
+// openJobs connects and returns the session's Nomad.
+func (a *app) openJobs(ctx context.Context, cf clientFlags) (*cluster.Nomad, error) {
+	ses, err := a.connect(ctx, cf)
+	if err != nil {
+		return nil, err
+	}
+	js, ok := ses.(jobsSession)
+	if !ok {
+		return nil, errors.New("reading jobs' allocations and files needs Nomad's client, and this session has none")
+	}
+	return js.jobCluster(), nil
+}
+
+// staleSpecs reads the specifications of the named jobs (IDs or unique prefixes, resolved
+// as run resolves them), or of every job of namespace ("*": of every namespace the token
+// may list) that has a template. A job gone between the list and its read is skipped.
+func staleSpecs(ctx context.Context, nomad *cluster.Nomad, namespace string, jobs []string) ([]onchange.JobSpec, error) {
+	var out []onchange.JobSpec
+	seen := map[string]bool{}
+	add := func(spec onchange.JobSpec) {
+		if k := spec.Namespace + "/" + spec.ID; !seen[k] {
+			seen[k] = true
+			out = append(out, spec)
+		}
+	}
+	if len(jobs) > 0 {
+		for _, prefix := range jobs {
+			job, err := resolveJobSpec(ctx, nomad, namespace, prefix)
+			if err != nil {
+				return nil, err
+			}
+			add(jobOnChange(job))
+		}
+		return out, nil
+	}
+	refs, err := nomad.ListJobs(ctx, namespace)
+	if err != nil {
+		if errors.Is(err, cluster.ErrPermissionDenied) {
+			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace, or name the jobs", oneLine(err.Error()))
+		}
+		return nil, fmt.Errorf("%s; check -address and -namespace", oneLine(err.Error()))
+	}
+	for _, ref := range refs {
+		spec, err := nomad.JobSpec(ctx, ref.Namespace, ref.ID)
+		if errors.Is(err, cluster.ErrJobNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, jobLookupError(ref.ID, ref.Namespace, err)
+		}
+		job := jobOnChange(resolvedJob{spec: spec, namespace: ref.Namespace})
+		if hasTemplates(job) {
+			add(job)
+		}
+	}
+	return out, nil
+}
+
+func hasTemplates(job onchange.JobSpec) bool {
+	for _, g := range job.Groups {
+		for _, t := range g.Tasks {
+			if len(t.Templates) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// staleJob is one job of `stale -json` (docs/schemas/stale.schema.json).
+type staleJob struct {
+	Namespace string
+	JobID     string
+	// Allocs are its running allocations with a template re-rendered after their tasks
+	// started, in Nomad's order (newest first); empty when none.
+	Allocs []staleAllocJSON
+	// NotFollowed are its templates whose re-renders cannot be seen, and why.
+	NotFollowed []notFollowedJSON
+	// FilesDenied says the token may not read the allocations' files (the namespace's
+	// read-fs capability): the templates followed by their file were not checked.
+	FilesDenied bool
+
+	// followed counts its templates followed by their renders; filesRead says some
+	// allocation's files were read.
+	followed  int
+	filesRead bool
+}
+
+func (j staleJob) hasFollowed() bool { return j.followed > 0 }
+
+// staleAllocJSON is a stale allocation: its templates re-rendered after their tasks
+// started, since when (the oldest of those renders) and for how long until the reading.
+type staleAllocJSON struct {
+	ID         string
+	Name       string
+	Group      string
+	Templates  []staleTemplateJSON
+	StaleSince time.Time
+	StaleFor   time.Duration
+}
+
+// staleTemplateJSON is one template re-rendered after its task last started.
+type staleTemplateJSON struct {
+	Task          string
+	Destination   string
+	By            onchange.FollowBy
+	RenderedAt    time.Time
+	TaskStartedAt time.Time
+}
+
+// notFollowedJSON is a template whose re-renders cannot be seen.
+type notFollowedJSON struct {
+	Group       string
+	Task        string
+	Template    int
+	Destination string
+	Reason      string
+}
+
+// staleCluster is what stale reads of Nomad (*cluster.Nomad).
+type staleCluster interface {
+	JobAllocations(ctx context.Context, namespace, jobID string) ([]*restart.Alloc, uint64, error)
+	cluster.FileReader
+}
+
+// staleFileReads bounds the directory listings in flight at once, as the agent's
+// MaxFileReads does: each is forwarded by a server to the allocation's client.
+const staleFileReads = 4
+
+// readStaleJobs reads each job in turn (readStale).
+func readStaleJobs(ctx context.Context, c staleCluster, jobs []onchange.JobSpec, now time.Time) ([]staleJob, error) {
+	out := make([]staleJob, 0, len(jobs))
+	for _, job := range jobs {
+		j, err := readStale(ctx, c, job, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// readStale finds the job's stale allocations: every template as "rendered" follows it
+// (onchange.AllTemplates: whatever the job's meta says), the job's allocations, and the
+// modification times of the files of templates followed by their file in each running
+// allocation. A denial of the files is reported in FilesDenied, not as an error: the
+// templates followed by their task events are still judged.
+func readStale(ctx context.Context, c staleCluster, job onchange.JobSpec, now time.Time) (staleJob, error) {
+	out := staleJob{Namespace: namespaceName(job.Namespace), JobID: job.ID, Allocs: []staleAllocJSON{}, NotFollowed: []notFollowedJSON{}}
+	var followed []onchange.Followed
+	paths := map[string][]string{} // by group
+	for _, g := range job.Groups {
+		// One group at a time, so that what cannot be followed keeps its group's name.
+		f, not := onchange.AllTemplates(onchange.JobSpec{ID: job.ID, Namespace: job.Namespace, Meta: job.Meta, Groups: []onchange.GroupSpec{g}})
+		followed = append(followed, f...)
+		if p := onchange.FilePaths(f); len(p) > 0 {
+			paths[g.Name] = p
+		}
+		for _, n := range not {
+			out.NotFollowed = append(out.NotFollowed, notFollowedJSON{Group: g.Name, Task: n.Task, Template: n.Template, Destination: n.Destination, Reason: n.Reason})
+		}
+	}
+	out.followed = len(followed)
+	if len(followed) == 0 {
+		return out, nil
+	}
+	allocs, _, err := c.JobAllocations(ctx, out.Namespace, job.ID)
+	if err != nil {
+		return staleJob{}, jobLookupError(job.ID, out.Namespace, err)
+	}
+	renders, read, err := readRenders(ctx, c, allocs, paths)
+	switch {
+	case errors.Is(err, cluster.ErrPermissionDenied):
+		out.FilesDenied = true
+	case err != nil:
+		return staleJob{}, fmt.Errorf("reading the template files of job %q: %s; check that the allocations' clients are connected (nomad node status), then try again", job.ID, oneLine(err.Error()))
+	}
+	out.filesRead = read > 0
+	for _, s := range onchange.FindStale(followed, renders, allocs) {
+		out.Allocs = append(out.Allocs, newStaleAlloc(s, now))
+	}
+	return out, nil
+}
+
+func newStaleAlloc(s onchange.StaleAlloc, now time.Time) staleAllocJSON {
+	a := staleAllocJSON{ID: s.Alloc.ID, Name: s.Alloc.Name, Group: s.Alloc.Group, StaleSince: s.Since().UTC(), StaleFor: max(now.Sub(s.Since()), 0)}
+	for _, t := range s.Templates {
+		a.Templates = append(a.Templates, staleTemplateJSON{Task: t.Task, Destination: t.Destination, By: t.By, RenderedAt: t.RenderedAt.UTC(), TaskStartedAt: t.StartedAt.UTC()})
+	}
+	return a
+}
+
+// readRenders reads, in each running allocation of a group with paths, the modification
+// times of those paths, at most staleFileReads at once; read counts the allocations read.
+// A denial stops the reading and is returned as it is (cluster.ErrPermissionDenied): the
+// token is refused for the namespace, so for every other allocation too. An allocation
+// gone since the listing is left out: it runs no more.
+func readRenders(ctx context.Context, files cluster.FileReader, allocs []*restart.Alloc, paths map[string][]string) (onchange.Renders, int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		renders = onchange.Renders{}
+		failed  error
+	)
+	slots := make(chan struct{}, staleFileReads)
+	for _, a := range allocs {
+		p := paths[a.Group]
+		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			times, err := files.FileTimes(ctx, a.ID, p)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				renders[a.ID] = times
+			case errors.Is(err, cluster.ErrAllocNotFound):
+			case failed == nil && (errors.Is(err, cluster.ErrPermissionDenied) || ctx.Err() == nil):
+				failed = fmt.Errorf("allocation %s: %w", shortID(a.ID, false), err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if failed == nil && ctx.Err() != nil {
+		// Not canceled here (no failure): the caller's context ended.
+		failed = ctx.Err()
+	}
+	return renders, len(renders), failed
+}
+
+// allFilesDenied is the one-line refusal of a reading whose every file read was denied: a
+// listing that silently left out every change_mode noop template would say "nothing is
+// stale" on no evidence. When some job's files were read, the denied ones are warned about
+// instead.
+func allFilesDenied(list []staleJob) error {
+	var namespaces []string
+	for _, j := range list {
+		if j.filesRead {
+			return nil
+		}
+		if j.FilesDenied && !slices.Contains(namespaces, j.Namespace) {
+			namespaces = append(namespaces, j.Namespace)
+		}
+	}
+	if len(namespaces) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the token may not read allocation files in namespace %s, and stale compares the files of change_mode noop templates with their tasks' starts: grant it the read-fs capability on the namespace (see docs/acl.md)",
+		quotedList(namespaces))
+}
+
+// filesDeniedText says that a job's files could not be read, and what that leaves out.
+func filesDeniedText(j staleJob) string {
+	return fmt.Sprintf("job %q: the token may not read allocation files in namespace %q (the read-fs capability), so its templates with change_mode noop were not checked", j.JobID, j.Namespace)
+}
+
+func quotedList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// selectStale is run -stale-only's selection: the job's stale allocations, read as
+// `stale` reads them, become the spec's OnlyAllocs (empty, not nil, when none is stale,
+// so that the plan keeps none); o.job and the namespace become the job found, so that the
+// plan reads the job that was read.
+func (a *app) selectStale(ctx context.Context, p *printer, ses session, o *runOptions) error {
+	js, ok := ses.(jobsSession)
+	if !ok {
+		return errors.New("-stale-only reads the allocations' template files, and this session has no Nomad client")
+	}
+	nomad := js.jobCluster()
+	job, err := resolveJobSpec(ctx, nomad, o.client.namespace, o.job)
+	if err != nil {
+		return err
+	}
+	j, err := readStale(ctx, nomad, jobOnChange(job), a.now())
+	if err != nil {
+		return err
+	}
+	if j.FilesDenied {
+		// Some stale allocations would go unseen: restarting the others only would look
+		// complete and is not.
+		return fmt.Errorf("the token may not read the allocation files of job %q in namespace %q, so -stale-only cannot tell which allocations run a change_mode noop template stale: grant it the read-fs capability on the namespace (see docs/acl.md), or restart every allocation without -stale-only",
+			j.JobID, j.Namespace)
+	}
+	o.job, o.client.namespace = j.JobID, j.Namespace
+	o.spec.OnlyAllocs = make([]string, 0, len(j.Allocs))
+	for _, s := range j.Allocs {
+		o.spec.OnlyAllocs = append(o.spec.OnlyAllocs, s.ID)
+	}
+	if len(j.Allocs) == 0 || o.json {
+		return nil
+	}
+	p.header(a.now(), fmt.Sprintf("Found %s of job %q running with templates re-rendered after their tasks started",
+		plural(len(j.Allocs), "allocation", "allocations"), j.JobID))
+	if o.verbose {
+		for _, s := range j.Allocs {
+			var refs []string
+			for _, t := range s.Templates {
+				refs = append(refs, fmt.Sprintf("%s/%s re-rendered at %s", t.Task, t.Destination, formatTime(t.RenderedAt)))
+			}
+			p.detail(a.now(), fmt.Sprintf("Allocation %q: %s", shortID(s.ID, true), strings.Join(refs, ", ")))
+		}
+	}
+	return nil
+}
