@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/simhttp"
 )
 
@@ -37,17 +35,35 @@ const (
 	modeRenderDir = fs.ModeDir | 0o755
 	// The task API socket is made usable by everyone (helper/users SocketFileFor).
 	modeSocket = fs.ModeSocket | 0o666
-	// The tmpfs marker file is created with 0666 under the agent's umask of 022.
+	// The tmpfs marker file and the task's log files are created with 0666 under the
+	// agent's umask of 022; logmon's fifos with 0600.
 	modeMarker = 0o644
-	// dirSize is what a directory's stat shows on the usual filesystems.
+	modeLog    = 0o644
+	modeFifo   = fs.ModeNamedPipe | 0o600
+	// dirSize is what a directory's stat shows on the usual filesystems (ext4, xfs).
 	dirSize = 4096
 )
+
+// allocFileInfo is Nomad's AllocFileInfo (client/structs) on the wire: unlike the api
+// module's, it leaves out an empty ContentType (ls never sets one). Fields are in the
+// order Nomad's encoder writes them.
+type allocFileInfo struct {
+	ContentType string `json:",omitempty"`
+	FileMode    string
+	IsDir       bool
+	ModTime     time.Time
+	Name        string
+	Size        int64
+}
 
 // fsEntry is a file or directory of the simulated tree.
 type fsEntry struct {
 	mode  fs.FileMode
 	size  int64
 	mtime time.Time
+	// tmpfs marks a tmpfs mount point, whose size is 20 bytes per entry, "." and ".."
+	// included (seen on a real client: 60 for secrets' marker alone).
+	tmpfs bool
 }
 
 // allocFS is an allocation's directory on its client.
@@ -75,6 +91,7 @@ func newAllocFS(ar *allocRun, now time.Time) *allocFS {
 		f.mkdir(name+"/tmp", modeStickyDir, now)
 		for _, d := range []string{"secrets", "private"} {
 			f.mkdir(name+"/"+d, modeOpenDir, now)
+			f.entries[name+"/"+d].tmpfs = true
 			f.put(name+"/"+d+"/.nomad-mount", modeMarker, 0, now)
 		}
 	}
@@ -152,8 +169,9 @@ func (f *allocFS) resolve(p string) (rel, abs string, err error) {
 }
 
 // lookup finds an entry as the OS would for op ("stat", or "open" for a listing): a
-// missing one is ENOENT, which the agent answers 404 (IsErrNoSuchFileOrDirectory); a
-// path through a file is ENOTDIR, a 500.
+// missing one is ENOENT, which the agent answers 404 (IsErrNoSuchFileOrDirectory). A path
+// through a file fails before, in the escape check's filepath.EvalSymlinks (ENOTDIR is
+// not the "does not exist" it lets through), a 500 (seen on a real client).
 func (f *allocFS) lookup(op, rel, abs string) (*fsEntry, error) {
 	if e := f.entries[rel]; e != nil {
 		return e, nil
@@ -161,7 +179,7 @@ func (f *allocFS) lookup(op, rel, abs string) (*fsEntry, error) {
 	for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
 		if e := f.entries[dir]; e != nil {
 			if !e.mode.IsDir() {
-				return nil, simhttp.Errorf(http.StatusInternalServerError, op+" "+abs+": not a directory")
+				return nil, simhttp.Errorf(http.StatusInternalServerError, "Failed to check if path escapes alloc directory: not a directory")
 			}
 			break
 		}
@@ -170,7 +188,7 @@ func (f *allocFS) lookup(op, rel, abs string) (*fsEntry, error) {
 }
 
 // stat is allocdir's Stat: the entry's info with a content type.
-func (f *allocFS) stat(p string) (*api.AllocFileInfo, error) {
+func (f *allocFS) stat(p string) (*allocFileInfo, error) {
 	rel, abs, err := f.resolve(p)
 	if err != nil {
 		return nil, err
@@ -179,14 +197,14 @@ func (f *allocFS) stat(p string) (*api.AllocFileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := e.info(path.Base(abs))
+	info := f.info(rel, path.Base(abs))
 	info.ContentType = contentType(e, abs)
 	return info, nil
 }
 
 // list is allocdir's List: os.ReadDir of the directory, sorted by name, without content
 // types.
-func (f *allocFS) list(p string) ([]*api.AllocFileInfo, error) {
+func (f *allocFS) list(p string) ([]*allocFileInfo, error) {
 	rel, abs, err := f.resolve(p)
 	if err != nil {
 		return nil, err
@@ -199,6 +217,16 @@ func (f *allocFS) list(p string) ([]*api.AllocFileInfo, error) {
 		// os.ReadDir opens with O_DIRECTORY.
 		return nil, simhttp.Errorf(http.StatusInternalServerError, "open "+abs+": not a directory")
 	}
+	names := f.children(rel)
+	out := make([]*allocFileInfo, 0, len(names))
+	for _, n := range names {
+		out = append(out, f.info(path.Join(rel, n), n))
+	}
+	return out, nil
+}
+
+// children are the names in directory rel, sorted.
+func (f *allocFS) children(rel string) []string {
 	prefix := rel + "/"
 	if rel == "." {
 		prefix = ""
@@ -210,15 +238,17 @@ func (f *allocFS) list(p string) ([]*api.AllocFileInfo, error) {
 		}
 	}
 	sort.Strings(names)
-	out := make([]*api.AllocFileInfo, 0, len(names))
-	for _, n := range names {
-		out = append(out, f.entries[prefix+n].info(n))
-	}
-	return out, nil
+	return names
 }
 
-func (e *fsEntry) info(name string) *api.AllocFileInfo {
-	return &api.AllocFileInfo{Name: name, IsDir: e.mode.IsDir(), Size: e.size, FileMode: e.mode.String(), ModTime: e.mtime}
+// info is the entry at rel as the API shows it, under name.
+func (f *allocFS) info(rel, name string) *allocFileInfo {
+	e := f.entries[rel]
+	size := e.size
+	if e.tmpfs {
+		size = int64(20 * (2 + len(f.children(rel))))
+	}
+	return &allocFileInfo{Name: name, IsDir: e.mode.IsDir(), Size: size, FileMode: e.mode.String(), ModTime: e.mtime}
 }
 
 // contentType is allocdir's detectContentType: http.DetectContentType of a regular file's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -72,6 +73,10 @@ func TestAllocFSLayout(t *testing.T) {
 	if f, _, err := fsc.Stat(a, "alloc/shared/app.json", nil); err != nil || f.ContentType != "application/json" {
 		t.Errorf("stat alloc/shared/app.json: %+v %v", f, err)
 	}
+	// secrets/ is a tmpfs: 20 bytes per entry with . and .. (seen on a real client).
+	if d, _, err := fsc.Stat(a, "main/secrets", nil); err != nil || d.Size != 100 || !d.IsDir {
+		t.Errorf("stat main/secrets: %+v %v", d, err)
+	}
 	root, _, err := fsc.Stat(a, "/", nil)
 	if err != nil || root.Name != a.ID || !root.IsDir || root.FileMode != "drwxr-xr-x" || root.ContentType != "application/octet-stream" {
 		t.Errorf("stat /: %+v %v", root, err)
@@ -86,6 +91,7 @@ func TestAllocFSLayout(t *testing.T) {
 		{"main", []string{"local drwxrwxrwx", "private drwxrwxrwx", "secrets drwxrwxrwx", "tmp dtrwxrwxrwx"}},
 		{"main/local", []string{"config.txt -rw-r--r--"}},
 		{"main/secrets", []string{".nomad-mount -rw-r--r--", "api.sock Srw-rw-rw-", "token -rw-------"}},
+		{"alloc/logs", []string{".main.stderr.fifo prw-------", ".main.stdout.fifo prw-------", "main.stderr.0 -rw-r--r--", "main.stdout.0 -rw-r--r--"}},
 	} {
 		list, _, err := fsc.List(a, tc.path, nil)
 		if err != nil {
@@ -101,10 +107,13 @@ func TestAllocFSLayout(t *testing.T) {
 			}
 		}
 	}
-	// The raw answer: JSON, no blocking-query headers, ModTime with nanoseconds.
+	// The raw answers: JSON without blocking-query headers; ls leaves ContentType out.
 	r := fsExchange(t, c, "stat", a.ID, "main/local/config.txt", "")
 	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("X-Nomad-Index") != "" {
 		t.Errorf("raw stat: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if r := fsExchange(t, c, "ls", a.ID, "main/local", ""); r.Status != 200 || strings.Contains(string(r.Body), "ContentType") {
+		t.Errorf("raw ls: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -125,7 +134,8 @@ func TestAllocFSErrors(t *testing.T) {
 		{"ls", "", "", 400, "must provide a valid alloc id"},
 		{"stat", a.ID, "main/local/nope", 404, "stat " + dir + "/main/local/nope: no such file or directory"},
 		{"ls", a.ID, "main/nope", 404, "open " + dir + "/main/nope: no such file or directory"},
-		{"stat", a.ID, "main/local/config.txt/x", 500, "stat " + dir + "/main/local/config.txt/x: not a directory"},
+		{"stat", a.ID, "main/local/config.txt/x", 500, "Failed to check if path escapes alloc directory: not a directory"},
+		{"ls", a.ID, "main/local/config.txt/x", 500, "Failed to check if path escapes alloc directory: not a directory"},
 		{"ls", a.ID, "main/local/config.txt", 500, "open " + dir + "/main/local/config.txt: not a directory"},
 		{"stat", a.ID, "../x", 500, "Path escapes the alloc directory"},
 		{"ls", a.ID, "main/../../..", 500, "Path escapes the alloc directory"},

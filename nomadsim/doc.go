@@ -91,6 +91,47 @@
 // while its process is restarted and warms up; Consul's registrations start critical and
 // pass once a check run finds the script passing. Listeners close with the cluster.
 //
+// # Allocation directories and templates
+//
+// Each allocation has a simulated directory on its client, laid out as Nomad lays it out
+// (client/allocdir), from the moment the client picks the allocation up: the shared alloc/
+// with data/, logs/ and tmp/, and per task local/, tmp/, secrets/ and private/ (tmpfs, with
+// their marker file), then, at the task's first prestart, its log files and task API
+// socket. /v1/client/fs/ls and /v1/client/fs/stat answer about it with Nomad's shapes,
+// codes and texts (checked on a real Nomad 2.0 client): read-fs in the allocation's
+// namespace (the write policy has it, read does not), 404 with the OS's text for a
+// missing path, 500 "Path escapes the alloc directory", 400 without a path; secrets/ may
+// be listed. readat, cat, stream and logs are not simulated.
+//
+// Templates render into it as a task's template manager renders them
+// (client/allocrunner/taskrunner/template): every template in the task's prestart, before
+// it starts; then again whenever its content changes, which writes the file (its mode from
+// perms, a new modification time) and applies its change_mode after a random wait within
+// its splay: noop nothing more; signal one Signaling event per distinct signal ("Template
+// skipped signal" if the task is down); script a "Task hook message" event of the script's
+// success (the simulated exec always succeeds); restart an in-place restart of the task
+// (Restart Signaled "Template with change_mode restart re-rendered", Terminated,
+// Restarting, Started), which wins over signals and scripts rendered in the same pass
+// (templates whose renders fall due at the same instant; a real client's passes are
+// racier: one write changing a restart and a signal template was seen to signal, then
+// restart). An in-place restart renders nothing, unless the restart block has
+// render_templates = true: then the prestart writes what changed since the last write,
+// between LastRestart and the new StartedAt. Templates are not evaluated: files hold no content, only a size (that of a
+// stand-in text, not of what the template would render) and a version that changes when
+// the template's data does. The data changes:
+//
+//   - when a Nomad variable is written and its items change (or it is created or deleted),
+//     for templates whose text names it with a literal path in an action: nomadVar "<path>"
+//     (on creation and new items), nomadVarExists "<path>" and nomadVarList or
+//     nomadVarListSafe "<prefix>" (on creation and deletion under the prefix), with
+//     consul-template's @namespace; the render comes after the template's wait (its wait
+//     block's min, else the client's 5 s), snoozed by further changes up to the max. A
+//     computed path (nomadVar (printf ...)) or a template from a source file is not seen:
+//     the sim does not evaluate templates, so only RerenderTemplates changes those;
+//   - when Cluster.RerenderTemplates or Cluster.RerenderAllocTemplate says so.
+//
+// Templates with once = true never re-render.
+//
 // # Behaviour
 //
 // Allocation and task states follow Nomad's client: Received, Task Setup, Started; an
@@ -134,7 +175,8 @@
 // WaitDeploymentDone; ExpireLock; Nodes,
 // AddNode, DownNode, UpNode, SetNodeEligibility; FailTaskStarts; ScriptCheck; SetFault and
 // LoseLeader; Stats and ResetStats; Now, TimeScale and RealDuration (the simulated clock);
-// BootstrapToken and CreateToken (ACLs).
+// BootstrapToken and CreateToken (ACLs); RerenderTemplates and RerenderAllocTemplate
+// (templates whose data changed).
 //
 // Known simplifications: deployment health follows check scripts continuously rather than
 // the Consul checks' runs; the client learns of a stop at once (a real client, which pulls
@@ -142,6 +184,8 @@
 // detail tasks and their driver config only; no preemption, no drain, no periodic or
 // parameterized dispatch, no HCL parsing (/v1/jobs/parse accepts JSON), a single region,
 // and the event stream's replay buffer renders payloads with the state current when they
-// are replayed. An instance's port is free while its process is down: another program
-// that binds it then keeps the instance from listening again (it is logged).
+// are replayed; allocation directories have no driver files (raw_exec's executor.out)
+// and their files no content. An instance's port is free while its process is down:
+// another program that binds it then keeps the instance from listening again (it is
+// logged).
 package nomadsim

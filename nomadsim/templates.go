@@ -197,8 +197,9 @@ func (tm *tmplRun) write(now time.Time) {
 // once reports whether the template renders only once (its once flag).
 func (tm *tmplRun) once() bool { return deref(tm.t.Once) }
 
-// prestartTemplates is the task's prestart as far as files go: the task API socket
-// (api_hook.go, made once per run of the task runner) and the template hook. The first
+// prestartTemplates is the task's prestart as far as files go: the log files (logmon
+// hook), the task API socket (api_hook.go, made once per run of the task runner) and the
+// template hook. The first
 // prestart renders every template; later ones (restarts) keep the running manager and
 // render nothing, unless the restart block says render_templates, which starts a new
 // manager whose first render writes what changed since the last write.
@@ -209,6 +210,14 @@ func (tr *taskRun) prestartTemplates() {
 	}
 	now := c.clk.now()
 	tr.prestartAt = now
+	// The logmon hook's fifos and log files, made at the task's first prestart.
+	name := tr.t.Name
+	if _, ok := ar.fs.entries["alloc/logs/"+name+".stdout.0"]; !ok {
+		for _, stream := range []string{"stdout", "stderr"} {
+			ar.fs.put("alloc/logs/."+name+"."+stream+".fifo", modeFifo, 0, now)
+			ar.fs.put("alloc/logs/"+name+"."+stream+".0", modeLog, 0, now)
+		}
+	}
 	if !tr.apiSocket {
 		tr.apiSocket = true
 		ar.fs.put(tr.t.Name+"/secrets/api.sock", modeSocket, 0, now)
