@@ -224,15 +224,22 @@ func TestFleetPageSteers(t *testing.T) {
 	if gauge(t, metrics, `nomad_restart_fleet_jobs{status="pending"}`) == 0 {
 		t.Errorf("no job of the paused fleet is pending: %v", paused.Counts())
 	}
-	list := agenttest.Get(t, srv.URL+"/", http.StatusOK)
-	if !strings.Contains(list, `data-id="`+rec.ID+`" data-status="paused"`) {
-		t.Errorf("list page does not show the fleet paused")
-	}
-	for _, j := range paused.Jobs {
-		if j.Status == fleet.JobRunning && !strings.Contains(list, `class="child" href="/restart/`+j.RestartID+`"`) {
-			t.Errorf("list page lacks the running restart %s of job %s", j.RestartID[:8], j.JobID)
+	// The page's view of the agent is refreshed in the background: under load the list may
+	// lag the fleet's record by a refresh, so it is read until it shows what the record says.
+	var list string
+	showsPaused := func() bool {
+		list = agenttest.Get(t, srv.URL+"/", http.StatusOK)
+		if !strings.Contains(list, `data-id="`+rec.ID+`" data-status="paused"`) {
+			return false
 		}
+		for _, j := range paused.Jobs {
+			if j.Status == fleet.JobRunning && !strings.Contains(list, `class="child" href="/restart/`+j.RestartID+`"`) {
+				return false
+			}
+		}
+		return true
 	}
+	simtest.WaitFor(t, ctx, "the list page to show the fleet paused with its running restarts", showsPaused)
 
 	if code, body := agenttest.Post(t, base+"/resume", token, ""); code != http.StatusOK {
 		t.Fatalf("resume: %d %s", code, body)
