@@ -80,9 +80,10 @@ type modeOutcome struct {
 //	min-answering   the fewest instances answering at once (a surge adds one)
 //	min-listed      the fewest instances the balancer listed after a refresh
 //
-// and logs the table of failed/requests. These are counts, not timings: ns/op is the real
-// time of the restart and its recovery, which the machine's load moves. Run it with
-// -benchtime=1x: one iteration is a whole restart on a cluster of its own.
+// and logs the table of failed/requests (-v shows a parent benchmark's log). These are
+// counts, not timings: ns/op is the real time of the restart and its recovery, which the
+// machine's load moves. Run it with -benchtime=1x: one iteration is a whole restart on a
+// cluster of its own.
 func BenchmarkRestartUnderTraffic(b *testing.B) {
 	results := make([][]*modeOutcome, len(trafficModeCases))
 	for i, tc := range trafficModeCases {
