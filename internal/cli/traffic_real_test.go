@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/nomadsim/traffic"
 )
 
 // BenchmarkRestartUnderTrafficOnRealNomad is BenchmarkRestartUnderTraffic in front of a
@@ -91,10 +92,10 @@ func realRestartUnderTraffic(b *testing.B, client *api.Client, nomadAddr, consul
 		b.Fatalf("registering %s: %v", id, err)
 	}
 	defer func() { _, _, _ = client.Jobs().Deregister(id, true, nil) }()
-	bal := &simtest.Balancer{Service: id, NomadAddr: nomadAddr, Scale: 1}
+	bal := &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, NomadAddr: nomadAddr, Scale: 1}}
 	e := cliEnv{addr: nomadAddr, localDir: b.TempDir(), clock: time.Now, scale: 1}
 	if tc.provider == "consul" {
-		bal = &simtest.Balancer{Service: id, ConsulAddr: consulAddr, Scale: 1}
+		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, ConsulAddr: consulAddr, Scale: 1}}
 		e.consul = consulAddr
 	}
 	if err := bal.Start(ctx); err != nil {
