@@ -48,13 +48,14 @@ func parseDocTable(doc string) []docRow {
 }
 
 // shortName is how the doc names a project package: its path under internal/ ("store" for
-// internal/store, "gate/prometheus"), "nomadsim" for nomadsim/....
+// internal/store, "gate/prometheus"), else its whole path ("nomadsim/traffic"; "nomadsim"
+// for nomadsim/...).
 func shortName(pkg string) string {
 	pkg = strings.TrimSuffix(pkg, "/...")
 	if rest, ok := strings.CutPrefix(pkg, "internal/"); ok {
 		return rest
 	}
-	return pkg[strings.LastIndex(pkg, "/")+1:]
+	return pkg
 }
 
 // compareDocTable returns a message for each package whose row in the doc and in

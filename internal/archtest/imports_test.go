@@ -97,16 +97,16 @@ func architecture() []rule {
 			forbidReason: "it is handed its parts assembled on Nomad by internal/cli/nomad.go",
 		},
 		// Nomad's client is made and wired in one file, nomad.go: every command reaches
-		// Nomad through the parts it assembles. nomadsim only from demo.go: see
-		// nomadsimImporters.
+		// Nomad through the parts it assembles. nomadsim, and its load balancer
+		// nomadsim/traffic, only from demo.go: see nomadsimImporters.
 		{
 			pkg:             "internal/cli",
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim"},
+			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim", "nomadsim/traffic"},
 		},
-		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "internal/restart"}},
+		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// The support of the tests that run an agent on nomadsim; it does not import the
 		// agent, so that the agent's own tests may use it.
 		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/store", "internal/cluster", "internal/fleet", "internal/restart"}},

@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
+	"github.com/nomad-restart/nomad-restart/nomadsim/traffic"
 )
 
 // demoJobID is the sample job the demo restarts.
@@ -112,9 +113,10 @@ func (a *app) cmdDemo(ctx context.Context, args []string) error {
 }
 
 // startDemoCluster starts nomadsim on simCtx and registers the sample job, waiting (on
-// ctx) until its allocations run.
+// ctx) until its allocations run. Its instances answer HTTP on their service ports, as
+// their checks say (ServeInstances), for the demo's load balancer.
 func startDemoCluster(simCtx, ctx context.Context, scale float64) (*nomadsim.Cluster, error) {
-	sim, err := nomadsim.Start(simCtx, nomadsim.Options{TimeScale: scale})
+	sim, err := nomadsim.Start(simCtx, nomadsim.Options{TimeScale: scale, ServeInstances: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting the simulated cluster: %w", err)
 	}
@@ -153,8 +155,26 @@ func (a *app) runDemo(ctx context.Context, p *printer, sim *nomadsim.Cluster, o 
 		return nil, fmt.Errorf("connecting to the simulated cluster: %w", err)
 	}
 	dc := demoCluster{ses: ses, probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: demoJobID},
-		clock: sim.Now, scale: sim.TimeScale(), count: demoCount}
+		clock: sim.Now, scale: sim.TimeScale(), count: demoCount,
+		balancer: func() loadBalancer { return newDemoBalancer(sim) }}
 	return a.compareRestarts(ctx, p, dc, o)
+}
+
+// demoBalancer is nomadsim/traffic's load balancer in front of the sample service, as the
+// comparison uses it (demo.go alone may import the simulator's packages). The sample
+// service is of Nomad's provider, so the balancer reads Nomad's service table, as
+// Traefik's Nomad provider does: every registered instance, no health.
+type demoBalancer struct{ *traffic.Balancer }
+
+func newDemoBalancer(sim *nomadsim.Cluster) demoBalancer {
+	b := traffic.NomadBalancer(sim, demoJobID)
+	b.Every = demoRequestEvery(sim.TimeScale())
+	return demoBalancer{b}
+}
+
+func (b demoBalancer) stop() requestCounts {
+	r := b.Stop()
+	return requestCounts{requests: r.Requests, failed: r.Failed}
 }
 
 // endDemo prints the figures and how to look at the restarts, then with -http-addr serves

@@ -19,6 +19,8 @@ type demoCluster struct {
 	scale float64
 	// count is how many instances serve when all do.
 	count int
+	// balancer makes a load balancer in front of the service, a new one for each restart.
+	balancer func() loadBalancer
 }
 
 // demoResult is the comparison: the same service restarted twice.
@@ -45,19 +47,17 @@ func (a *app) compareRestarts(ctx context.Context, p *printer, dc demoCluster, o
 	}
 	nomadStyle := *o
 	nomadStyle.spec = asNomadDoes(o.spec)
-	nm, err := a.measurePhase(ctx, p, meter, dc.ses, &nomadStyle,
+	nm, err := a.measurePhase(ctx, p, meter, dc, &nomadStyle,
 		fmt.Sprintf("1. Restarting job %q as `nomad job restart` does: a batch is done once its old processes exited", o.job))
 	if err != nil {
 		return nil, fmt.Errorf("restarting as `nomad job restart` does: %w", err)
 	}
-	gm, err := a.measurePhase(ctx, p, meter, dc.ses, o,
+	gm, err := a.measurePhase(ctx, p, meter, dc, o,
 		fmt.Sprintf("2. Restarting job %q as nomad-restart does: a batch is done once its instances pass their health checks again", o.job))
 	if err != nil {
 		return nil, fmt.Errorf("restarting as nomad-restart does: %w", err)
 	}
-	r := &demoResult{Count: dc.count, Nomad: figuresOf(nm.samples, nm.ended), NomadRestart: figuresOf(gm.samples, gm.ended)}
-	r.Nomad.RestartID, r.NomadRestart.RestartID = nm.rec.ID, gm.rec.ID
-	return r, nil
+	return &demoResult{Count: dc.count, Nomad: nm.figures(), NomadRestart: gm.figures()}, nil
 }
 
 // asNomadDoes is spec as Nomad's command runs it: done when the restart requests return
@@ -70,18 +70,30 @@ func asNomadDoes(spec restart.Spec) restart.Spec {
 	return spec
 }
 
-// measurePhase runs one restart under the meter, saying (unless -json) what it does and
-// each change of the number of instances serving.
-func (a *app) measurePhase(ctx context.Context, p *printer, meter servingMeter, ses session, o *runOptions, title string) (*measured, error) {
+// measurePhase runs one restart under the meter and a load balancer's traffic, saying
+// (unless -json) what it does and each change of the number of instances serving.
+func (a *app) measurePhase(ctx context.Context, p *printer, meter servingMeter, dc demoCluster, o *runOptions, title string) (*measured, error) {
 	if !p.json {
 		p.plain("")
 		p.header(a.now(), title)
 		p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(o.spec))
 		meter.onSample = servingChanges(p, meter.count)
 	}
-	return meter.measure(ctx, func(ctx context.Context) (*restart.Record, error) {
-		return a.quietRestart(ctx, ses, o)
+	lb := dc.balancer()
+	if err := startCounting(ctx, lb, meter.count); err != nil {
+		return nil, err
+	}
+	m, err := meter.measure(ctx, func(ctx context.Context) (*restart.Record, error) {
+		return a.quietRestart(ctx, dc.ses, o)
 	})
+	if err != nil {
+		lb.stop()
+		return nil, err
+	}
+	if m.requests, err = stopCounting(ctx, lb, meter.count); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // servingChanges prints a line for the first sample and for each change of the number of

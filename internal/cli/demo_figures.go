@@ -17,6 +17,12 @@ type servingFigures struct {
 	// RestartSeconds is how long the restart itself ran: Nomad's command ends before its
 	// instances serve again.
 	RestartSeconds float64 `json:"restart_seconds"`
+	// Requests is how many requests a load balancer in front of the service sent, from
+	// just before the restart until every instance answered it again; FailedRequests how
+	// many of them failed (refused, timed out, answered other than 2xx, or with no
+	// instance listed to send them to).
+	Requests       int `json:"requests"`
+	FailedRequests int `json:"failed_requests"`
 	// RestartID is the restart's record.
 	RestartID string `json:"restart_id,omitempty"`
 }

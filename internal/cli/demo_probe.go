@@ -158,11 +158,21 @@ func (m servingMeter) waitAllServing(ctx context.Context) error {
 }
 
 // measured is what one restart did to the service: the samples from its start until it
-// ended and every instance served again, when it ended, and its record.
+// ended and every instance served again, when it ended, its record, and the requests a
+// load balancer sent meanwhile (until every instance answered it again).
 type measured struct {
-	samples []servingSample
-	ended   time.Time
-	rec     *restart.Record
+	samples  []servingSample
+	ended    time.Time
+	rec      *restart.Record
+	requests requestCounts
+}
+
+// figures sums up the measure as `demo -json` prints it.
+func (m *measured) figures() servingFigures {
+	f := figuresOf(m.samples, m.ended)
+	f.Requests, f.FailedRequests = m.requests.requests, m.requests.failed
+	f.RestartID = m.rec.ID
+	return f
 }
 
 // measure runs the restart while sampling, and goes on sampling after it ended until every

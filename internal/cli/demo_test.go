@@ -35,7 +35,9 @@ func runDemo(ctx context.Context, args ...string) (code int, out, errOut *simtes
 // TestDemoJSON runs `demo -json` and checks its one JSON object: measured on the simulated
 // cluster, Nomad's way leaves no instance serving for a while (the 4 instances are
 // restarted within a fraction of the 3 s each needs to serve again), nomad-restart's keeps
-// 3 of 4 serving throughout and takes at least 4 times those 3 s.
+// 3 of 4 serving throughout and takes at least 4 times those 3 s. Through the load
+// balancer, requests fail Nomad's way, and a smaller share of them nomad-restart's (not
+// none: Nomad's catalog, which the balancer reads, has no health).
 func TestDemoJSON(t *testing.T) {
 	ctx := demoCtx(t)
 	code, out, errOut := runDemo(ctx, "-json", "-time-scale=2")
@@ -71,6 +73,26 @@ func TestDemoJSON(t *testing.T) {
 	if n.RestartID == "" || g.RestartID == "" || n.RestartID == g.RestartID {
 		t.Errorf("restart IDs %q and %q", n.RestartID, g.RestartID)
 	}
+	for name, f := range map[string]servingFigures{"as Nomad does": n, "nomad-restart": g} {
+		if f.Requests <= 0 || f.FailedRequests < 0 || f.FailedRequests > f.Requests {
+			t.Errorf("%s: %d of %d requests failed; want some requests, and no more failed than sent", name, f.FailedRequests, f.Requests)
+		}
+	}
+	if n.FailedRequests == 0 {
+		t.Errorf("as Nomad does: no request of %d failed, with no instance serving for %.0f%% of the time", n.Requests, 100*n.NoneServingShare)
+	}
+	if failedShare(g) >= failedShare(n) {
+		t.Errorf("nomad-restart failed %d of %d requests, as Nomad does %d of %d: want a smaller share",
+			g.FailedRequests, g.Requests, n.FailedRequests, n.Requests)
+	}
+}
+
+// failedShare is the share of f's requests that failed.
+func failedShare(f servingFigures) float64 {
+	if f.Requests == 0 {
+		return 0
+	}
+	return float64(f.FailedRequests) / float64(f.Requests)
 }
 
 var (
@@ -105,6 +127,8 @@ func TestDemoHumanOutputAndPage(t *testing.T) {
 		`\n +nomad job restart +nomad-restart\n`,
 		`Fewest instances serving +0 of 4 +3 of 4\n`,
 		`Time with none serving +\d+% +0%\n`,
+		`Requests failed through a load balancer +[\d,]+ of [\d,]+ \((<1|\d+)%\) +[\d,]+ of [\d,]+ \((<1|\d+)%\)\n`,
+		`Nomad's service catalog .*\n.*That catalog has no health`,
 		`Restart ended after +[\d.]+s +[\d.]+s\n`,
 		`All 4 serving again after +[\d.]+s +[\d.]+s\n`,
 		`The simulated cluster stays up until Ctrl-C`,
@@ -218,6 +242,22 @@ func TestHealthy(t *testing.T) {
 				t.Fatalf("healthy = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestFailedOf(t *testing.T) {
+	cases := map[string]servingFigures{
+		"0 of 0 (0%)":                {},
+		"412 of 1,020 (40%)":         {Requests: 1020, FailedRequests: 412},
+		"1 of 2,900 (<1%)":           {Requests: 2900, FailedRequests: 1},
+		"999 of 999 (100%)":          {Requests: 999, FailedRequests: 999},
+		"0 of 1,234,567 (0%)":        {Requests: 1234567},
+		"100,000 of 1,000,000 (10%)": {Requests: 1000000, FailedRequests: 100000},
+	}
+	for want, f := range cases {
+		if got := failedOf(f); got != want {
+			t.Errorf("failedOf(%+v) = %q, want %q", f, got, want)
+		}
 	}
 }
 

@@ -378,14 +378,17 @@ Usage: nomad-restart demo [options]
   Start a simulated Nomad cluster (nomadsim) in this process with a sample
   service whose 4 instances need 3s to serve after they start, behind a health
   check. Restart it as "nomad job restart" does (-health none), then as
-  nomad-restart does, probing every instance, and print side by side the
-  fewest instances serving, the share of time with none serving and the total
-  time. Nothing real is restarted and nothing is asked.
+  nomad-restart does, probing every instance while a load balancer reading
+  the catalog sends steady traffic, and print side by side the fewest
+  instances serving, the share of time with none serving, the requests that
+  failed through the balancer and the total time. Nothing real is restarted
+  and nothing is asked.
 
   -json
     Print the figures as one JSON object: {"count": N, "nomad": {...},
     "nomad_restart": {...}}, each with min_serving, none_serving_share (0 to 1),
-    seconds (until every instance serves again), restart_seconds and
+    seconds (until every instance serves again), restart_seconds,
+    requests and failed_requests (sent through the balancer, and failed), and
     restart_id.
 
   -http-addr=<host:port>

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -31,6 +32,8 @@ func printExplain(w io.Writer, job *cluster.JobSpec, wj watchedJob) {
 		printFollowed(w, g)
 		printNotFollowed(w, g.NotFollowed)
 		printNotes(w, "Warnings", g.Warnings)
+		// What a rollout's restarts cost the service's clients, as run's plan says it.
+		printNotes(w, "Requests at Risk", engine.TrafficWarnings(job, []string{g.Name}, g.Spec))
 		printNotes(w, "Problems (no rollout until they are fixed)", problemLines(g.Problems))
 	}
 	printLastFacts(w, wj)

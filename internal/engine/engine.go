@@ -165,7 +165,7 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	}
 	plan := &Plan{Record: rec, Job: job}
 	if facts.spec != nil {
-		plan.Warnings = trafficWarnings(facts.spec, targetGroups(kept), spec)
+		plan.Warnings = TrafficWarnings(facts.spec, targetGroups(kept), spec)
 		for _, w := range plan.Warnings {
 			rec.AppendEvent(restart.Event{Time: now, Type: restart.EventWarning, Message: "Warning: " + w})
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// trafficWarnings says, per targeted group, where requests will be lost through a load
+// TrafficWarnings says, per group, where requests will be lost through a load
 // balancer that follows the catalog, whatever the health gate does, and how to avoid it.
 // What Nomad's client does (client/allocrunner/group_service_hook.go, PreTaskRestart and
 // preKillLocked; taskrunner's service hook for task services):
@@ -23,7 +23,7 @@ import (
 // reads the catalog; and with Nomad's provider, it sends to the restarted instance from its
 // registration until its process answers. -no-shutdown-delay skips the delays of a stop
 // (-reschedule) and counts as none.
-func trafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []string {
+func TrafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []string {
 	var out []string
 	for _, name := range groups {
 		g, ok := spec.Group(name)

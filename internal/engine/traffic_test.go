@@ -50,7 +50,7 @@ func TestTrafficWarnings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := api.NewServiceJob("web", "web", "global", 50)
 			job.AddTaskGroup(tc.tg)
-			got := trafficWarnings(cluster.NewJobSpec(job), []string{"web"}, tc.spec)
+			got := TrafficWarnings(cluster.NewJobSpec(job), []string{"web"}, tc.spec)
 			if len(got) != len(tc.want) {
 				t.Fatalf("warnings %q, want %d", got, len(tc.want))
 			}

@@ -3,7 +3,8 @@
 // through a transport that counts their requests) and tokens, waiting on a condition, and
 // counting from Nomad's own facts how often each allocation was restarted (the
 // exactly-once check, against nomadsim or a real agent); a load balancer that reads the
-// catalog and counts the requests that fail during a restart (Balancer); and the small
+// catalog and counts the requests that fail during a restart (Balancer, nomadsim/traffic's
+// with a wait that fails the test); and the small
 // fixtures tests of several packages share (Nomad's error answers, an address nothing
 // listens on). Only tests import it; the product never does (internal/archtest checks).
 package simtest

@@ -1,0 +1,360 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// trafficMode is one way a restart runs (issue 21): in place, -reschedule (Nomad stops the
+// allocation and its scheduler places a replacement), with a -surge allocation first, or
+// as a fleet's child restart, which is the same engine filed and followed by the fleet
+// driver.
+type trafficMode struct {
+	key  string // the sub-benchmark's name
+	name string // the table's column
+	args []string
+	// fleet runs `run -jobs 'Name == "web"'`, a fleet of the one job, instead of
+	// `run web`; a fleet keeps its records in Nomad (it refuses -state local).
+	fleet bool
+	// replaces says the restart ends with 3 new allocations (-reschedule), not the 3 it
+	// began with: checked, so that a mode that silently ran another way is not measured
+	// under its name. A surge's allocation is the one stopped at the end in either case.
+	replaces bool
+}
+
+// trafficModes are the ways measured. Every mode but the first waits on the health gate
+// (-health auto, the default); -health none is `nomad job restart`'s way, the baseline.
+var trafficModes = []trafficMode{
+	{key: "in-place-health-none", name: "in place, -health none", args: []string{"-health=none"}},
+	{key: "in-place", name: "in place", args: nil},
+	{key: "reschedule", name: "-reschedule", args: []string{"-reschedule"}, replaces: true},
+	{key: "surge-1", name: "-surge 1", args: []string{"-surge=1"}},
+	{key: "reschedule-surge-1", name: "-reschedule -surge 1", args: []string{"-reschedule", "-surge=1"}, replaces: true},
+	{key: "fleet-child", name: "fleet child", fleet: true},
+}
+
+// trafficModeCases are TestRestartUnderTraffic's services, keyed for sub-benchmark names.
+var trafficModeCases = []struct {
+	key string
+	trafficCase
+}{
+	{"consul-no-delay", trafficCase{"Consul, no shutdown_delay", "consul", 0}},
+	{"consul-delay-2s", trafficCase{"Consul, shutdown_delay 2s", "consul", 2 * time.Second}},
+	{"nomad-delay-2s", trafficCase{"Nomad provider, shutdown_delay 2s", "nomad", 2 * time.Second}},
+}
+
+// modeOutcome is what one restart did to the service's clients.
+type modeOutcome struct {
+	simtest.Result
+	// minAnswering is the fewest instances that answered GET / with a 2xx at once, however
+	// the catalog listed them (sampled every answeringEvery of Nomad's time).
+	minAnswering int
+	// took is the real time from the restart's start until every instance answered again.
+	took time.Duration
+}
+
+// BenchmarkRestartUnderTraffic extends TestRestartUnderTraffic to every way a restart runs:
+// the same service of 3 instances behind a balancer that reads the catalog (Consul without
+// and with a 2s shutdown_delay, Nomad's provider with 2s), restarted with batch size 1 in
+// place under -health none and under the health gate, and under the gate with
+// -reschedule, -surge 1, both, and as a fleet's child. It reports per case:
+//
+//	failed          requests that failed, from just before the restart until every
+//	                instance answered again
+//	requests        requests sent meanwhile
+//	failed-%        failed over requests
+//	min-answering   the fewest instances answering at once (a surge adds one)
+//	min-listed      the fewest instances the balancer listed after a refresh
+//
+// and logs the table of failed/requests (-v shows a parent benchmark's log). These are
+// counts, not timings: ns/op is the real time of the restart and its recovery, which the
+// machine's load moves. Run it with -benchtime=1x: one iteration is a whole restart on a
+// cluster of its own.
+func BenchmarkRestartUnderTraffic(b *testing.B) {
+	results := make([][]*modeOutcome, len(trafficModeCases))
+	for i, tc := range trafficModeCases {
+		results[i] = make([]*modeOutcome, len(trafficModes))
+		for j, m := range trafficModes {
+			b.Run(tc.key+"/"+m.key, func(b *testing.B) {
+				var sum modeOutcome
+				for k := range b.N {
+					r := restartModeUnderTraffic(b, tc.trafficCase, m)
+					sum.Requests += r.Requests
+					sum.Failed += r.Failed
+					sum.took += r.took
+					if k == 0 || r.minAnswering < sum.minAnswering {
+						sum.minAnswering = r.minAnswering
+					}
+					if k == 0 || r.MinInstances < sum.MinInstances {
+						sum.MinInstances = r.MinInstances
+					}
+				}
+				n := float64(b.N)
+				b.ReportMetric(float64(sum.Failed)/n, "failed")
+				b.ReportMetric(float64(sum.Requests)/n, "requests")
+				b.ReportMetric(100*sum.FailedRatio(), "failed-%")
+				b.ReportMetric(float64(sum.minAnswering), "min-answering")
+				b.ReportMetric(float64(sum.MinInstances), "min-listed")
+				results[i][j] = &sum
+			})
+		}
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "failed/requests (failed share; fewest answering), 3 instances, batch size 1, time scale %d; all but the first column under the health gate:\n", trafficScale)
+	fmt.Fprintf(&table, "%-34s", "")
+	for _, m := range trafficModes {
+		fmt.Fprintf(&table, " | %-23s", m.name)
+	}
+	for i, tc := range trafficModeCases {
+		fmt.Fprintf(&table, "\n%-34s", tc.name)
+		for j := range trafficModes {
+			cell := "-" // not run (-bench chose other cases)
+			if r := results[i][j]; r != nil {
+				cell = fmt.Sprintf("%d/%d (%.1f%%; %d)", r.Failed, r.Requests, 100*r.FailedRatio(), r.minAnswering)
+			}
+			fmt.Fprintf(&table, " | %-23s", cell)
+		}
+	}
+	b.Log(table.String())
+}
+
+// restartModeUnderTraffic runs one case as restartUnderTraffic does (a cluster serving
+// instances, the service's 3 allocations answering behind a balancer, the restart, the
+// balancer's counts from just before the restart until every instance answers again), in
+// mode m, with the fewest instances answering beside. Setup is not timed.
+func restartModeUnderTraffic(b *testing.B, tc trafficCase, m trafficMode) modeOutcome {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
+	if err != nil {
+		b.Fatalf("starting nomadsim: %v", err)
+	}
+	defer func() { _ = c.Close() }()
+	job := simtest.ServedJob("web", 3, tc.provider, 3*time.Second, tc.delay)
+	minHealthy, deadline := 2*time.Second, time.Minute
+	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
+	if _, err := c.RegisterJob(job); err != nil {
+		b.Fatalf("registering web: %v", err)
+	}
+	if err := c.WaitAllocsRunning(ctx, "default", "web"); err != nil {
+		b.Fatalf("waiting for web to run: %v", err)
+	}
+	e := cliEnv{addr: c.Addr(), localDir: b.TempDir(), clock: c.Now, scale: c.TimeScale()}
+	bal := simtest.NomadBalancer(c, "web")
+	if tc.provider == "consul" {
+		e.consul = c.ConsulAddr()
+		bal = simtest.ConsulBalancer(c, "web")
+	}
+	if err := bal.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	bal.WaitAnswering(b, 3, 30*time.Second)
+	before := bal.Instances()
+	counter, err := startAnsweringCounter(ctx, c, tc.provider, "web")
+	if err != nil {
+		bal.Stop()
+		b.Fatal(err)
+	}
+
+	args := []string{"run", "-on-error=fail"}
+	if m.fleet {
+		args = append(append(args, m.args...), "-jobs", `Name == "web"`)
+	} else {
+		args = append(append(append(args, "-state=local"), m.args...), "web")
+	}
+	b.StartTimer()
+	start := time.Now()
+	bal.Reset()
+	counter.reset()
+	code, out, errOut := e.run(ctx, args...)
+	if code != 0 {
+		bal.Stop()
+		counter.stop()
+		b.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	bal.WaitAnswering(b, 3, 30*time.Second)
+	r := bal.Stop()
+	took := time.Since(start)
+	b.StopTimer()
+	minAnswering := counter.stop()
+	// An allocation keeps its port for its life: the addresses say which allocations serve.
+	kept := 0
+	for _, addr := range bal.Instances() {
+		if slices.Contains(before, addr) {
+			kept++
+		}
+	}
+	want := 3
+	if m.replaces {
+		want = 0
+	}
+	if kept != want {
+		b.Fatalf("%s: %d of the 3 instances serving at the end served before, want %d\nstdout:\n%s", strings.Join(args, " "), kept, want, out)
+	}
+	b.Logf("%s over %.1fs of Nomad's time (%.1fs real); fewest answering %d, listed %d; failed per second %v",
+		r, r.Elapsed.Seconds(), took.Seconds(), minAnswering, r.MinInstances, r.FailedPerSecond)
+	return modeOutcome{Result: r, minAnswering: minAnswering, took: took}
+}
+
+// answeringEvery is how often, in Nomad's time, answeringCounter counts the instances that
+// answer: well under the 3s an instance takes to warm up, so no outage of one is missed,
+// and slow enough to add little load beside the balancer's 100 requests a second.
+const answeringEvery = 250 * time.Millisecond
+
+// answeringCounter counts, every answeringEvery, the service's instances that answer GET /
+// with a 2xx. The balancer cannot say it: it sends to what the catalog lists, and an
+// instance answers before it is listed (warming up behind Consul's check) and after it
+// left (through its shutdown_delay). So the counter asks every address the catalog ever
+// listed for the service, health aside; an allocation keeps its port for its life, and a
+// stopped one refuses.
+type answeringCounter struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	addrs  map[string]bool
+	fewest int // -1 before the first count after reset
+}
+
+func startAnsweringCounter(ctx context.Context, c *nomadsim.Cluster, provider, service string) (*answeringCounter, error) {
+	list, err := catalogReader(c, provider, service)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Timeout: time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	a := &answeringCounter{cancel: cancel, done: make(chan struct{}), addrs: map[string]bool{}, fewest: -1}
+	count := func() {
+		if found, err := list(ctx); err == nil {
+			a.mu.Lock()
+			for _, addr := range found {
+				a.addrs[addr] = true
+			}
+			a.mu.Unlock()
+		}
+		a.mu.Lock()
+		var addrs []string
+		for addr := range a.addrs {
+			addrs = append(addrs, addr)
+		}
+		a.mu.Unlock()
+		n := 0
+		for _, addr := range addrs {
+			if answers(ctx, client, addr) {
+				n++
+			}
+		}
+		if ctx.Err() != nil {
+			return // a request cut by stop counts nothing
+		}
+		a.mu.Lock()
+		if a.fewest < 0 || n < a.fewest {
+			a.fewest = n
+		}
+		a.mu.Unlock()
+	}
+	count()
+	go func() {
+		defer close(a.done)
+		defer client.CloseIdleConnections()
+		tick := time.NewTicker(c.RealDuration(answeringEvery))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				count()
+			}
+		}
+	}()
+	return a, nil
+}
+
+// reset starts the count over: the fewest is counted from the next sample on.
+func (a *answeringCounter) reset() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fewest = -1
+}
+
+// stop ends the counting and returns the fewest instances answering since the latest reset.
+func (a *answeringCounter) stop() int {
+	a.cancel()
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fewest
+}
+
+// answers says whether the instance at addr answers GET / with a 2xx.
+func answers(ctx context.Context, client *http.Client, addr string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode >= 200 && resp.StatusCode <= 299
+}
+
+// catalogReader returns what lists the service's registered instances (host:port), health
+// aside: Consul's catalog, or Nomad's service table.
+func catalogReader(c *nomadsim.Cluster, provider, service string) (func(context.Context) ([]string, error), error) {
+	if provider == "consul" {
+		cfg := consulapi.DefaultNonPooledConfig()
+		cfg.Address = c.ConsulAddr()
+		client, err := consulapi.NewClient(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("a Consul client: %w", err)
+		}
+		return func(ctx context.Context) ([]string, error) {
+			entries, _, err := client.Catalog().Service(service, "", (&consulapi.QueryOptions{}).WithContext(ctx))
+			if err != nil {
+				return nil, err
+			}
+			out := make([]string, 0, len(entries))
+			for _, e := range entries {
+				addr := e.ServiceAddress
+				if addr == "" {
+					addr = e.Address
+				}
+				out = append(out, net.JoinHostPort(addr, strconv.Itoa(e.ServicePort)))
+			}
+			return out, nil
+		}, nil
+	}
+	client, err := c.APIClient("")
+	if err != nil {
+		return nil, fmt.Errorf("a Nomad client: %w", err)
+	}
+	return func(ctx context.Context) ([]string, error) {
+		regs, _, err := client.Services().Get(service, (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, 0, len(regs))
+		for _, r := range regs {
+			out = append(out, net.JoinHostPort(r.Address, strconv.Itoa(r.Port)))
+		}
+		return out, nil
+	}, nil
+}
