@@ -345,9 +345,9 @@ func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states m
 }
 
 // readRenders reads, for each running allocation of the groups that roll on re-renders,
-// the modification times of the followed templates' files (one listing per directory,
-// at most MaxFileReads in flight across jobs). An allocation whose files cannot be read
-// has no entry: nothing is restarted on a guess.
+// the modification times of the followed templates' files (cluster.ReadFileTimes, at most
+// MaxFileReads in flight across jobs). An allocation whose files cannot be read has no
+// entry: nothing is restarted on a guess.
 func (c *changeRunner) readRenders(ctx context.Context, ex onchange.Explain, allocs []*restart.Alloc, rf *renderFollow) onchange.Renders {
 	if c.cfg.Files == nil {
 		return nil
@@ -358,44 +358,23 @@ func (c *changeRunner) readRenders(ctx context.Context, ex onchange.Explain, all
 			paths[g.Name] = onchange.FilePaths(g.Followed)
 		}
 	}
-	out := onchange.Renders{}
-	denied := false
-	for _, a := range allocs {
-		p := paths[a.Group]
-		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
+	read := cluster.ReadFileTimes(ctx, c.cfg.Files, allocs, paths, c.fileReads)
+	c.metrics.renderReads.WithLabelValues("ok").Add(float64(len(read.Times)))
+	for id, err := range read.Failed {
+		if errors.Is(err, cluster.ErrPermissionDenied) {
+			c.metrics.renderReads.WithLabelValues("denied").Inc()
 			continue
 		}
-		select {
-		case c.fileReads <- struct{}{}:
-		case <-ctx.Done():
-			return out
-		}
-		times, err := c.cfg.Files.FileTimes(ctx, a.ID, p)
-		<-c.fileReads
-		switch {
-		case err == nil:
-			c.metrics.renderReads.WithLabelValues("ok").Inc()
-			out[a.ID] = times
-		case errors.Is(err, cluster.ErrPermissionDenied):
-			c.metrics.renderReads.WithLabelValues("denied").Inc()
-			denied = true
-		case ctx.Err() != nil:
-			return out
-		default:
-			c.metrics.renderReads.WithLabelValues("error").Inc()
-			c.metrics.warnings.WithLabelValues("files_unreadable").Inc()
-			c.log.Warn("reading an allocation's template files: its re-renders are not followed until a read works", "job", ex.JobID, "alloc", a.ID, "err", err)
-		}
-		if denied {
-			break // the token is refused for the namespace: the other allocations too
-		}
+		c.metrics.renderReads.WithLabelValues("error").Inc()
+		c.metrics.warnings.WithLabelValues("files_unreadable").Inc()
+		c.log.Warn("reading an allocation's template files: its re-renders are not followed until a read works", "job", ex.JobID, "alloc", id, "err", err)
 	}
-	if denied && !rf.denied {
+	if read.Denied && !rf.denied {
 		c.log.Warn("the agent's token may not read the allocations' files (the namespace's read-fs capability): re-renders of change_mode noop templates are not followed", "job", ex.JobID, "namespace", ex.Namespace)
 		c.metrics.warnings.WithLabelValues("read_fs_denied").Inc()
 	}
-	rf.denied = denied
-	return out
+	rf.denied = read.Denied
+	return read.Times
 }
 
 // file plans and records the rollout (detached: the agents drive it); it returns when to

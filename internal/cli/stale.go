@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
@@ -260,15 +260,16 @@ func readStale(ctx context.Context, c staleCluster, job onchange.JobSpec, now ti
 	if err != nil {
 		return staleJob{}, jobLookupError(job.ID, out.Namespace, err)
 	}
-	renders, read, err := readRenders(ctx, c, allocs, paths)
-	switch {
-	case errors.Is(err, cluster.ErrPermissionDenied):
-		out.FilesDenied = true
-	case err != nil:
+	read := cluster.ReadFileTimes(ctx, c, allocs, paths, make(chan struct{}, staleFileReads))
+	if err := ctx.Err(); err != nil {
+		return staleJob{}, err
+	}
+	if err := firstFileFailure(read); err != nil && !read.Denied {
 		return staleJob{}, fmt.Errorf("reading the template files of job %q: %s; check that the allocations' clients are connected (nomad node status), then try again", job.ID, oneLine(err.Error()))
 	}
-	out.filesRead = read > 0
-	for _, s := range onchange.FindStale(followed, renders, allocs) {
+	out.FilesDenied = read.Denied
+	out.filesRead = len(read.Times) > 0
+	for _, s := range onchange.FindStale(followed, read.Times, allocs) {
 		out.Allocs = append(out.Allocs, newStaleAlloc(s, now))
 	}
 	return out, nil
@@ -282,54 +283,14 @@ func newStaleAlloc(s onchange.StaleAlloc, now time.Time) staleAllocJSON {
 	return a
 }
 
-// readRenders reads, in each running allocation of a group with paths, the modification
-// times of those paths, at most staleFileReads at once; read counts the allocations read.
-// A denial stops the reading and is returned as it is (cluster.ErrPermissionDenied): the
-// token is refused for the namespace, so for every other allocation too. An allocation
-// gone since the listing is left out: it runs no more.
-func readRenders(ctx context.Context, files cluster.FileReader, allocs []*restart.Alloc, paths map[string][]string) (onchange.Renders, int, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		renders = onchange.Renders{}
-		failed  error
-	)
-	slots := make(chan struct{}, staleFileReads)
-	for _, a := range allocs {
-		p := paths[a.Group]
-		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
-			continue
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			times, err := files.FileTimes(ctx, a.ID, p)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				renders[a.ID] = times
-			case errors.Is(err, cluster.ErrAllocNotFound):
-			case failed == nil && (errors.Is(err, cluster.ErrPermissionDenied) || ctx.Err() == nil):
-				failed = fmt.Errorf("allocation %s: %w", shortID(a.ID, false), err)
-				cancel()
-			}
-		})
+// firstFileFailure is the failed read of the allocation with the smallest ID, named, so
+// that the same failures always read the same; nil when none failed.
+func firstFileFailure(read cluster.FileTimesRead) error {
+	ids := slices.Sorted(maps.Keys(read.Failed))
+	if len(ids) == 0 {
+		return nil
 	}
-	wg.Wait()
-	if failed == nil && ctx.Err() != nil {
-		// Not canceled here (no failure): the caller's context ended.
-		failed = ctx.Err()
-	}
-	return renders, len(renders), failed
+	return fmt.Errorf("allocation %s: %w", shortID(ids[0], false), read.Failed[ids[0]])
 }
 
 // allFilesDenied is the one-line refusal of a reading whose every file read was denied: a

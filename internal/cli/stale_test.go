@@ -421,23 +421,6 @@ func TestReadStaleFileErrors(t *testing.T) {
 	}
 }
 
-// TestReadRendersBoundsItsReads checks that at most staleFileReads listings are in flight.
-func TestReadRendersBoundsItsReads(t *testing.T) {
-	f := &fakeFiles{times: map[string]map[string]time.Time{}}
-	for i := range 20 {
-		id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
-		f.allocs = append(f.allocs, &restart.Alloc{ID: id, Group: "web", ClientStatus: restart.ClientRunning, DesiredStatus: restart.DesiredRun})
-		f.times[id] = map[string]time.Time{"main/local/a": time.Unix(1, 0)}
-	}
-	renders, read, err := readRenders(context.Background(), f, f.allocs, map[string][]string{"web": {"main/local/a"}})
-	if err != nil || read != 20 || len(renders) != 20 {
-		t.Fatalf("read %d (%d renders), err %v", read, len(renders), err)
-	}
-	if top := f.top.Load(); top > staleFileReads || top < 2 {
-		t.Errorf("%d reads in flight at once, want 2 to %d", top, staleFileReads)
-	}
-}
-
 func TestAllFilesDenied(t *testing.T) {
 	denied := func(ns string) staleJob { return staleJob{Namespace: ns, JobID: "x", FilesDenied: true} }
 	cases := []struct {

@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // FileReader reads allocations' directories through Nomad's allocation filesystem API
@@ -75,4 +78,62 @@ func classifyFS(err error) error {
 		return fmt.Errorf("%w (the token needs the read-fs capability on the job's namespace)", err)
 	}
 	return err
+}
+
+// FileTimesRead is what ReadFileTimes read of a job's allocations.
+type FileTimesRead struct {
+	// Times are the modification times read, by allocation ID, then by path.
+	Times map[string]map[string]time.Time
+	// Failed are the allocations whose files could not be read, with why (a denial
+	// included); an allocation gone since it was listed is in neither map: it runs no more.
+	Failed map[string]error
+	// Denied says a read was refused for the token (the namespace's read-fs capability):
+	// the reading stopped there, as every other allocation of the namespace is refused too.
+	Denied bool
+}
+
+// ReadFileTimes reads, in each running allocation whose group has paths, the
+// modification times of those paths (FileTimes), with at most cap(slots) listings in
+// flight at once across every caller that shares slots: each is forwarded by a server to
+// the allocation's client. It returns when every read ended, or at ctx's end.
+func ReadFileTimes(ctx context.Context, files FileReader, allocs []*restart.Alloc, paths map[string][]string, slots chan struct{}) FileTimesRead {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := FileTimesRead{Times: map[string]map[string]time.Time{}, Failed: map[string]error{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, a := range allocs {
+		p := paths[a.Group]
+		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return out
+		}
+		if ctx.Err() != nil {
+			<-slots // slots may be shared: give back what is not used
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			times, err := files.FileTimes(ctx, a.ID, p)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				out.Times[a.ID] = times
+			case errors.Is(err, ErrAllocNotFound):
+			case errors.Is(err, ErrPermissionDenied):
+				out.Failed[a.ID], out.Denied = err, true
+				cancel()
+			case ctx.Err() == nil:
+				out.Failed[a.ID] = err
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
