@@ -3,17 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	consulapi "github.com/hashicorp/consul/api"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -160,16 +153,12 @@ func restartModeUnderTraffic(b *testing.B, tc trafficCase, m trafficMode) modeOu
 		e.consul = c.ConsulAddr()
 		bal = simtest.ConsulBalancer(c, "web")
 	}
+	bal.Census = answeringEvery
 	if err := bal.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
 	bal.WaitAnswering(b, 3, 30*time.Second)
 	before := bal.Instances()
-	counter, err := startAnsweringCounter(ctx, c, tc.provider, "web")
-	if err != nil {
-		bal.Stop()
-		b.Fatal(err)
-	}
 
 	args := []string{"run", "-on-error=fail"}
 	if m.fleet {
@@ -180,18 +169,16 @@ func restartModeUnderTraffic(b *testing.B, tc trafficCase, m trafficMode) modeOu
 	b.StartTimer()
 	start := time.Now()
 	bal.Reset()
-	counter.reset()
 	code, out, errOut := e.run(ctx, args...)
 	if code != 0 {
 		bal.Stop()
-		counter.stop()
 		b.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
 	}
 	bal.WaitAnswering(b, 3, 30*time.Second)
 	r := bal.Stop()
 	took := time.Since(start)
 	b.StopTimer()
-	minAnswering := counter.stop()
+	minAnswering := r.MinAnswering
 	// An allocation keeps its port for its life: the addresses say which allocations serve.
 	kept := 0
 	for _, addr := range bal.Instances() {
@@ -211,150 +198,7 @@ func restartModeUnderTraffic(b *testing.B, tc trafficCase, m trafficMode) modeOu
 	return modeOutcome{Result: r, minAnswering: minAnswering, took: took}
 }
 
-// answeringEvery is how often, in Nomad's time, answeringCounter counts the instances that
-// answer: well under the 3s an instance takes to warm up, so no outage of one is missed,
-// and slow enough to add little load beside the balancer's 100 requests a second.
+// answeringEvery is how often, in Nomad's time, the balancer counts the instances that
+// answer (Balancer.Census): well under the 3s an instance takes to warm up, so no outage of
+// one is missed, and slow enough to add little load beside its 100 requests a second.
 const answeringEvery = 250 * time.Millisecond
-
-// answeringCounter counts, every answeringEvery, the service's instances that answer GET /
-// with a 2xx. The balancer cannot say it: it sends to what the catalog lists, and an
-// instance answers before it is listed (warming up behind Consul's check) and after it
-// left (through its shutdown_delay). So the counter asks every address the catalog ever
-// listed for the service, health aside; an allocation keeps its port for its life, and a
-// stopped one refuses.
-type answeringCounter struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu     sync.Mutex
-	addrs  map[string]bool
-	fewest int // -1 before the first count after reset
-}
-
-func startAnsweringCounter(ctx context.Context, c *nomadsim.Cluster, provider, service string) (*answeringCounter, error) {
-	list, err := catalogReader(c, provider, service)
-	if err != nil {
-		return nil, err
-	}
-	client := &http.Client{Timeout: time.Second}
-	ctx, cancel := context.WithCancel(ctx)
-	a := &answeringCounter{cancel: cancel, done: make(chan struct{}), addrs: map[string]bool{}, fewest: -1}
-	count := func() {
-		if found, err := list(ctx); err == nil {
-			a.mu.Lock()
-			for _, addr := range found {
-				a.addrs[addr] = true
-			}
-			a.mu.Unlock()
-		}
-		a.mu.Lock()
-		var addrs []string
-		for addr := range a.addrs {
-			addrs = append(addrs, addr)
-		}
-		a.mu.Unlock()
-		n := 0
-		for _, addr := range addrs {
-			if answers(ctx, client, addr) {
-				n++
-			}
-		}
-		if ctx.Err() != nil {
-			return // a request cut by stop counts nothing
-		}
-		a.mu.Lock()
-		if a.fewest < 0 || n < a.fewest {
-			a.fewest = n
-		}
-		a.mu.Unlock()
-	}
-	count()
-	go func() {
-		defer close(a.done)
-		defer client.CloseIdleConnections()
-		tick := time.NewTicker(c.RealDuration(answeringEvery))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				count()
-			}
-		}
-	}()
-	return a, nil
-}
-
-// reset starts the count over: the fewest is counted from the next sample on.
-func (a *answeringCounter) reset() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.fewest = -1
-}
-
-// stop ends the counting and returns the fewest instances answering since the latest reset.
-func (a *answeringCounter) stop() int {
-	a.cancel()
-	<-a.done
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.fewest
-}
-
-// answers says whether the instance at addr answers GET / with a 2xx.
-func answers(ctx context.Context, client *http.Client, addr string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode >= 200 && resp.StatusCode <= 299
-}
-
-// catalogReader returns what lists the service's registered instances (host:port), health
-// aside: Consul's catalog, or Nomad's service table.
-func catalogReader(c *nomadsim.Cluster, provider, service string) (func(context.Context) ([]string, error), error) {
-	if provider == "consul" {
-		cfg := consulapi.DefaultNonPooledConfig()
-		cfg.Address = c.ConsulAddr()
-		client, err := consulapi.NewClient(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("a Consul client: %w", err)
-		}
-		return func(ctx context.Context) ([]string, error) {
-			entries, _, err := client.Catalog().Service(service, "", (&consulapi.QueryOptions{}).WithContext(ctx))
-			if err != nil {
-				return nil, err
-			}
-			out := make([]string, 0, len(entries))
-			for _, e := range entries {
-				addr := e.ServiceAddress
-				if addr == "" {
-					addr = e.Address
-				}
-				out = append(out, net.JoinHostPort(addr, strconv.Itoa(e.ServicePort)))
-			}
-			return out, nil
-		}, nil
-	}
-	client, err := c.APIClient("")
-	if err != nil {
-		return nil, fmt.Errorf("a Nomad client: %w", err)
-	}
-	return func(ctx context.Context) ([]string, error) {
-		regs, _, err := client.Services().Get(service, (&api.QueryOptions{}).WithContext(ctx))
-		if err != nil {
-			return nil, err
-		}
-		out := make([]string, 0, len(regs))
-		for _, r := range regs {
-			out = append(out, net.JoinHostPort(r.Address, strconv.Itoa(r.Port)))
-		}
-		return out, nil
-	}, nil
-}

@@ -7,10 +7,12 @@
 package traffic
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -57,6 +59,13 @@ type Balancer struct {
 	Refresh time.Duration // how often the list of instances is read again (default 1s)
 	Every   time.Duration // how often a request is sent (default 10ms)
 	Timeout time.Duration // a request's timeout, connecting included (default 1s; see minRealTimeout)
+	// Census, when set, is how often the instances that answer are counted
+	// (Result.MinAnswering): every address the catalog ever registered for the service,
+	// health aside, is sent GET /. The list the balancer sends to cannot say it: an instance
+	// answers before it is listed (warming up behind Consul's check) and after it left
+	// (through its shutdown_delay). An allocation keeps its address for its life, and a
+	// stopped one refuses.
+	Census time.Duration
 
 	cancel   context.CancelFunc
 	loops    sync.WaitGroup
@@ -65,7 +74,8 @@ type Balancer struct {
 	start    time.Time // real time
 
 	mu        sync.Mutex
-	instances []string // host:port, sorted
+	instances []string        // host:port, sorted
+	ever      map[string]bool // every address the catalog registered (Census)
 	next      int
 	epoch     int // counts of requests sent before the latest Reset are dropped
 	res       Result
@@ -87,6 +97,9 @@ type Result struct {
 	Refreshes, RefreshErrors int
 	// MinInstances is the fewest instances the list held after the first refresh.
 	MinInstances int
+	// MinAnswering is the fewest instances answering at a Census count; -1 when none was
+	// counted (no Census, or none since the latest Reset).
+	MinAnswering int
 	// Elapsed is the simulated time from Start (or the latest Reset) to Stop.
 	Elapsed time.Duration
 }
@@ -143,9 +156,15 @@ func (b *Balancer) real(d time.Duration) time.Duration { return time.Duration(fl
 // if the first read does.
 func (b *Balancer) Start(ctx context.Context) error {
 	b.defaults()
-	read, err := b.reader()
+	read, err := b.reader(false)
 	if err != nil {
 		return err
+	}
+	var readAll func(context.Context) ([]string, error)
+	if b.Census > 0 {
+		if readAll, err = b.reader(true); err != nil {
+			return err
+		}
 	}
 	timeout := max(b.real(b.Timeout), minRealTimeout)
 	b.client = &http.Client{
@@ -162,8 +181,15 @@ func (b *Balancer) Start(ctx context.Context) error {
 		return fmt.Errorf("balancer of %s: first read of the catalog: %w", b.Service, err)
 	}
 	b.mu.Lock()
-	b.res.MinInstances = len(b.instances)
+	b.res.MinInstances, b.res.MinAnswering, b.ever = len(b.instances), -1, map[string]bool{}
 	b.mu.Unlock()
+	if readAll != nil {
+		b.loops.Add(1)
+		go func() {
+			defer b.loops.Done()
+			b.every(ctx, b.Census, func() { b.census(ctx, readAll) })
+		}()
+	}
 	b.start = time.Now()
 	b.loops.Add(2)
 	go func() {
@@ -212,7 +238,7 @@ func (b *Balancer) Reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.epoch++
-	b.res = Result{MinInstances: len(b.instances), Refreshes: b.res.Refreshes, RefreshErrors: b.res.RefreshErrors}
+	b.res = Result{MinInstances: len(b.instances), MinAnswering: -1, Refreshes: b.res.Refreshes, RefreshErrors: b.res.RefreshErrors}
 	b.start = time.Now()
 }
 
@@ -239,14 +265,59 @@ func (b *Balancer) Instances() []string {
 	return slices.Clone(b.instances)
 }
 
-// reader returns the function that reads the service's instances from the catalog.
-func (b *Balancer) reader() (func(ctx context.Context) ([]string, error), error) {
+// census counts the instances that answer among every address the catalog registered.
+func (b *Balancer) census(ctx context.Context, readAll func(context.Context) ([]string, error)) {
+	rctx, cancel := context.WithTimeout(ctx, max(b.real(b.Census), time.Second))
+	list, err := readAll(rctx)
+	cancel()
+	b.mu.Lock()
+	if err == nil {
+		for _, addr := range list {
+			b.ever[addr] = true
+		}
+	}
+	addrs := slices.Sorted(maps.Keys(b.ever))
+	epoch := b.epoch
+	b.mu.Unlock()
+	n := 0
+	for _, addr := range addrs {
+		if b.get(addr) == outcomeOK {
+			n++
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ctx.Err() != nil || epoch != b.epoch {
+		return // cut by Stop, or begun before the latest Reset
+	}
+	if b.res.MinAnswering < 0 || n < b.res.MinAnswering {
+		b.res.MinAnswering = n
+	}
+}
+
+// reader returns the function that reads the service's instances from the catalog: those
+// a balancer sends to, or with all every registered one, health aside.
+func (b *Balancer) reader(all bool) (func(ctx context.Context) ([]string, error), error) {
 	if b.ConsulAddr != "" {
 		cfg := consulapi.DefaultNonPooledConfig()
 		cfg.Address = b.ConsulAddr
 		client, err := consulapi.NewClient(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("balancer of %s: Consul client: %w", b.Service, err)
+		}
+		if all {
+			return func(ctx context.Context) ([]string, error) {
+				entries, _, err := client.Catalog().Service(b.Service, "", (&consulapi.QueryOptions{}).WithContext(ctx))
+				if err != nil {
+					return nil, err
+				}
+				out := make([]string, 0, len(entries))
+				for _, e := range entries {
+					addr := cmp.Or(e.ServiceAddress, e.Address)
+					out = append(out, net.JoinHostPort(addr, strconv.Itoa(e.ServicePort)))
+				}
+				return out, nil
+			}, nil
 		}
 		return func(ctx context.Context) ([]string, error) {
 			entries, _, err := client.Health().Service(b.Service, "", true, (&consulapi.QueryOptions{}).WithContext(ctx))
