@@ -177,6 +177,20 @@ Our Options:
   -surge-ignore-scaling
     Surge even groups whose count a scaling policy (the autoscaler) manages.
 
+  -drain=<duration|auto>
+    Before each allocation's restart or stop, take its instances of the
+    Consul services that Nomad stops with no delay (no shutdown_delay, or
+    a task's service on an in-place restart) out of Consul's passing
+    answers for this long, so that a load balancer reading them stops
+    sending requests before the instance stops. It registers, through
+    Consul's catalog, a critical check "nomad-restart-drain:<service ID>"
+    on each instance and removes it once the request returned (the node's
+    Consul agent removes it by itself within about a minute). The token
+    (-consul-token) needs service:write and node:write; when Consul
+    refuses, the restart goes on undrained and says so. Default auto: 2s
+    where the health gate reads Consul checks, not with -health none. 0:
+    no drain. Nomad's own service provider cannot be drained.
+
   -gate='<name>: <PromQL> <op> <number>'
     A metric gate, repeatable: after each batch is healthy, the query must
     hold before the next batch starts (and before the restart counts as

@@ -54,6 +54,9 @@ type runFlagValues struct {
 	surge              string
 	surgeIgnoreScaling bool
 
+	// drain is -drain as typed: "auto" (the default), or a duration (0 for none).
+	drain string
+
 	// gates are -gate and its options.
 	gates gateFlags
 }
@@ -86,6 +89,7 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.BoolVar(&raw.unhealthyFirst, "unhealthy-first", false, "")
 	fs.StringVar(&raw.surge, "surge", "", "")
 	fs.BoolVar(&raw.surgeIgnoreScaling, "surge-ignore-scaling", false, "")
+	fs.StringVar(&raw.drain, "drain", drainAuto, "")
 	raw.gates.add(fs)
 	o.client.prometheus.add(fs)
 }
@@ -173,6 +177,9 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 		return err
 	}
 	if err := raw.validateTargeting(s); err != nil {
+		return err
+	}
+	if err := raw.validateDrain(s); err != nil {
 		return err
 	}
 	if err := raw.validateSurge(s); err != nil {
@@ -303,6 +310,23 @@ func (raw *runFlagValues) validateSurge(s *restart.Spec) error {
 	return nil
 }
 
+// drainAuto is -drain's default: restart.DefaultDrain where the health gate reads Consul
+// and a targeted group has a Consul service that Nomad stops with no delay.
+const drainAuto = "auto"
+
+// validateDrain reads -drain: auto, or a duration from 0 (none) to restart.MaxDrain.
+func (raw *runFlagValues) validateDrain(s *restart.Spec) error {
+	if raw.drain == drainAuto || raw.drain == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(raw.drain)
+	if err != nil || d < 0 || d > restart.MaxDrain {
+		return usageErrorf("Invalid -drain value %q: give a duration from 0 (no drain) to %s, such as 2s, or auto", raw.drain, restart.MaxDrain)
+	}
+	s.Drain, s.DrainGiven = d, true
+	return nil
+}
+
 // capitalInvalid is the first line of a parse error of package restart, as a sentence of
 // our own: restart's errors start "invalid", ours "Invalid".
 func capitalInvalid(err error) string {
@@ -364,6 +388,9 @@ func describeSpec(s restart.Spec) string {
 	}
 	if s.SurgeIgnoreScaling {
 		parts = append(parts, "surge-ignore-scaling")
+	}
+	if s.Drain > 0 {
+		parts = append(parts, "drain="+s.Drain.String())
 	}
 	if g := s.Gates; g != nil {
 		for _, spec := range g.Specs {

@@ -33,7 +33,9 @@ func printExplain(w io.Writer, job *cluster.JobSpec, wj watchedJob) {
 		printNotFollowed(w, g.NotFollowed)
 		printNotes(w, "Warnings", g.Warnings)
 		// What a rollout's restarts cost the service's clients, as run's plan says it.
-		printNotes(w, "Requests at Risk", engine.TrafficWarnings(job, []string{g.Name}, g.Spec))
+		spec := g.Spec
+		spec.Drain = engine.ExpectedDrain(job, []string{g.Name}, spec)
+		printNotes(w, "Requests at Risk", engine.TrafficWarnings(job, []string{g.Name}, spec))
 		printNotes(w, "Problems (no rollout until they are fixed)", problemLines(g.Problems))
 	}
 	printLastFacts(w, wj)

@@ -194,6 +194,12 @@ func restartMessages(spec restart.Spec, p *restart.AllocProgress) []string {
 // way: facts first, then the request again, with Attempts persisted before each.
 func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 	b := cluster.NewBackoff(resendPolicy())
+	var undrain func() // set once the allocation is drained (-drain), for every exit
+	defer func() {
+		if undrain != nil {
+			undrain()
+		}
+	}()
 	for {
 		p := d.progress(i)
 		tasks := p.Before.Targets()
@@ -213,6 +219,12 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 				tasks = restart.PendingTasks(p.Before, a)
 			}
 			if err := d.step(ctx, func(r *restart.Record) { r.Allocs[i].Attempts++ }); err != nil {
+				return err
+			}
+		}
+		if undrain == nil {
+			var err error
+			if undrain, err = d.drainBefore(ctx, i); err != nil {
 				return err
 			}
 		}

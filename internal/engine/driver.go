@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
@@ -66,6 +67,9 @@ type driver struct {
 	// evidence, for the availability budget's view of it (health.Config.ProvenAt).
 	provenMu sync.Mutex
 	proven   map[string]time.Time
+	// drainOff is set when Consul refused a drain's write (ACLs): the rest of the restart
+	// goes undrained, with one warning rather than one per allocation.
+	drainOff atomic.Bool
 }
 
 // Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the

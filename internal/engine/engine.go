@@ -128,6 +128,9 @@ func (e *Engine) Plan(ctx context.Context, req Request) (*Plan, error) {
 	if err := e.resolveHealth(ctx, &spec, job, kept, facts.spec, facts.specErr); err != nil {
 		return nil, err
 	}
+	if err := e.resolveDrain(ctx, &spec, job, kept, facts.spec); err != nil {
+		return nil, err
+	}
 	if err := e.resolveGates(&spec); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,12 @@ func (d *driver) reschedule(ctx context.Context, i int) error {
 // facts when the intent may be from a former attempt.
 func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 	b := cluster.NewBackoff(resendPolicy())
+	var undrain func() // set once the allocation is drained (-drain), for every exit
+	defer func() {
+		if undrain != nil {
+			undrain()
+		}
+	}()
 	for {
 		p := d.progress(i)
 		if !fresh {
@@ -56,6 +62,12 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 				return d.forceEvalIfSystem(ctx)
 			}
 			if err := d.step(ctx, func(r *restart.Record) { r.Allocs[i].Attempts++ }); err != nil {
+				return err
+			}
+		}
+		if undrain == nil {
+			var err error
+			if undrain, err = d.drainBefore(ctx, i); err != nil {
 				return err
 			}
 		}

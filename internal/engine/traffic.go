@@ -31,28 +31,23 @@ func TrafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []s
 			continue
 		}
 		var undelayed, nomad []string
-		add := func(svcs []cluster.ServiceSpec, delay time.Duration) {
-			for _, svc := range svcs {
-				if delay <= 0 || (s.Reschedule && s.NoShutdownDelay) {
-					undelayed = append(undelayed, serviceName(svc))
-				}
-				if svc.Provider == "nomad" {
-					nomad = append(nomad, serviceName(svc))
-				}
+		drainable := false // a drain would help one of the undelayed
+		for _, st := range stoppingServices(g, s) {
+			if st.undelayed && !st.drained(s) {
+				undelayed = append(undelayed, serviceName(st.service))
+				drainable = drainable || st.service.Provider != "nomad"
 			}
-		}
-		add(g.Services, g.ShutdownDelay)
-		for _, t := range g.Tasks {
-			delay := t.ShutdownDelay
-			if !s.Reschedule {
-				delay = 0 // not applied on an in-place restart
+			if st.service.Provider == "nomad" {
+				nomad = append(nomad, serviceName(st.service))
 			}
-			add(t.Services, delay)
 		}
 		if len(undelayed) > 0 {
 			fix := "set the group's shutdown_delay to at least your balancer's refresh interval (2s or more)"
 			if len(g.Services) == 0 {
 				fix = "move the service to the group and give the group a shutdown_delay of at least your balancer's refresh interval (a task's delay does not apply to an in-place restart)"
+			}
+			if drainable {
+				fix += ", or use -drain 2s"
 			}
 			out = append(out, fmt.Sprintf("group %s: %s stopped with no delay after leaving the catalog: a load balancer keeps sending requests to the instance until it next reads the catalog; %s",
 				name, servicesText(undelayed), fix))
@@ -63,6 +58,59 @@ func TrafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []s
 		}
 	}
 	return out
+}
+
+// stoppingService is a service of a group as a restart stops it: the task that owns it
+// ("" for the group's) and whether Nomad stops it with no delay after taking it out of
+// the catalog.
+type stoppingService struct {
+	task      string
+	service   cluster.ServiceSpec
+	undelayed bool
+}
+
+// drained reports whether the restart drains the service before stopping it: a Consul
+// service that Nomad stops with no delay, under -drain.
+func (st stoppingService) drained(s restart.Spec) bool {
+	return s.Drain > 0 && st.undelayed && st.service.Provider != "nomad"
+}
+
+// stoppingServices lists the group's services as a restart of the spec's kind stops them.
+// -no-shutdown-delay skips the delays of a stop (-reschedule) and counts as none.
+func stoppingServices(g cluster.GroupSpec, s restart.Spec) []stoppingService {
+	var out []stoppingService
+	add := func(task string, svcs []cluster.ServiceSpec, delay time.Duration) {
+		for _, svc := range svcs {
+			out = append(out, stoppingService{task: task, service: svc,
+				undelayed: delay <= 0 || (s.Reschedule && s.NoShutdownDelay)})
+		}
+	}
+	add("", g.Services, g.ShutdownDelay)
+	for _, t := range g.Tasks {
+		delay := t.ShutdownDelay
+		if !s.Reschedule {
+			delay = 0 // not applied on an in-place restart
+		}
+		add(t.Name, t.Services, delay)
+	}
+	return out
+}
+
+// drainNeeded reports whether any of the groups has a Consul service that Nomad stops with
+// no delay: what a drain is for.
+func drainNeeded(spec *cluster.JobSpec, groups []string, s restart.Spec) bool {
+	for _, name := range groups {
+		g, ok := spec.Group(name)
+		if !ok {
+			continue
+		}
+		for _, st := range stoppingServices(g, s) {
+			if st.undelayed && st.service.Provider != "nomad" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func serviceName(s cluster.ServiceSpec) string {

@@ -25,6 +25,13 @@ func AllocChecks(spec *cluster.JobSpec, a *restart.Alloc) []CheckSpec {
 	return specs
 }
 
+// ServiceName is the name under which Nomad registers, for the allocation, a service of
+// its group (task "") or of one of its tasks: the job's name for it with the variables
+// Nomad's client resolves from the job and the allocation, or Nomad's default name.
+func ServiceName(spec *cluster.JobSpec, a *restart.Alloc, task string, s cluster.ServiceSpec) string {
+	return interpolate(canonicalServiceName(spec.Name(), a.Group, task, s.Name), allocEnv(spec, a, task))
+}
+
 // Unresolved reports whether a name still holds a ${...} reference.
 func Unresolved(name string) bool {
 	i := strings.Index(name, "${")

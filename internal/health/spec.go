@@ -59,15 +59,7 @@ func GroupChecks(spec *cluster.JobSpec, group string) []CheckSpec {
 	var out []CheckSpec
 	add := func(task string, svcs []cluster.ServiceSpec) {
 		for _, s := range svcs {
-			name := s.Name
-			if name == "" {
-				// As api.Service.Canonicalize names services.
-				if task != "" {
-					name = fmt.Sprintf("%s-%s-%s", jobName, group, task)
-				} else {
-					name = fmt.Sprintf("%s-%s", jobName, group)
-				}
-			}
+			name := canonicalServiceName(jobName, group, task, s.Name)
 			provider := ProviderConsul
 			if s.Provider == string(ProviderNomad) {
 				provider = ProviderNomad
@@ -94,6 +86,18 @@ func GroupChecks(spec *cluster.JobSpec, group string) []CheckSpec {
 		add(t.Name, t.Services)
 	}
 	return out
+}
+
+// canonicalServiceName is the name Nomad gives a service: its own, else (as
+// api.Service.Canonicalize names services) <job>-<group>[-<task>].
+func canonicalServiceName(jobName, group, task, name string) string {
+	switch {
+	case name != "":
+		return name
+	case task != "":
+		return fmt.Sprintf("%s-%s-%s", jobName, group, task)
+	}
+	return fmt.Sprintf("%s-%s", jobName, group)
 }
 
 // Providers reports which providers' checks the specs need.

@@ -281,6 +281,9 @@ const (
 	EventBatchFinished EventType = "batch-finished"
 	EventAllocRestart  EventType = "alloc-restart"
 	EventAllocWaiting  EventType = "alloc-waiting"
+	// EventAllocDrain says that an allocation's Consul service instances were taken out
+	// of Consul's passing answers before its request (-drain).
+	EventAllocDrain EventType = "alloc-drain"
 	// EventAllocHealth says what a restarted allocation's health gate waits for now
 	// (a task, a failing check with its output, the min-healthy timer); one per change of
 	// kind, not one per observation.

@@ -72,6 +72,16 @@ type Spec struct {
 	// Gates are the metric gates judged after each batch (-gate and its options); nil:
 	// none.
 	Gates *Gates `json:",omitempty"`
+	// Drain is -drain as planning resolved it: how long, before each allocation's restart
+	// or stop request, its instances of the Consul services that Nomad would stop with no
+	// delay after leaving the catalog are kept out of Consul's passing answers, so that a
+	// load balancer reading them stops sending before the instance stops. 0: no drain.
+	Drain time.Duration `json:",omitempty"`
+	// DrainGiven says that the operator set -drain (0 included); otherwise planning drains
+	// for DefaultDrain where the health gate reads Consul (auto). Kept in JSON, unlike the
+	// other planning inputs, so that a schedule's occurrences and a fleet's children plan
+	// with the operator's choice.
+	DrainGiven bool `json:",omitempty"`
 	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
 	// (flags); otherwise planning takes each group's update block. Planning inputs only:
 	// the resolved times are in GroupHealth.
@@ -126,6 +136,14 @@ const (
 	// define checks, else HealthRunning. Planning resolves it; records hold the result.
 	HealthAuto HealthMode = "auto"
 )
+
+// DefaultDrain is -drain auto's drain: two refreshes of a load balancer that reads the
+// catalog every second (Traefik's and Fabio's default), as for a shutdown_delay.
+const DefaultDrain = 2 * time.Second
+
+// MaxDrain bounds -drain: a drain holds the batch, and anything longer than a balancer's
+// slowest refresh is waste.
+const MaxDrain = 5 * time.Minute
 
 // DefaultHealthyDeadline is Nomad's default update.healthy_deadline.
 const DefaultHealthyDeadline = 5 * time.Minute
