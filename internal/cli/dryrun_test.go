@@ -192,9 +192,10 @@ func TestFleetDryRunWritesNothing(t *testing.T) {
 }
 
 // TestPlanWarnsWhereRequestsWillBeLost: a task's Consul service has no delay between
-// leaving the catalog and the restart; the plan says so, and how to avoid it, in the
-// dry run, in run's output and in the record's events; a group service with a
-// shutdown_delay gets no warning.
+// leaving the catalog and the restart; by default (-drain auto, the gate reading Consul)
+// the plan drains it and says so; with -drain 0 the plan warns, and says how to avoid it,
+// in the dry run, in run's output and in the record's events; a group service with a
+// shutdown_delay gets neither.
 func TestPlanWarnsWhereRequestsWillBeLost(t *testing.T) {
 	delayed := checkedJob("delayed", 2, "pass", 0, time.Minute)
 	tg := delayed.TaskGroups[0]
@@ -205,10 +206,14 @@ func TestPlanWarnsWhereRequestsWillBeLost(t *testing.T) {
 	e.consul = c.ConsulAddr()
 	const want = `Warning: group web: service "bare-http" stopped with no delay after leaving the catalog`
 	code, out, errOut := e.run(ctx, "run", "-dry-run", "bare")
-	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "move the service to the group") {
+	if code != 0 || strings.Contains(out, "Warning:") || !strings.Contains(out, "drain=2s") || !strings.Contains(out, "Drain: before each allocation's request") {
+		t.Fatalf("dry run, -drain auto: exit %d, want a 2s drain and no warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = e.run(ctx, "run", "-dry-run", "-drain=0", "bare")
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "move the service to the group") || !strings.Contains(out, "or use -drain 2s") {
 		t.Fatalf("dry run: exit %d, want the warning %q\nstdout:\n%s\nstderr:\n%s", code, want, out, errOut)
 	}
-	code, out, errOut = e.run(ctx, "run", "-yes", "-state=local", "bare")
+	code, out, errOut = e.run(ctx, "run", "-yes", "-state=local", "-drain=0", "bare")
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("run: exit %d, want the warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -222,7 +227,7 @@ func TestPlanWarnsWhereRequestsWillBeLost(t *testing.T) {
 		t.Errorf("the record's events lack the warning: %+v", recs[0].Events)
 	}
 	code, out, errOut = e.run(ctx, "run", "-dry-run", "delayed")
-	if code != 0 || strings.Contains(out, "Warning:") {
+	if code != 0 || strings.Contains(out, "Warning:") || strings.Contains(out, "Drain:") {
 		t.Fatalf("a group service with shutdown_delay: exit %d, want no warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }

@@ -45,6 +45,10 @@ func TestTrafficWarnings(t *testing.T) {
 		{"nomad provider without", group(0, nomad, nil, 0), restart.Spec{}, []string{"stopped with no delay", "of Nomad's provider"}},
 		{"task service in place", group(0, nil, consul, 5*time.Second), restart.Spec{}, []string{"move the service to the group"}},
 		{"task service on a stop with its delay", group(0, nil, consul, 5*time.Second), restart.Spec{Reschedule: true}, nil},
+		{"consul without a delay names -drain", group(0, consul, nil, 0), restart.Spec{}, []string{"or use -drain 2s"}},
+		{"consul without a delay, drained", group(0, consul, nil, 0), restart.Spec{Drain: 2 * time.Second}, nil},
+		{"task service in place, drained", group(0, nil, consul, 5*time.Second), restart.Spec{Drain: 2 * time.Second}, nil},
+		{"nomad provider without, drained (a drain cannot help it)", group(0, nomad, nil, 0), restart.Spec{Drain: 2 * time.Second}, []string{"stopped with no delay", "of Nomad's provider"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +62,74 @@ func TestTrafficWarnings(t *testing.T) {
 				if !strings.HasPrefix(got[i], "group web: ") || !strings.Contains(got[i], w) {
 					t.Errorf("warning %d %q, want it to name %q", i, got[i], w)
 				}
+			}
+		})
+	}
+}
+
+func TestTrafficWarningsNomadProviderDoesNotSuggestDrain(t *testing.T) {
+	tg := api.NewTaskGroup("web", 1)
+	tg.Services = []*api.Service{{Name: "web", PortLabel: "http", Provider: "nomad"}}
+	tg.AddTask(api.NewTask("server", "raw_exec"))
+	job := api.NewServiceJob("web", "web", "global", 50)
+	job.AddTaskGroup(tg)
+	for _, w := range TrafficWarnings(cluster.NewJobSpec(job), []string{"web"}, restart.Spec{}) {
+		if strings.Contains(w, "-drain") {
+			t.Errorf("warning %q suggests -drain for a service of Nomad's provider, which a drain cannot take out", w)
+		}
+	}
+}
+
+func TestDrainServicesAndExpectedDrain(t *testing.T) {
+	delay := 3 * time.Second
+	checked := func(provider string) *api.Service {
+		return &api.Service{Name: "web-${NOMAD_ALLOC_INDEX}", PortLabel: "http", Provider: provider,
+			Checks: []api.ServiceCheck{{Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}
+	}
+	mk := func(groupDelay *time.Duration, svcs ...*api.Service) *cluster.JobSpec {
+		tg := api.NewTaskGroup("web", 2)
+		tg.ShutdownDelay = groupDelay
+		tg.Services = svcs
+		task := api.NewTask("server", "raw_exec")
+		task.Services = []*api.Service{{PortLabel: "admin"}} // unnamed: <job>-<group>-<task>
+		tg.AddTask(task)
+		job := api.NewServiceJob("shop", "shop", "global", 50)
+		job.AddTaskGroup(tg)
+		return cluster.NewJobSpec(job)
+	}
+	alloc := &restart.Alloc{ID: "0b9f9f0e-1111-2222-3333-444455556666", Name: "shop.web[1]", Group: "web", JobID: "shop", Namespace: "default"}
+	cases := []struct {
+		name     string
+		job      *cluster.JobSpec
+		spec     restart.Spec
+		services []string
+		expected time.Duration
+	}{
+		{"auto, group and task services without delay", mk(nil, checked("consul")), restart.Spec{Drain: 2 * time.Second, Health: restart.HealthAuto},
+			[]string{"web-1", "shop-web-server"}, restart.DefaultDrain},
+		{"auto with a group delay: only the task's (in place)", mk(&delay, checked("consul")), restart.Spec{Drain: 2 * time.Second, Health: restart.HealthAuto},
+			[]string{"shop-web-server"}, restart.DefaultDrain},
+		{"no drain planned", mk(nil, checked("consul")), restart.Spec{Health: restart.HealthAuto}, nil, restart.DefaultDrain},
+		{"-health none: auto does not drain", mk(nil, checked("consul")), restart.Spec{Drain: time.Second, Health: restart.HealthNone},
+			[]string{"web-1", "shop-web-server"}, 0},
+		{"-drain given", mk(nil, checked("consul")), restart.Spec{Drain: 5 * time.Second, DrainGiven: true, Health: restart.HealthNone},
+			[]string{"web-1", "shop-web-server"}, 5 * time.Second},
+		{"nomad provider: only the task's consul service", mk(nil, checked("nomad")), restart.Spec{Drain: 2 * time.Second, Health: restart.HealthAuto},
+			[]string{"shop-web-server"}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := drainServices(tc.job, tc.spec, alloc)
+			if strings.Join(got, ",") != strings.Join(tc.services, ",") {
+				t.Errorf("drainServices = %q, want %q", got, tc.services)
+			}
+			plan := tc.spec
+			plan.Drain = 0
+			if tc.spec.DrainGiven {
+				plan.Drain = tc.spec.Drain
+			}
+			if got := ExpectedDrain(tc.job, []string{"web"}, plan); got != tc.expected {
+				t.Errorf("ExpectedDrain = %s, want %s", got, tc.expected)
 			}
 		})
 	}
