@@ -31,8 +31,11 @@ type trafficMode struct {
 
 // trafficModes are the ways measured. Every mode but the first waits on the health gate
 // (-health auto, the default); -health none is `nomad job restart`'s way, the baseline.
+// All but "-drain 0" drain as by default (-drain auto: 2s for the Consul service without a
+// delay).
 var trafficModes = []trafficMode{
 	{key: "in-place-health-none", name: "in place, -health none", args: []string{"-health=none"}},
+	{key: "in-place-drain-0", name: "in place, -drain 0", args: []string{"-drain=0"}},
 	{key: "in-place", name: "in place", args: nil},
 	{key: "reschedule", name: "-reschedule", args: []string{"-reschedule"}, replaces: true},
 	{key: "surge-1", name: "-surge 1", args: []string{"-surge=1"}},

@@ -44,7 +44,9 @@ type trafficRun struct {
 //
 // What must hold: with Consul and a shutdown_delay longer than the balancer's refresh, the
 // health gate loses no request (the instance leaves the balancer before its process stops,
-// and the next one is restarted only once it is back); without the gate (-health none,
+// and the next one is restarted only once it is back); without a delay, the default drain
+// (-drain auto: 2s out of Consul's passing answers before each restart) loses none either,
+// where -drain 0 does; without the gate (-health none,
 // what `nomad job restart` does) the instances restart faster than they warm up and
 // requests fail; and the gate fails a smaller share of requests in every case. Nomad's
 // provider has no health in its catalog: the balancer sends to an instance from its
@@ -58,7 +60,8 @@ func TestRestartUnderTraffic(t *testing.T) {
 	}
 	runs := []trafficRun{
 		{"nomad job restart (-health none)", []string{"-health=none"}},
-		{"nomad-restart (health gate)", nil},
+		{"nomad-restart, gate, -drain 0", []string{"-drain=0"}},
+		{"nomad-restart (gate, -drain auto)", nil},
 	}
 	results := make([][]simtest.Result, len(cases))
 	took := make([][]time.Duration, len(cases))
@@ -94,16 +97,25 @@ func TestRestartUnderTraffic(t *testing.T) {
 	}
 	t.Log(table.String())
 	for i, tc := range cases {
-		none, gate := results[i][0], results[i][1]
+		none := results[i][0]
 		if none.Failed == 0 {
 			t.Errorf("%s: no request failed under -health none (%s): the instances should restart faster than they warm up", tc.name, none)
 		}
-		if gate.FailedRatio() >= none.FailedRatio() {
-			t.Errorf("%s: the health gate failed %.1f%% of the requests, -health none %.1f%%: the gate should lose fewer", tc.name, 100*gate.FailedRatio(), 100*none.FailedRatio())
+		for j := 1; j < len(runs); j++ {
+			if gate := results[i][j]; gate.FailedRatio() >= none.FailedRatio() {
+				t.Errorf("%s: %s failed %.1f%% of the requests, -health none %.1f%%: the gate should lose fewer", tc.name, runs[j].name, 100*gate.FailedRatio(), 100*none.FailedRatio())
+			}
 		}
 	}
-	if gate := results[1][1]; gate.Failed != 0 {
-		t.Errorf("Consul with a shutdown_delay and the health gate: %s, want none failed; failed per second %v", gate, gate.FailedPerSecond)
+	// Consul: with a shutdown_delay, or without one under the default drain, none fails.
+	for _, at := range [][2]int{{1, 1}, {1, 2}, {0, 2}} {
+		if r := results[at[0]][at[1]]; r.Failed != 0 {
+			t.Errorf("%s, %s: %s, want none failed; failed per second %v", cases[at[0]].name, runs[at[1]].name, r, r.FailedPerSecond)
+		}
+	}
+	// Without a delay and without the drain, the balancer sends to a stopping instance.
+	if r := results[0][1]; r.Failed == 0 {
+		t.Errorf("%s, %s: no request failed: the balancer should keep sending to a stopping instance until it refreshes", cases[0].name, runs[1].name)
 	}
 }
 
