@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,61 +70,88 @@ func drainAlternative(err error) error {
 }
 
 // drainBefore takes allocation i's instances of the Consul services Nomad stops with no
-// delay out of Consul's passing answers, and waits the drain, before its request is sent:
-// a load balancer reading them stops sending to the instance before it stops. It returns
-// the function that removes the drain's checks, to call once the request returned or
-// failed. A drain that cannot be made is a warning, not a failure: the restart goes on as
-// it would without -drain, and a denial turns the drain off for the rest of the restart.
-// Its error is ctx's, when ctx ends during the wait.
+// delay out of Consul's passing answers, and waits the drain, before its request is sent
+// (drainAllocs). It returns the function that removes the drain's checks.
 func (d *driver) drainBefore(ctx context.Context, i int) (undo func(), err error) {
+	p := d.progress(i)
+	a := &restart.Alloc{ID: p.ID, Name: p.Name, Group: p.Group, JobID: d.jobID, Namespace: d.jobNS}
+	return d.drainAllocs(ctx, []*restart.Alloc{a}, p.Batch, func(r *restart.Record) {
+		r.Allocs[i].Waiting = "load balancers to drain the allocation"
+	})
+}
+
+// drainAllocs takes the allocations' instances of the Consul services Nomad stops with no
+// delay out of Consul's passing answers, and waits the drain once for all: a load balancer
+// reading them stops sending to the instances before they stop. mark, when not nil, is
+// applied to the record with the drain's events. It returns the function that removes the
+// drain's checks: once an in-place restart returned (Nomad's client registered the
+// instance anew by then, so it is a no-op unless the client did not), or when a stop
+// failed; after a stop that went through, Nomad's client deregisters the instance with its
+// checks, and taking the check off before would send requests back to a stopping
+// instance. A drain that cannot be made is a warning, not a failure: the restart goes on
+// as it would without -drain, and a denial turns the drain off for the rest of the
+// restart. Its error is ctx's, when ctx ends during the wait.
+func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch int, mark func(r *restart.Record)) (undo func(), err error) {
 	undo = func() {}
-	if d.spec.Drain <= 0 || d.drainOff.Load() {
+	if d.spec.Drain <= 0 || d.drainOff.Load() || len(allocs) == 0 {
 		return undo, nil
 	}
-	p := d.progress(i)
 	job, src, err := d.gateDeps(ctx)
 	if err != nil || src.Consul == nil {
 		if ctx.Err() != nil {
 			return undo, ctx.Err()
 		}
-		d.drainWarning(p, fmt.Errorf("reading the job's services: %w", err))
+		d.drainWarning(allocs, batch, fmt.Errorf("reading the job's services: %w", err))
 		return undo, nil
 	}
-	services := drainServices(job, d.spec, &restart.Alloc{ID: p.ID, Name: p.Name, Group: p.Group, JobID: d.jobID, Namespace: d.jobNS})
-	if len(services) == 0 {
-		return undo, nil
-	}
-	reason := fmt.Sprintf("nomad-restart restart %s drains this instance for %s before restarting allocation %s", d.id, d.spec.Drain, shortAllocID(p.ID))
-	drained, err := src.Consul.Drain(ctx, p.ID, services, reason)
+	var drained []health.Drained
 	undo = func() {
-		if len(drained.Instances) == 0 {
-			return
-		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undrainTimeout)
 		defer cancel()
-		if err := src.Consul.Undrain(uctx, drained); err != nil {
-			d.log.Warn("could not remove a drain's check; the node's Consul agent removes it within about a minute", "alloc", p.ID, "err", err)
+		for _, dr := range drained {
+			if err := src.Consul.Undrain(uctx, dr); err != nil {
+				d.log.Warn("could not remove a drain's check; the node's Consul agent removes it within about a minute", "alloc", dr.AllocID, "err", err)
+			}
 		}
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return undo, ctx.Err()
+	var events []restart.Event
+	for _, a := range allocs {
+		services := drainServices(job, d.spec, a)
+		if len(services) == 0 {
+			continue
 		}
-		if errors.Is(err, health.ErrDrainDenied) {
-			d.drainOff.Store(true)
+		reason := fmt.Sprintf("nomad-restart restart %s drains this instance for %s before it stops allocation %s", d.id, d.spec.Drain, shortAllocID(a.ID))
+		dr, err := src.Consul.Drain(ctx, a.ID, services, reason)
+		drained = append(drained, dr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return undo, ctx.Err()
+			}
+			if errors.Is(err, health.ErrDrainDenied) {
+				d.drainOff.Store(true)
+				d.drainWarning(allocs, batch, err)
+				return undo, nil
+			}
+			d.drainWarning([]*restart.Alloc{a}, batch, err)
+			continue
 		}
-		d.drainWarning(p, err)
-		return undo, nil
+		if len(dr.Instances) == 0 {
+			d.log.Debug("no Consul instance of the allocation to drain", "alloc", a.ID, "services", services)
+			continue
+		}
+		events = append(events, restart.Event{Type: restart.EventAllocDrain, AllocID: a.ID, Batch: batch,
+			Message: fmt.Sprintf("Draining allocation %q for %s: %s out of Consul's passing instances", a.ID, d.spec.Drain, servicesText(services))})
 	}
-	if len(drained.Instances) == 0 {
-		d.log.Debug("no Consul instance of the allocation to drain", "alloc", p.ID, "services", services)
+	if len(events) == 0 {
 		return undo, nil
 	}
 	d.stepProgress(func(r *restart.Record) {
-		q := &r.Allocs[i]
-		q.Waiting = "load balancers to drain the allocation"
-		d.eventLocked(restart.Event{Type: restart.EventAllocDrain, AllocID: q.ID, Batch: q.Batch,
-			Message: fmt.Sprintf("Draining allocation %q for %s: %s out of Consul's passing instances", q.ID, d.spec.Drain, servicesText(services))})
+		if mark != nil {
+			mark(r)
+		}
+		for _, ev := range events {
+			d.eventLocked(ev)
+		}
 	})
 	wait := d.spec.Drain
 	if scale := d.e.health.TimeScale; scale > 0 {
@@ -135,11 +163,19 @@ func (d *driver) drainBefore(ctx context.Context, i int) (undo func(), err error
 	return undo, nil
 }
 
-// drainWarning records, as a warning event, that an allocation is restarted undrained.
-func (d *driver) drainWarning(p restart.AllocProgress, err error) {
+// drainWarning records, as a warning event, that allocations are stopped undrained.
+func (d *driver) drainWarning(allocs []*restart.Alloc, batch int, err error) {
+	what := fmt.Sprintf("allocation %q", allocs[0].ID)
+	if len(allocs) > 1 {
+		what = fmt.Sprintf("%d allocations", len(allocs))
+	}
 	d.stepProgress(func(r *restart.Record) {
-		d.eventLocked(restart.Event{Type: restart.EventWarning, AllocID: p.ID, Batch: p.Batch,
-			Message: fmt.Sprintf("Warning: restarting allocation %q without a drain: %v", p.ID, err)})
+		ev := restart.Event{Type: restart.EventWarning, Batch: batch,
+			Message: fmt.Sprintf("Warning: stopping %s without a drain: %v", what, err)}
+		if len(allocs) == 1 {
+			ev.AllocID = allocs[0].ID
+		}
+		d.eventLocked(ev)
 	})
 }
 
@@ -189,4 +225,55 @@ func ExpectedDrain(job *cluster.JobSpec, groups []string, s restart.Spec) time.D
 		}
 	}
 	return 0
+}
+
+// drainScaleDown drains, before a scale-down of group to count, the allocations Nomad's
+// scheduler will stop: the group's live allocations with the highest name indexes
+// (scheduler/reconciler's computeStop: nameIndex.Highest). A surge's allocation is one of
+// them. It returns the function that removes the drain's checks, for a scale-down that
+// failed.
+func (d *driver) drainScaleDown(ctx context.Context, group string, count int) (undo func(), err error) {
+	if d.spec.Drain <= 0 || d.drainOff.Load() {
+		return func() {}, nil
+	}
+	allocs, _, err := d.e.cluster.JobAllocations(ctx, d.jobNS, d.jobID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return func() {}, ctx.Err()
+		}
+		d.log.Warn("cannot read the allocations a scale-down stops; they are stopped undrained", "group", group, "err", err)
+		return func() {}, nil
+	}
+	return d.drainAllocs(ctx, highestIndexed(allocs, group, count), 0, nil)
+}
+
+// highestIndexed lists the group's live allocations beyond count, highest name index
+// first: those a scale-down to count stops.
+func highestIndexed(allocs []*restart.Alloc, group string, count int) []*restart.Alloc {
+	var live []*restart.Alloc
+	for _, a := range allocs {
+		terminal := a.ClientStatus == restart.ClientComplete || a.ClientStatus == restart.ClientFailed || a.ClientStatus == restart.ClientLost
+		if a.Group == group && a.DesiredStatus == restart.DesiredRun && !terminal && a.NextAllocation == "" {
+			live = append(live, a)
+		}
+	}
+	if len(live) <= count {
+		return nil
+	}
+	slices.SortStableFunc(live, func(x, y *restart.Alloc) int { return nameIndex(y.Name) - nameIndex(x.Name) })
+	return live[:len(live)-count]
+}
+
+// nameIndex is the index in an allocation's name (<job>.<group>[<index>]); -1 when the
+// name has none.
+func nameIndex(name string) int {
+	i := strings.LastIndexByte(name, '[')
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return -1
+	}
+	n, err := strconv.Atoi(name[i+1 : len(name)-1])
+	if err != nil {
+		return -1
+	}
+	return n
 }

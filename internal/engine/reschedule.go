@@ -74,6 +74,9 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 		d.log.Debug("sending stop", "alloc", p.ID, "attempt", p.Attempts, "fresh", fresh)
 		index, err := d.e.cluster.StopAlloc(ctx, p.ID, d.spec.NoShutdownDelay)
 		if err == nil {
+			// Nomad's client deregisters the stopping instance, the drain's check with
+			// it; removing the check now could send requests back to it first.
+			undrain = nil
 			if err := d.stopped(ctx, i, index); err != nil {
 				return err
 			}

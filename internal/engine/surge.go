@@ -342,7 +342,16 @@ func (d *driver) surgeGroupDown(ctx context.Context, group string) error {
 			return d.awaitSurgeGone(ctx, step.Group)
 		}
 		g := step.Group
+		undrain, err := d.drainScaleDown(ctx, group, step.Count)
+		if err != nil {
+			return err
+		}
 		res, err := d.e.cluster.ScaleGroup(ctx, d.jobNS, d.jobID, group, step.Count, g.JobModifyIndex, surgeMessage(d.id, false))
+		if err != nil {
+			// Nothing stops: the drained instances serve again. (After a scale-down that
+			// went through, Nomad's client deregisters them, the drain's checks with them.)
+			undrain()
+		}
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
