@@ -96,8 +96,12 @@ type serviceRow struct {
 
 // checkRow is a health check in the catalog.
 type checkRow struct {
-	check                    Check // ServiceID empty: a node-level check
-	node                     string
+	check Check // ServiceID empty: a node-level check
+	node  string
+	// The name and tags of its service when the check was written: Consul copies them
+	// into the check then, and a later registration of the service leaves them.
+	serviceName              string
+	serviceTags              []string
 	createIndex, modifyIndex uint64
 	drift                    time.Time // as serviceRow.drift
 	foreign                  bool      // written through the catalog API
@@ -399,7 +403,13 @@ func (c *Catalog) ensureCheck(node string, ch Check, foreign bool, i uint64) boo
 	k := rowKey(node, ch.ID)
 	row := c.checks[k]
 	drift := c.driftAt(node, foreign)
-	if row != nil && sameCheck(row.check, ch) {
+	var name string
+	var tags []string
+	if ch.ServiceID != "" {
+		s := c.services[rowKey(node, ch.ServiceID)]
+		name, tags = s.inst.Service, s.inst.Tags
+	}
+	if row != nil && sameCheck(row.check, ch) && row.serviceName == name && slices.Equal(row.serviceTags, tags) {
 		if !foreign {
 			row.drift, row.foreign = time.Time{}, false
 		}
@@ -412,6 +422,7 @@ func (c *Catalog) ensureCheck(node string, ch Check, foreign bool, i uint64) boo
 		c.detachCheck(row, i)
 	}
 	row.check, row.modifyIndex, row.foreign = ch, i, foreign
+	row.serviceName, row.serviceTags = name, tags
 	if drift.IsZero() || row.drift.IsZero() {
 		row.drift = drift
 	}

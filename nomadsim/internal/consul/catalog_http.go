@@ -29,14 +29,12 @@ type registerRequest struct {
 }
 
 type registerService struct {
-	ID      string
-	Service string
-	Tags    []string
-	Address string
-	Port    int
-	// PeerName is left unread: structs.NodeService reads it, but a registration through the
-	// catalog API with one is refused before (see hasPeerName).
-	PeerName string
+	ID       string
+	Service  string
+	Tags     []string
+	Address  string
+	Port     int
+	PeerName string // refused (see hasPeerName)
 }
 
 type registerCheck struct {
@@ -109,6 +107,21 @@ func (ch *registerCheck) checkType() string {
 	return ""
 }
 
+// catalogWriteAllow is the Allow header of the catalog's write endpoints.
+const catalogWriteAllow = "OPTIONS,PUT"
+
+// consulTypeNames spells the sim's request types in decoding errors as Consul's own are:
+// structs.RegisterRequest with its NodeService and HealthCheck, and DeregisterRequest,
+// which Consul decodes through an alias type.
+var consulTypeNames = strings.NewReplacer(
+	"consul.registerRequest", "structs.RegisterRequest",
+	"consul.deregisterRequest", "struct { Address string; *structs.Alias }",
+	"field registerRequest.", "field RegisterRequest.",
+	"field registerService.", "field NodeService.",
+	"field registerCheck.", "field HealthCheck.",
+	"field deregisterRequest.", "field .Alias.",
+)
+
 // rpcError is an error of Consul's Catalog endpoint, which its HTTP layer answers with
 // 500 and the error's text.
 type rpcError string
@@ -117,8 +130,14 @@ func (e rpcError) Error() string { return string(e) }
 
 // serveCatalogWrite answers PUT /v1/catalog/register and /v1/catalog/deregister.
 func (c *Catalog) serveCatalogWrite(w http.ResponseWriter, r *http.Request, register bool) {
-	if r.Method != http.MethodPut {
-		w.Header().Set("Allow", http.MethodPut)
+	switch r.Method {
+	case http.MethodPut:
+	case http.MethodOptions:
+		w.Header().Set("Allow", catalogWriteAllow)
+		w.Header().Set("Content-Type", "application/json")
+		return
+	default:
+		w.Header().Set("Allow", catalogWriteAllow)
 		kvError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed", r.Method))
 		return
 	}
@@ -126,14 +145,14 @@ func (c *Catalog) serveCatalogWrite(w http.ResponseWriter, r *http.Request, regi
 	if register {
 		var req registerRequest
 		if err = json.NewDecoder(r.Body).Decode(&req); err != nil {
-			kvError(w, http.StatusBadRequest, "Request decode failed: "+err.Error())
+			kvError(w, http.StatusBadRequest, "Request decode failed: "+consulTypeNames.Replace(err.Error()))
 			return
 		}
 		err = c.catalogRegister(&req)
 	} else {
 		var req deregisterRequest
 		if err = json.NewDecoder(r.Body).Decode(&req); err != nil {
-			kvError(w, http.StatusBadRequest, "Request decode failed: "+err.Error())
+			kvError(w, http.StatusBadRequest, "Request decode failed: "+consulTypeNames.Replace(err.Error()))
 			return
 		}
 		err = c.catalogDeregister(&req)
@@ -232,6 +251,15 @@ func (c *Catalog) catalogRegister(req *registerRequest) error {
 
 	c.mu.Lock()
 	err := c.vetRegister(req, checks)
+	if err == nil {
+		// The state store's check lookup, by node and check ID, fails without an ID.
+		for _, ch := range checks {
+			if ch.CheckID == "" {
+				err = rpcError(fmt.Sprintf("failed inserting check on node %q: failed health check lookup: index error: object is missing a value for this index", req.Node))
+				break
+			}
+		}
+	}
 	if err != nil {
 		c.mu.Unlock()
 		return err

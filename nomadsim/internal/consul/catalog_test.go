@@ -281,6 +281,14 @@ func TestCatalogWriteErrors(t *testing.T) {
 		{"register without a node", "register", `{"Address":"10.0.0.1"}`, 500, "Must provide node"},
 		{"register without an address", "register", `{"Node":"node-1"}`, 500, "Must provide address if SkipNodeUpdate is not set"},
 		{"bad node ID", "register", `{"Node":"node-1","ID":"x","SkipNodeUpdate":true}`, 500, "Bad node ID: uuid string is wrong length"},
+		{"node ID without dashes", "register", `{"Node":"node-1","ID":"0123456789abcdef0123456789abcdef0123","SkipNodeUpdate":true}`,
+			500, "Bad node ID: uuid is improperly formatted"},
+		{"node ID not hex", "register", `{"Node":"node-1","ID":"01234567-89ab-cdef-0123-456789abcdeg","SkipNodeUpdate":true}`,
+			500, "Bad node ID: encoding/hex: invalid byte: U+0067 'g'"},
+		{"check bound to a service ID of another case", "register",
+			`{"Node":"node-1","SkipNodeUpdate":true,"Check":{"CheckID":"c","ServiceID":"WEB-A"}}`,
+			500, "Unknown service ID 'WEB-A' for check ID 'c'"},
+		{"a peer name", "register", `{"Node":"node-1","SkipNodeUpdate":true,"PeerName":"p"}`, 500, "cannot register requests with PeerName in them"},
 		{"check bound to a missing service", "register",
 			`{"Node":"node-1","SkipNodeUpdate":true,"Check":{"CheckID":"c","ServiceID":"nosuch","Status":"critical"}}`,
 			500, "Unknown service ID 'nosuch' for check ID 'c'"},
@@ -300,10 +308,20 @@ func TestCatalogWriteErrors(t *testing.T) {
 			`{"Node":"node-1","SkipNodeUpdate":true,"Service":{"Service":"x","Address":"0.0.0.0"}}`,
 			500, "Invalid service address"},
 		{"another datacenter", "register", `{"Node":"node-1","Datacenter":"dc9","SkipNodeUpdate":true}`, 500, "No path to datacenter"},
+		{"check without an ID", "register", `{"Node":"node-1","SkipNodeUpdate":true,"Check":{"Status":"critical"}}`, 500,
+			`failed inserting check on node "node-1": failed health check lookup: index error: object is missing a value for this index`},
 		{"register with a bad body", "register", `{`, 400, "Request decode failed: unexpected EOF"},
+		{"register without a body", "register", ``, 400, "Request decode failed: EOF"},
+		{"register a list", "register", `[]`, 400,
+			"Request decode failed: json: cannot unmarshal array into Go value of type structs.RegisterRequest"},
+		{"register a number as the node", "register", `{"Node":5}`, 400,
+			"Request decode failed: json: cannot unmarshal number into Go struct field RegisterRequest.Node of type string"},
 		{"deregister without a node", "deregister", `{"CheckID":"c"}`, 500, "Must provide node"},
 		{"deregister with a bad body", "deregister", `[]`, 400,
-			"Request decode failed: json: cannot unmarshal array into Go value of type consul.deregisterRequest"},
+			"Request decode failed: json: cannot unmarshal array into Go value of type struct { Address string; *structs.Alias }"},
+		{"deregister a number as the node", "deregister", `{"Node":5}`, 400,
+			"Request decode failed: json: cannot unmarshal number into Go struct field .Alias.Node of type string"},
+		{"deregister in another datacenter", "deregister", `{"Node":"node-1","Datacenter":"dc9","CheckID":"x"}`, 500, "No path to datacenter"},
 		{"deregister a missing check", "deregister", `{"Node":"node-1","CheckID":"nosuch"}`, 200, "true"},
 		{"deregister a missing service", "deregister", `{"Node":"node-1","ServiceID":"nosuch"}`, 200, "true"},
 		{"deregister a missing node", "deregister", `{"Node":"node-9"}`, 200, "true"},
@@ -321,7 +339,7 @@ func TestCatalogWriteErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "PUT" {
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "OPTIONS,PUT" {
 		t.Fatalf("GET /v1/catalog/register: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 	// Nothing was written.
@@ -339,9 +357,13 @@ func TestDeregisteredInstanceTakesItsChecks(t *testing.T) {
 	inst := Instance{ID: "web-a", Service: "web", Address: "10.0.0.1", Port: 8080,
 		Checks: []Check{{ID: "alive-web-a", Name: "alive", Status: StatusPassing}}}
 	e.drain(t, "web-a", "critical", "")
-	e.c.Register(inst)
-	if e.drainCheck(t, "web-a") == nil {
-		t.Fatal("a registration anew through the agent dropped the drain check")
+	retagged := inst
+	retagged.Tags = []string{"v2"}
+	e.c.Register(retagged)
+	// Kept, with the service's tags as they were when it was registered, as Consul copies
+	// them into the check.
+	if ch := e.drainCheck(t, "web-a"); ch == nil || len(ch.ServiceTags) != 0 {
+		t.Fatalf("the drain check after a registration anew through the agent: %+v", ch)
 	}
 	e.c.Deregister("web-a")
 	if ch := e.drainCheck(t, "web-a"); ch != nil {

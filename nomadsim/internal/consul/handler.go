@@ -148,11 +148,9 @@ func (c *Catalog) healthCheck(ch *checkRow) *api.HealthCheck {
 	if !ch.foreign && hc.Type == "" {
 		hc.Type = "http"
 	}
-	if s := c.services[rowKey(ch.node, ch.check.ServiceID)]; s != nil && ch.check.ServiceID != "" {
-		hc.ServiceName = s.inst.Service
-		if s.inst.Tags != nil {
-			hc.ServiceTags = s.inst.Tags
-		}
+	hc.ServiceName = ch.serviceName
+	if ch.serviceTags != nil {
+		hc.ServiceTags = ch.serviceTags
 	}
 	return hc
 }
