@@ -223,6 +223,7 @@ func (c *Cluster) shutdown() {
 	c.closeInstances()
 	c.events.close()
 	c.ext.vars.Close()
+	c.ext.catalog.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = c.srv.Shutdown(sctx)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -68,4 +69,75 @@ func TestScriptCheckOverride(t *testing.T) {
 		t.Errorf("right after pass_after override: %s", got)
 	}
 	waitFor(t, "passing again", func() bool { return status() == "success" })
+}
+
+// TestDrainCheckGoesWithRestart: a check registered through Consul's catalog API on an
+// allocation's instances (nomad-restart's drain) goes when Nomad deregisters the instance
+// for an in-place restart, as Consul deletes a service's checks with it, so the instance
+// registered anew has none of it.
+func TestDrainCheckGoesWithRestart(t *testing.T) {
+	c, cl := startCluster(t, Options{})
+	job := serviceJob("web", 1)
+	tg := job.TaskGroups[0]
+	tg.Services = []*api.Service{{Name: "web-group", PortLabel: "http", Provider: "consul"}}
+	tg.Tasks[0].Services = []*api.Service{{Name: "web-task", PortLabel: "http", Provider: "consul"}}
+	a := runningAlloc(t, c, cl, job)
+	consul := consulClient(t, c)
+	drains := func() []string {
+		state, _, err := consul.Health().State("critical", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, ch := range state {
+			ids = append(ids, ch.CheckID)
+		}
+		return ids
+	}
+	idx := map[string]uint64{}
+	for _, name := range []string{"web-group", "web-task"} {
+		entries, _, err := consul.Catalog().Service(name, "", nil)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("catalog %s: %+v %v", name, entries, err)
+		}
+		e := entries[0]
+		idx[name] = e.CreateIndex
+		_, err = consul.Catalog().Register(&consulapi.CatalogRegistration{
+			Node: e.Node, Address: e.Address, Datacenter: e.Datacenter, SkipNodeUpdate: true,
+			Check: &consulapi.AgentCheck{Node: e.Node, CheckID: "nomad-restart-drain:" + e.ServiceID,
+				Name: "nomad-restart drain", Status: "critical", ServiceID: e.ServiceID},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := drains(); len(got) != 2 {
+		t.Fatalf("critical checks after the drain: %v", got)
+	}
+	if err := cl.Allocations().Restart(a, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both instances registered anew", func() bool {
+		for name, before := range idx {
+			entries, _, err := consul.Catalog().Service(name, "", nil)
+			if err != nil || len(entries) != 1 || entries[0].CreateIndex <= before {
+				return false
+			}
+		}
+		return true
+	})
+	if got := drains(); len(got) != 0 {
+		t.Fatalf("critical checks after the restart: %v, want none", got)
+	}
+}
+
+func consulClient(t *testing.T, c *Cluster) *consulapi.Client {
+	t.Helper()
+	cfg := consulapi.DefaultConfig()
+	cfg.Address = c.ConsulAddr()
+	cl, err := consulapi.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }

@@ -30,7 +30,13 @@ func (c *Cluster) initExtensions() error {
 		}
 	}
 	c.ext.vars = variables.New(cfg)
-	c.ext.catalog = consul.NewCatalog("consul-server-1")
+	// The Consul agents' anti-entropy runs on the simulated clock.
+	c.ext.catalog = consul.New("consul-server-1", consul.Config{
+		Now: c.Now,
+		AfterFunc: func(d time.Duration, f func()) func() bool {
+			return time.AfterFunc(c.clk.real(d), f).Stop
+		},
+	})
 	return nil
 }
 

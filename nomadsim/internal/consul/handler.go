@@ -1,13 +1,11 @@
 package consul
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +18,8 @@ import (
 
 // Handler serves Consul's GET /v1/health/checks/:service, /v1/health/service/:service
 // (?passing, ?tag, ?filter), /v1/catalog/service/:service (?tag, ?filter; no health),
-// /v1/health/state/:state, /v1/status/leader and /v1/agent/self,
+// /v1/health/state/:state, /v1/status/leader and /v1/agent/self, PUT /v1/catalog/register
+// and /v1/catalog/deregister (see catalogRegister and catalogDeregister),
 // and the KV store under /v1/kv/ (GET, PUT, DELETE; see serveKV).
 // Reads of the health and KV endpoints block on ?index= and ?wait= as Consul's do.
 //
@@ -49,6 +48,14 @@ func setAgentHeaders(w http.ResponseWriter) {
 // serveCatalog answers the health, status and agent endpoints.
 func (c *Catalog) serveCatalog(w http.ResponseWriter, r *http.Request) {
 	setAgentHeaders(w)
+	switch r.URL.Path {
+	case "/v1/catalog/register":
+		c.serveCatalogWrite(w, r, true)
+		return
+	case "/v1/catalog/deregister":
+		c.serveCatalogWrite(w, r, false)
+		return
+	}
 	if r.Method != http.MethodGet {
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		fmt.Fprintf(w, "method %s not allowed", r.Method)
@@ -131,50 +138,79 @@ func (c *Catalog) block(r *http.Request, q simhttp.Query, run func() (uint64, an
 	})
 }
 
-// healthCheck renders a check as consul/api's HealthCheck.
-func (st *instanceState) healthCheck(ch *checkState) *api.HealthCheck {
-	tags := st.inst.Tags
-	if tags == nil {
-		tags = []string{}
+// healthCheck renders a check row as consul/api's HealthCheck.
+func (c *Catalog) healthCheck(ch *checkRow) *api.HealthCheck {
+	hc := &api.HealthCheck{
+		Node: c.nodeNameOf(ch.node), CheckID: ch.check.ID, Name: ch.check.Name, Status: ch.check.Status,
+		Notes: ch.check.Notes, Output: ch.check.Output, ServiceID: ch.check.ServiceID, ServiceTags: []string{},
+		Type: ch.check.Type, CreateIndex: ch.createIndex, ModifyIndex: ch.modifyIndex,
 	}
-	return &api.HealthCheck{
-		Node: st.inst.Node, CheckID: ch.check.ID, Name: ch.check.Name, Status: ch.check.Status,
-		Output: ch.check.Output, ServiceID: ch.check.ServiceID, ServiceName: st.inst.Service,
-		ServiceTags: tags, Type: "http", CreateIndex: ch.createIndex, ModifyIndex: ch.modifyIndex,
+	if !ch.foreign && hc.Type == "" {
+		hc.Type = "http"
 	}
+	hc.ServiceName = ch.serviceName
+	if ch.serviceTags != nil {
+		hc.ServiceTags = ch.serviceTags
+	}
+	return hc
+}
+
+// nodeNameOf is a node's name as the catalog spells it.
+func (c *Catalog) nodeNameOf(name string) string {
+	if n := c.nodes[strings.ToLower(name)]; n != nil {
+		return n.name
+	}
+	return name
 }
 
 // serfCheck is the node health check every Consul agent has, passing while it runs.
-func (c *Catalog) serfCheck(node string) *api.HealthCheck {
-	i := c.nodeIndex[node]
+func serfCheck(n *nodeRow) *api.HealthCheck {
 	return &api.HealthCheck{
-		Node: node, CheckID: "serfHealth", Name: "Serf Health Status", Status: StatusPassing,
-		Output: "Agent alive and reachable", ServiceTags: []string{}, CreateIndex: i, ModifyIndex: i,
+		Node: n.name, CheckID: "serfHealth", Name: "Serf Health Status", Status: StatusPassing,
+		Output: "Agent alive and reachable", ServiceTags: []string{}, CreateIndex: n.createIndex, ModifyIndex: n.createIndex,
 	}
 }
 
+// nodeChecks is a node's node-level checks, serfHealth among them for a node of an agent,
+// in Consul's order.
+func (c *Catalog) nodeChecks(n *nodeRow) api.HealthChecks {
+	var out api.HealthChecks
+	if n.agent {
+		out = append(out, serfCheck(n))
+	}
+	for _, ch := range n.checks {
+		out = append(out, c.healthCheck(ch))
+	}
+	sortChecks(out)
+	return out
+}
+
+// sortChecks orders checks by node, then check ID, as Consul's indexes list them.
+func sortChecks(list api.HealthChecks) {
+	slices.SortStableFunc(list, func(a, b *api.HealthCheck) int { return compareRows(a.Node, a.CheckID, b.Node, b.CheckID) })
+}
+
 // sortedInstances lists a service's instances by node, then ID, for stable answers.
-func (c *Catalog) sortedInstances(service string) []*instanceState {
-	var out []*instanceState
-	for _, st := range c.instances {
-		if st.inst.Service == service {
-			out = append(out, st)
+func (c *Catalog) sortedInstances(service string) []*serviceRow {
+	var out []*serviceRow
+	for _, s := range c.services {
+		if s.inst.Service == service {
+			out = append(out, s)
 		}
 	}
-	slices.SortFunc(out, func(a, b *instanceState) int {
-		return cmp.Or(cmp.Compare(a.inst.Node, b.inst.Node), cmp.Compare(a.inst.ID, b.inst.ID))
-	})
+	slices.SortFunc(out, func(a, b *serviceRow) int { return compareRows(a.inst.Node, a.inst.ID, b.inst.Node, b.inst.ID) })
 	return out
 }
 
 func (c *Catalog) serviceChecks(service string) (uint64, any) {
-	out := make([]*api.HealthCheck, 0)
-	for _, st := range c.sortedInstances(service) {
-		for _, ch := range st.checks {
-			out = append(out, st.healthCheck(ch))
+	out := make(api.HealthChecks, 0)
+	for _, s := range c.sortedInstances(service) {
+		for _, ch := range s.checks {
+			out = append(out, c.healthCheck(ch))
 		}
 	}
-	return c.serviceIndex[service], out
+	sortChecks(out)
+	return c.serviceIndex[service], []*api.HealthCheck(out)
 }
 
 func (c *Catalog) serveHealth(w http.ResponseWriter, r *http.Request, service string, run func(string) (uint64, any)) {
@@ -226,6 +262,17 @@ func (c *Catalog) serveServiceNodes(w http.ResponseWriter, r *http.Request, serv
 	})
 }
 
+// apiNode renders a node as consul/api's Node.
+func apiNode(n *nodeRow) *api.Node {
+	return &api.Node{
+		ID: n.id, Node: n.name, Address: n.address, Datacenter: n.datacenter,
+		TaggedAddresses: n.tagged, Meta: n.meta, CreateIndex: n.createIndex, ModifyIndex: n.modifyIndex,
+	}
+}
+
+// serviceNodes lists a service's instances with their node and checks: the node's checks,
+// then the instance's, as Consul's parseCheckServiceNodes gathers them. With passing, an
+// instance with any check not passing is left out.
 func (c *Catalog) serviceNodes(service string, tags []string, passing bool) (uint64, any) {
 	out := make([]*api.ServiceEntry, 0)
 NEXT:
@@ -235,10 +282,14 @@ NEXT:
 				continue NEXT
 			}
 		}
-		checks := api.HealthChecks{c.serfCheck(st.inst.Node)}
+		n := c.nodes[strings.ToLower(st.inst.Node)]
+		checks := c.nodeChecks(n)
+		var own api.HealthChecks
 		for _, ch := range st.checks {
-			checks = append(checks, st.healthCheck(ch))
+			own = append(own, c.healthCheck(ch))
 		}
+		sortChecks(own)
+		checks = append(checks, own...)
 		if passing {
 			for _, ch := range checks {
 				if ch.Status != StatusPassing {
@@ -250,14 +301,8 @@ NEXT:
 		if svcTags == nil {
 			svcTags = []string{}
 		}
-		ni := c.nodeIndex[st.inst.Node]
 		out = append(out, &api.ServiceEntry{
-			Node: &api.Node{
-				ID: nodeID(st.inst.Node), Node: st.inst.Node, Address: "127.0.0.1", Datacenter: Datacenter,
-				TaggedAddresses: map[string]string{"lan": "127.0.0.1", "wan": "127.0.0.1"},
-				Meta:            map[string]string{"consul-network-segment": ""},
-				CreateIndex:     ni, ModifyIndex: ni,
-			},
+			Node: apiNode(n),
 			Service: &api.AgentService{
 				ID: st.inst.ID, Service: st.inst.Service, Tags: svcTags, Address: st.inst.Address,
 				Port: st.inst.Port, Datacenter: Datacenter,
@@ -294,11 +339,11 @@ NEXT:
 		if svcTags == nil {
 			svcTags = []string{}
 		}
+		n := c.nodes[strings.ToLower(st.inst.Node)]
 		out = append(out, &api.CatalogService{
-			ID: nodeID(st.inst.Node), Node: st.inst.Node, Address: "127.0.0.1", Datacenter: Datacenter,
-			TaggedAddresses: map[string]string{"lan": "127.0.0.1", "wan": "127.0.0.1"},
-			NodeMeta:        map[string]string{"consul-network-segment": ""},
-			ServiceID:       st.inst.ID, ServiceName: st.inst.Service, ServiceAddress: st.inst.Address,
+			ID: n.id, Node: n.name, Address: n.address, Datacenter: n.datacenter,
+			TaggedAddresses: n.tagged, NodeMeta: n.meta,
+			ServiceID: st.inst.ID, ServiceName: st.inst.Service, ServiceAddress: st.inst.Address,
 			ServiceTags: svcTags, ServicePort: st.inst.Port,
 			ServiceWeights: api.Weights{Passing: 1, Warning: 1},
 			CreateIndex:    st.createIndex, ModifyIndex: st.modifyIndex,
@@ -331,33 +376,21 @@ func (c *Catalog) serveState(w http.ResponseWriter, r *http.Request, state strin
 	c.serveFilteredList(w, r, func() (uint64, any) { return c.checksInState(state) })
 }
 
-// checksInState lists the checks in the state ("any": all), the nodes' serf checks first.
+// checksInState lists the checks in the state ("any": all), by node then check ID.
 func (c *Catalog) checksInState(state string) (uint64, any) {
-	out := make([]*api.HealthCheck, 0)
-	nodes := make([]string, 0, len(c.nodeIndex))
-	for n := range c.nodeIndex {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	for _, n := range nodes {
-		if state == "any" || state == StatusPassing {
-			out = append(out, c.serfCheck(n))
+	out := make(api.HealthChecks, 0)
+	for _, n := range c.nodes {
+		if n.agent && (state == "any" || state == StatusPassing) {
+			out = append(out, serfCheck(n))
 		}
 	}
-	ids := make([]string, 0, len(c.instances))
-	for id := range c.instances {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		st := c.instances[id]
-		for _, ch := range st.checks {
-			if state == "any" || ch.check.Status == state {
-				out = append(out, st.healthCheck(ch))
-			}
+	for _, ch := range c.checks {
+		if state == "any" || ch.check.Status == state {
+			out = append(out, c.healthCheck(ch))
 		}
 	}
-	return c.catalogIndex, out
+	sortChecks(out)
+	return c.catalogIndex, []*api.HealthCheck(out)
 }
 
 // applyFilter keeps the elements of a list that a ?filter= expression (go-bexpr, as Consul
