@@ -105,6 +105,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 		return undo, nil
 	}
 	var drained []health.Drained
+	reasons := map[string]string{} // by allocation
 	undo = func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undrainTimeout)
 		defer cancel()
@@ -123,6 +124,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 		reason := fmt.Sprintf("nomad-restart restart %s drains this instance for %s before it stops allocation %s", d.id, d.spec.Drain, shortAllocID(a.ID))
 		dr, err := src.Consul.Drain(ctx, a.ID, services, reason)
 		drained = append(drained, dr)
+		reasons[a.ID] = reason
 		if err != nil {
 			if ctx.Err() != nil {
 				return undo, ctx.Err()
@@ -153,15 +155,33 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 			d.eventLocked(ev)
 		}
 	})
-	wait := d.spec.Drain
-	if scale := d.e.health.TimeScale; scale > 0 {
-		wait = time.Duration(float64(wait) / scale)
+	// The node's agent may remove the checks at its next full sync, a few seconds after
+	// the registration at worst: they are registered again through the wait, and once
+	// more before the request.
+	scale := d.e.health.TimeScale
+	if scale <= 0 {
+		scale = 1
 	}
-	if !cluster.Sleep(ctx, wait) {
+	for left := d.spec.Drain; left > 0; left -= redrainEvery {
+		if !cluster.Sleep(ctx, time.Duration(float64(min(left, redrainEvery))/scale)) {
+			return undo, ctx.Err()
+		}
+		for _, dr := range drained {
+			if err := src.Consul.Redrain(ctx, dr, reasons[dr.AllocID]); err != nil && ctx.Err() == nil {
+				d.log.Warn("could not register a drain's check again", "alloc", dr.AllocID, "err", err)
+			}
+		}
+	}
+	if ctx.Err() != nil {
 		return undo, ctx.Err()
 	}
 	return undo, nil
 }
+
+// redrainEvery is how often, in Nomad's time, a drain registers its checks again during
+// its wait: a check the node's agent removed at a full sync is back before a balancer that
+// reads every second has likely refreshed.
+const redrainEvery = 500 * time.Millisecond
 
 // drainWarning records, as a warning event, that allocations are stopped undrained.
 func (d *driver) drainWarning(allocs []*restart.Alloc, batch int, err error) {

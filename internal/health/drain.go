@@ -28,6 +28,7 @@ type DrainedInstance struct {
 	Service    string
 	ServiceID  string
 	Node       string
+	Address    string
 	Datacenter string
 	Namespace  string
 	Partition  string
@@ -43,9 +44,10 @@ var ErrDrainDenied = errors.New("Consul denied the drain")
 // a load balancer reads (/v1/health/service/<name>?passing): it registers, through the
 // catalog, a critical check bound to each instance. The catalog API takes the write at any
 // Consul address, where maintenance mode would need the agent of the allocation's node.
-// The check heals by itself: the node's agent removes, by its anti-entropy (a minute or
-// so), a check it did not register; and Nomad's client deregisters the service, checks and
-// all, on the restart. Undrain removes it as soon as the restart request returned.
+// The check heals by itself: the node's agent removes, at the next full sync of its
+// anti-entropy (every one to two minutes), a check it did not register; and Nomad's client
+// deregisters the service, checks and all, on the restart. Undrain removes it as soon as
+// an in-place restart request returned; Redrain holds it against the agent's syncs.
 //
 // It returns what it registered, also when it fails part way (to undrain), and an error
 // wrapping ErrDrainDenied when the token may not write the catalog.
@@ -61,25 +63,48 @@ func (c *Consul) Drain(ctx context.Context, allocID string, services []string, r
 			if e == nil || !strings.HasPrefix(e.ServiceID, prefix) {
 				continue
 			}
-			inst := DrainedInstance{Service: svc, ServiceID: e.ServiceID, Node: e.Node, Datacenter: e.Datacenter,
-				Namespace: e.Namespace, Partition: e.Partition}
-			reg := &consulapi.CatalogRegistration{
-				Node: e.Node, Address: e.Address, Datacenter: e.Datacenter, Partition: e.Partition,
-				// The node is the agent's: change nothing of it.
-				SkipNodeUpdate: true,
-				Check: &consulapi.AgentCheck{Node: e.Node, CheckID: inst.CheckID(), Name: DrainCheckName,
-					Status: consulapi.HealthCritical, ServiceID: e.ServiceID, ServiceName: svc,
-					Namespace: e.Namespace, Partition: e.Partition,
-					Notes:  "Registered by nomad-restart while it restarts this instance; removed after the restart request, or by the node's agent within about a minute.",
-					Output: reason},
-			}
-			if _, err := c.client.Catalog().Register(reg, (&consulapi.WriteOptions{}).WithContext(ctx)); err != nil {
-				return out, c.drainError(svc, err)
+			inst := DrainedInstance{Service: svc, ServiceID: e.ServiceID, Node: e.Node, Address: e.Address,
+				Datacenter: e.Datacenter, Namespace: e.Namespace, Partition: e.Partition}
+			if err := c.registerDrainCheck(ctx, inst, reason); err != nil {
+				return out, err
 			}
 			out.Instances = append(out.Instances, inst)
 		}
 	}
 	return out, nil
+}
+
+// registerDrainCheck registers (or registers again: the same check changes nothing in
+// Consul, and wakes no blocking query) the drain's critical check on one instance.
+func (c *Consul) registerDrainCheck(ctx context.Context, inst DrainedInstance, reason string) error {
+	reg := &consulapi.CatalogRegistration{
+		Node: inst.Node, Address: inst.Address, Datacenter: inst.Datacenter, Partition: inst.Partition,
+		// The node is its agent's: change nothing of it.
+		SkipNodeUpdate: true,
+		Check: &consulapi.AgentCheck{Node: inst.Node, CheckID: inst.CheckID(), Name: DrainCheckName,
+			Status: consulapi.HealthCritical, ServiceID: inst.ServiceID, ServiceName: inst.Service,
+			Namespace: inst.Namespace, Partition: inst.Partition,
+			Notes:  "Registered by nomad-restart while it restarts this instance; removed after the restart request, or by the node's agent at its next full sync.",
+			Output: reason},
+	}
+	if _, err := c.client.Catalog().Register(reg, (&consulapi.WriteOptions{}).WithContext(ctx)); err != nil {
+		return c.drainError(inst.Service, err)
+	}
+	return nil
+}
+
+// Redrain registers the drain's checks again: the node's agent removes, at each full sync
+// of its anti-entropy (every one to two minutes, measured: as soon as a few seconds after
+// the registration), a check it did not register, and the drain must hold until the
+// request.
+func (c *Consul) Redrain(ctx context.Context, d Drained, reason string) error {
+	var errs []error
+	for _, inst := range d.Instances {
+		if err := c.registerDrainCheck(ctx, inst, reason); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // drainError says why a drain's write failed, naming the ACL rules it needs when denied.
