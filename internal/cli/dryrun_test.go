@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -229,5 +231,65 @@ func TestPlanWarnsWhereRequestsWillBeLost(t *testing.T) {
 	code, out, errOut = e.run(ctx, "run", "-dry-run", "delayed")
 	if code != 0 || strings.Contains(out, "Warning:") || strings.Contains(out, "Drain:") {
 		t.Fatalf("a group service with shutdown_delay: exit %d, want no warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// TestDrainRecordsItsStepsAndLeavesNoCheck: a run with the default drain (-drain auto: the
+// gate reads Consul, the task's service stops with no delay) records one alloc-drain event
+// per allocation, each before that allocation's restart, and leaves no drain check in
+// Consul once it ended; the allocations restart once each.
+func TestDrainRecordsItsStepsAndLeavesNoCheck(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{}, checkedJob("bare", 2, "pass", 0, time.Minute))
+	ctx := testCtx(t)
+	e.consul = c.ConsulAddr()
+	code, out, errOut := e.run(ctx, "run", "-yes", "-state=local", "bare")
+	if code != 0 || strings.Contains(out, "Warning:") {
+		t.Fatalf("run: exit %d, want success and no warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "bare"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	rec := recs[0]
+	if rec.Spec.Drain != restart.DefaultDrain {
+		t.Errorf("the record's drain %s, want %s", rec.Spec.Drain, restart.DefaultDrain)
+	}
+	drained := map[string]int{} // allocation -> position of its drain event
+	for i, ev := range rec.Events {
+		switch ev.Type {
+		case restart.EventAllocDrain:
+			drained[ev.AllocID] = i
+		case restart.EventAllocWaiting:
+			if at, ok := drained[ev.AllocID]; !ok || at > i {
+				t.Errorf("allocation %s waited to run again without a drain before: %+v", ev.AllocID, rec.Events)
+			}
+		}
+	}
+	if len(drained) != 2 {
+		t.Errorf("drained %d allocations, want 2: %+v", len(drained), rec.Events)
+	}
+	counts, err := simtest.CountRestarts(ctx, simtest.Client(t, c), "default", "bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range rec.Allocs {
+		ids = append(ids, p.ID)
+	}
+	if bad := counts.ExactlyOnce(ids, false); bad != nil {
+		t.Errorf("restarts: %v", bad)
+	}
+	consul, err := consulapi.NewClient(&consulapi.Config{Address: c.ConsulAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, _, err := consul.Health().State("any", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range checks {
+		if strings.HasPrefix(ch.CheckID, health.DrainCheckPrefix) {
+			t.Errorf("drain check %q left in Consul after the restart", ch.CheckID)
+		}
 	}
 }
