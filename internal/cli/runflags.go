@@ -89,7 +89,7 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.BoolVar(&raw.unhealthyFirst, "unhealthy-first", false, "")
 	fs.StringVar(&raw.surge, "surge", "", "")
 	fs.BoolVar(&raw.surgeIgnoreScaling, "surge-ignore-scaling", false, "")
-	fs.StringVar(&raw.drain, "drain", drainAuto, "")
+	fs.StringVar(&raw.drain, "drain", restart.DrainAuto, "")
 	raw.gates.add(fs)
 	o.client.prometheus.add(fs)
 }
@@ -310,20 +310,13 @@ func (raw *runFlagValues) validateSurge(s *restart.Spec) error {
 	return nil
 }
 
-// drainAuto is -drain's default: restart.DefaultDrain where the health gate reads Consul
-// and a targeted group has a Consul service that Nomad stops with no delay.
-const drainAuto = "auto"
-
 // validateDrain reads -drain: auto, or a duration from 0 (none) to restart.MaxDrain.
 func (raw *runFlagValues) validateDrain(s *restart.Spec) error {
-	if raw.drain == drainAuto || raw.drain == "" {
-		return nil
+	d, given, err := restart.ParseDrain(raw.drain)
+	if err != nil {
+		return usageErrorf("%s", capitalInvalid(err))
 	}
-	d, err := time.ParseDuration(raw.drain)
-	if err != nil || d < 0 || d > restart.MaxDrain {
-		return usageErrorf("Invalid -drain value %q: give a duration from 0 (no drain) to %s, such as 2s, or auto", raw.drain, restart.MaxDrain)
-	}
-	s.Drain, s.DrainGiven = d, true
+	s.Drain, s.DrainGiven = d, given
 	return nil
 }
 

@@ -28,6 +28,7 @@ const (
 	KeyMaxUnavailable  = MetaPrefix + "max-unavailable"
 	KeyOnError         = MetaPrefix + "on-error"
 	KeySurge           = MetaPrefix + "surge"
+	KeyDrain           = MetaPrefix + "drain"
 	// KeyRenderInterval is how often the agent reads the files of the templates it follows
 	// by their renders (change_mode noop): the cost per allocation, against how soon a
 	// re-render is noticed.
@@ -39,7 +40,7 @@ const (
 func knownKeys() []string {
 	return []string{
 		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
-		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeySurge,
+		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeyDrain, KeySurge,
 		KeyRenderInterval,
 	}
 }
@@ -161,6 +162,8 @@ func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) er
 		if mu, err = restart.ParseMaxUnavailable(value); err == nil {
 			s.MaxUnavailable = &mu
 		}
+	case KeyDrain:
+		s.Drain, s.DrainGiven, err = restart.ParseDrain(value)
 	case KeySurge:
 		s.Surge, err = restart.ParseSurge(value)
 	}

@@ -116,6 +116,23 @@ func ParseSurge(s string) (int, error) {
 	return n, nil
 }
 
+// DrainAuto is -drain's default: DefaultDrain where the health gate reads Consul.
+const DrainAuto = "auto"
+
+// ParseDrain parses -drain: "auto" (given false: planning decides), or a duration from 0
+// (no drain) to MaxDrain.
+func ParseDrain(s string) (d time.Duration, given bool, err error) {
+	v := strings.TrimSpace(s)
+	if v == DrainAuto {
+		return 0, false, nil
+	}
+	d, err = time.ParseDuration(v)
+	if err != nil || d < 0 || d > MaxDrain {
+		return 0, false, &ValueError{Flag: "drain", Value: s, Reason: fmt.Sprintf("give a duration from 0 (no drain) to %s, such as 2s, or auto", MaxDrain)}
+	}
+	return d, true, nil
+}
+
 // String formats batch sizes the way ParseBatchSizes reads them.
 func FormatBatchSizes(sizes []BatchSize) string {
 	parts := make([]string, len(sizes))
