@@ -185,8 +185,9 @@ Our Options:
     sending requests before the instance stops. It registers, through
     Consul's catalog, a critical check "nomad-restart-drain:<service ID>"
     on each instance and removes it once the request returned (the node's
-    Consul agent removes it by itself within about a minute). The token
-    (-consul-token) needs service:write and node:write; when Consul
+    Consul agent removes it by itself at its next full sync, within two
+    minutes, should nomad-restart die first). The token
+    (-consul-token) needs service:write on the service; when Consul
     refuses, the restart goes on undrained and says so. Default auto: 2s
     where the health gate reads Consul checks, not with -health none. 0:
     no drain. Nomad's own service provider cannot be drained.

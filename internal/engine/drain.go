@@ -16,7 +16,7 @@ import (
 
 // undrainTimeout bounds the removal of a drain's checks, which runs after the restart's
 // context may have ended (a cancel, a deadline): the node's agent removes them anyway
-// within a minute or so.
+// at its next full sync, within two minutes.
 const undrainTimeout = 10 * time.Second
 
 // resolveDrain settles -drain at planning. Given (-drain <duration>), it is kept where a
@@ -111,7 +111,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 		defer cancel()
 		for _, dr := range drained {
 			if err := src.Consul.Undrain(uctx, dr); err != nil {
-				d.log.Warn("could not remove a drain's check; the node's Consul agent removes it within about a minute", "alloc", dr.AllocID, "err", err)
+				d.log.Warn("could not remove a drain's check; the node's Consul agent removes it at its next full sync, within two minutes", "alloc", dr.AllocID, "err", err)
 			}
 		}
 	}

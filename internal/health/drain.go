@@ -111,7 +111,7 @@ func (c *Consul) Redrain(ctx context.Context, d Drained, reason string) error {
 func (c *Consul) drainError(service string, err error) error {
 	var se consulapi.StatusError
 	if errors.As(err, &se) && (se.Code == 401 || se.Code == 403) {
-		return fmt.Errorf("%w of service %q at %s (%d %s): give -consul-token or CONSUL_HTTP_TOKEN a token with service:write on the service and node:write on its nodes, or set -drain 0",
+		return fmt.Errorf("%w of service %q at %s (%d %s): give -consul-token or CONSUL_HTTP_TOKEN a token with service:write on the service (and node:read, as the health gate needs), or set -drain 0",
 			ErrDrainDenied, service, c.addr, se.Code, firstLine(se.Body))
 	}
 	return fmt.Errorf("registering the drain check of service %q at %s: %w", service, c.addr, err)

@@ -96,7 +96,7 @@ func TestDrainDeniedSaysWhatToGrant(t *testing.T) {
 			_, _ = w.Write([]byte(`[{"Node":"n1","Address":"127.0.0.1","Datacenter":"dc1","ServiceID":"_nomad-task-` + allocID + `-group-web-web-http","ServiceName":"web"}]`))
 		case r.Method == http.MethodPut && r.URL.Path == "/v1/catalog/register":
 			w.WriteHeader(http.StatusForbidden)
-			_, _ = w.Write([]byte("Permission denied: token with AccessorID 'x' lacks permission 'node:write' on \"n1\""))
+			_, _ = w.Write([]byte("Permission denied: token with AccessorID 'x' lacks permission 'service:write' on \"web\""))
 		default:
 			http.NotFound(w, r)
 		}
@@ -110,7 +110,7 @@ func TestDrainDeniedSaysWhatToGrant(t *testing.T) {
 	if !errors.Is(err, health.ErrDrainDenied) {
 		t.Fatalf("error %v, want ErrDrainDenied", err)
 	}
-	for _, want := range []string{"service:write", "node:write", "-drain 0", "403"} {
+	for _, want := range []string{"service:write", "-drain 0", "403"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
