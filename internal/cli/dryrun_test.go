@@ -2,9 +2,16 @@ package cli
 
 import (
 	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +298,67 @@ func TestDrainRecordsItsStepsAndLeavesNoCheck(t *testing.T) {
 		if strings.HasPrefix(ch.CheckID, health.DrainCheckPrefix) {
 			t.Errorf("drain check %q left in Consul after the restart", ch.CheckID)
 		}
+	}
+}
+
+// TestDrainDeniedGoesOnUndrainedAndSaysSoOnce: Consul refuses the drain's catalog write
+// (a token without service:write: 403, as Consul answers it); the restart goes on as under
+// -drain 0, restarting every allocation once, and says so in one warning event, not one per
+// allocation.
+func TestDrainDeniedGoesOnUndrainedAndSaysSoOnce(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{}, checkedJob("bare", 3, "pass", 0, time.Minute))
+	ctx := testCtx(t)
+	target, err := url.Parse(c.ConsulAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // blocking queries canceled at the end
+	var denied atomic.Int32
+	readOnly := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/catalog/") {
+			denied.Add(1)
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `Permission denied: token with AccessorID 'ro' lacks permission 'service:write' on "bare-http"`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer readOnly.Close()
+	e.consul = readOnly.URL
+	code, out, errOut := e.run(ctx, "run", "-yes", "-state=local", "-batch-size=1", "bare")
+	if code != 0 {
+		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "bare"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	rec := recs[0]
+	var warnings []string
+	for _, ev := range rec.Events {
+		if ev.Type == restart.EventAllocDrain {
+			t.Errorf("an allocation was drained although Consul refused: %s", ev.Message)
+		}
+		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "without a drain") {
+			warnings = append(warnings, ev.Message)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "service:write") || !strings.Contains(warnings[0], "-drain 0") {
+		t.Errorf("warnings %q, want one naming service:write and -drain 0", warnings)
+	}
+	if n := denied.Load(); n != 1 {
+		t.Errorf("%d catalog writes tried, want 1: the first denial turns the drain off", n)
+	}
+	counts, err := simtest.CountRestarts(ctx, simtest.Client(t, c), "default", "bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range rec.Allocs {
+		ids = append(ids, p.ID)
+	}
+	if bad := counts.ExactlyOnce(ids, false); bad != nil || rec.Status != restart.StatusSucceeded {
+		t.Errorf("status %s, restarts: %v", rec.Status, bad)
 	}
 }
