@@ -340,7 +340,7 @@ func TestDrainDeniedGoesOnUndrainedAndSaysSoOnce(t *testing.T) {
 		if ev.Type == restart.EventAllocDrain {
 			t.Errorf("an allocation was drained although Consul refused: %s", ev.Message)
 		}
-		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "without a drain") {
+		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "stopped without a drain") {
 			warnings = append(warnings, ev.Message)
 		}
 	}

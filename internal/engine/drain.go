@@ -183,7 +183,8 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 // reads every second has likely refreshed.
 const redrainEvery = 500 * time.Millisecond
 
-// drainWarning records, as a warning event, that allocations are stopped undrained.
+// drainWarning records, as a warning event, that allocations are restarted or stopped
+// undrained.
 func (d *driver) drainWarning(allocs []*restart.Alloc, batch int, err error) {
 	what := fmt.Sprintf("allocation %q", allocs[0].ID)
 	if len(allocs) > 1 {
@@ -191,7 +192,7 @@ func (d *driver) drainWarning(allocs []*restart.Alloc, batch int, err error) {
 	}
 	d.stepProgress(func(r *restart.Record) {
 		ev := restart.Event{Type: restart.EventWarning, Batch: batch,
-			Message: fmt.Sprintf("Warning: stopping %s without a drain: %v", what, err)}
+			Message: fmt.Sprintf("Warning: %s stopped without a drain, so load balancers may keep sending requests until their next refresh: %v", what, err)}
 		if len(allocs) == 1 {
 			ev.AllocID = allocs[0].ID
 		}
