@@ -105,7 +105,6 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 		return undo, nil
 	}
 	var drained []health.Drained
-	reasons := map[string]string{} // by allocation
 	undo = func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undrainTimeout)
 		defer cancel()
@@ -121,10 +120,8 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 		if len(services) == 0 {
 			continue
 		}
-		reason := fmt.Sprintf("nomad-restart restart %s drains this instance for %s before it stops allocation %s", d.id, d.spec.Drain, shortAllocID(a.ID))
-		dr, err := src.Consul.Drain(ctx, a.ID, services, reason)
+		dr, err := src.Consul.Drain(ctx, a.ID, services, d.drainReason(a.ID))
 		drained = append(drained, dr)
-		reasons[a.ID] = reason
 		if err != nil {
 			if ctx.Err() != nil {
 				return undo, ctx.Err()
@@ -167,7 +164,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 			return undo, ctx.Err()
 		}
 		for _, dr := range drained {
-			if err := src.Consul.Redrain(ctx, dr, reasons[dr.AllocID]); err != nil && ctx.Err() == nil {
+			if err := src.Consul.Redrain(ctx, dr, d.drainReason(dr.AllocID)); err != nil && ctx.Err() == nil {
 				d.log.Warn("could not register a drain's check again", "alloc", dr.AllocID, "err", err)
 			}
 		}
@@ -176,6 +173,12 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 		return undo, ctx.Err()
 	}
 	return undo, nil
+}
+
+// drainReason is the output of the drain's check on an allocation's instances: who
+// registered it and why, for an operator who finds it in Consul.
+func (d *driver) drainReason(allocID string) string {
+	return fmt.Sprintf("nomad-restart restart %s drains this instance for %s before it stops allocation %s", d.id, d.spec.Drain, short(allocID))
 }
 
 // redrainEvery is how often, in Nomad's time, a drain registers its checks again during
@@ -219,14 +222,6 @@ func drainServices(job *cluster.JobSpec, s restart.Spec, a *restart.Alloc) []str
 		}
 	}
 	return out
-}
-
-// shortAllocID is the first 8 characters of an allocation ID, as Nomad shows them.
-func shortAllocID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
-	}
-	return id
 }
 
 // ExpectedDrain is the drain a restart of the groups with spec s would plan, were Consul
