@@ -133,7 +133,7 @@ func TestBadInput(t *testing.T) {
 		{"batch-wait without unit", nil, []string{"run", "-on-error=fail", "-batch-wait=10", "web"}, `Invalid -batch-wait value "10"`},
 		{"batch-wait negative", nil, []string{"run", "-on-error=fail", "-batch-wait=-5s", "web"}, "must not be negative"},
 		{"batch-wait ask without terminal", nil, []string{"run", "-on-error=fail", "-batch-wait=ask", "web"}, `"ask" needs an interactive terminal`},
-		{"on-error ask without terminal", nil, []string{"run", "web"}, `Invalid -on-error value "ask"`},
+		{"on-error ask without terminal", nil, []string{"run", "-on-error=ask", "web"}, `Invalid -on-error value "ask"`},
 		{"on-error invalid", nil, []string{"run", "-on-error=invalid", "web"}, `valid options are "ask" and "fail"`},
 		{"on-error is case-sensitive", nil, []string{"run", "-on-error=FAIL", "web"}, `Invalid -on-error value "FAIL"`},
 		{"task with all-tasks", nil, []string{"run", "-on-error=fail", "-task=main", "-all-tasks", "web"}, "-all-tasks option cannot be used with -task"},
@@ -242,9 +242,10 @@ func TestCommandsThatAskNothingRunWithoutATerminal(t *testing.T) {
 		// to the lease variable, none to the restart or the job.
 		probesLease bool
 	}{
-		{"dry run with the defaults", []string{"run", "-dry-run", "web"}, "on-error=ask", false},
-		{"dry run with -batch-wait ask", []string{"run", "-dry-run", "-batch-size=1", "-batch-wait=ask", "web"}, "then asks before the next batch", false},
-		{"dry run as JSON", []string{"run", "-dry-run", "-json", "web"}, `"OnError":"ask"`, false},
+		{"dry run with the defaults", []string{"run", "-dry-run", "web"}, "on-error=fail", false},
+		{"dry run says why on-error is fail", []string{"run", "-dry-run", "web"}, "Note: -on-error fail: there is no terminal", false},
+		{"dry run of a detached restart with -batch-wait ask", []string{"run", "-dry-run", "-detach", "-batch-size=1", "-batch-wait=ask", "web"}, "then asks before the next batch", false},
+		{"dry run as JSON", []string{"run", "-dry-run", "-json", "web"}, `"OnError":"fail"`, false},
 		{"status", []string{"status"}, id, false},
 		{"status of one restart", []string{"status", id}, "web", true},
 		{"status as JSON", []string{"status", "-json"}, id, false},
@@ -271,13 +272,14 @@ func TestCommandsThatAskNothingRunWithoutATerminal(t *testing.T) {
 
 	var plan restart.Record
 	_, out, _ := e.run(ctx, "run", "-dry-run", "-json", "web")
-	if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan.Allocs) != 2 || plan.Spec.OnError != restart.OnErrorAsk {
+	if err := json.Unmarshal([]byte(out), &plan); err != nil || len(plan.Allocs) != 2 || plan.Spec.OnError != restart.OnErrorFail {
 		t.Fatalf("dry-run plan as JSON: %v %+v\n%s", err, plan.Spec, out)
 	}
 	before := c.Stats().Mutations
 
-	// Without -dry-run, "ask" still needs someone to answer: refused before anything changes.
-	code, out, errOut := e.run(ctx, "run", "web")
+	// "ask" given off a terminal needs someone to answer: refused before anything changes,
+	// in a dry run as in the run it previews.
+	code, out, errOut := e.run(ctx, "run", "-on-error=ask", "web")
 	if code != 1 || !strings.Contains(errOut, `Invalid -on-error value "ask": "ask" needs an interactive terminal`) || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("run off a terminal: exit %d\nstderr: %s\nstdout: %s", code, errOut, out)
 	}

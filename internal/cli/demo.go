@@ -57,13 +57,15 @@ func parseDemoArgs(args []string) (*demoOptions, error) {
 	case o.dryRun:
 		return nil, usageErrorf("the demo restarts its sample job on its simulated cluster, it has no dry run; drop -dry-run (on your cluster: nomad-restart run -dry-run <job>)")
 	}
-	if !isSet(fs, "on-error") {
-		raw.onError = string(restart.OnErrorFail)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if !given["on-error"] {
+		raw.onError, given["on-error"] = string(restart.OnErrorFail), true
 	}
 	if strings.EqualFold(raw.onError, string(restart.OnErrorAsk)) || strings.EqualFold(raw.batchWait, "ask") {
 		return nil, usageErrorf(`the demo asks nothing: drop -on-error ask and -batch-wait ask (they are for nomad-restart run)`)
 	}
-	if err := raw.validate(o, false); err != nil {
+	if err := raw.validate(o, given, false); err != nil {
 		return nil, err
 	}
 	o.job = demoJobID

@@ -174,7 +174,7 @@ func TestFleetDryRunWritesNothing(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"Dry run: a fleet of 3 jobs", "would restart 6 allocations", "max-parallel-jobs=2", "busy=skip", "on-error=ask", "dr-0", "dr-1", "service", "batch-size=2"} {
+	for _, want := range []string{"Dry run: a fleet of 3 jobs", "would restart 6 allocations", "max-parallel-jobs=2", "busy=skip", "on-error=fail", "Note: -on-error fail: there is no terminal", "dr-0", "dr-1", "service", "batch-size=2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}

@@ -109,7 +109,10 @@ func (c clientFlags) withEnv(env func(string) string) clientFlags {
 // It returns flag.ErrHelp unchanged.
 func parseFlags(fs *flag.FlagSet, cmd string, args []string) error {
 	err := fs.Parse(args)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+	if err == nil {
+		return refuseEmpty(fs, cmd)
+	}
+	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	msg := err.Error()
@@ -124,6 +127,79 @@ func parseFlags(fs *flag.FlagSet, cmd string, args []string) error {
 		// "invalid boolean value ..." and the like: the flag package names the flag.
 		return usageErrorf("%s; see `nomad-restart %s -help`", firstLine(msg), cmd)
 	}
+}
+
+// emptyHint says what to give for the options whose empty value would be most harmful to
+// take for "not given": a script's unset variable must not restart a job now (-at, -every)
+// or restart every allocation (-filter).
+func emptyHint(name string) (string, bool) {
+	switch name {
+	case "at":
+		return `give a time like "03:00" or "2026-12-24T03:00", or drop -at to restart now`, true
+	case "every":
+		return `give a cron expression like "0 3 * * *", or drop -every to restart now`, true
+	case "filter":
+		return `give a filter expression like 'NodeName == "web-1"', or drop -filter to restart every allocation`, true
+	case "jobs":
+		return `give a filter on jobs like 'Name matches "^web"', or drop -jobs and give one job`, true
+	case "node":
+		return "give a node's ID prefix or name, or drop -node", true
+	case "group":
+		return "give a task group of the job, or drop -group", true
+	case "task":
+		return "give a task of the job, or drop -task", true
+	case "gate":
+		return "give a gate like 'errors: sum(rate(http_errors[1m])) < 1', or drop -gate", true
+	case "token":
+		return "give a token, or drop -token to use NOMAD_TOKEN", true
+	case "address":
+		return "give Nomad's address like http://127.0.0.1:4646, or drop -address to use NOMAD_ADDR", true
+	case "region":
+		return "give a region, or drop -region to use the agent's", true
+	case "namespace":
+		return "give a namespace, or drop -namespace to use NOMAD_NAMESPACE (else \"default\")", true
+	}
+	return "", false
+}
+
+// refuseEmpty refuses an option given an empty (or blank) value: it is most often a
+// script's unset variable, and taking it for "not given" would do what the user did not
+// ask (restart now instead of at -at's time, every allocation instead of -filter's). Boolean
+// options have no empty value.
+func refuseEmpty(fs *flag.FlagSet, cmd string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err != nil || isBoolFlag(f) {
+			return
+		}
+		for _, v := range flagValues(f) {
+			if strings.TrimSpace(v) != "" {
+				continue
+			}
+			hint, ok := emptyHint(f.Name)
+			if !ok {
+				hint = "give a value, or drop -" + f.Name + "; see `nomad-restart " + cmd + " -help`"
+			}
+			err = usageErrorf("Invalid -%s value %q: it is empty; %s", f.Name, v, hint)
+			return
+		}
+	})
+	return err
+}
+
+// flagValues is every value a flag was given: each of a repeatable flag's.
+func flagValues(f *flag.Flag) []string {
+	if g, ok := f.Value.(flag.Getter); ok {
+		if list, ok := g.Get().([]string); ok {
+			return list
+		}
+	}
+	return []string{f.Value.String()}
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // usageError is an error caused by the command line: one line that names the problem and

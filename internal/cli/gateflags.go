@@ -6,7 +6,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
@@ -78,50 +77,6 @@ func (g *gateFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&g.errorLimit, "gate-error-limit", strconv.Itoa(d.ErrorLimit), "")
 	fs.StringVar(&g.noData, "gate-no-data", d.NoData.String(), "")
 	fs.BoolVar(&g.dryRun, "gate-dry-run", false, "")
-}
-
-// validate reads the gates into s.Gates (nil without -gate). Where Prometheus is comes
-// from the session (flag or environment) at planning, which refuses gates without it.
-func (g *gateFlags) validate(s *restart.Spec) error {
-	if len(g.gates) == 0 {
-		return nil
-	}
-	if _, err := gate.ParseAll(g.gates); err != nil {
-		return usageErrorf("Invalid -gate value: %s", oneLine(err.Error()))
-	}
-	p := gate.DefaultPolicy()
-	durations := []struct {
-		name, raw string
-		to        *time.Duration
-	}{{"-gate-delay", g.delay, &p.Delay}, {"-gate-interval", g.interval, &p.Interval}}
-	for _, d := range durations {
-		v, err := time.ParseDuration(strings.TrimSpace(d.raw))
-		if err != nil || v < 0 {
-			return usageErrorf("Invalid %s value %q: give a duration like 10s", d.name, d.raw)
-		}
-		*d.to = v
-	}
-	counts := []struct {
-		name, raw string
-		to        *int
-	}{{"-gate-count", g.count, &p.Count}, {"-gate-failure-limit", g.failureLimit, &p.FailureLimit}, {"-gate-error-limit", g.errorLimit, &p.ErrorLimit}}
-	for _, c := range counts {
-		v, err := strconv.Atoi(strings.TrimSpace(c.raw))
-		if err != nil || v < 0 {
-			return usageErrorf("Invalid %s value %q: give a whole number, 0 or more", c.name, c.raw)
-		}
-		*c.to = v
-	}
-	noData, err := gate.ParseNoData(g.noData)
-	if err != nil {
-		return usageErrorf("Invalid -gate-no-data value %q: give \"fail\" (no data is no evidence) or \"pass\"", g.noData)
-	}
-	p.NoData, p.DryRun = noData, g.dryRun
-	if err := p.Validate(); err != nil {
-		return usageErrorf("Invalid gate options: %s", oneLine(err.Error()))
-	}
-	s.Gates = &restart.Gates{Specs: g.gates, Policy: p}
-	return nil
 }
 
 // describeGatePolicy is how gates measure, as status shows it: "3x10s,delay=0s,failure-limit=0,...".

@@ -23,6 +23,12 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !o.json {
+		p := a.printer(o.verbose, o.json)
+		for _, n := range o.notes {
+			p.header(a.now(), "Note: "+n)
+		}
+	}
 	if o.sched.scheduled() {
 		return a.runSchedule(ctx, o) // -at / -every: store a schedule (schedule.go)
 	}

@@ -37,6 +37,9 @@ type runOptions struct {
 	// staleOnly is -stale-only: restart only the allocations that `stale` lists, found
 	// when the restart is planned (stale.go).
 	staleOnly bool
+	// notes say where a default adapted to where run is (no terminal: -on-error fail); the
+	// plan shows them.
+	notes []string
 }
 
 // runFlagValues holds the raw values as typed, before validation.
@@ -128,7 +131,9 @@ func parseRunArgs(args []string, interactive bool) (*runOptions, error) {
 			return nil, usageErrorf("empty job: give the job ID or a unique prefix")
 		}
 	}
-	if err := raw.validate(o, interactive); err != nil {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := raw.validate(o, given, interactive); err != nil {
 		return nil, err
 	}
 	if err := o.fleet.validate(o); err != nil {
@@ -154,40 +159,16 @@ func (o *runOptions) validateStaleOnly() error {
 	return nil
 }
 
-// validate turns the raw values into o.spec, checking each the way Nomad's parseAndValidate
-// does, with one line naming the problem and the fix. The checks keep a fixed order, so that
-// a command line with several mistakes always names the same one.
-func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
-	// Questions can be answered on this terminal, or later with `nomad-restart answer` when
-	// the restart is detached (a schedule's restarts are too); -yes answers them all. A dry
-	// run asks nothing and changes nothing, so it runs anywhere (a script, CI) and its plan
-	// shows the "ask" options as given.
-	canAsk := interactive && !o.json || o.detach || raw.yes || o.sched.scheduled() || o.dryRun
-	s := &o.spec
-	if err := raw.validateBatches(s, canAsk); err != nil {
-		return err
+// validate turns the raw values into o.spec through restart.Options.Resolve, the one place
+// where a restart's options get their defaults and checks (the page and job meta go through
+// it too): one line naming the problem and the fix, always the same one for a command line
+// with several mistakes. given names the flags the command line set.
+func (raw *runFlagValues) validate(o *runOptions, given map[string]bool, interactive bool) error {
+	res, err := raw.options(given).Resolve(o.filing(interactive))
+	if err != nil {
+		return usageErrorf("%s", capitalInvalid(err))
 	}
-	if err := raw.validateOnError(s, canAsk); err != nil {
-		return err
-	}
-	if err := raw.validateTasks(s); err != nil {
-		return err
-	}
-	if err := raw.validateHealth(s); err != nil {
-		return err
-	}
-	if err := raw.validateTargeting(s); err != nil {
-		return err
-	}
-	if err := raw.validateDrain(s); err != nil {
-		return err
-	}
-	if err := raw.validateSurge(s); err != nil {
-		return err
-	}
-	if err := raw.gates.validate(s); err != nil {
-		return err
-	}
+	o.spec, o.notes = res.Spec, res.Notes
 	if err := o.client.consul.validate(); err != nil {
 		return err
 	}
@@ -197,127 +178,60 @@ func (raw *runFlagValues) validate(o *runOptions, interactive bool) error {
 	return validState(o.state)
 }
 
-// validateBatches reads -batch-size and -batch-wait.
-func (raw *runFlagValues) validateBatches(s *restart.Spec, canAsk bool) error {
-	sizes, err := restart.ParseBatchSizes(raw.batchSize)
-	if err != nil {
-		msg := capitalInvalid(err)
-		if !strings.Contains(msg, "give ") {
-			msg += "; give a number of allocations like 2, or a percentage like 25%"
+// filing says where the restart is filed from, which decides whether its questions can be
+// answered: a detached or scheduled restart's with `nomad-restart answer`, a foreground
+// one's only at a terminal (-json prints lines for a program, which answers nothing). A dry
+// run is planned as the run it previews.
+func (o *runOptions) filing(interactive bool) restart.Filing {
+	switch {
+	case o.detach || o.sched.scheduled():
+		return restart.Detached
+	case interactive && !o.json:
+		return restart.AtTerminal
+	}
+	return restart.NoTerminal
+}
+
+// options are the values as typed, those the command line set only: Resolve gives the
+// others their defaults.
+func (raw *runFlagValues) options(given map[string]bool) restart.Options {
+	val := func(flag, v string) restart.Value {
+		if !given[flag] {
+			return restart.Value{}
 		}
-		return usageErrorf("%s", msg)
+		return restart.Given(v)
 	}
-	s.BatchSizes = sizes
-
-	d, ask, err := restart.ParseBatchWait(raw.batchWait)
-	if err != nil {
-		return usageErrorf("%s", capitalInvalid(err))
+	g := raw.gates
+	return restart.Options{
+		BatchSize:          val("batch-size", raw.batchSize),
+		BatchWait:          val("batch-wait", raw.batchWait),
+		Groups:             raw.groups,
+		Tasks:              raw.tasks,
+		AllTasks:           raw.allTasks,
+		Reschedule:         raw.reschedule,
+		NoShutdownDelay:    raw.noShutdown,
+		OnError:            val("on-error", raw.onError),
+		Yes:                raw.yes,
+		Health:             val("health", raw.health),
+		HealthyDeadline:    val("healthy-deadline", raw.healthyDeadline),
+		MinHealthyTime:     val("min-healthy-time", raw.minHealthyTime),
+		MaxUnavailable:     val("max-unavailable", raw.maxUnavailable),
+		Filter:             val("filter", raw.filter),
+		Nodes:              raw.nodes,
+		Datacenters:        raw.datacenters,
+		UnhealthyFirst:     raw.unhealthyFirst,
+		Surge:              val("surge", raw.surge),
+		SurgeIgnoreScaling: raw.surgeIgnoreScaling,
+		Drain:              val("drain", raw.drain),
+		Gates:              g.gates,
+		GateDelay:          val("gate-delay", g.delay),
+		GateInterval:       val("gate-interval", g.interval),
+		GateCount:          val("gate-count", g.count),
+		GateFailureLimit:   val("gate-failure-limit", g.failureLimit),
+		GateErrorLimit:     val("gate-error-limit", g.errorLimit),
+		GateNoData:         val("gate-no-data", g.noData),
+		GateDryRun:         g.dryRun,
 	}
-	if ask && !canAsk {
-		return usageErrorf(`Invalid -batch-wait value "ask": "ask" needs an interactive terminal; add -yes, -detach (then answer with nomad-restart answer), or give a duration like 30s`)
-	}
-	s.BatchWait, s.BatchWaitAsk = d, ask
-	return nil
-}
-
-// validateOnError reads -on-error: "ask" only where a question can be answered.
-func (raw *runFlagValues) validateOnError(s *restart.Spec, canAsk bool) error {
-	onError, err := restart.ParseOnError(raw.onError)
-	if err != nil {
-		return usageErrorf("%s", capitalInvalid(err))
-	}
-	if onError == restart.OnErrorAsk && !canAsk {
-		return usageErrorf(`Invalid -on-error value "ask": "ask" needs an interactive terminal; add -on-error=fail, -yes, or -detach (then answer with nomad-restart answer)`)
-	}
-	s.OnError = onError
-	return nil
-}
-
-// validateTasks reads what to restart in each allocation: -group, -task, -all-tasks,
-// -reschedule, -no-shutdown-delay (and -yes).
-func (raw *runFlagValues) validateTasks(s *restart.Spec) error {
-	if raw.allTasks && len(raw.tasks) > 0 {
-		return usageErrorf("The -all-tasks option cannot be used with -task: drop one of them")
-	}
-	if raw.reschedule && len(raw.tasks) > 0 {
-		return usageErrorf("The -reschedule option cannot be used with -task: a rescheduled allocation replaces all its tasks; drop -task or -reschedule")
-	}
-	s.Groups = raw.groups
-	s.Tasks = raw.tasks
-	s.AllTasks = raw.allTasks
-	s.Reschedule = raw.reschedule
-	s.NoShutdownDelay = raw.noShutdown
-	s.Yes = raw.yes
-	return nil
-}
-
-// validateHealth reads the health gate: -health, -healthy-deadline and -min-healthy-time,
-// which must be shorter than the deadline (given or default).
-func (raw *runFlagValues) validateHealth(s *restart.Spec) error {
-	h, err := restart.ParseHealthMode(raw.health)
-	if err != nil {
-		return usageErrorf("%s", capitalInvalid(err))
-	}
-	s.Health = h
-	s.HealthyDeadline = restart.DefaultHealthyDeadline
-	if raw.healthyDeadline != "" {
-		d, err := restart.ParseHealthyDeadline(raw.healthyDeadline)
-		if err != nil {
-			return usageErrorf("%s", capitalInvalid(err))
-		}
-		s.HealthyDeadline, s.HealthyDeadlineGiven = d, true
-	}
-	if raw.minHealthyTime != "" {
-		mh, err := restart.ParseMinHealthyTime(raw.minHealthyTime, s.HealthyDeadline)
-		if err != nil {
-			return usageErrorf("%s", capitalInvalid(err))
-		}
-		s.MinHealthyTime, s.MinHealthyTimeGiven = mh, true
-	}
-	return nil
-}
-
-// validateTargeting reads which allocations to restart and how many may be down:
-// -max-unavailable, -filter, -node, -datacenter and -unhealthy-first.
-func (raw *runFlagValues) validateTargeting(s *restart.Spec) error {
-	if raw.maxUnavailable != "" {
-		mu, err := restart.ParseMaxUnavailable(raw.maxUnavailable)
-		if err != nil {
-			return usageErrorf("%s", capitalInvalid(err))
-		}
-		s.MaxUnavailable = &mu
-	}
-	s.Filter = strings.TrimSpace(raw.filter)
-	s.Nodes = raw.nodes
-	s.Datacenters = raw.datacenters
-	s.UnhealthyFirst = raw.unhealthyFirst
-	return nil
-}
-
-// validateSurge reads -surge and -surge-ignore-scaling, which needs it.
-func (raw *runFlagValues) validateSurge(s *restart.Spec) error {
-	if raw.surge != "" {
-		n, err := restart.ParseSurge(raw.surge)
-		if err != nil {
-			return usageErrorf("%s", capitalInvalid(err))
-		}
-		s.Surge = n
-	}
-	if raw.surgeIgnoreScaling && s.Surge == 0 {
-		return usageErrorf("The -surge-ignore-scaling option needs -surge: add -surge n, or drop it")
-	}
-	s.SurgeIgnoreScaling = raw.surgeIgnoreScaling
-	return nil
-}
-
-// validateDrain reads -drain: auto, or a duration from 0 (none) to restart.MaxDrain.
-func (raw *runFlagValues) validateDrain(s *restart.Spec) error {
-	d, given, err := restart.ParseDrain(raw.drain)
-	if err != nil {
-		return usageErrorf("%s", capitalInvalid(err))
-	}
-	s.Drain, s.DrainGiven = d, given
-	return nil
 }
 
 // capitalInvalid is the first line of a parse error of package restart, as a sentence of

@@ -107,18 +107,26 @@ func TestParseRunArgsHelp(t *testing.T) {
 	}
 }
 
-// TestParseRunArgsDryRunAsksNothing: off a terminal, a dry run takes the "ask" options as
-// given (its plan shows them) while a run that would ask is refused.
-func TestParseRunArgsDryRunAsksNothing(t *testing.T) {
+// TestParseRunArgsOffATerminal: off a terminal, -on-error defaults to fail and the plan says
+// why; "ask" given is refused unless -yes or -detach says who answers, in a dry run as in
+// the run it previews.
+func TestParseRunArgsOffATerminal(t *testing.T) {
 	cases := []struct {
 		args    []string
+		onError restart.OnError
+		noted   bool
 		refused string // "" when accepted
 	}{
-		{[]string{"-dry-run", "web"}, ""},
-		{[]string{"-dry-run", "-json", "web"}, ""},
-		{[]string{"-dry-run", "-batch-wait=ask", "-on-error=ask", "web"}, ""},
-		{[]string{"web"}, `Invalid -on-error value "ask"`},
-		{[]string{"-json", "-on-error=fail", "-batch-wait=ask", "web"}, `Invalid -batch-wait value "ask"`},
+		{[]string{"web"}, restart.OnErrorFail, true, ""},
+		{[]string{"-dry-run", "web"}, restart.OnErrorFail, true, ""},
+		{[]string{"-dry-run", "-json", "web"}, restart.OnErrorFail, true, ""},
+		{[]string{"-on-error=fail", "web"}, restart.OnErrorFail, false, ""},
+		{[]string{"-yes", "web"}, restart.OnErrorAsk, false, ""},
+		{[]string{"-detach", "web"}, restart.OnErrorAsk, false, ""},
+		{[]string{"-dry-run", "-detach", "-batch-wait=ask", "web"}, restart.OnErrorAsk, false, ""},
+		{[]string{"-on-error=ask", "web"}, "", false, `Invalid -on-error value "ask"`},
+		{[]string{"-dry-run", "-batch-wait=ask", "web"}, "", false, `Invalid -batch-wait value "ask"`},
+		{[]string{"-json", "-on-error=fail", "-batch-wait=ask", "web"}, "", false, `Invalid -batch-wait value "ask"`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -126,12 +134,20 @@ func TestParseRunArgsDryRunAsksNothing(t *testing.T) {
 			switch {
 			case tc.refused == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.refused == "" && o.spec.OnError != restart.OnErrorAsk:
-				t.Fatalf("the plan shows on-error=%s, want the option as given", o.spec.OnError)
 			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
 				t.Fatalf("err = %v, want %q", err, tc.refused)
+			case tc.refused != "":
+				return
+			case o.spec.OnError != tc.onError:
+				t.Fatalf("on-error=%s, want %s", o.spec.OnError, tc.onError)
+			case (len(o.notes) > 0) != tc.noted:
+				t.Fatalf("notes %q, want a note: %v", o.notes, tc.noted)
 			}
 		})
+	}
+	// At a terminal, the default stays Nomad's: ask.
+	if o, err := parseRunArgs([]string{"web"}, true); err != nil || o.spec.OnError != restart.OnErrorAsk || len(o.notes) > 0 {
+		t.Fatalf("at a terminal: %v %+v", err, o)
 	}
 }
 

@@ -76,7 +76,7 @@ func (d *driver) passGates(ctx context.Context, b int) (gateOutcome, error) {
 	vars := batchVars(d.rec, b)
 	d.mu.Unlock()
 
-	specs, err := gate.ParseAll(g.Specs)
+	specs, err := g.Parsed()
 	if err == nil {
 		err = g.Policy.Validate()
 	}
@@ -255,9 +255,11 @@ func (e *Engine) resolveGates(spec *restart.Spec) error {
 		spec.Gates = nil
 		return nil
 	}
-	if _, err := gate.ParseAll(g.Specs); err != nil {
+	typed, err := g.Parsed()
+	if err != nil {
 		return err
 	}
+	g.Typed = typed // parsed once, kept in the record: drivers use them as filed
 	if err := g.Policy.Validate(); err != nil {
 		return fmt.Errorf("invalid gate options: %w", err)
 	}
@@ -282,7 +284,7 @@ func (e *Engine) MeasureGates(ctx context.Context, rec *restart.Record) ([]gate.
 	if g == nil || len(g.Specs) == 0 {
 		return nil, nil
 	}
-	specs, err := gate.ParseAll(g.Specs)
+	specs, err := g.Parsed()
 	if err != nil {
 		return nil, err
 	}

@@ -11,13 +11,25 @@ import (
 // are not a service that works: a bad flag or a rotated password often passes /health while
 // half the requests fail, and a rollout would carry it to every instance.
 type Gates struct {
-	// Specs are the gates as given ("NAME: QUERY OP NUMBER"), parsed again by the driver.
+	// Specs are the gates as given ("NAME: QUERY OP NUMBER"), for people to read.
 	Specs []string
+	// Typed are Specs as parsed once when the restart was filed; a record from a version
+	// without them has its Specs parsed when it is read (Parsed).
+	Typed []gate.Spec `json:",omitempty"`
 	// Policy is how they are measured and judged (-gate-delay, -gate-interval, ...).
 	Policy gate.Policy
 	// PrometheusAddress is where Prometheus was reached at planning (no token is recorded),
 	// so that a driver resuming the restart elsewhere asks the same Prometheus.
 	PrometheusAddress string
+}
+
+// Parsed returns the gates typed: as filed, or (a record from a version that kept only the
+// text) parsed from Specs.
+func (g *Gates) Parsed() ([]gate.Spec, error) {
+	if len(g.Typed) == len(g.Specs) && len(g.Typed) > 0 {
+		return g.Typed, nil
+	}
+	return gate.ParseAll(g.Specs)
 }
 
 // GateOutcome is how a batch's gates ended.

@@ -38,14 +38,17 @@ func ParseBatchSizes(s string) ([]BatchSize, error) {
 		if !batchSizeRe.MatchString(part) {
 			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "give a number of allocations like 2, or a percentage like 25%"}
 		}
+		percent := strings.HasSuffix(part, "%")
 		n, err := strconv.Atoi(strings.TrimSuffix(part, "%"))
-		if err != nil {
-			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: err.Error()}
-		}
-		if n <= 0 {
+		switch {
+		case err != nil:
+			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "it is too large: give a number of allocations like 2, or a percentage like 25%"}
+		case n <= 0:
 			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "it must be greater than zero"}
+		case percent && n > 100:
+			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "a percentage must be at most 100%"}
 		}
-		sizes = append(sizes, BatchSize{N: n, Percent: strings.HasSuffix(part, "%")})
+		sizes = append(sizes, BatchSize{N: n, Percent: percent})
 	}
 	return sizes, nil
 }
@@ -56,14 +59,28 @@ func ParseBatchWait(s string) (wait time.Duration, ask bool, err error) {
 	if strings.EqualFold(s, "ask") {
 		return 0, true, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, false, &ValueError{Flag: "batch-wait", Value: s, Reason: `give a duration with a unit like 10s or 2m, or "ask"`}
+	d, err := ParseDuration("batch-wait", s, `give a duration with a unit like 10s or 2m, or "ask"`)
+	return d, false, err
+}
+
+// durationSyntax is what time.ParseDuration reads ("1h30m", ".5s"): a value of this form
+// that it refuses is out of its range, not misspelt.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// ParseDuration parses a non-negative duration option, telling a misspelt value (want says
+// what to give) from one too long for a duration or negative.
+func ParseDuration(flag, s, want string) (time.Duration, error) {
+	v := strings.TrimSpace(s)
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil && durationSyntax.MatchString(v):
+		return 0, &ValueError{Flag: flag, Value: s, Reason: "it is too long: a duration is at most 2562047h (about 292 years)"}
+	case err != nil:
+		return 0, &ValueError{Flag: flag, Value: s, Reason: want}
+	case d < 0:
+		return 0, &ValueError{Flag: flag, Value: s, Reason: "it must not be negative"}
 	}
-	if d < 0 {
-		return 0, false, &ValueError{Flag: "batch-wait", Value: s, Reason: "it must not be negative"}
-	}
-	return d, false, nil
+	return d, nil
 }
 
 // ParseOnError parses -on-error: "ask" or "fail", exactly. Whether a question can be
@@ -87,19 +104,19 @@ func ParseHealthMode(s string) (HealthMode, error) {
 
 // ParseHealthyDeadline parses -healthy-deadline: a positive duration.
 func ParseHealthyDeadline(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, &ValueError{Flag: "healthy-deadline", Value: s, Reason: "give a positive duration like 5m"}
+	d, err := ParseDuration("healthy-deadline", s, "give a positive duration like 5m")
+	if err == nil && d == 0 {
+		err = &ValueError{Flag: "healthy-deadline", Value: s, Reason: "give a positive duration like 5m"}
 	}
-	return d, nil
+	return d, err
 }
 
 // ParseMinHealthyTime parses -min-healthy-time: a non-negative duration shorter than the
 // healthy deadline that applies (given, or DefaultHealthyDeadline).
 func ParseMinHealthyTime(s string, deadline time.Duration) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, &ValueError{Flag: "min-healthy-time", Value: s, Reason: "give a duration like 10s, or 0"}
+	d, err := ParseDuration("min-healthy-time", s, "give a duration like 10s, or 0")
+	if err != nil {
+		return 0, err
 	}
 	if d >= deadline {
 		return 0, &ValueError{Flag: "min-healthy-time", Value: s, Reason: fmt.Sprintf("it must be shorter than -healthy-deadline (%s)", deadline)}

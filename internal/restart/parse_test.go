@@ -28,7 +28,7 @@ func TestParsersRefuseWithValueError(t *testing.T) {
 		{"zero healthy deadline", func() error { _, err := ParseHealthyDeadline("0s"); return err },
 			`invalid -healthy-deadline value "0s": give a positive duration like 5m`},
 		{"negative min healthy time", func() error { _, err := ParseMinHealthyTime("-1s", time.Minute); return err },
-			`invalid -min-healthy-time value "-1s": give a duration like 10s, or 0`},
+			`invalid -min-healthy-time value "-1s": it must not be negative`},
 		{"min healthy time at the deadline", func() error { _, err := ParseMinHealthyTime("1m", time.Minute); return err },
 			`invalid -min-healthy-time value "1m": it must be shorter than -healthy-deadline (1m0s)`},
 		{"surge", func() error { _, err := ParseSurge("0"); return err },
