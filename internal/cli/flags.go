@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // stringsFlag is a repeatable flag (-group a -group b), kept in the order given and without
@@ -169,8 +171,8 @@ func emptyHint(name string) (string, bool) {
 func refuseEmpty(fs *flag.FlagSet, cmd string) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err != nil || isBoolFlag(f) {
-			return
+		if err != nil || isBoolFlag(f) || slices.Contains(restart.OptionFlags(), f.Name) {
+			return // a restart's options are checked by restart.Options.Resolve, empty or not
 		}
 		for _, v := range flagValues(f) {
 			if strings.TrimSpace(v) != "" {

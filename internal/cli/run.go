@@ -217,7 +217,7 @@ func (a *app) askMultiRegion(ctx context.Context, p *printer, jobID string, json
 			fmt.Fprintln(a.stdout)
 			return false, nil
 		}
-		ans, err := restart.ParseAnswer(q, line)
+		ans, err := restart.ParseAnswer(q, restart.AtPrompt(q, line))
 		if err != nil || ans.Wait != nil {
 			p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Invalid answer %q", strings.TrimSpace(line)))
 			continue

@@ -168,6 +168,7 @@ func (v *view) line(ctx context.Context, text string, ok bool) {
 		text = "n"
 		fmt.Fprintln(v.a.stdout)
 	}
+	text = restart.AtPrompt(q, text)
 	if _, err := restart.ParseAnswer(q, text); err != nil {
 		v.p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Invalid answer %q", strings.TrimSpace(text)))
 		v.prompt()

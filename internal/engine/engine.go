@@ -296,6 +296,9 @@ func (e *Engine) resolveJob(ctx context.Context, req Request) (*restart.Job, err
 	return e.cluster.ResolveJob(ctx, req.Namespace, req.Job)
 }
 
+// normalizeSpec fills what a spec may lack. Every entry point hands the engine a spec that
+// restart.Options.Resolve made, so this serves records written by older versions (and
+// tests): an unset health gate is "running", the strictest that needs no check.
 func normalizeSpec(s restart.Spec) restart.Spec {
 	if s.Health == "" {
 		s.Health = restart.HealthRunning

@@ -84,8 +84,11 @@ func TestApplyAnswer(t *testing.T) {
 		t.Errorf("after yes the pending job should start: %+v", d)
 	}
 	r = waiting()
-	if ok, err := ApplyAnswer(r, ""); err != nil || ok {
-		t.Fatalf("the default answer: %v %v", ok, err)
+	if _, err := ApplyAnswer(r, ""); err == nil || r.Status != restart.StatusWaiting {
+		t.Fatalf("an empty answer: %v, status %s; want it refused and the fleet still waiting", err, r.Status)
+	}
+	if ok, err := ApplyAnswer(r, "n"); err != nil || ok {
+		t.Fatalf("no: %v %v", ok, err)
 	}
 	if r.Status != restart.StatusFailed || r.Jobs[2].Status != JobCanceled {
 		t.Errorf("after no: %s, %+v", r.Status, r.Jobs[2])

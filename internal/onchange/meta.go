@@ -108,12 +108,13 @@ type options struct {
 // wait ask, on-error ask) answered with `nomad-restart answer` as for a detached run.
 func readOptions(group string, meta map[string]metaValue) options {
 	o := options{debounce: DefaultDebounce, renderInterval: DefaultRenderInterval}
+	// A rollout is filed by the agent itself: run's defaults, with on-error fail.
+	res, err := restart.Options{Groups: []string{group}}.Resolve(restart.Unattended)
+	if err != nil {
+		o.problems = append(o.problems, Problem{Key: KeyOnChange, Level: "group", Reason: err.Error()})
+	}
+	o.spec = res.Spec
 	s := &o.spec
-	s.Groups = []string{group}
-	s.BatchSizes = []restart.BatchSize{{N: 1}}
-	s.OnError = restart.OnErrorFail
-	s.Health = restart.HealthAuto
-	s.HealthyDeadline = restart.DefaultHealthyDeadline
 	for _, key := range knownKeys() {
 		mv, ok := meta[key]
 		if !ok || key == KeyOnChange {
@@ -136,38 +137,43 @@ func readOptions(group string, meta map[string]metaValue) options {
 	return o
 }
 
-// applyOption reads one option into s (or the debounce).
+// applyOption reads one option into s (or the debounce), checked by restart.Options, the
+// one place where run's options are checked whatever files them. A job's meta may ask
+// questions: they are answered with `nomad-restart answer`, as for a detached run.
 func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) error {
-	var err error
+	var o restart.Options
+	v := restart.Given(value)
 	switch key {
 	case KeyDebounce:
+		var err error
 		*debounce, err = parseDebounce(value)
+		return err
 	case KeyBatchSize:
-		s.BatchSizes, err = restart.ParseBatchSizes(value)
+		o.BatchSize = v
 	case KeyBatchWait:
-		s.BatchWait, s.BatchWaitAsk, err = restart.ParseBatchWait(value)
+		o.BatchWait = v
 	case KeyOnError:
-		s.OnError, err = restart.ParseOnError(value)
+		o.OnError = v
 	case KeyHealth:
-		s.Health, err = restart.ParseHealthMode(value)
+		o.Health = v
 	case KeyHealthyDeadline:
-		s.HealthyDeadline, err = restart.ParseHealthyDeadline(value)
-		s.HealthyDeadlineGiven = err == nil
+		o.HealthyDeadline = v
 	case KeyMinHealthyTime:
 		// The healthy deadline is read before (knownKeys' order), as run checks it.
-		s.MinHealthyTime, err = restart.ParseMinHealthyTime(value, s.HealthyDeadline)
-		s.MinHealthyTimeGiven = err == nil
+		o.MinHealthyTime = v
 	case KeyMaxUnavailable:
-		var mu restart.BatchSize
-		if mu, err = restart.ParseMaxUnavailable(value); err == nil {
-			s.MaxUnavailable = &mu
-		}
+		o.MaxUnavailable = v
 	case KeyDrain:
-		s.Drain, s.DrainGiven, err = restart.ParseDrain(value)
+		o.Drain = v
 	case KeySurge:
-		s.Surge, err = restart.ParseSurge(value)
+		o.Surge = v
+	default:
+		return nil
 	}
-	return err
+	if errs := o.Apply(s, restart.Detached); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 // parseDebounce reads nomad-restart.debounce: a positive duration, so that allocations

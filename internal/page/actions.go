@@ -12,7 +12,6 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -271,18 +270,43 @@ func writeResult(w http.ResponseWriter, status int, res actionResult) {
 	_ = enc.Encode(res)
 }
 
-// fileRequest is the page's form for a new restart: what `nomad-restart run -detach`
-// takes, in its simplest form.
+// fileRequest is a new restart as the page's form and its JSON API file it: what
+// `nomad-restart run -detach` takes, each option under its flag's name in CamelCase
+// (restart.Options: "BatchSize": "25%", "OnError": "fail", "Groups": ["web"], ...),
+// resolved by the same code as run's flags. An option given empty is refused, as on the
+// command line; an unknown field is refused, naming it.
 type fileRequest struct {
 	Namespace string
 	Job       string
-	BatchSize string // -batch-size: "1", "25%", "1,25%"
-	Health    string // -health: auto, checks, running, none
-	// Gates are -gate values, one per line, measured with the default policy.
-	Gates string
+	restart.Options
+	// Gates are -gate values: one per line in a string (the form's text area), or a list.
+	Gates gateLines
 	// Expect lists the planned allocations the user reviewed, in order (filing only): the
-	// restart is filed only if planning again gives the same.
-	Expect []string
+	// restart is filed only if planning again gives the same. Absent: filed as planned
+	// now, as `run -detach` files it.
+	Expect *[]string
+}
+
+// gateLines reads -gate values as the form sends them (lines of one string) or as a list.
+type gateLines []string
+
+func (g *gateLines) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err == nil {
+		*g = nil
+		for line := range strings.Lines(text) {
+			if line = strings.TrimSpace(line); line != "" {
+				*g = append(*g, line)
+			}
+		}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return errors.New(`give the gates as a list of strings, or one string with a gate per line`)
+	}
+	*g = list
+	return nil
 }
 
 func (f fileRequest) request() (engine.Request, error) {
@@ -293,32 +317,15 @@ func (f fileRequest) request() (engine.Request, error) {
 	if req.Namespace == "" {
 		req.Namespace = "default"
 	}
-	if strings.TrimSpace(f.BatchSize) != "" {
-		sizes, err := restart.ParseBatchSizes(f.BatchSize)
-		if err != nil {
-			return req, err
-		}
-		req.Spec.BatchSizes = sizes
+	opts := f.Options
+	opts.Gates = f.Gates
+	// Filed from the page, the restart is driven by an agent: its questions are answered
+	// on the page or with `nomad-restart answer`, as for `run -detach`.
+	res, err := opts.Resolve(restart.Detached)
+	if err != nil {
+		return req, err
 	}
-	if strings.TrimSpace(f.Health) != "" {
-		h, err := restart.ParseHealthMode(f.Health)
-		if err != nil {
-			return req, err
-		}
-		req.Spec.Health = h
-	}
-	var gates []string
-	for line := range strings.Lines(f.Gates) {
-		if line = strings.TrimSpace(line); line != "" {
-			gates = append(gates, line)
-		}
-	}
-	if len(gates) > 0 {
-		if _, err := gate.ParseAll(gates); err != nil {
-			return req, err
-		}
-		req.Spec.Gates = &restart.Gates{Specs: gates, Policy: gate.DefaultPolicy()}
-	}
+	req.Spec = res.Spec
 	return req, nil
 }
 
@@ -367,7 +374,7 @@ func (s *server) serveFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !slices.Equal(planAllocs(p), form.Expect) {
+	if form.Expect != nil && !slices.Equal(planAllocs(p), *form.Expect) {
 		writeResult(w, http.StatusConflict, actionResult{Error: fmt.Sprintf("the allocations of job %q changed since you reviewed the plan: review the new plan and file it again", p.Record.JobID)})
 		return
 	}
@@ -395,8 +402,8 @@ func (s *server) fileStart(w http.ResponseWriter, r *http.Request, form *fileReq
 	if form == nil {
 		form = &fileRequest{}
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(form); err != nil {
-		writeResult(w, http.StatusBadRequest, actionResult{Error: "the request body is not JSON like {\"Job\": \"web\"}: " + err.Error()})
+	if err := decodeFileRequest(r.Body, form); err != nil {
+		writeResult(w, http.StatusBadRequest, actionResult{Error: err.Error()})
 		return engine.Request{}, nil, false
 	}
 	req, err := form.request()
@@ -414,6 +421,35 @@ func (s *server) fileStart(w http.ResponseWriter, r *http.Request, form *fileReq
 		return engine.Request{}, nil, false
 	}
 	return req, acts.File, true
+}
+
+// NewRestart reads a new restart's JSON body as POST /restarts/plan and POST /restarts do,
+// into the request they plan: the same defaults and checks as every other entry point.
+func NewRestart(body io.Reader) (engine.Request, error) {
+	var form fileRequest
+	if err := decodeFileRequest(body, &form); err != nil {
+		return engine.Request{}, err
+	}
+	return form.request()
+}
+
+// decodeFileRequest reads a new restart's JSON body into form, refusing what is not one:
+// a field no option has (a typo would otherwise be dropped, and its option defaulted), a
+// value of the wrong type, or trailing data.
+func decodeFileRequest(body io.Reader, form *fileRequest) error {
+	dec := json.NewDecoder(io.LimitReader(body, 64<<10))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(form)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return nil
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return fmt.Errorf("the request has an unknown field %s: give the options of `nomad-restart run` under their names in CamelCase, such as \"BatchSize\", \"OnError\" or \"Groups\" (see docs/agent.md)", field)
+	}
+	return fmt.Errorf("the request body is not a restart like {\"Job\": \"web\", \"BatchSize\": \"2\"}: %v", err)
 }
 
 // planWith plans req with filer, answering the error itself when it fails.

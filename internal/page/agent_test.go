@@ -42,6 +42,12 @@ func TestPageFilingRefusals(t *testing.T) {
 		{"no job", "/restarts/plan", nil, `{"Job":" "}`, http.StatusBadRequest, "give the job to restart"},
 		{"a bad batch size", "/restarts/plan", nil, `{"Job":"web","BatchSize":"0"}`, http.StatusBadRequest, `invalid -batch-size value "0"`},
 		{"a bad health mode", "/restarts/plan", nil, `{"Job":"web","Health":"soon"}`, http.StatusBadRequest, `invalid -health value "soon"`},
+		{"an option given empty", "/restarts", nil, `{"Job":"web","Health":""}`, http.StatusBadRequest, `invalid -health value "": it is empty`},
+		{"a batch size over 100%", "/restarts", nil, `{"Job":"web","BatchSize":"101%"}`, http.StatusBadRequest, `a percentage must be at most 100%`},
+		{"a misspelt option", "/restarts", nil, `{"Job":"web","Heath":"none"}`, http.StatusBadRequest, `unknown field "Heath"`},
+		{"an option of the wrong type", "/restarts", nil, `{"Job":"web","Reschedule":"yes"}`, http.StatusBadRequest, "not a restart like"},
+		{"two restarts in one body", "/restarts", nil, `{"Job":"web"} {"Job":"web"}`, http.StatusBadRequest, "more than one JSON value"},
+		{"an unset variable for a filter", "/restarts", nil, `{"Job":"web","Filter":""}`, http.StatusBadRequest, `invalid -filter value "": it is empty`},
 		{"an unknown job", "/restarts/plan", nil, `{"Job":"nope"}`, http.StatusBadRequest, `No job(s) with prefix or ID "nope"`},
 		{"a plan other than the one reviewed", "/restarts", nil, `{"Job":"web","Expect":["not-an-alloc"]}`, http.StatusConflict, "review the new plan"},
 		{"from another site", "/restarts", map[string]string{"Sec-Fetch-Site": "cross-site"}, `{"Job":"web"}`, http.StatusForbidden, "cross-origin"},
@@ -402,5 +408,66 @@ func TestStreamSaysWhenNomadWasNeverReached(t *testing.T) {
 	var st staleState
 	if err := json.Unmarshal([]byte(ev.data), &st); err != nil || !strings.Contains(st.Error, "refused") {
 		t.Errorf("first event = %+v (%v), want a stale event naming the refused connection", ev, err)
+	}
+}
+
+// A restart filed through the page's JSON API with no option gets run's defaults, resolved
+// by the same planning: a job with checks is restarted health-gated with its update block's
+// min healthy time, not "running" with none; filed without Expect, it is filed as planned
+// now, as `run -detach` files it.
+func TestPageFilingTakesRunsDefaults(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{})
+	job := simtest.ServedJob("checked", 2, "nomad", 0, 0)
+	job.TaskGroups[0].Update = &api.UpdateStrategy{MinHealthyTime: new(3 * time.Second), HealthyDeadline: new(2 * time.Minute)}
+	if _, err := e.Sim.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	ctx := agenttest.Context(t)
+	if err := e.Sim.WaitJobRunning(ctx, "default", "checked"); err != nil {
+		t.Fatal(err)
+	}
+	a := e.newAgent(t, "agent", e.Sim.BootstrapToken(), func(c *agent.Config) { c.Actions = e.tokenActions(nil) })
+	srv := serve(t, a, nil)
+
+	status, body := agenttest.Post(t, srv.URL+"/restarts/plan", nil, `{"Job":"checked"}`)
+	if status != http.StatusOK || !strings.Contains(body, "health checks") {
+		t.Fatalf("plan: %d %s", status, body)
+	}
+	var status2 int
+	for range 50 { // the job's deployment may still run; Nomad refuses restarts meanwhile
+		status2, body = agenttest.Post(t, srv.URL+"/restarts", nil, `{"Job":"checked"}`)
+		if status2 != http.StatusBadRequest || !strings.Contains(body, "Deployment") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status2 != http.StatusOK {
+		t.Fatalf("filing without Expect: %d %s", status2, body)
+	}
+	recs, err := e.Store.List(ctx, store.Filter{Namespace: "*"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("after filing: %d records (%v)", len(recs), err)
+	}
+	got := recs[0].Spec
+
+	// What `run -detach checked` plans, through the same resolution.
+	res, err := restart.Options{}.Resolve(restart.Detached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Planner.Plan(ctx, engine.Request{Namespace: "default", Job: "checked", Spec: res.Spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := p.Record.Spec
+	if got.Health != restart.HealthChecks || got.OnError != restart.OnErrorAsk ||
+		got.GroupHealth["web"] != (restart.GroupHealth{MinHealthyTime: 3 * time.Second, HealthyDeadline: 2 * time.Minute}) {
+		t.Fatalf("filed spec: %s on-error %s, groups %+v", got.Health, got.OnError, got.GroupHealth)
+	}
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Fatalf("filed from the page:\n%s\nplanned as run -detach:\n%s", gotJSON, wantJSON)
 	}
 }

@@ -130,6 +130,9 @@ func TestActionsOfEachKind(t *testing.T) {
 		{name: "a restart's answer", path: "/restart/2222/answer", body: `{"Answer":"yes"}`, status: http.StatusOK,
 			says: `{"message":"Answer recorded.","status":"waiting"}` + "\n", asked: "answer yes prod 22222222-bbbb page of agent-1"},
 		{name: "an answer the question does not take", path: "/restart/2222/answer", body: `{"Answer":"maybe"}`, status: http.StatusBadRequest, says: "maybe"},
+		// An empty answer is an unset variable in a script, never the question's default.
+		{name: "an empty answer", path: "/restart/2222/answer", body: `{}`, status: http.StatusBadRequest, says: "it is empty; answer y"},
+		{name: "a blank answer", path: "/restart/2222/answer", body: `{"Answer":" "}`, status: http.StatusBadRequest, says: "it is empty; answer y"},
 		{name: "an answer nobody asked for", path: "/restart/1111/answer", body: `{"Answer":"yes"}`, status: http.StatusConflict,
 			says: "restart 11111111 is not waiting for an answer (status: running)"},
 		{name: "an ended restart", path: "/restart/3333/pause", status: http.StatusConflict,

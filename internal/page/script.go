@@ -168,9 +168,15 @@ const pageScript = `(function () {
     var submit = document.getElementById('file-submit');
     var fileMsg = document.getElementById('file-msg');
     var reviewed = null;
+    // A field left empty is not sent, so that its option takes its default; the API
+    // refuses an option given empty, as run refuses an empty flag.
     var formValues = function () {
-      return { Namespace: fileForm.Namespace.value, Job: fileForm.Job.value,
-        BatchSize: fileForm.BatchSize.value, Health: fileForm.Health.value, Gates: fileForm.Gates.value };
+      var values = {};
+      ['Namespace', 'Job', 'BatchSize', 'Health', 'Gates'].forEach(function (name) {
+        var v = fileForm[name].value;
+        if (v.trim() !== '') values[name] = v;
+      });
+      return values;
     };
     var forget = function () { reviewed = null; submit.hidden = true; plan.innerHTML = ''; };
     fileForm.addEventListener('input', forget);

@@ -87,9 +87,12 @@ func TestQuestions(t *testing.T) {
 		if q.Prompt() != tc.prompt || q.Default != tc.def {
 			t.Errorf("%s: %q default %q", tc.name, q.Prompt(), q.Default)
 		}
-		a, err := ParseAnswer(q, "")
+		if _, err := ParseAnswer(q, " "); !errors.Is(err, ErrInvalidAnswer) || !strings.Contains(err.Error(), "empty") {
+			t.Errorf("%s: empty answer: err = %v, want it refused", tc.name, err)
+		}
+		a, err := ParseAnswer(q, AtPrompt(q, ""))
 		if err != nil || a.Proceed != (tc.def == "y") {
-			t.Errorf("%s: empty answer = %+v, %v", tc.name, a, err)
+			t.Errorf("%s: Enter at the prompt = %+v, %v", tc.name, a, err)
 		}
 		_, err = ParseAnswer(q, "10s")
 		if (err == nil) != (tc.askOn && !tc.last) {

@@ -174,13 +174,28 @@ type Answer struct {
 // says "Invalid answer" and asks again.
 var ErrInvalidAnswer = errors.New("invalid answer")
 
-// ParseAnswer reads an answer as Nomad's prompts do: y or yes proceeds, n or no stops, an
-// empty answer takes the question's default, and a duration (only where the question's
-// options offer one) proceeds with a new batch wait. Case and surrounding space are ignored.
+// AtPrompt is a line typed at a terminal's prompt as an answer: Enter alone takes the
+// question's default, as Nomad's prompts do. Only a prompt does this; an answer given
+// otherwise (`nomad-restart answer`, the page) must say what it means.
+func AtPrompt(q *Question, line string) string {
+	if strings.TrimSpace(line) == "" && q != nil {
+		return q.Default
+	}
+	return line
+}
+
+// ParseAnswer reads an answer as Nomad's prompts do: y or yes proceeds, n or no stops, and
+// a duration (only where the question's options offer one) proceeds with a new batch wait.
+// Case and surrounding space are ignored. An empty answer is refused: from a script it is
+// an unset variable, not a choice (a prompt's Enter goes through AtPrompt first).
 func ParseAnswer(q *Question, text string) (Answer, error) {
 	a := strings.ToLower(strings.TrimSpace(text))
-	if a == "" && q != nil {
-		a = strings.ToLower(q.Default)
+	if a == "" {
+		choices := "y or n"
+		if q != nil && strings.Contains(q.Options, "<wait duration>") {
+			choices = "y, n, or a wait duration like 30s"
+		}
+		return Answer{}, fmt.Errorf("%w: it is empty; answer %s", ErrInvalidAnswer, choices)
 	}
 	switch a {
 	case "y", "yes":

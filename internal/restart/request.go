@@ -195,15 +195,27 @@ func (o Options) Apply(s *Spec, f Filing) []error {
 func (o Options) apply(s *Spec, f Filing) []error {
 	var errs []error
 	fail := func(err error) { errs = append(errs, err) }
+	// given says whether v was given a value to parse; given empty, it is refused here, in
+	// the words of the option's own refusal.
+	given := func(v Value, flag string) bool {
+		if !v.Set {
+			return false
+		}
+		if strings.TrimSpace(v.Text) == "" {
+			fail(&ValueError{Flag: flag, Value: v.Text, Reason: "it is empty; " + emptyHint(flag)})
+			return false
+		}
+		return true
+	}
 	canAsk := f.canAsk(o.Yes)
-	if o.BatchSize.Set {
+	if given(o.BatchSize, "batch-size") {
 		if sizes, err := ParseBatchSizes(o.BatchSize.Text); err != nil {
 			fail(err)
 		} else {
 			s.BatchSizes = sizes
 		}
 	}
-	if o.BatchWait.Set {
+	if given(o.BatchWait, "batch-wait") {
 		d, ask, err := ParseBatchWait(o.BatchWait.Text)
 		switch {
 		case err != nil:
@@ -214,7 +226,7 @@ func (o Options) apply(s *Spec, f Filing) []error {
 			s.BatchWait, s.BatchWaitAsk = d, ask
 		}
 	}
-	if o.OnError.Set {
+	if given(o.OnError, "on-error") {
 		v, err := ParseOnError(o.OnError.Text)
 		switch {
 		case err != nil:
@@ -257,21 +269,21 @@ func (o Options) apply(s *Spec, f Filing) []error {
 	if o.Yes {
 		s.Yes = true
 	}
-	if o.Health.Set {
+	if given(o.Health, "health") {
 		if h, err := ParseHealthMode(o.Health.Text); err != nil {
 			fail(err)
 		} else {
 			s.Health = h
 		}
 	}
-	if o.HealthyDeadline.Set {
+	if given(o.HealthyDeadline, "healthy-deadline") {
 		if d, err := ParseHealthyDeadline(o.HealthyDeadline.Text); err != nil {
 			fail(err)
 		} else {
 			s.HealthyDeadline, s.HealthyDeadlineGiven = d, true
 		}
 	}
-	if o.MinHealthyTime.Set {
+	if given(o.MinHealthyTime, "min-healthy-time") {
 		deadline := s.HealthyDeadline
 		if deadline <= 0 {
 			deadline = DefaultHealthyDeadline
@@ -282,31 +294,27 @@ func (o Options) apply(s *Spec, f Filing) []error {
 			s.MinHealthyTime, s.MinHealthyTimeGiven = d, true
 		}
 	}
-	if o.MaxUnavailable.Set {
+	if given(o.MaxUnavailable, "max-unavailable") {
 		if mu, err := ParseMaxUnavailable(o.MaxUnavailable.Text); err != nil {
 			fail(err)
 		} else {
 			s.MaxUnavailable = &mu
 		}
 	}
-	if o.Filter.Set {
-		if f := strings.TrimSpace(o.Filter.Text); f == "" {
-			fail(&ValueError{Flag: "filter", Value: o.Filter.Text, Reason: `give a filter expression on allocations like 'NodeName == "web-1"', or drop -filter to restart every allocation`})
-		} else {
-			s.Filter = f
-		}
+	if given(o.Filter, "filter") {
+		s.Filter = strings.TrimSpace(o.Filter.Text)
 	}
 	if o.UnhealthyFirst {
 		s.UnhealthyFirst = true
 	}
-	if o.Drain.Set {
+	if given(o.Drain, "drain") {
 		if d, given, err := ParseDrain(o.Drain.Text); err != nil {
 			fail(err)
 		} else {
 			s.Drain, s.DrainGiven = d, given
 		}
 	}
-	if o.Surge.Set {
+	if given(o.Surge, "surge") {
 		if n, err := ParseSurge(o.Surge.Text); err != nil {
 			fail(err)
 		} else {
@@ -316,7 +324,14 @@ func (o Options) apply(s *Spec, f Filing) []error {
 	if o.SurgeIgnoreScaling {
 		s.SurgeIgnoreScaling = true
 	}
-	if len(o.Gates) > 0 || o.gatePolicyGiven() {
+	for _, v := range []struct {
+		flag string
+		v    Value
+	}{{"gate-delay", o.GateDelay}, {"gate-interval", o.GateInterval}, {"gate-count", o.GateCount},
+		{"gate-failure-limit", o.GateFailureLimit}, {"gate-error-limit", o.GateErrorLimit}, {"gate-no-data", o.GateNoData}} {
+		given(v.v, v.flag)
+	}
+	if len(errs) == 0 && (len(o.Gates) > 0 || o.gatePolicyGiven()) {
 		if g, err := o.gates(); err != nil {
 			fail(err)
 		} else {
@@ -324,6 +339,47 @@ func (o Options) apply(s *Spec, f Filing) []error {
 		}
 	}
 	return errs
+}
+
+// OptionFlags are the flags of `run` that Options holds (their values are checked by
+// Resolve, an empty one too): the rest of run's flags are the command's own.
+func OptionFlags() []string {
+	return []string{"batch-size", "batch-wait", "group", "task", "all-tasks", "reschedule",
+		"no-shutdown-delay", "on-error", "yes", "health", "healthy-deadline", "min-healthy-time",
+		"max-unavailable", "filter", "node", "datacenter", "unhealthy-first", "surge",
+		"surge-ignore-scaling", "drain", "gate", "gate-delay", "gate-interval", "gate-count",
+		"gate-failure-limit", "gate-error-limit", "gate-no-data", "gate-dry-run"}
+}
+
+// emptyHint is what to give an option found empty.
+func emptyHint(flag string) string {
+	switch flag {
+	case "batch-size":
+		return "give a number of allocations like 2, or a percentage like 25%"
+	case "batch-wait":
+		return `give a duration with a unit like 10s or 2m, or "ask"`
+	case "on-error":
+		return `valid options are "ask" and "fail"`
+	case "health":
+		return `valid options are "auto" (default), "checks", "running" and "none"`
+	case "healthy-deadline":
+		return "give a positive duration like 5m, or leave it out for the group's update block"
+	case "min-healthy-time":
+		return "give a duration like 10s, or 0, or leave it out for the group's update block"
+	case "max-unavailable":
+		return "give a number of allocations like 1, or a percentage of each group like 25%"
+	case "filter":
+		return `give a filter expression on allocations like 'NodeName == "web-1"', or leave it out to restart every allocation`
+	case "surge":
+		return "give the number of extra allocations per group, 1 or more"
+	case "drain":
+		return fmt.Sprintf("give a duration from 0 (no drain) to %s, such as 2s, or auto", MaxDrain)
+	case "gate-delay", "gate-interval":
+		return "give a duration like 10s"
+	case "gate-no-data":
+		return `give "fail" (no data is no evidence) or "pass"`
+	}
+	return "give a whole number, 0 or more" // the gates' counts
 }
 
 // combinations refuses the options that cannot go together, each with its fix.

@@ -212,7 +212,7 @@ func SetIntent(h Head, c *restart.Control, intent restart.Intent, by string) err
 }
 
 // SetAnswer records in c an operator's answer to the question the record h heads waits on.
-// An empty answer takes the question's default.
+// An empty answer is refused (restart.ParseAnswer).
 func SetAnswer(h Head, c *restart.Control, answer, by string) error {
 	if h.Status != restart.StatusWaiting || h.Question == nil {
 		return fmt.Errorf("%w: %s %s is %s", ErrNoQuestion, h.Kind, short(h.ID), h.Status)
@@ -221,9 +221,6 @@ func SetAnswer(h Head, c *restart.Control, answer, by string) error {
 		return fmt.Errorf("%w (the question: %s)", err, strings.ReplaceAll(h.Question.Prompt(), "\n", " "))
 	}
 	a := strings.TrimSpace(answer)
-	if a == "" {
-		a = h.Question.Default
-	}
 	c.Answer, c.AnswerTo, c.By = a, h.Question.ID, by
 	return nil
 }

@@ -65,7 +65,7 @@ func TestSetAnswer(t *testing.T) {
 		wantErr error
 	}{
 		{"yes", restart.StatusWaiting, q, "yes", restart.Control{Answer: "yes", AnswerTo: "q1", By: "ops"}, nil},
-		{"empty takes the default", restart.StatusWaiting, q, " ", restart.Control{Answer: "no", AnswerTo: "q1", By: "ops"}, nil},
+		{"empty is refused", restart.StatusWaiting, q, " ", restart.Control{}, restart.ErrInvalidAnswer},
 		{"not an answer", restart.StatusWaiting, q, "maybe", restart.Control{}, restart.ErrInvalidAnswer},
 		{"nothing asked", restart.StatusRunning, nil, "yes", restart.Control{}, ErrNoQuestion},
 		{"asked but no longer waiting", restart.StatusRunning, q, "yes", restart.Control{}, ErrNoQuestion},

@@ -1,0 +1,188 @@
+package restart
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestResolveDefaults: what a request that gives nothing becomes, from each place a restart
+// is filed.
+func TestResolveDefaults(t *testing.T) {
+	cases := []struct {
+		filing  Filing
+		yes     bool
+		onError OnError
+		noted   bool
+	}{
+		{AtTerminal, false, OnErrorAsk, false},
+		{NoTerminal, false, OnErrorFail, true},
+		{NoTerminal, true, OnErrorAsk, false}, // -yes answers, as Nomad's -yes does
+		{Detached, false, OnErrorAsk, false},
+		{Unattended, false, OnErrorFail, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.filing.String(), func(t *testing.T) {
+			res, err := Options{Yes: tc.yes}.Resolve(tc.filing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := DefaultSpec()
+			want.OnError, want.Yes = tc.onError, tc.yes
+			if !reflect.DeepEqual(res.Spec, want) {
+				t.Fatalf("spec = %+v\nwant   %+v", res.Spec, want)
+			}
+			if (len(res.Notes) > 0) != tc.noted {
+				t.Fatalf("notes = %q, want a note: %v", res.Notes, tc.noted)
+			}
+		})
+	}
+	// The defaults the planner resolves further (auto health, the groups' update blocks,
+	// the drain) are left for it, never decided here.
+	res, _ := Options{}.Resolve(Detached)
+	if s := res.Spec; s.Health != HealthAuto || s.MinHealthyTimeGiven || s.HealthyDeadlineGiven || s.DrainGiven {
+		t.Fatalf("planning inputs decided before planning: %+v", s)
+	}
+}
+
+// TestResolveRefuses: every empty, out-of-range or unknown value gets one line naming the
+// option, the value and the fix.
+func TestResolveRefuses(t *testing.T) {
+	cases := []struct {
+		name string
+		o    Options
+		f    Filing
+		want string
+	}{
+		{"empty batch size", Options{BatchSize: Given("")}, Detached, `invalid -batch-size value "": it is empty; give a number`},
+		{"batch size over 100%", Options{BatchSize: Given("101%")}, Detached, `invalid -batch-size value "101%": a percentage must be at most 100%`},
+		{"batch size too large", Options{BatchSize: Given("99999999999999999999")}, Detached, "it is too large"},
+		{"batch size zero", Options{BatchSize: Given("0")}, Detached, "greater than zero"},
+		{"empty batch wait", Options{BatchWait: Given("")}, Detached, `invalid -batch-wait value "": it is empty; give a duration`},
+		{"batch wait without a unit", Options{BatchWait: Given("10")}, Detached, "give a duration with a unit"},
+		{"batch wait too long", Options{BatchWait: Given("99999999999h")}, Detached, `invalid -batch-wait value "99999999999h": it is too long`},
+		{"negative batch wait", Options{BatchWait: Given("-1s")}, Detached, "must not be negative"},
+		{"batch wait ask off a terminal", Options{BatchWait: Given("ask")}, NoTerminal, `"ask" needs an interactive terminal`},
+		{"empty on-error", Options{OnError: Given("")}, Detached, `invalid -on-error value "": it is empty`},
+		{"empty gate delay", Options{Gates: []string{"e: up < 1"}, GateDelay: Given("")}, Detached, `invalid -gate-delay value "": it is empty`},
+		{"on-error ask off a terminal", Options{OnError: Given("ask")}, NoTerminal, `"ask" needs an interactive terminal`},
+		{"unknown health", Options{Health: Given("healthy")}, Detached, `invalid -health value "healthy"`},
+		{"empty health", Options{Health: Given(" ")}, Detached, `invalid -health value " "`},
+		{"zero deadline", Options{HealthyDeadline: Given("0s")}, Detached, "positive duration"},
+		{"deadline too long", Options{HealthyDeadline: Given("9999999999h")}, Detached, "too long"},
+		{"min healthy past the deadline", Options{HealthyDeadline: Given("1m"), MinHealthyTime: Given("1m")}, Detached, "shorter than -healthy-deadline (1m0s)"},
+		{"max unavailable over 100%", Options{MaxUnavailable: Given("101%")}, Detached, "at most 100%"},
+		{"empty filter", Options{Filter: Given("  ")}, Detached, `invalid -filter value "  ": it is empty; give a filter expression`},
+		{"empty group", Options{Groups: []string{"web", ""}}, Detached, `invalid -group value "": give a task group`},
+		{"empty node", Options{Nodes: []string{" "}}, Detached, `invalid -node value ""`},
+		{"empty datacenter", Options{Datacenters: []string{""}}, Detached, `invalid -datacenter value ""`},
+		{"surge zero", Options{Surge: Given("0")}, Detached, "1 or more"},
+		{"surge not a number", Options{Surge: Given("many")}, Detached, "1 or more"},
+		{"drain too long", Options{Drain: Given("6m")}, Detached, "from 0 (no drain) to 5m0s"},
+		{"empty gate", Options{Gates: []string{""}}, Detached, `invalid -gate value ""`},
+		{"bad gate", Options{Gates: []string{"errors: up"}}, Detached, "Invalid -gate value"},
+		{"gate count negative", Options{Gates: []string{"e: up < 1"}, GateCount: Given("-1")}, Detached, `invalid -gate-count value "-1"`},
+		{"gate options without a gate", Options{GateCount: Given("2")}, Detached, "need -gate"},
+		{"all tasks with a task", Options{AllTasks: true, Tasks: []string{"main"}}, Detached, "-all-tasks option cannot be used with -task"},
+		{"reschedule with a task", Options{Reschedule: true, Tasks: []string{"main"}}, Detached, "-reschedule option cannot be used with -task"},
+		{"ignore scaling without surge", Options{SurgeIgnoreScaling: true}, Detached, "needs -surge"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.o.Resolve(tc.f)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err is not one line: %q", err)
+			}
+			var ve *ValueError
+			var oe *OptionError
+			if !errors.As(err, &ve) && !errors.As(err, &oe) {
+				t.Fatalf("err %T names no option", err)
+			}
+		})
+	}
+}
+
+// TestResolveGivesWhatWasAsked: each option given lands in the spec, typed.
+func TestResolveGivesWhatWasAsked(t *testing.T) {
+	o := Options{
+		BatchSize: Given("1,25%"), BatchWait: Given("30s"), Groups: []string{" web "},
+		Reschedule: true, NoShutdownDelay: true, OnError: Given("fail"), Health: Given("CHECKS"),
+		HealthyDeadline: Given("2m"), MinHealthyTime: Given("10s"), MaxUnavailable: Given("50%"),
+		Filter: Given(` NodeName == "a" `), Nodes: []string{"n1"}, Datacenters: []string{"dc1"},
+		UnhealthyFirst: true, Surge: Given("2"), SurgeIgnoreScaling: true, Drain: Given("0"),
+		Gates: []string{"errors: sum(up) < 1"}, GateCount: Given("5"), GateInterval: Given("1s"), GateDryRun: true,
+	}
+	res, err := o.Resolve(NoTerminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Spec
+	mu := BatchSize{N: 50, Percent: true}
+	want := Spec{
+		BatchSizes: []BatchSize{{N: 1}, {N: 25, Percent: true}}, BatchWait: 30 * time.Second,
+		Groups: []string{"web"}, Reschedule: true, NoShutdownDelay: true, OnError: OnErrorFail,
+		Health: HealthChecks, HealthyDeadline: 2 * time.Minute, HealthyDeadlineGiven: true,
+		MinHealthyTime: 10 * time.Second, MinHealthyTimeGiven: true, MaxUnavailable: &mu,
+		Filter: `NodeName == "a"`, Nodes: []string{"n1"}, Datacenters: []string{"dc1"},
+		UnhealthyFirst: true, Surge: 2, SurgeIgnoreScaling: true, DrainGiven: true,
+		Gates: s.Gates,
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("spec = %+v\nwant   %+v", s, want)
+	}
+	if len(res.Notes) > 0 {
+		t.Fatalf("notes %q: -on-error was given", res.Notes)
+	}
+	g := s.Gates
+	if g == nil || len(g.Typed) != 1 || g.Typed[0].Name != "errors" || g.Policy.Count != 5 || g.Policy.Interval != time.Second || !g.Policy.DryRun {
+		t.Fatalf("gates = %+v", g)
+	}
+	// Typed once, and read back typed from the record's JSON.
+	b, _ := json.Marshal(g)
+	var back Gates
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if typed, err := back.Parsed(); err != nil || !reflect.DeepEqual(typed, g.Typed) {
+		t.Fatalf("gates from JSON: %v %+v", err, typed)
+	}
+	// A record from a version that kept only the text is parsed when read.
+	old := Gates{Specs: g.Specs, Policy: g.Policy}
+	if typed, err := old.Parsed(); err != nil || !reflect.DeepEqual(typed, g.Typed) {
+		t.Fatalf("gates of an older record: %v %+v", err, typed)
+	}
+}
+
+// TestApplyCollectsEveryRefusal: a job's meta is checked option by option, every problem
+// named, the valid ones kept.
+func TestApplyCollectsEveryRefusal(t *testing.T) {
+	s := DefaultSpec()
+	errs := Options{BatchSize: Given("0"), BatchWait: Given("1m"), Health: Given("x")}.Apply(&s, Detached)
+	if len(errs) != 2 {
+		t.Fatalf("errs = %v, want the batch size's and the health's", errs)
+	}
+	if s.BatchWait != time.Minute || len(s.BatchSizes) != 1 || s.BatchSizes[0].N != 1 {
+		t.Fatalf("spec after Apply: %+v", s)
+	}
+}
+
+// TestValueJSON: the page's API gives options as strings (or numbers); absent and null are
+// not given, "" is given empty.
+func TestValueJSON(t *testing.T) {
+	var o Options
+	if err := json.Unmarshal([]byte(`{"BatchSize": 2, "Health": "", "OnError": null}`), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.BatchSize != Given("2") || o.Health != Given("") || o.OnError.Set || o.Drain.Set {
+		t.Fatalf("options = %+v", o)
+	}
+	if err := json.Unmarshal([]byte(`{"BatchSize": true}`), &o); err == nil {
+		t.Fatal("a boolean batch size was read")
+	}
+}
