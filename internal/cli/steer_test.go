@@ -129,6 +129,16 @@ func TestAnswerDetachedBatchWaitAsk(t *testing.T) {
 	if code, out, errOut := e.run(ctx, "answer", id, "maybe"); code != 1 || !strings.Contains(errOut, "Invalid answer") {
 		t.Fatalf("invalid answer: %d\n%s\n%s", code, out, errOut)
 	}
+	// An empty answer (a script's unset variable) is refused, not taken as the default.
+	for _, empty := range []string{"", "  "} {
+		code, out, errOut := e.run(ctx, "answer", id, empty)
+		if code != 1 || !strings.Contains(errOut, "Invalid answer") || strings.Count(errOut, "\n") != 1 {
+			t.Fatalf("empty answer %q: %d\n%s\n%s", empty, code, out, errOut)
+		}
+	}
+	if r := statusOf(t, ctx, e, id); r.Control.Answer != "" || r.Status != restart.StatusWaiting {
+		t.Fatalf("after empty answers: answer %q, status %s", r.Control.Answer, r.Status)
+	}
 	if code, out, errOut := e.run(ctx, "answer", id, "yes"); code != 0 {
 		t.Fatalf("answer yes: %d\n%s\n%s", code, out, errOut)
 	}

@@ -186,3 +186,39 @@ func TestValueJSON(t *testing.T) {
 		t.Fatal("a boolean batch size was read")
 	}
 }
+
+// FuzzResolve: whatever is typed into any option, Resolve ends without a panic, and a
+// refusal is one line naming the option (a flag) and the value when the value is the
+// problem.
+func FuzzResolve(f *testing.F) {
+	for _, seed := range []string{"", " ", "1", "25%", "101%", "0", "ask", "fail", "10s", "99999999999h", "-1s", "auto", "checks", "1,25%", "x", "\x00", "1e309", "9223372036854775808"} {
+		f.Add(seed, 0)
+	}
+	f.Fuzz(func(t *testing.T, v string, which int) {
+		o := Options{Gates: []string{"errors: sum(up) < 1"}}
+		fields := []*Value{&o.BatchSize, &o.BatchWait, &o.OnError, &o.Health, &o.HealthyDeadline,
+			&o.MinHealthyTime, &o.MaxUnavailable, &o.Filter, &o.Surge, &o.Drain, &o.GateDelay,
+			&o.GateInterval, &o.GateCount, &o.GateFailureLimit, &o.GateErrorLimit, &o.GateNoData}
+		if which < 0 {
+			which = -which
+		}
+		*fields[which%len(fields)] = Given(v)
+		for _, filing := range []Filing{AtTerminal, NoTerminal, Detached, Unattended} {
+			res, err := o.Resolve(filing)
+			if err == nil {
+				if len(res.Spec.BatchSizes) == 0 || res.Spec.OnError == "" || res.Spec.Health == "" {
+					t.Fatalf("accepted %q into an incomplete spec %+v", v, res.Spec)
+				}
+				continue
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Fatalf("refusal of %q is not one line: %q", v, msg)
+			}
+			var ve *ValueError
+			if errors.As(err, &ve) && !strings.Contains(msg, "-"+ve.Flag) {
+				t.Fatalf("refusal of %q names no option: %q", v, msg)
+			}
+		}
+	})
+}
