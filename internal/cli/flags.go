@@ -171,8 +171,13 @@ func emptyHint(name string) (string, bool) {
 func refuseEmpty(fs *flag.FlagSet, cmd string) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err != nil || isBoolFlag(f) || slices.Contains(restart.OptionFlags(), f.Name) {
+		switch {
+		case err != nil || isBoolFlag(f):
+			return
+		case slices.Contains(restart.OptionFlags(), f.Name):
 			return // a restart's options are checked by restart.Options.Resolve, empty or not
+		case f.Name == "http-addr":
+			return // documented: "" turns the agent's listener off
 		}
 		for _, v := range flagValues(f) {
 			if strings.TrimSpace(v) != "" {

@@ -288,7 +288,11 @@ func TestQuestions(t *testing.T) {
 		if r.Question.Default != "n" {
 			t.Fatalf("last-batch question defaults to %q", r.Question.Default)
 		}
-		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "", "op"); err != nil {
+		// An empty answer is refused; Enter at a prompt takes the default through AtPrompt.
+		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, "", "op"); !errors.Is(err, restart.ErrInvalidAnswer) {
+			t.Fatalf("an empty answer: %v, want it refused", err)
+		}
+		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, restart.AtPrompt(r.Question, ""), "op"); err != nil {
 			t.Fatal(err)
 		}
 		final, err := wait()
