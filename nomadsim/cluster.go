@@ -55,6 +55,12 @@ type Options struct {
 	// process runs and its checks' scripts pass, and refuses connections otherwise (see
 	// the package documentation). Listeners close with the cluster.
 	ServeInstances bool
+	// JobMaxCount is the servers' job_max_count as their configuration sets it: nil leaves
+	// it unset, and Nomad's default (50000) applies; 0 is no limit. The job scale, register
+	// and plan endpoints refuse a job whose groups' counts add up to more, with Nomad's
+	// status and text; /v1/agent/self shows it as a real server does (Server.JobMaxCount,
+	// null when unset).
+	JobMaxCount *int
 	// Logger receives the simulation's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -142,6 +148,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	opts.defaults()
 	if opts.MaxConnsPerClient < 0 {
 		return nil, fmt.Errorf("nomadsim: MaxConnsPerClient must be >= 0 (0 for no limit), not %d", opts.MaxConnsPerClient)
+	}
+	if m := opts.JobMaxCount; m != nil && *m < 0 {
+		// Nomad's agent refuses to start with it.
+		return nil, fmt.Errorf("nomadsim: job_max_count (%d) cannot be negative", *m)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Cluster{

@@ -50,8 +50,9 @@ func (c *Cluster) handleAgentSelf(w http.ResponseWriter, r *http.Request) {
 	simhttp.WriteJSON(w, map[string]any{
 		"config": map[string]any{
 			"Region": c.opts.Region, "Datacenter": dc, "NodeName": "nomadsim-server-1", "Version": map[string]any{"Version": simVersion, "VersionPrerelease": "", "Revision": "nomadsim"},
-			"ACL":    map[string]any{"Enabled": c.opts.ACLs},
-			"Server": map[string]any{"Enabled": true}, "Client": map[string]any{"Enabled": true},
+			"ACL": map[string]any{"Enabled": c.opts.ACLs},
+			// JobMaxCount as the agent's configuration holds it: null unless set.
+			"Server": map[string]any{"Enabled": true, "JobMaxCount": c.opts.JobMaxCount}, "Client": map[string]any{"Enabled": true},
 		},
 		"member": c.member(),
 		"stats":  map[string]any{"nomad": map[string]string{"leader": "true", "known_regions": "1", "server": "true"}},

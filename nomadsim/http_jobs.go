@@ -450,7 +450,7 @@ func (c *Cluster) handleJobPlan(w http.ResponseWriter, r *http.Request) {
 		simhttp.WriteError(w, simhttp.Errorf(http.StatusBadRequest, "Job ID does not match"))
 		return
 	}
-	if err := validateJob(req.Job); err != nil {
+	if err := validateJob(req.Job, c.jobMaxCount()); err != nil {
 		simhttp.WriteError(w, err)
 		return
 	}

@@ -43,7 +43,7 @@ func (c *Cluster) handleValidateJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &api.JobValidateResponse{DriverConfigValidated: true}
-	if err := validateJob(req.Job); err != nil {
+	if err := validateJob(req.Job, c.jobMaxCount()); err != nil {
 		out.Error = err.Error()
 		out.ValidationErrors = []string{err.Error()}
 	}

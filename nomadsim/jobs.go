@@ -67,8 +67,10 @@ func (c *Cluster) RegisterJob(job *api.Job) (string, error) {
 	return res.EvalID, nil
 }
 
-// validateJob applies the checks Nomad's job endpoint makes before anything else.
-func validateJob(job *api.Job) error {
+// validateJob applies the checks Nomad's job endpoint makes before anything else: the job's
+// own validation, then the servers' job_max_count over its groups' counts (jobMax, 0: no
+// limit), as Nomad's job validator lists them.
+func validateJob(job *api.Job, jobMax int) error {
 	if job == nil {
 		return errBadRequest("Job must be specified")
 	}
@@ -107,6 +109,9 @@ func validateJob(job *api.Job) error {
 			}
 		}
 	}
+	if total := submittedCount(job); jobMax > 0 && total > jobMax {
+		errs = append(errs, errJobMaxCount(total, jobMax))
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -120,6 +125,24 @@ func validateJob(job *api.Job) error {
 	return simhttp.Errorf(http.StatusInternalServerError, msg+"\n\n")
 }
 
+// submittedCount is the job's groups' counts summed as the server sees them: the HTTP agent
+// canonicalizes the job first, which gives a group without a count its scaling policy's
+// min, else 1.
+func submittedCount(job *api.Job) int {
+	n := 0
+	for _, tg := range job.TaskGroups {
+		switch {
+		case tg.Count != nil:
+			n += *tg.Count
+		case tg.Scaling != nil && tg.Scaling.Min != nil:
+			n += int(*tg.Scaling.Min)
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 // registerLocked stores a new version of the job (when its spec changed) and evaluates it.
 // Callers hold c.mu.
 func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, error) {
@@ -130,7 +153,7 @@ func (c *Cluster) registerLocked(job *api.Job, trigger string) (*regResult, erro
 // unchanged spec, as a scale does (Nomad's Job.Scale writes the job without comparing it,
 // and the state store bumps the version of every write).
 func (c *Cluster) registerVersionLocked(job *api.Job, trigger string, always bool) (*regResult, error) {
-	if err := validateJob(job); err != nil {
+	if err := validateJob(job, c.jobMaxCount()); err != nil {
 		return nil, err
 	}
 	if job.Namespace == nil || *job.Namespace == "" {

@@ -13,6 +13,26 @@ import (
 // (JobTrackedScalingEvents), newest first.
 const trackedScalingEvents = 20
 
+// defaultJobMaxCount is the servers' job_max_count when their configuration does not set
+// it (structs.JobDefaultMaxCount).
+const defaultJobMaxCount = 50000
+
+// jobMaxCount is the most allocations the servers let a job have in all (0: no limit), as
+// Nomad's agent sets its server's JobMaxCount (command/agent/agent.go).
+func (c *Cluster) jobMaxCount() int {
+	if m := c.opts.JobMaxCount; m != nil {
+		return *m
+	}
+	return defaultJobMaxCount
+}
+
+// errJobMaxCount is Nomad's refusal of a job of total allocations, past limit: a plain
+// error of its RPC (nomad/job_endpoint.go Scale, job_endpoint_hooks.go), which the HTTP
+// agent answers with a 500 and the text; job registration wraps it in its validation list.
+func errJobMaxCount(total, limit int) string {
+	return fmt.Sprintf("total count was greater than configured job_max_count: %d > %d", total, limit)
+}
+
 // validateScaleRequest makes the checks Nomad's JobScaleRequest.Validate makes before the
 // job is looked up, with its wording (all 400s).
 func validateScaleRequest(req *api.ScalingRequest, namespace string) error {
@@ -35,8 +55,9 @@ func validateScaleRequest(req *api.ScalingRequest, namespace string) error {
 
 // scaleLocked is Nomad's Job.Scale once the request is valid and the job found. With a
 // count it refuses, in Nomad's order: a system job past 1, an unknown group, a count outside
-// the group's scaling policy (enabled or not), a job whose latest deployment is active, and
-// a JobModifyIndex that is not the job's (check-and-set); then it registers a new job
+// the group's scaling policy (enabled or not), a job whose groups' counts would add up to
+// more than job_max_count, a job whose latest deployment is active, and a JobModifyIndex
+// that is not the job's (check-and-set); then it registers a new job
 // version (always, even for the same count) and evaluates it. Without a count it only
 // records the event. Every accepted request records a scaling event. Callers hold c.mu.
 func (c *Cluster) scaleLocked(j *jobEntry, req *api.ScalingRequest) (*regResult, error) {
@@ -54,7 +75,7 @@ func (c *Cluster) scaleLocked(j *jobEntry, req *api.ScalingRequest) (*regResult,
 	ev := &api.ScalingEvent{Message: req.Message, Error: req.Error, Meta: req.Meta, PreviousCount: prevCount, Time: uint64(now.UnixNano())}
 	var res *regResult
 	if req.Count != nil {
-		if err := checkScaleLocked(j, cur, tg, *req.Count, req.JobModifyIndex); err != nil {
+		if err := checkScaleLocked(j, cur, tg, *req.Count, req.JobModifyIndex, c.jobMaxCount()); err != nil {
 			return nil, err
 		}
 		next := cloneJob(cur)
@@ -85,9 +106,10 @@ func (c *Cluster) scaleLocked(j *jobEntry, req *api.ScalingRequest) (*regResult,
 	return res, nil
 }
 
-// checkScaleLocked holds Nomad's refusals of a count: the scaling policy's bounds, an
-// active deployment of the job, a stale JobModifyIndex.
-func checkScaleLocked(j *jobEntry, cur *api.Job, tg *api.TaskGroup, count int64, jobModifyIndex uint64) error {
+// checkScaleLocked holds Nomad's refusals of a count: the scaling policy's bounds, the
+// servers' job_max_count (maxCount, 0: none) over the job's total, an active deployment of
+// the job, a stale JobModifyIndex.
+func checkScaleLocked(j *jobEntry, cur *api.Job, tg *api.TaskGroup, count int64, jobModifyIndex uint64, jobMax int) error {
 	if p := tg.Scaling; p != nil {
 		// Nomad reads a policy without max as -1 (its registration refuses one); min
 		// defaults to the group's count when the job is registered.
@@ -101,6 +123,10 @@ func checkScaleLocked(j *jobEntry, cur *api.Job, tg *api.TaskGroup, count int64,
 		if maxCount < count {
 			return errBadRequest(fmt.Sprintf("group count was greater than scaling policy maximum: %d > %d", count, maxCount))
 		}
+	}
+	// Nomad sums in Go ints: the other groups' counts and the one asked for.
+	if total := int64(submittedCount(cur)-deref(tg.Count)) + count; jobMax > 0 && total > int64(jobMax) {
+		return simhttp.Errorf(http.StatusInternalServerError, errJobMaxCount(int(total), jobMax))
 	}
 	if d := j.latestDeployment(); d != nil && deploymentActive(d) && d.JobCreateIndex == deref(cur.CreateIndex) {
 		return errBadRequest("job scaling blocked due to active deployment")

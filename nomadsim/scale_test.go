@@ -1,6 +1,8 @@
 package nomadsim
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -278,4 +280,49 @@ func rawPut(t *testing.T, c *Cluster, path, body string) (int, string) {
 		t.Fatal(err)
 	}
 	return r.Status, string(r.Body)
+}
+
+// TestJobMaxCount: a configured job_max_count shows in the agent's configuration and bounds
+// the job's groups' counts summed: a scale to the limit passes, one past it is refused with
+// Nomad's 500 and text, as is a registration past it; 0 is no limit; a negative one does
+// not start, as Nomad's agent does not.
+func TestJobMaxCount(t *testing.T) {
+	c, cl := startCluster(t, Options{TimeScale: 100, JobMaxCount: ptr(4)})
+	self, err := cl.Agent().Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server, _ := self.Config["Server"].(map[string]any); server["JobMaxCount"] != float64(4) {
+		t.Errorf("agent self Server %v, want JobMaxCount 4", self.Config["Server"])
+	}
+	job := serviceJob("capped", 1)
+	h := api.NewTaskGroup("h", 1)
+	h.AddTask(job.TaskGroups[0].Tasks[0])
+	job.AddTaskGroup(h)
+	job = settledJob(t, c, cl, job)
+	if status, body := rawPut(t, c, "/v1/job/capped/scale", `{"Count":4,"Target":{"Group":"g"}}`); status != 500 ||
+		body != "total count was greater than configured job_max_count: 5 > 4" {
+		t.Errorf("scale past the limit = %d %q, want 500 naming 5 > 4", status, body)
+	}
+	scaleTo(t, cl, "capped", 3, *job.JobModifyIndex) // 3 + 1: the limit itself passes
+	big, _ := json.Marshal(map[string]any{"Job": serviceJob("big", 5)})
+	if status, body := rawPut(t, c, "/v1/jobs", string(big)); status != 500 ||
+		body != "1 error occurred:\n\t* total count was greater than configured job_max_count: 5 > 4\n\n" {
+		t.Errorf("register past the limit = %d %q, want 500 with the validation's list", status, body)
+	}
+
+	c0, cl0 := startCluster(t, Options{TimeScale: 100, JobMaxCount: ptr(0)})
+	unlimited := settledJob(t, c0, cl0, serviceJob("free", 1))
+	scaleTo(t, cl0, "free", 60000, *unlimited.JobModifyIndex) // never placed: the test ends first
+	if _, err := Start(context.Background(), Options{JobMaxCount: ptr(-1)}); err == nil || !strings.Contains(err.Error(), "cannot be negative") {
+		t.Errorf("negative job_max_count: %v, want refused", err)
+	}
+
+	_, clDefault := startCluster(t, Options{TimeScale: 100})
+	if self, err = clDefault.Agent().Self(); err != nil {
+		t.Fatal(err)
+	}
+	if server, _ := self.Config["Server"].(map[string]any); server["JobMaxCount"] != nil {
+		t.Errorf("agent self Server %v, want JobMaxCount null when not configured", self.Config["Server"])
+	}
 }

@@ -88,18 +88,89 @@ func classify(err error, notFound error) error {
 	return err
 }
 
-// permanentServerError reports whether a 500 body is an answer that will not change on a
-// retry: it comes from the client node refusing the request, not from a struggling server.
-func permanentServerError(body string) bool {
-	for _, t := range [...]string{
-		"Task not running",
-		"Could not find task runner",
-		"should not run",
-		"Unknown allocation",
-		"unknown allocation",
-		"not found",
-	} {
-		if strings.Contains(body, t) {
+// serverErrorTransient reports whether Nomad's 5xx answer may pass when the request is sent
+// again, from its status and its text. Nomad's HTTP agent answers every RPC error that
+// carries no code of its own with a 500 and the error's text (command/agent/http.go), so a
+// 500 is as often a refusal that will not change (a limit, a validation error, a
+// check-and-set, a client node's answer) as a struggling cluster: the text tells them
+// apart. Texts of neither kind count as passing: the retry's budget bounds what that costs.
+func serverErrorTransient(code int, body string) bool {
+	switch code {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true // a proxy, or Nomad itself, says the cluster cannot answer now
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return false
+	}
+	switch {
+	case containsAny(body, transientTexts):
+		return true
+	case containsAny(body, permanentTexts):
+		return false
+	}
+	return true
+}
+
+// transientTexts are Nomad's words for failures that pass: a lost or changing leader, a
+// server shutting down, a connection between agents lost or timed out. A request through a
+// client agent, or a server that forwards it to the leader, carries them after "rpc error: ".
+var transientTexts = []string{
+	"No cluster leader",                    // structs.ErrNoLeader: no leader within rpc_hold_timeout
+	"Not ready to serve consistent reads",  // structs.ErrNotReadyForConsistentReads: a new leader
+	"leadership lost while committing log", // raft.ErrLeadershipLost
+	"node is not the leader",               // raft.ErrNotLeader
+	"leadership transfer in progress",      // raft.ErrLeadershipTransferInProgress
+	"timed out enqueuing operation",        // raft.ErrEnqueueTimeout
+	"raft is already shutdown",             // raft.ErrRaftShutdown
+	"rpc error: EOF",                       // helper/pool: the server closed the session
+	"unexpected EOF",
+	"i/o timeout",                       // an RPC connection's deadline
+	"i/o deadline reached",              // yamux.ErrTimeout
+	"keepalive timeout",                 // yamux.ErrKeepAliveTimeout
+	"connection write timeout",          // yamux.ErrConnectionWriteTimeout
+	"session shutdown",                  // yamux.ErrSessionShutdown
+	"connection refused",                // a server down
+	"connection reset",                  // yamux.ErrConnectionReset, or TCP's
+	"broken pipe",                       //
+	"failed to get conn",                // helper/pool: no connection to the server
+	"lead thread didn't get connection", // helper/pool
+}
+
+// permanentTexts are Nomad's words for answers that do not change when the request is sent
+// again.
+var permanentTexts = []string{
+	// Limits and validation: Job.Scale and the job validators (go-multierror's list).
+	"job_max_count",
+	" error occurred:",
+	" errors occurred:",
+	// A check-and-set that failed: the same request fails again.
+	"conflicting job modify index",
+	"Enforcing job modify index",
+	// ACLs and the scheduler configuration (a 403 from the agent itself; the texts, when an
+	// error is relayed).
+	"Permission denied",
+	"ACL token not found",
+	"ACL token expired",
+	"ACL token is invalid",
+	"disabled by the scheduler configuration",
+	// Unknown objects (structs' ErrUnknown*Prefix) and the client node's refusals.
+	"Unknown allocation",
+	"unknown allocation",
+	"Unknown job",
+	"Unknown node",
+	"Unknown evaluation",
+	"Unknown deployment",
+	"not found",
+	"nonexistent namespace",
+	"terminal deployment",
+	"Task not running",
+	"Could not find task runner",
+	"should not run",
+}
+
+// containsAny reports whether s contains one of texts.
+func containsAny(s string, texts []string) bool {
+	for _, t := range texts {
+		if strings.Contains(s, t) {
 			return true
 		}
 	}
@@ -108,10 +179,14 @@ func permanentServerError(body string) bool {
 
 // IsTransient reports whether err is likely to go away when the same request is sent
 // again: a transport failure (connection refused or reset, a timeout, a cut answer), a
-// 429, or a 5xx such as "No cluster leader". Answers that will not change (4xx, and the
-// 500s a client node gives for a task that is not running or unknown) are not transient,
-// nor is a canceled or expired context, nor an error that says a job or allocation is
-// unknown, a permission is missing, or an allocation cannot be placed, whatever wraps it.
+// 429, a 502, 503 or 504, or a 500 whose text says the cluster struggles ("No cluster
+// leader", a Raft or RPC timeout; see transientTexts). Answers that will not change are
+// not: a 4xx, a 501, and a 500 whose text is a refusal (a limit such as job_max_count, a
+// validation error, a failed check-and-set, a denial, an unknown object, a client node's
+// "Task not running"; see permanentTexts). Neither is a canceled or expired context, nor
+// an error that says a job or allocation is unknown, a permission is missing, an
+// allocation cannot be placed or a job would pass job_max_count, whatever wraps it. A 500
+// whose text is of neither kind counts as passing: the retry's budget bounds it.
 // It is the project's one rule: the stores, the engine and the health sources use it.
 //
 // Reads are retried here on transient errors. Writes (restart, stop, evaluate) are not:
@@ -120,8 +195,9 @@ func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
+	var tooMany *JobMaxCountError
 	if errors.Is(err, ErrJobNotFound) || errors.Is(err, ErrAllocNotFound) || errors.Is(err, ErrPermissionDenied) ||
-		errors.Is(err, restart.ErrPlacementFailure) {
+		errors.Is(err, restart.ErrPlacementFailure) || errors.As(err, &tooMany) {
 		return false
 	}
 	code, body := statusCode(err), ""
@@ -137,7 +213,7 @@ func IsTransient(err error) bool {
 		if code < 500 {
 			return false
 		}
-		return !permanentServerError(body)
+		return serverErrorTransient(code, body)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {

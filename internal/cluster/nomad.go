@@ -53,6 +53,9 @@ type Nomad struct {
 
 	mu     sync.Mutex
 	region string
+	// maxCount is the servers' job_max_count once maxCountKnown (see jobMaxCount).
+	maxCount      int
+	maxCountKnown bool
 }
 
 var _ Cluster = (*Nomad)(nil)

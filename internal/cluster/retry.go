@@ -122,6 +122,17 @@ func (b *Backoff) Wait(ctx context.Context) bool {
 	return Sleep(ctx, wait)
 }
 
+// Attempts is how many waits the backoff has slept so far.
+func (b *Backoff) Attempts() int { return b.attempt }
+
+// Elapsed is the time since the backoff's first wait (0 before it).
+func (b *Backoff) Elapsed() time.Duration {
+	if b.start.IsZero() {
+		return 0
+	}
+	return time.Since(b.start)
+}
+
 // Reset starts over after an attempt that succeeded: the next wait is the shortest again,
 // and MaxElapsed counts from it.
 func (b *Backoff) Reset() { b.attempt, b.start = 0, time.Time{} }

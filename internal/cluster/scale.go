@@ -16,14 +16,16 @@ import (
 // its deployments.
 type Scaler interface {
 	// JobScale reads the job's current version: its type, JobModifyIndex and each group's
-	// count, scaling policy and update strategy.
+	// count, scaling policy and update strategy; and, where the cluster can tell, the most
+	// allocations Nomad lets the job have in all (job_max_count).
 	JobScale(ctx context.Context, namespace, jobID string) (*restart.JobScale, error)
 	// ScaleGroup sets a group's count through Nomad's job scale endpoint (a scaling event
 	// with message, a new job version, an evaluation). A non-zero jobModifyIndex is Nomad's
 	// check-and-set: the request fails with ErrScaleConflict when the job changed since.
 	// It never sends the request twice. Errors: ErrPermissionDenied (the token lacks
 	// scale-job and submit-job), ErrScaleConflict, ErrScaleBlocked (a deployment of the job
-	// is active), or Nomad's own.
+	// is active), *JobMaxCountError (the job would pass its servers' job_max_count), or
+	// Nomad's own.
 	ScaleGroup(ctx context.Context, namespace, jobID, group string, count int, jobModifyIndex uint64, message string) (*ScaleResult, error)
 	// LatestDeployment blocks until the job's latest deployment changes past afterIndex (0:
 	// at once), then returns it (nil when the job has none) and the index to watch from.
@@ -78,7 +80,9 @@ func (n *Nomad) JobScale(ctx context.Context, namespace, jobID string) (*restart
 	if err != nil {
 		return nil, err
 	}
-	return jobScale(job), nil
+	js := jobScale(job)
+	js.MaxCount = n.jobMaxCount(ctx)
+	return js, nil
 }
 
 func jobScale(job *api.Job) *restart.JobScale {
@@ -125,16 +129,23 @@ func (n *Nomad) ScaleGroup(ctx context.Context, namespace, jobID, group string, 
 		return r, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("scaling group %q of job %q to %d: %w", group, jobID, count, classifyScale(err))
+		err = classifyScale(err)
+		if tooMany, ok := errors.AsType[*JobMaxCountError](err); ok {
+			n.learnJobMaxCount(tooMany)
+		}
+		return nil, fmt.Errorf("scaling group %q of job %q to %d: %w", group, jobID, count, err)
 	}
 	return &ScaleResult{EvalID: resp.EvalID, JobModifyIndex: resp.JobModifyIndex}, nil
 }
 
 // classifyScale maps the scale endpoint's refusals onto the package's sentinels. Nomad
-// answers a failed check-and-set with a 500 whose body names the conflicting index, and an
-// active deployment with a 400.
+// answers a failed check-and-set with a 500 whose body names the conflicting index, a count
+// past job_max_count with a 500 that names it, and an active deployment with a 400.
 func classifyScale(err error) error {
 	body := responseBody(err)
+	if tooMany := asJobMaxCount(err); tooMany != nil {
+		return tooMany
+	}
 	switch {
 	case strings.Contains(body, "conflicting job modify index"):
 		return &kindError{kind: ErrScaleConflict, err: err}

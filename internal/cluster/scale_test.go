@@ -123,3 +123,37 @@ func TestScaleGroupRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestJobScaleMaxCount: JobScale tells the servers' job_max_count where the token may read
+// the agent's configuration (agent:read): as configured, or Nomad's default when unset.
+// Without agent:read it is unknown until a scale past it is refused: the refusal is a
+// *JobMaxCountError with Nomad's text, not transient, and teaches the limit.
+func TestJobScaleMaxCount(t *testing.T) {
+	ctx := testCtx(t)
+	def := startSim(t, nomadsim.Options{})
+	register(t, def, serviceJob("default", "web", 1))
+	if js, err := newNomad(t, def, "").JobScale(ctx, "default", "web"); err != nil || js.MaxCount != 50000 {
+		t.Fatalf("unset job_max_count: %+v %v, want MaxCount 50000 (Nomad's default)", js, err)
+	}
+
+	sim := startSim(t, nomadsim.Options{ACLs: true, JobMaxCount: new(3)})
+	register(t, sim, serviceJob("default", "web", 2))
+	if js, err := newNomad(t, sim, sim.BootstrapToken()).JobScale(ctx, "default", "web"); err != nil || js.MaxCount != 3 {
+		t.Fatalf("management token: %+v %v, want MaxCount 3", js, err)
+	}
+	scaler := simtest.Token(t, sim, "scaler", `namespace "default" { capabilities = ["read-job", "scale-job"] }`)
+	n := newNomad(t, sim, scaler)
+	js, err := n.JobScale(ctx, "default", "web")
+	if err != nil || js.MaxCount != 0 {
+		t.Fatalf("without agent:read: %+v %v, want MaxCount 0 (unknown)", js, err)
+	}
+	_, err = n.ScaleGroup(ctx, "default", "web", "web", 5, js.JobModifyIndex, "x")
+	var tooMany *cluster.JobMaxCountError
+	if !errors.As(err, &tooMany) || tooMany.Total != 5 || tooMany.Max != 3 || cluster.IsTransient(err) ||
+		tooMany.Nomad != "total count was greater than configured job_max_count: 5 > 3" {
+		t.Fatalf("scale past the limit: %v, want a permanent *JobMaxCountError 5 > 3", err)
+	}
+	if js, err := n.JobScale(ctx, "default", "web"); err != nil || js.MaxCount != 3 || js.Groups["web"].Count != 2 {
+		t.Fatalf("after the refusal: %+v %v, want MaxCount 3 learnt, count still 2", js, err)
+	}
+}

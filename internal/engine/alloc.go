@@ -193,7 +193,7 @@ func restartMessages(spec restart.Spec, p *restart.AllocProgress) []string {
 // already took effect, so no task is restarted twice. Transient failures are retried the same
 // way: facts first, then the request again, with Attempts persisted before each.
 func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
-	b := cluster.NewBackoff(resendPolicy())
+	b := cluster.NewBackoff(d.e.resendPolicy())
 	var undrain func() // set once the allocation is drained (-drain), for every exit
 	defer func() {
 		if undrain != nil {
@@ -238,6 +238,11 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 		}
 		d.log.Warn("restart request failed; checking and retrying", "alloc", p.ID, "err", err)
 		if !b.Wait(ctx) {
+			if ctx.Err() == nil {
+				if werr := d.warnRetriesSpent(ctx, &p, fmt.Sprintf("the restart of allocation %q", p.ID), b, err); werr != nil {
+					return werr
+				}
+			}
 			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, gaveUp(ctx))}
 		}
 		fresh = false
@@ -348,13 +353,6 @@ func brokenAfterRestart(before *restart.Observation, a *restart.Alloc, finishedO
 		}
 	}
 	return ""
-}
-
-// resendPolicy paces a request sent again after Nomad's facts showed that the failed one did
-// not take effect (sendRestart, sendStop): quick at first, as a lost answer is usually a
-// blip, and bounded like the cluster's own retries.
-func resendPolicy() cluster.RetryPolicy {
-	return cluster.RetryPolicy{Initial: 50 * time.Millisecond, Max: 3 * time.Second, MaxElapsed: cluster.DefaultRetryPolicy().MaxElapsed}
 }
 
 // gaveUp says why a cluster.Backoff stopped: ctx's end, or its time spent.

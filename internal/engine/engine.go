@@ -46,6 +46,11 @@ type Config struct {
 	MaxFeeds int
 	// Gates wires the metric gates (-gate): how to reach Prometheus.
 	Gates GatesConfig
+	// Retry bounds how long a driver keeps sending a request again that Nomad failed in a
+	// way that passes (a restart, a stop, an evaluation, a surge's scale): its MaxElapsed,
+	// after which the step fails with a warning in the record (zero: the MaxElapsed of
+	// cluster.DefaultRetryPolicy, a minute).
+	Retry cluster.RetryPolicy
 }
 
 // Engine plans, drives and steers restarts.
@@ -57,6 +62,7 @@ type Engine struct {
 	now     func() time.Time
 	health  HealthConfig
 	gates   GatesConfig
+	retry   cluster.RetryPolicy
 	offset  *health.OffsetClock
 	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
 }
@@ -64,7 +70,7 @@ type Engine struct {
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, gates: cfg.Gates, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
+		health: cfg.Health, gates: cfg.Gates, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
 	if e.offset == nil {
 		e.offset = health.NewOffsetClock(nil)
 	}
@@ -73,6 +79,9 @@ func New(cfg Config) *Engine {
 	}
 	if e.now == nil {
 		e.now = time.Now
+	}
+	if e.retry.MaxElapsed <= 0 {
+		e.retry.MaxElapsed = cluster.DefaultRetryPolicy().MaxElapsed // bounded, always
 	}
 	if e.holder == "" {
 		host, _ := os.Hostname()

@@ -33,7 +33,7 @@ func (d *driver) reschedule(ctx context.Context, i int) error {
 // sendStop sends the stop of an allocation whose intent is persisted, after checking Nomad's
 // facts when the intent may be from a former attempt.
 func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
-	b := cluster.NewBackoff(resendPolicy())
+	b := cluster.NewBackoff(d.e.resendPolicy())
 	var undrain func() // set once the allocation is drained (-drain), for every exit
 	defer func() {
 		if undrain != nil {
@@ -88,6 +88,11 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 		}
 		d.log.Warn("stop request failed; checking and retrying", "alloc", p.ID, "err", err)
 		if !b.Wait(ctx) {
+			if ctx.Err() == nil {
+				if werr := d.warnRetriesSpent(ctx, &p, fmt.Sprintf("the stop of allocation %q", p.ID), b, err); werr != nil {
+					return werr
+				}
+			}
 			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
 			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w (gave up retrying: %v)", err, gaveUp(ctx))}
 		}
@@ -117,9 +122,15 @@ func (d *driver) forceEvalIfSystem(ctx context.Context) error {
 // forceEvaluate creates an evaluation of the job with ForceReschedule. Another evaluation
 // does no harm, so the write is retried on what passes (the cluster sends a write once).
 func (d *driver) forceEvaluate(ctx context.Context) error {
-	err := cluster.RetryDo(ctx, resendPolicy(), d.log, "evaluating job", func(ctx context.Context) error {
+	err := cluster.RetryDo(ctx, d.e.resendPolicy(), d.log, "evaluating job", func(ctx context.Context) error {
 		return d.e.cluster.ForceEvaluate(ctx, d.jobNS, d.jobID)
 	})
+	if err != nil && ctx.Err() == nil && cluster.IsTransient(err) {
+		// The retry's budget is spent (its error says how).
+		if werr := d.warnRetriesSpent(ctx, nil, fmt.Sprintf("the evaluation of job %q", d.jobID), nil, err); werr != nil {
+			return werr
+		}
+	}
 	if err != nil {
 		//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
 		return &allocFailure{fmt.Errorf("Failed evaluate job: %w", err)}

@@ -178,9 +178,10 @@ func (d *driver) plannedGroups() []string {
 
 // surgeGroupUp brings one group's surge up: intent, request (at most once), wait. Each
 // turn reads the job, lets restart.DecideSurgeUp decide from its facts and the recorded
-// state, and applies the decision.
+// state, and applies the decision. The turns after a request Nomad did not take are paced
+// and bounded by the engine's retry budget (see giveup.go).
 func (d *driver) surgeGroupUp(ctx context.Context, group string) (bool, error) {
-	pause := scalePause()
+	pause := cluster.NewBackoff(d.e.scalePolicy())
 	for {
 		sg := d.surgeOf(group)
 		if sg != nil && sg.Phase != restart.SurgeScalingUp {
@@ -191,7 +192,17 @@ func (d *driver) surgeGroupUp(ctx context.Context, group string) (bool, error) {
 		case errors.Is(err, cluster.ErrNotSupported):
 			return false, d.surgeFailed(ctx, errNoScaler)
 		case err != nil:
-			return false, fmt.Errorf("reading job %q for the surge: %w", d.jobID, err)
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			// The cluster retried what passes, within its own budget.
+			err = fmt.Errorf("reading job %q for the surge: %w", d.jobID, err)
+			if cluster.IsTransient(err) {
+				if werr := d.warnRetriesSpent(ctx, nil, fmt.Sprintf("the read of job %q for the surge", d.jobID), nil, err); werr != nil {
+					return false, werr
+				}
+			}
+			return false, d.surgeFailed(ctx, err)
 		}
 		step := restart.DecideSurgeUp(d.spec, sg, group, *js)
 		if err := d.saveSurgeStep(ctx, step); err != nil {
@@ -231,8 +242,8 @@ func (d *driver) surgeGroupUp(ctx context.Context, group string) (bool, error) {
 }
 
 // scaleUpRefused applies restart.AfterScaleUp to a scale-up request Nomad did not take: it
-// reports whether to read the job again (after a pause, or the deployment's end); else the
-// restart ended failed, or err is the error to return.
+// reports whether to read the job again (after a pause, or the deployment's end, while the
+// budget lasts); else the restart ended failed, or err is the error to return.
 func (d *driver) scaleUpRefused(ctx context.Context, group string, err error, pause *cluster.Backoff) (bool, error) {
 	answer := scaleAnswer(err)
 	switch restart.AfterScaleUp(answer) {
@@ -240,27 +251,54 @@ func (d *driver) scaleUpRefused(ctx context.Context, group string, err error, pa
 		if answer == restart.ScaleUnavailable {
 			d.log.Warn("scaling for the surge failed; checking the job and retrying", "group", group, "err", err)
 		}
-		return pause.Wait(ctx), ctx.Err()
+		return d.pauseScaleUp(ctx, group, err, pause)
 	case restart.ScaleAwaitDeployment:
 		if err := d.awaitDeploymentEnd(ctx, 0, d.surgeDeadline(group)); err != nil {
 			return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w", group, err))
 		}
-		return true, nil
+		// Paced and bounded too: a job whose deployments keep blocking the scale ends.
+		return d.pauseScaleUp(ctx, group, err, pause)
 	}
-	if answer == restart.ScaleDenied {
+	var tooMany *cluster.JobMaxCountError
+	switch {
+	case answer == restart.ScaleDenied:
 		return false, d.surgeFailed(ctx, fmt.Errorf("-surge: the token may not scale job %q (%v); it needs the scale-job capability (or submit-job) in namespace %q, or drop -surge", d.jobID, cluster.ErrPermissionDenied, nsName(d.jobNS)))
+	case errors.As(err, &tooMany):
+		// The limit could not be read at planning (CheckSurge refuses it there otherwise).
+		return false, d.surgeFailed(ctx, errors.New(restart.SurgePastMaxCount(group, tooMany.Nomad, tooMany.Max-d.countBeforeSurge(group, tooMany.Total), len(d.plannedGroups()))))
 	}
 	return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w", group, err))
 }
 
-// scalePause paces the surge's reads of the job after a scale request Nomad did not take (a
-// conflict: the job changed since it was read; a passing failure), so that a job changing
-// under the surge is not read in a tight loop. It gives up only when ctx ends: each read
-// is bounded by the cluster's own retry.
-func scalePause() *cluster.Backoff {
-	p := cluster.DefaultRetryPolicy()
-	p.MaxElapsed = 0
-	return cluster.NewBackoff(p)
+// pauseScaleUp waits before the surge reads the job again after a scale-up Nomad did not
+// take. Once the budget is spent it records a warning and fails the restart, and reports
+// false.
+func (d *driver) pauseScaleUp(ctx context.Context, group string, err error, pause *cluster.Backoff) (bool, error) {
+	if pause.Wait(ctx) {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if werr := d.warnRetriesSpent(ctx, nil, fmt.Sprintf("the scale-up of group %q", group), pause, err); werr != nil {
+		return false, werr
+	}
+	return false, d.surgeFailed(ctx, fmt.Errorf("scaling group %q for the surge: %w (gave up after %s)", group, err, plural(pause.Attempts()+1, "attempt")))
+}
+
+// countBeforeSurge is the job's count, summed over its groups, before any of this restart's
+// surges, from total, the sum a scale-up of group asked for: less this group's surge and
+// those of the groups already up.
+func (d *driver) countBeforeSurge(group string, total int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	total -= d.spec.Surge
+	for _, s := range d.rec.Surge {
+		if s.Group != group && s.Phase == restart.SurgeUp {
+			total -= s.To - s.From
+		}
+	}
+	return total
 }
 
 // surgeLeft records that the group's count is no longer this restart's, and fails the
@@ -314,7 +352,7 @@ func (d *driver) surgeDown(ctx context.Context) error {
 // decision; restart.AfterScaleDown decides what follows a request's answer.
 func (d *driver) surgeGroupDown(ctx context.Context, group string) error {
 	giveUp := time.Now().Add(d.surgeDeadline(group))
-	pause := scalePause()
+	pause := cluster.NewBackoff(d.e.scalePolicy())
 	for {
 		sg := d.surgeOf(group)
 		if sg == nil || sg.Phase.Done() {
@@ -367,7 +405,10 @@ func (d *driver) surgeGroupDown(ctx context.Context, group string) error {
 				d.log.Warn("scaling back after the surge failed; checking the job and retrying", "group", group, "err", err)
 			}
 			if !pause.Wait(ctx) {
-				return ctx.Err()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return d.surgeNotRestored(ctx, g, fmt.Errorf("%w (gave up after %s in %s)", err, plural(pause.Attempts()+1, "attempt"), pause.Elapsed().Round(time.Millisecond)))
 			}
 		case restart.ScaleAwaitDeployment:
 			if werr := d.unblockScaleDown(ctx, g, giveUp); werr != nil {

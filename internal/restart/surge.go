@@ -2,6 +2,8 @@ package restart
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -21,6 +23,9 @@ type JobScale struct {
 	Version        uint64
 	JobModifyIndex uint64
 	Groups         map[string]GroupScale
+	// MaxCount is the most allocations Nomad lets the job have in all, its groups' counts
+	// summed (its servers' job_max_count); 0 when not known, or not limited.
+	MaxCount int
 }
 
 // GroupScale is one group's count and what manages it.
@@ -58,7 +63,50 @@ func SurgeRefusal(spec Spec, js JobScale, groups []string) error {
 				g, js.ID, gs.Max, spec.Surge, gs.Count)
 		}
 	}
-	return nil
+	return surgePastMaxCount(spec.Surge, js, len(groups))
+}
+
+// surgePastMaxCount refuses a surge that would take the job past the allocations Nomad
+// allows it in all (js.MaxCount): Nomad checks each scale's total, the job's groups'
+// counts summed, so the last of the groups' scale-ups, with every earlier surge in it, is
+// the one that counts.
+func surgePastMaxCount(surge int, js JobScale, groups int) error {
+	if js.MaxCount <= 0 || groups == 0 {
+		return nil
+	}
+	total := 0
+	for _, g := range js.Groups {
+		total += g.Count
+	}
+	room := js.MaxCount - total
+	if room >= 0 && surge <= room/groups {
+		return nil
+	}
+	// Worded without overflow: -surge may be huge (a typo).
+	to := "more than " + strconv.Itoa(js.MaxCount)
+	if surge <= (math.MaxInt-total)/groups {
+		to = strconv.Itoa(total + surge*groups)
+	}
+	return fmt.Errorf("-surge %d would take job %q to %s allocations in all, past the %d its Nomad servers allow (job_max_count); %s",
+		surge, js.ID, to, js.MaxCount, lowerSurge(room, groups))
+}
+
+// lowerSurge is the fix of a surge past job_max_count: the largest -surge that fits in room
+// allocations for groups groups, or "drop -surge" when none does.
+func lowerSurge(room, groups int) string {
+	if fit := room / max(groups, 1); fit >= 1 {
+		return fmt.Sprintf("lower -surge to at most %d", fit)
+	}
+	return "drop -surge (the job has no room left under it)"
+}
+
+// SurgePastMaxCount words Nomad's refusal of a surge's scale-up past job_max_count, learnt
+// only when the request was sent (the limit could not be read at planning): Nomad's text
+// (why) and the fix, room being the allocations the job had left under the limit before
+// the surge, for groups groups.
+func SurgePastMaxCount(group, why string, room, groups int) string {
+	return fmt.Sprintf("Nomad refused to scale group %q for the surge: %s; %s, or raise the servers' job_max_count",
+		group, why, lowerSurge(room, groups))
 }
 
 // SurgeBudget is how many more allocations of group may be out of service while its surge

@@ -36,6 +36,45 @@ func TestSurgeRefusal(t *testing.T) {
 	}
 }
 
+// TestSurgePastMaxCount: Nomad checks a scale against job_max_count over the job's groups'
+// counts summed, the groups surged one after another: the plan refuses a surge whose last
+// scale-up would pass it, with the largest -surge that fits; an unknown limit (0) refuses
+// nothing.
+func TestSurgePastMaxCount(t *testing.T) {
+	two := JobScale{ID: "web", Type: "service", Groups: map[string]GroupScale{"web": {Count: 2}, "api": {Count: 3}, "other": {Count: 5}}}
+	for _, tc := range []struct {
+		name   string
+		max    int
+		surge  int
+		groups []string
+		want   string
+	}{
+		{"unknown limit", 0, 100000000, []string{"web"}, ""},
+		{"fits exactly", 11, 1, []string{"web"}, ""},
+		{"one past", 11, 2, []string{"web"}, "-surge 2 would take job \"web\" to 12 allocations in all, past the 11 its Nomad servers allow (job_max_count); lower -surge to at most 1"},
+		{"two groups surged, to the limit", 14, 2, []string{"api", "web"}, ""},
+		{"two groups, one past", 14, 3, []string{"api", "web"}, "to 16 allocations in all, past the 14 its Nomad servers allow (job_max_count); lower -surge to at most 2"},
+		{"no room left", 10, 1, []string{"web"}, "drop -surge"},
+		{"huge surge does not wrap", 50000, 1 << 62, []string{"api", "web"}, "to more than 50000 allocations in all, past the 50000 its Nomad servers allow (job_max_count); lower -surge to at most 24995"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := two
+			js.MaxCount = tc.max
+			err := SurgeRefusal(Spec{Surge: tc.surge}, js, tc.groups)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+			case err == nil || !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("%v, want %q", err, tc.want)
+			}
+		})
+	}
+	if got := SurgePastMaxCount("web", "total count was greater than configured job_max_count: 6 > 4", 2, 1); got != `Nomad refused to scale group "web" for the surge: total count was greater than configured job_max_count: 6 > 4; lower -surge to at most 2, or raise the servers' job_max_count` {
+		t.Errorf("SurgePastMaxCount: %s", got)
+	}
+}
+
 // TestSurgeBudget: while a group's surge is up its budget gains the surge's allocations: a
 // group of 2 with one allocation crash-looping, surged to 3, may restart its healthy one
 // (2 serve before, 1 during), which without the surge's gain would wait.

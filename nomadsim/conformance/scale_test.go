@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -214,6 +215,87 @@ func TestScaleSameCountAndWithoutCount(t *testing.T) {
 		if len(events) != 2 || events[0].Message != "only an event" || events[0].Count != nil || events[0].EvalID != nil ||
 			events[1].Count == nil || *events[1].Count != 1 || events[1].PreviousCount != 1 || events[1].EvalID == nil || *events[1].EvalID != resp.EvalID {
 			t.Errorf("scaling events, newest first: %+v; want the count-less one, then the scale to 1 with its evaluation", events)
+		}
+	})
+}
+
+// jobMaxCount reads the servers' job_max_count from the agent's configuration
+// (/v1/agent/self: config.Server.JobMaxCount, null when its configuration does not set it,
+// and then Nomad's default of 50000 applies). It skips the test on a client-only agent,
+// whose configuration says nothing of the servers', and where there is no limit.
+func (tg *target) jobMaxCount(t *testing.T) int {
+	t.Helper()
+	r := tg.do(t, "GET", "/v1/agent/self", tg.token, nil)
+	if r.status != 200 {
+		t.Fatalf("GET /v1/agent/self = %d %q", r.status, r.body)
+	}
+	var self struct {
+		Config struct {
+			Server struct {
+				Enabled     bool
+				JobMaxCount *int
+			}
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(r.body, &self); err != nil {
+		t.Fatalf("agent self: %v", err)
+	}
+	s := self.Config.Server
+	switch {
+	case !s.Enabled:
+		t.Skip("the agent is not a server: its configuration does not tell the servers' job_max_count")
+	case s.JobMaxCount == nil:
+		return 50000
+	case *s.JobMaxCount == 0:
+		t.Skip("job_max_count is 0 on this agent: no limit to check")
+	}
+	return *s.JobMaxCount
+}
+
+// TestScaleBeyondJobMaxCount: Nomad refuses a scale whose job, its groups' counts summed,
+// would pass the servers' job_max_count (as the agent's configuration shows it) with a 500
+// and its text, before the deployment and check-and-set checks; a registration past it is
+// refused in the validation's list, also a 500. Nothing changes.
+func TestScaleBeyondJobMaxCount(t *testing.T) {
+	forEachTarget(t, targetOptions{}, func(t *testing.T, tg *target) {
+		limit := tg.jobMaxCount(t)
+		id := tg.id("max-count")
+		job := sleepJob(id, 1)
+		h := api.NewTaskGroup("h", 1)
+		h.AddTask(sleepTask("main"))
+		job.AddTaskGroup(h)
+		reg := tg.register(t, job)
+		tg.waitRunning(t, id, 2)
+
+		// g to limit: with h's one, the job passes the limit by one. A stale check-and-set
+		// index does not matter: the limit is checked first.
+		body := fmt.Sprintf(`{"Count":%d,"Target":{"Group":"g"},"JobModifyIndex":%d}`, limit, reg.JobModifyIndex-1)
+		r := tg.do(t, "PUT", "/v1/job/"+id+"/scale", tg.token, strings.NewReader(body))
+		want := fmt.Sprintf("total count was greater than configured job_max_count: %d > %d", limit+1, limit)
+		if r.status != 500 || string(r.body) != want {
+			t.Errorf("PUT scale %s = %d %q, want 500 %q", body, r.status, r.body, want)
+		}
+
+		big := sleepJob(tg.id("max-count-big"), limit+1)
+		payload, err := json.Marshal(map[string]any{"Job": big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = tg.do(t, "PUT", "/v1/jobs", tg.token, strings.NewReader(string(payload)))
+		want = fmt.Sprintf("1 error occurred:\n\t* total count was greater than configured job_max_count: %d > %d\n\n", limit+1, limit)
+		if r.status != 500 || string(r.body) != want {
+			t.Errorf("PUT /v1/jobs of %d allocations = %d %q, want 500 %q", limit+1, r.status, r.body, want)
+		}
+		if r.status == 200 {
+			_, _, _ = tg.api.Jobs().Deregister(*big.ID, true, nil)
+		}
+
+		after, _, err := tg.api.Jobs().Info(id, nil)
+		if err != nil {
+			t.Fatalf("read job: %v", err)
+		}
+		if *after.Version != 0 || *after.JobModifyIndex != reg.JobModifyIndex || *after.TaskGroups[0].Count != 1 {
+			t.Errorf("after the refused scale: version %d JobModifyIndex %d count %d, want 0 %d 1", *after.Version, *after.JobModifyIndex, *after.TaskGroups[0].Count, reg.JobModifyIndex)
 		}
 	})
 }
