@@ -88,16 +88,21 @@ type AllocWriter interface {
 	ForceEvaluate(ctx context.Context, namespace, jobID string) error
 }
 
-// Targeter answers what -filter and -datacenter need. Its errors are Nomad's answers,
-// classified but not prefixed, for the caller to quote with the flag they concern.
+// Targeter answers what -filter, -node and -datacenter need. Its errors are Nomad's
+// answers, classified but not prefixed, for the caller to quote with the flag they concern.
 type Targeter interface {
 	// MatchingAllocations returns the IDs of the job's allocations that Nomad's filter
 	// expression filter (over an allocation's fields) matches. ErrNotSupported when the
 	// client cannot evaluate filters.
 	MatchingAllocations(ctx context.Context, namespace, jobID, filter string) (map[string]bool, error)
-	// NodeDatacenters maps every node's ID to its datacenter (the token needs node:read).
-	// ErrNotSupported when the client cannot list nodes.
-	NodeDatacenters(ctx context.Context) (map[string]string, error)
+	// Nodes lists the cluster's nodes (the token needs node:read). ErrNotSupported when
+	// the client cannot list nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+}
+
+// Node is what targeting needs of a client node.
+type Node struct {
+	ID, Name, Datacenter string
 }
 
 // JobSummary is a job's allocations counted by group (Nomad's job summary).

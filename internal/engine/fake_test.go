@@ -412,7 +412,7 @@ func (f *fakeCluster) MatchingAllocations(ctx context.Context, ns, jobID, filter
 	return nil, cluster.ErrNotSupported
 }
 
-func (f *fakeCluster) NodeDatacenters(ctx context.Context) (map[string]string, error) {
+func (f *fakeCluster) Nodes(ctx context.Context) ([]cluster.Node, error) {
 	return nil, cluster.ErrNotSupported
 }
 
