@@ -448,3 +448,32 @@ func TestFleetDatacenterSkipsJobsElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunBatchWaitBetweenBatchesOnly: the plan says the batch wait (or the question)
+// between batches only; after the last batch the restart ends, as Nomad's command does.
+func TestDryRunBatchWaitBetweenBatchesOnly(t *testing.T) {
+	_, e, ctx := startWebEnv(t, 3)
+	for _, tc := range []struct{ wait, says string }{
+		{"10s", "then waits 10s before the next batch"},
+		{"ask", "then asks before the next batch"},
+	} {
+		code, out, errOut := e.run(ctx, "run", "-dry-run", "-batch-size=1", "-batch-wait="+tc.wait, "web")
+		if code != 0 {
+			t.Fatalf("-batch-wait %s: exit %d\n%s\n%s", tc.wait, code, out, errOut)
+		}
+		var batches []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, " batch, ") {
+				batches = append(batches, line)
+			}
+		}
+		if len(batches) != 3 {
+			t.Fatalf("-batch-wait %s: %d batch lines, want 3:\n%s", tc.wait, len(batches), out)
+		}
+		for i, line := range batches {
+			if last := i == len(batches)-1; strings.Contains(line, "then") != !last || (!last && !strings.HasSuffix(line, tc.says)) {
+				t.Errorf("-batch-wait %s, batch %d of 3: %q; want %q between batches only", tc.wait, i+1, line, tc.says)
+			}
+		}
+	}
+}

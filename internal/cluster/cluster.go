@@ -29,6 +29,9 @@ type Cluster interface {
 
 	// Region is the region the client talks to.
 	Region() string
+	// Namespace is the namespace of a request that names none: the client's (-namespace or
+	// NOMAD_NAMESPACE), else Nomad's "default".
+	Namespace() string
 }
 
 // JobReader reads jobs: their restart-relevant view, versions, full specification and

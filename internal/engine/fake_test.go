@@ -350,7 +350,8 @@ func (f *fakeCluster) WatchPlacementFailure(ctx context.Context, ns, jobID, grou
 	return nil, ctx.Err()
 }
 
-func (f *fakeCluster) Region() string { return "global" }
+func (f *fakeCluster) Region() string    { return "global" }
+func (f *fakeCluster) Namespace() string { return "default" }
 
 // counts returns a copy of the effective restart (or stop) counts per allocation.
 func (f *fakeCluster) counts(stops bool) map[string]int {
