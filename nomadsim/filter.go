@@ -179,3 +179,85 @@ func jobFilterDatum(job *api.Job) (*jobFilterView, error) {
 	}
 	return &v, nil
 }
+
+// allocFilterView is the allocation as a filter on Nomad's allocations list sees it: Nomad
+// applies the expression to the allocation of its state store (nomad/structs.Allocation;
+// nomad/alloc_endpoint.go List hands its paginator the state's objects, and
+// nomad/state/paginator evaluates the filter on them before it makes their stubs), not to
+// the stub it answers. So a field of the stub alone (JobType, JobVersion) or a field no
+// allocation has fails the list with a 400, as `Nopefield == "x"` does. The top-level
+// fields have structs.Allocation's names; the nested values are the API's types, and Job is
+// the job as the jobs list's filter sees it.
+type allocFilterView struct {
+	ID        string
+	Namespace string
+	EvalID    string
+	Name      string
+	NodeID    string
+	NodeName  string
+	JobID     string
+	Job       *jobFilterView
+	TaskGroup string
+	// Resources, SharedResources and TaskResources are the old forms of AllocatedResources,
+	// which the sim does not keep: a filter on them finds no value (a nil pointer or map)
+	// where Nomad's may.
+	Resources             *api.Resources
+	SharedResources       *api.Resources
+	TaskResources         map[string]*api.Resources
+	AllocatedResources    *api.AllocatedResources
+	Metrics               *api.AllocationMetric
+	DesiredStatus         string
+	DesiredDescription    string
+	DesiredTransition     api.DesiredTransition
+	ClientStatus          string
+	ClientDescription     string
+	TaskStates            map[string]*api.TaskState
+	AllocStates           []*allocStateView
+	PreviousAllocation    string
+	NextAllocation        string
+	DeploymentID          string
+	DeploymentStatus      *api.AllocDeploymentStatus
+	RescheduleTracker     *api.RescheduleTracker
+	NetworkStatus         *api.AllocNetworkStatus
+	FollowupEvalID        string
+	PreemptedAllocations  []string
+	PreemptedByAllocation string
+	SignedIdentities      map[string]string
+	SigningKeyID          string
+	CreateIndex           uint64
+	ModifyIndex           uint64
+	AllocModifyIndex      uint64
+	CreateTime            int64
+	ModifyTime            int64
+}
+
+// allocFilterDatum is the allocation a as a filter on the allocations list evaluates it.
+func allocFilterDatum(a *api.Allocation) (*allocFilterView, error) {
+	v := &allocFilterView{
+		ID: a.ID, Namespace: a.Namespace, EvalID: a.EvalID, Name: a.Name, NodeID: a.NodeID, NodeName: a.NodeName,
+		JobID: a.JobID, TaskGroup: a.TaskGroup, AllocatedResources: a.AllocatedResources, Metrics: a.Metrics, DesiredStatus: a.DesiredStatus,
+		DesiredDescription: a.DesiredDescription, DesiredTransition: a.DesiredTransition, ClientStatus: a.ClientStatus,
+		ClientDescription: a.ClientDescription, TaskStates: a.TaskStates, PreviousAllocation: a.PreviousAllocation,
+		NextAllocation: a.NextAllocation, DeploymentID: a.DeploymentID, DeploymentStatus: a.DeploymentStatus,
+		RescheduleTracker: a.RescheduleTracker, NetworkStatus: a.NetworkStatus, FollowupEvalID: a.FollowupEvalID,
+		PreemptedAllocations: a.PreemptedAllocations, PreemptedByAllocation: a.PreemptedByAllocation,
+		CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, AllocModifyIndex: a.AllocModifyIndex,
+		CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
+	}
+	if a.Job != nil {
+		j, err := jobFilterDatum(a.Job)
+		if err != nil {
+			return nil, err
+		}
+		v.Job = j
+	}
+	return v, nil
+}
+
+// allocStateView is structs.AllocState, an entry of an allocation's history of client
+// status changes (the sim keeps none).
+type allocStateView struct {
+	Field uint8
+	Value string
+	Time  time.Time
+}

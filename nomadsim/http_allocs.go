@@ -54,6 +54,10 @@ func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
 		resources, _ = strconv.ParseBool(v)
 	}
 	c.listRead(w, r, "read-job", func(q simhttp.Query, allowed func(ns string) bool) (uint64, any, error) {
+		filter, err := newListFilter(q.Filter)
+		if err != nil {
+			return 0, nil, err
+		}
 		var list []*allocRun
 		for _, ar := range c.allocs {
 			if (q.Namespace == "*" || ar.a.Namespace == q.Namespace) && matchPrefix(ar.a.ID, q.Prefix) && allowed(ar.a.Namespace) {
@@ -63,10 +67,24 @@ func (c *Cluster) handleAllocations(w http.ResponseWriter, r *http.Request) {
 		sort.Slice(list, func(a, b int) bool { return list[a].a.ID < list[b].a.ID })
 		out := make([]allocStub, 0, len(list))
 		for _, ar := range list {
+			// Nomad applies the filter to the allocation of its state store, not to the
+			// stub it answers (allocFilterView).
+			if filter.ev != nil {
+				datum, err := allocFilterDatum(ar.view())
+				if err != nil {
+					return 0, nil, err
+				}
+				ok, err := filter.match(datum)
+				if err != nil {
+					return 0, nil, err
+				}
+				if !ok {
+					continue
+				}
+			}
 			out = append(out, ar.stub(taskStates, resources))
 		}
-		out, err := filterList(q.Filter, out)
-		return c.tableIndex(tAllocs), out, err
+		return c.tableIndex(tAllocs), out, nil
 	})
 }
 

@@ -166,6 +166,10 @@ func (c *Cluster) registerVersionLocked(job *api.Job, trigger string, always boo
 		job.Region = ptr(c.opts.Region)
 	}
 	job.Canonicalize()
+	if len(job.Datacenters) == 0 {
+		// Nomad's structs.Job.Canonicalize: a job that names no datacenter runs in any.
+		job.Datacenters = []string{"*"}
+	}
 	if job.NodePool == nil || *job.NodePool == "" {
 		// The server puts a job without a node pool in the default pool.
 		job.NodePool = ptr("default")

@@ -2,7 +2,6 @@ package nomadsim
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -125,11 +124,32 @@ func dcMatch(dcs []string, dc string) bool {
 		return true
 	}
 	for _, pat := range dcs {
-		if ok, _ := path.Match(pat, dc); ok {
+		if glob(pat, dc) {
 			return true
 		}
 	}
 	return false
+}
+
+// glob is how Nomad matches a job's datacenter against a node's (structs.Node.IsInAnyDC with
+// github.com/ryanuber/go-glob): "*" matches any run of characters, nothing else is special.
+func glob(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return s == pattern
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return strings.HasSuffix(s, parts[len(parts)-1])
 }
 
 func driversPresent(n *api.Node, tg *api.TaskGroup) bool {

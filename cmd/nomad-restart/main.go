@@ -19,13 +19,15 @@ func main() {
 	// would keep the lease until it expires: while SIGPIPE is notified, writes to the broken
 	// pipe fail with EPIPE instead of killing the process, and the first one ends the context.
 	// It stays notified, so that later writes cannot kill the process mid-detach either.
-	base, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	// A command that only prints (status | head -1) then ends quietly, exit 0: the cause
+	// tells it its output was closed.
+	base, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	pipe := make(chan os.Signal, 1)
 	signal.Notify(pipe, syscall.SIGPIPE)
 	go func() {
 		<-pipe
-		cancel()
+		cancel(cli.ErrOutputClosed)
 	}()
 	limitMemory(os.Args[1:], os.Getenv)
 	ctx, stop := signal.NotifyContext(base, os.Interrupt, syscall.SIGTERM)

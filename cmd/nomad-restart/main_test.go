@@ -91,3 +91,51 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 		t.Fatalf("lease free after the broken pipe: %v, %v; want it released at once", free, err)
 	}
 }
+
+// TestBrokenStdoutEndsStatusQuietly: `status | head -1` whose reader is gone before status
+// writes ends without a word on stderr and with exit 0, as it would have with its output
+// read.
+func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	id, typ := "web", api.JobTypeService
+	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
+	tg := api.NewTaskGroup("web", 2)
+	tg.AddTask(api.NewTask("main", "mock_driver"))
+	job.AddTaskGroup(tg)
+	if _, err := c.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
+	detach := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-detach", "-yes", "web")
+	detach.Env = env
+	if out, err := detach.CombinedOutput(); err != nil {
+		t.Fatalf("run -detach: %v\n%s", err, out)
+	}
+
+	for _, args := range [][]string{{"status"}, {"status", "-json"}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Close() // the reader is gone before the command writes
+		cmd := exec.CommandContext(ctx, os.Args[0], args...)
+		cmd.Env = env
+		cmd.Stdout = w
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		_ = w.Close()
+		if err != nil || stderr.Len() != 0 {
+			t.Errorf("%v with its output closed: %v, stderr %q; want exit 0 and nothing on stderr", args, err, stderr.String())
+		}
+	}
+}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,8 +46,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	maxConns := fs.Int("http-max-conns-per-client", 100, "concurrent HTTP connections one client IP may hold, like Nomad's limits.http_max_conns_per_client (0: no limit)")
 	scaleLocks := fs.Bool("scale-lock-ttl", false, "run variable lock TTLs on the simulated clock instead of real time")
 	serve := fs.Bool("serve-instances", false, "back allocations' service ports with HTTP listeners on 127.0.0.1, registered in the catalogs")
+	// The flag package prints the usage on -help and on a bad flag alike, to one output:
+	// -help asks for it (stdout, exit 0), a bad flag is an error (stderr, exit 1).
+	fs.SetOutput(io.Discard)
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage of nomadsim:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return nil
+		}
+		usage(stderr)
+		return err // main prints it, after the usage
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -70,3 +70,24 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpExitsZero: -help and -h print the usage on stdout and end without error (exit 0);
+// a flag that does not exist is an error, with the usage on stderr.
+func TestHelpExitsZero(t *testing.T) {
+	for _, arg := range []string{"-help", "-h", "--help"} {
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), []string{arg}, &out, &errOut); err != nil {
+			t.Errorf("%s: %v, want no error (exit 0)", arg, err)
+		}
+		if !strings.HasPrefix(out.String(), "Usage of nomadsim:") || !strings.Contains(out.String(), "-time-scale") || errOut.Len() != 0 {
+			t.Errorf("%s: stdout %q, stderr %q; want the usage on stdout", arg, out.String(), errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"-nosuch"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "flag provided but not defined: -nosuch") {
+		t.Errorf("-nosuch: error %v, want the flag's", err)
+	}
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "-time-scale") {
+		t.Errorf("-nosuch: stdout %q, stderr %q; want the usage on stderr", out.String(), errOut.String())
+	}
+}

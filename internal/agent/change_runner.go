@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +53,14 @@ type changeRunner struct {
 	// fileReads holds a slot per directory listing in flight (ChangeRollouts.MaxFileReads).
 	fileReads chan struct{}
 
+	// analyzed holds, by namespace/job, the JobModifyIndex of the specification last
+	// analyzed, rolled or not: a job is read and analyzed again only when its
+	// specification changes, not at every change of the job list (which moves with every
+	// allocation's). notices holds, by namespace/job, what was logged of that analysis
+	// (noticeSet). Both are the list's goroutine's alone (sync and what it calls).
+	analyzed map[string]uint64
+	notices  map[string]noticeSet
+
 	mu        sync.Mutex
 	followers map[string]*jobFollower // by namespace/job
 	// carried holds, by namespace/job, the triggers of a rollout that a newer change
@@ -60,8 +70,7 @@ type changeRunner struct {
 
 // jobFollower is the follow of one opted-in job at one version of its specification.
 type jobFollower struct {
-	modifyIndex uint64
-	cancel      context.CancelFunc
+	cancel context.CancelFunc
 }
 
 func (a *Agent) startChangeRunner(ctx context.Context) {
@@ -69,7 +78,8 @@ func (a *Agent) startChangeRunner(ctx context.Context) {
 		return
 	}
 	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"),
-		metrics: a.metrics.changeMetrics(), followers: map[string]*jobFollower{}, carried: map[string][]restart.Trigger{}}
+		metrics: a.metrics.changeMetrics(), followers: map[string]*jobFollower{}, carried: map[string][]restart.Trigger{},
+		analyzed: map[string]uint64{}, notices: map[string]noticeSet{}}
 	if c.cfg.BusyRecheck <= 0 {
 		c.cfg.BusyRecheck = 30 * time.Second
 	}
@@ -114,13 +124,16 @@ func (c *changeRunner) sync(ctx context.Context, stubs []cluster.JobStub) {
 		}
 		k := st.Namespace + "/" + st.ID
 		seen[k] = true
-		c.mu.Lock()
-		f := c.followers[k]
-		c.mu.Unlock()
-		if f != nil && f.modifyIndex == st.JobModifyIndex {
+		if idx, ok := c.analyzed[k]; ok && idx == st.JobModifyIndex {
 			continue
 		}
 		c.restartFollower(ctx, k, st)
+	}
+	for k := range c.analyzed {
+		if !seen[k] {
+			delete(c.analyzed, k)
+			c.setNotices(k, nil, nil) // the job is gone or stopped: so are its problems
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -147,29 +160,30 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st cluster
 		return
 	}
 	ex := onchange.Analyze(spec.OnChange())
+	c.analyzed[k] = st.JobModifyIndex
+	now := noticeSet{}
 	rolls := false
 	for _, g := range ex.Groups {
 		for _, p := range g.Problems {
-			c.log.Warn("invalid nomad-restart meta: the group is not rolled until it is fixed", "job", st.ID, "group", g.Name, "problem", p.String())
-			c.metrics.warnings.WithLabelValues("invalid_meta").Inc()
+			now.add(notice{kind: noticeMeta, slot: p.Level + " " + p.Key, text: p.String()}, g.Name)
 		}
 		if g.OptedIn() {
 			for _, w := range g.Warnings {
-				c.log.Warn("config-change rollouts", "job", st.ID, "group", g.Name, "warning", w)
-				c.metrics.warnings.WithLabelValues("change_mode").Inc()
+				now.add(notice{kind: noticeChangeMode, text: w}, g.Name)
 			}
 			for _, n := range g.NotFollowed {
-				c.log.Warn("a template's re-renders are not followed", "job", st.ID, "group", g.Name, "template", n.String())
+				now.add(notice{kind: noticeNotFollowed, text: n.String()}, g.Name)
 			}
 		}
 		rolls = rolls || g.Rolls()
 	}
+	c.setNotices(k, &st, now)
 	if !rolls {
 		return
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
-	c.followers[k] = &jobFollower{modifyIndex: st.JobModifyIndex, cancel: cancel}
+	c.followers[k] = &jobFollower{cancel: cancel}
 	c.mu.Unlock()
 	c.log.Info("following a job for config-change rollouts", "job", st.ID, "namespace", st.Namespace)
 	c.a.wg.Add(1)
@@ -177,6 +191,87 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st cluster
 		defer c.a.wg.Done()
 		c.follow(fctx, ex)
 	}()
+}
+
+// notice is a problem of a job's specification that the agent logs: once when it appears
+// (or its text changes), not at every analysis of the job.
+type notice struct {
+	kind string
+	// slot is where a meta problem is (its level and key): a problem whose value or reason
+	// changed is a new notice in the same slot, and a slot left empty is a fix.
+	slot string
+	text string
+}
+
+// The kinds of notices.
+const (
+	noticeMeta        = "invalid_meta"
+	noticeChangeMode  = "change_mode"
+	noticeNotFollowed = "not_followed"
+)
+
+// noticeSet is what an analysis of a job found, with the groups each notice concerns.
+type noticeSet map[notice][]string
+
+func (s noticeSet) add(n notice, group string) { s[n] = append(s[n], group) }
+
+// setNotices records what the job's latest analysis found (nil: the job is no longer
+// listed), logs the notices that are new since the one before and the meta problems fixed
+// since, and sets the gauge of meta problems.
+func (c *changeRunner) setNotices(k string, st *cluster.JobStub, now noticeSet) {
+	before := c.notices[k]
+	filled := map[string]bool{}
+	for _, n := range sortedNotices(now) {
+		filled[n.slot] = true
+		if _, ok := before[n]; ok {
+			continue
+		}
+		attrs := []any{"job", st.ID, "namespace", st.Namespace, "groups", strings.Join(now[n], ",")}
+		switch n.kind {
+		case noticeMeta:
+			c.log.Warn("invalid nomad-restart meta: the group is not rolled until it is fixed", append(attrs, "problem", n.text)...)
+			c.metrics.warnings.WithLabelValues("invalid_meta").Inc()
+		case noticeChangeMode:
+			c.log.Warn("config-change rollouts", append(attrs, "warning", n.text)...)
+			c.metrics.warnings.WithLabelValues("change_mode").Inc()
+		case noticeNotFollowed:
+			c.log.Warn("a template's re-renders are not followed", append(attrs, "template", n.text)...)
+		}
+	}
+	if st != nil {
+		for _, n := range sortedNotices(before) {
+			if n.kind == noticeMeta && !filled[n.slot] {
+				c.log.Info("nomad-restart meta fixed", "job", st.ID, "namespace", st.Namespace, "was", n.text)
+			}
+		}
+	}
+	if len(now) == 0 {
+		delete(c.notices, k)
+	} else {
+		c.notices[k] = now
+	}
+	problems := 0
+	for _, set := range c.notices {
+		for n := range set {
+			if n.kind == noticeMeta {
+				problems++
+			}
+		}
+	}
+	c.metrics.metaProblems.Set(float64(problems))
+}
+
+// sortedNotices lists a set's notices in a fixed order, so that the log is the same from
+// one run to the next.
+func sortedNotices(s noticeSet) []notice {
+	out := make([]notice, 0, len(s))
+	for n := range s {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b notice) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.slot, b.slot), cmp.Compare(a.text, b.text))
+	})
+	return out
 }
 
 func (c *changeRunner) stopAll() {

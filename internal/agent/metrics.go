@@ -152,16 +152,19 @@ func (m *Metrics) observeGate(d time.Duration) { m.gateSeconds.Observe(d.Seconds
 // changeMetrics are the config-change runner's metrics, registered on the agent's registry
 // when it starts.
 type changeMetrics struct {
-	jobs        prometheus.Gauge
-	rollouts    *prometheus.CounterVec
-	warnings    *prometheus.CounterVec
-	renderReads *prometheus.CounterVec
+	jobs         prometheus.Gauge
+	metaProblems prometheus.Gauge
+	rollouts     *prometheus.CounterVec
+	warnings     *prometheus.CounterVec
+	renderReads  *prometheus.CounterVec
 }
 
 func (m *Metrics) changeMetrics() *changeMetrics {
 	return &changeMetrics{
 		jobs: register(m.reg, newGauge("config_change_jobs",
 			"Jobs this agent follows for config-change rollouts (a group opts in with valid meta and has a source to watch).")),
+		metaProblems: register(m.reg, newGauge("config_change_meta_problems",
+			"Invalid nomad-restart meta values in the jobs this agent sees now, each once (a key's value at the job's or a group's level); their groups are not rolled until they are fixed. The agent logs each when it appears or changes, and when it is fixed.")),
 		rollouts: register(m.reg, withLabels(newCounterVec("config_change_rollouts_total",
 			"Config-change rollouts this agent decided, by result: filed, exists (filed already, by this agent or another), waiting (a deployment or a restart of the job in progress), failed (planning or filing failed).", "result"),
 			"filed", "exists", "waiting", "failed")),

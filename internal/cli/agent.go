@@ -185,7 +185,7 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 		return err
 	}
 	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
-	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, local: local,
+	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
 		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock}, sharedWatch: true, gates: gates})
 	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
 	if err != nil {

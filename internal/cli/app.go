@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -97,9 +98,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	name := args[0]
 	switch name {
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
 		fmt.Fprint(a.stdout, a.usage())
 		return 0
+	case "help":
+		return a.help(args[1:])
 	case "-v", "-version", "--version":
 		name = "version"
 	}
@@ -108,10 +111,56 @@ func (a *app) run(ctx context.Context, args []string) int {
 			continue
 		}
 		err := c.run(a, ctx, args[1:])
+		if outputClosed(ctx, err) {
+			return 0
+		}
 		return a.exit(c, err)
 	}
 	fmt.Fprintf(a.stderr, "unknown command %q; the commands are: %s (see `nomad-restart -help`)\n", name, commandNames())
 	return 1
+}
+
+// help is `nomad-restart help [command]`: the usage, or the command's help as
+// `<command> -help` prints it.
+func (a *app) help(args []string) int {
+	if len(args) == 0 || (len(args) == 1 && args[0] == "help") {
+		fmt.Fprint(a.stdout, a.usage())
+		return 0
+	}
+	if len(args) > 1 {
+		fmt.Fprintf(a.stderr, "help takes one command, not %d arguments; run `nomad-restart help <command>`\n", len(args))
+		return 1
+	}
+	name := args[0]
+	if name == "-v" || name == "-version" || name == "--version" {
+		name = "version"
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			fmt.Fprintln(a.stdout, strings.TrimSpace(c.help))
+			return 0
+		}
+	}
+	fmt.Fprintf(a.stderr, "no command %q to help with; the commands are: %s\n", args[0], commandNames())
+	return 1
+}
+
+// ErrOutputClosed is the cause a command's context ends with when its standard output was
+// closed under it (a reader such as `head` went away: SIGPIPE).
+var ErrOutputClosed = fmt.Errorf("standard output closed: %w", syscall.EPIPE)
+
+// outputClosed reports whether err comes of a closed standard output: a write that failed
+// with EPIPE, or a request cut short by the context that the closed output ended. Such a
+// command ends quietly with exit 0: the reader has what it wanted, and an error about the
+// output is noise (Nomad's CLI, which leaves SIGPIPE to Go's default, dies of it without a
+// word). A command that chose its exit code itself (a run that detached, and said so on
+// stderr, since the restart no longer runs) keeps it.
+func outputClosed(ctx context.Context, err error) bool {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return false
+	}
+	return errors.Is(err, syscall.EPIPE) || errors.Is(context.Cause(ctx), syscall.EPIPE)
 }
 
 // exitError carries an exit code with no message: the command has printed what it had to.
@@ -159,7 +208,7 @@ func (a *app) usage() string {
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "    %-10s %s\n", c.name, c.synopsis)
 	}
-	b.WriteString("\nRun `nomad-restart <command> -help` for a command's options.\n")
+	b.WriteString("\nRun `nomad-restart <command> -help` (or `nomad-restart help <command>`) for a command's options.\n")
 	return b.String()
 }
 

@@ -298,3 +298,29 @@ func TestCommandsThatAskNothingRunWithoutATerminal(t *testing.T) {
 	}
 	assertNoMutationsSince(t, c, before)
 }
+
+// TestHelpCommand: `help <command>` prints that command's help, as `<command> -help` does,
+// and exits 0; `help` alone prints the usage; a command that does not exist is one line
+// naming it and the commands, exit 1.
+func TestHelpCommand(t *testing.T) {
+	for _, c := range commands() {
+		code, out, errOut := runCLI("help", c.name)
+		_, viaFlag, _ := runCLI(c.name, "-help")
+		if code != 0 || out != strings.TrimSpace(c.help)+"\n" || errOut != "" {
+			t.Errorf("help %s: exit %d, stderr %q, stdout starts %q; want its help, exit 0", c.name, code, errOut, firstLine(out))
+		}
+		if out != viaFlag {
+			t.Errorf("help %s prints %q, %s -help %q", c.name, firstLine(out), c.name, firstLine(viaFlag))
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "help"}, {"-help"}} {
+		code, out, _ := runCLI(args...)
+		if code != 0 || !strings.HasPrefix(out, "Usage: nomad-restart <command>") {
+			t.Errorf("%v: exit %d, stdout starts %q; want the usage", args, code, firstLine(out))
+		}
+	}
+	code, out, errOut := runCLI("help", "nosuch")
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `no command "nosuch"`) || !strings.Contains(errOut, "run, status") {
+		t.Errorf("help nosuch: exit %d, stdout %q, stderr %q; want one line naming it, exit 1", code, out, errOut)
+	}
+}

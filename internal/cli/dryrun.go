@@ -35,7 +35,7 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 			}
 			groups[g]++
 		}
-		p.plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), plural(len(idx), "allocation", "allocations"), gateText(s, len(idx), order)))
+		p.plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), plural(len(idx), "allocation", "allocations"), gateText(s, len(idx), order, b == rec.Batches)))
 		for _, i := range idx {
 			ap := rec.Allocs[i]
 			p.plain(fmt.Sprintf("    %s  %s  group %s  node %s", shortID(ap.ID, o.verbose), ap.Name, ap.Group, orDash(shortID(ap.NodeID, o.verbose))))
@@ -43,8 +43,10 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 	}
 }
 
-// gateText says what a batch waits for before it starts and before it counts as done.
-func gateText(s restart.Spec, batchSize int, groups []string) string {
+// gateText says what a batch waits for before it starts and before it counts as done, and
+// what follows it: the batch wait, which comes between batches only (the restart ends after
+// the last, as Nomad's command does).
+func gateText(s restart.Spec, batchSize int, groups []string, last bool) string {
 	var parts []string
 	budget := fmt.Sprintf("starts while at most %d allocation(s) of its group are out of service", batchSize)
 	if s.MaxUnavailable != nil {
@@ -66,10 +68,12 @@ func gateText(s restart.Spec, batchSize int, groups []string) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s (deadline %s)", what, s.HealthyDeadline))
 	}
-	if s.BatchWaitAsk {
+	switch {
+	case last:
+	case s.BatchWaitAsk:
 		parts = append(parts, "then asks before the next batch")
-	} else if s.BatchWait > 0 {
-		parts = append(parts, fmt.Sprintf("then waits %s", s.BatchWait))
+	case s.BatchWait > 0:
+		parts = append(parts, fmt.Sprintf("then waits %s before the next batch", s.BatchWait))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -354,3 +354,126 @@ func recordAllocIDs(rec *restart.Record) []string {
 	}
 	return ids
 }
+
+// TestTargetingNamesWhatDoesNotExist refuses, in one line naming it and before anything is
+// written, a -node, -datacenter or -filter field that does not exist, where Nomad's command
+// would say "No allocations to restart" and exit 0; a name that exists but runs none of the
+// job's allocations keeps Nomad's answer.
+func TestTargetingNamesWhatDoesNotExist(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{Datacenters: []string{"dc1", "dc2", "dc3"}}, simpleJob("web", api.JobTypeService, 2))
+	ctx := testCtx(t)
+	busy := map[string]bool{}
+	for _, a := range allocsOf(t, c, "web") {
+		busy[a.NodeID] = true
+	}
+	nodes, _, err := adminClient(t, c).Nodes().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := ""
+	for _, n := range nodes {
+		if !busy[n.ID] && n.Datacenter != "dc3" {
+			idle = n.Name
+		}
+	}
+	if idle == "" {
+		t.Fatal("every node of dc1 and dc2 runs an allocation of web: the case needs an idle one")
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown node", []string{"-node=nosuch"}, `-node "nosuch": no node of the cluster has that ID prefix or name`},
+		{"unknown node beside a known one", []string{"-node=" + idle, "-node=nosuch"}, `-node "nosuch"`},
+		{"unknown datacenter", []string{"-datacenter=mars"}, `-datacenter "mars": no node of the cluster is in that datacenter (the nodes' datacenters: dc1, dc2, dc3)`},
+		{"datacenter of other jobs", []string{"-datacenter=dc3"}, `-datacenter "dc3": job "web" does not run in that datacenter (its datacenters: dc1, dc2)`},
+		{"unknown filter field", []string{`-filter=Nope == "x"`}, `-filter "Nope == \"x\"": an allocation has no field "Nope"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runRefused(t, ctx, e, c, true, tc.want, append(append([]string{"run", "-on-error=fail"}, tc.args...), "web")...)
+			runRefused(t, ctx, e, c, true, tc.want, append(append([]string{"run", "-dry-run", "-on-error=fail"}, tc.args...), "web")...)
+		})
+	}
+
+	// Names that exist, on which the job runs nothing: Nomad's answer, and nothing written.
+	for _, args := range [][]string{{"-node=" + idle}, {`-filter=TaskGroup == "nosuch"`}} {
+		before := c.Stats().Mutations
+		code, out, errOut := e.run(ctx, append(append([]string{"run", "-on-error=fail"}, args...), "web")...)
+		if code != 0 || strings.TrimSpace(out) != "No allocations to restart" || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 0 and Nomad's \"No allocations to restart\"", args, code, out, errOut)
+		}
+		assertNoMutationsSince(t, c, before)
+	}
+}
+
+// TestFleetDatacenterSkipsJobsElsewhere: a fleet's -datacenter names a datacenter that
+// some of its jobs do not run in; those jobs have nothing there to restart (skipped, as
+// the dry run says), where `run -datacenter` of one such job is refused.
+func TestFleetDatacenterSkipsJobsElsewhere(t *testing.T) {
+	elsewhere := simpleJob("dcf-0", api.JobTypeService, 2)
+	there := simpleJob("dcf-1", api.JobTypeService, 1)
+	there.Datacenters = []string{"dc3"}
+	_, e := startSimEnv(t, nomadsim.Options{Datacenters: []string{"dc1", "dc2", "dc3"}}, elsewhere, there)
+	ctx := testCtx(t)
+
+	code, out, errOut := e.run(ctx, "run", "-dry-run", "-json", "-jobs", `Name matches "^dcf-"`, "-datacenter=dc3")
+	var plan fleetPlanOutput
+	if code != 0 || json.Unmarshal([]byte(out), &plan) != nil || len(plan.Jobs) != 2 {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, j := range plan.Jobs {
+		switch j.JobID {
+		case "dcf-0":
+			if j.Allocs != 0 || !strings.Contains(j.Problem, `it does not run in datacenter "dc3"`) || !strings.Contains(j.Problem, "skipped") {
+				t.Errorf("dry run, job dcf-0: %d allocations, problem %q; want none, skipped for its datacenters", j.Allocs, j.Problem)
+			}
+		case "dcf-1":
+			if j.Allocs != 1 || j.Problem != "" {
+				t.Errorf("dry run, job dcf-1: %d allocations, problem %q; want 1 and none", j.Allocs, j.Problem)
+			}
+		}
+	}
+
+	code, out, errOut = e.run(ctx, "run", "-on-error=fail", "-jobs", `Name matches "^dcf-"`, "-datacenter=dc3")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f := fleetOf(t, ctx, e, fleetIDIn(t, out))
+	for _, j := range f.Jobs {
+		want := map[string]fleet.JobStatus{"dcf-0": fleet.JobSkipped, "dcf-1": fleet.JobSucceeded}[j.JobID]
+		if j.Status != want {
+			t.Errorf("job %s: %s (%s), want %s", j.JobID, j.Status, j.Reason, want)
+		}
+	}
+}
+
+// TestDryRunBatchWaitBetweenBatchesOnly: the plan says the batch wait (or the question)
+// between batches only; after the last batch the restart ends, as Nomad's command does.
+func TestDryRunBatchWaitBetweenBatchesOnly(t *testing.T) {
+	_, e, ctx := startWebEnv(t, 3)
+	for _, tc := range []struct{ wait, says string }{
+		{"10s", "then waits 10s before the next batch"},
+		{"ask", "then asks before the next batch"},
+	} {
+		code, out, errOut := e.run(ctx, "run", "-dry-run", "-batch-size=1", "-batch-wait="+tc.wait, "web")
+		if code != 0 {
+			t.Fatalf("-batch-wait %s: exit %d\n%s\n%s", tc.wait, code, out, errOut)
+		}
+		var batches []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, " batch, ") {
+				batches = append(batches, line)
+			}
+		}
+		if len(batches) != 3 {
+			t.Fatalf("-batch-wait %s: %d batch lines, want 3:\n%s", tc.wait, len(batches), out)
+		}
+		for i, line := range batches {
+			if last := i == len(batches)-1; strings.Contains(line, "then") != !last || (!last && !strings.HasSuffix(line, tc.says)) {
+				t.Errorf("-batch-wait %s, batch %d of 3: %q; want %q between batches only", tc.wait, i+1, line, tc.says)
+			}
+		}
+	}
+}

@@ -146,7 +146,8 @@ Our Options:
 
   -node=<id prefix or name>, -datacenter=<name>
     Restart only the allocations on these nodes, or in these datacenters.
-    Repeatable.
+    Repeatable. A node or datacenter that does not exist (or that the job
+    does not run in) is refused.
 
   -unhealthy-first
     Put the allocations already out of service first in the plan.

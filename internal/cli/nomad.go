@@ -56,6 +56,9 @@ type partsConfig struct {
 	// never wait behind a batch's requests); nil: client.
 	storeClient *api.Client
 	region      string
+	// namespace is the client's namespace (-namespace or NOMAD_NAMESPACE), which a
+	// request that names none goes to.
+	namespace string
 	// local, when set, keeps the restart records instead of Nomad Variables (-state local).
 	local  store.Store
 	logger *slog.Logger
@@ -79,7 +82,7 @@ func buildParts(c partsConfig) parts {
 		storeClient = c.client
 	}
 	p := parts{
-		cluster: cluster.NewNomadWithOptions(c.client, cluster.Options{Region: c.region, Logger: c.logger}),
+		cluster: cluster.NewNomadWithOptions(c.client, cluster.Options{Region: c.region, Namespace: c.namespace, Logger: c.logger}),
 		address: c.client.Address(),
 	}
 	p.restarts = c.local
@@ -165,7 +168,7 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 		if err != nil {
 			return parts{}, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
 		}
-		return buildParts(partsConfig{client: client, region: cc.Region, local: local, logger: logger, holder: "page@" + holder, gates: gates}), nil
+		return buildParts(partsConfig{client: client, region: cc.Region, namespace: cc.Namespace, local: local, logger: logger, holder: "page@" + holder, gates: gates}), nil
 	}, nil
 }
 
@@ -216,7 +219,7 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 	if err != nil {
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
-	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, logger: logger, holder: holder, health: hc,
+	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
 		gates: engine.GatesConfig{Prometheus: cf.prometheusConfig}}
 	return &nomadSession{client: client, cfg: cfg, base: buildParts(cfg), localDir: b.localDir}, nil
 }

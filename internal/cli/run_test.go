@@ -732,3 +732,21 @@ func TestFleetACLVariablesDenied(t *testing.T) {
 		}
 	}
 }
+
+// TestJobNotFoundNamesTheEnvironmentsNamespace: with the namespace given by NOMAD_NAMESPACE
+// only, a job that is not there is said not found in that namespace, the one looked in;
+// one that is there is found.
+func TestJobNotFoundNamesTheEnvironmentsNamespace(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{}, simpleJob("web", api.JobTypeService, 1))
+	if _, err := adminClient(t, c).Namespaces().Register(&api.Namespace{Name: "team"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	registerFleetJobs(t, c, "team", "api", 1, 1)
+	e.env = map[string]string{"NOMAD_NAMESPACE": "team"}
+	ctx := testCtx(t)
+	runRefused(t, ctx, e, c, true, `No job(s) with prefix or ID "web" found in namespace "team"`, "run", "-dry-run", "web")
+	runRefused(t, ctx, e, c, true, `No job(s) with prefix or ID "web" found in namespace "team"`, "run", "-on-error=fail", "web")
+	if code, out, errOut := e.run(ctx, "run", "-dry-run", "api-0"); code != 0 {
+		t.Fatalf("run -dry-run api-0 in NOMAD_NAMESPACE team: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

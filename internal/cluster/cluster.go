@@ -29,6 +29,9 @@ type Cluster interface {
 
 	// Region is the region the client talks to.
 	Region() string
+	// Namespace is the namespace of a request that names none: the client's (-namespace or
+	// NOMAD_NAMESPACE), else Nomad's "default".
+	Namespace() string
 }
 
 // JobReader reads jobs: their restart-relevant view, versions, full specification and
@@ -88,16 +91,21 @@ type AllocWriter interface {
 	ForceEvaluate(ctx context.Context, namespace, jobID string) error
 }
 
-// Targeter answers what -filter and -datacenter need. Its errors are Nomad's answers,
-// classified but not prefixed, for the caller to quote with the flag they concern.
+// Targeter answers what -filter, -node and -datacenter need. Its errors are Nomad's
+// answers, classified but not prefixed, for the caller to quote with the flag they concern.
 type Targeter interface {
 	// MatchingAllocations returns the IDs of the job's allocations that Nomad's filter
 	// expression filter (over an allocation's fields) matches. ErrNotSupported when the
 	// client cannot evaluate filters.
 	MatchingAllocations(ctx context.Context, namespace, jobID, filter string) (map[string]bool, error)
-	// NodeDatacenters maps every node's ID to its datacenter (the token needs node:read).
-	// ErrNotSupported when the client cannot list nodes.
-	NodeDatacenters(ctx context.Context) (map[string]string, error)
+	// Nodes lists the cluster's nodes (the token needs node:read). ErrNotSupported when
+	// the client cannot list nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+}
+
+// Node is what targeting needs of a client node.
+type Node struct {
+	ID, Name, Datacenter string
 }
 
 // JobSummary is a job's allocations counted by group (Nomad's job summary).

@@ -40,6 +40,7 @@ func convertJob(j *api.Job) *restart.Job {
 		// Nomad's command asks before restarting a multi-region job in one region only
 		// when the multiregion block names regions (job_restart.go: len(Regions) > 0).
 		MultiRegion: j.Multiregion != nil && len(j.Multiregion.Regions) > 0,
+		Datacenters: j.Datacenters,
 	}
 	if out.Type == "" {
 		// Nomad defaults the type on registration; a job read back always has one, but a

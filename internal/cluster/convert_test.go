@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -69,14 +70,14 @@ func TestConvertRecordedJob(t *testing.T) {
 	var j api.Job
 	loadExchange(t, "09-job-read").decodeBody(t, &j)
 	got := convertJob(&j)
-	want := &restart.Job{ID: "sleepy", Namespace: "default", Region: "global", Type: "service", Version: 0,
+	want := &restart.Job{ID: "sleepy", Namespace: "default", Region: "global", Type: "service", Version: 0, Datacenters: []string{"dc1"},
 		ModifyIndex: got.ModifyIndex, Groups: []restart.Group{{Name: "g", Count: 3, Tasks: []string{"main"}}}}
 	if got.ModifyIndex == 0 {
 		t.Fatal("ModifyIndex not converted")
 	}
 	if got.ID != want.ID || got.Namespace != want.Namespace || got.Region != want.Region || got.Type != want.Type ||
 		got.MultiRegion || len(got.Groups) != 1 || got.Groups[0].Name != "g" || got.Groups[0].Count != 3 ||
-		len(got.Groups[0].Tasks) != 1 || got.Groups[0].Tasks[0] != "main" {
+		len(got.Groups[0].Tasks) != 1 || got.Groups[0].Tasks[0] != "main" || !slices.Equal(got.Datacenters, []string{"dc1"}) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }

@@ -20,6 +20,9 @@ type Options struct {
 	// Region is the region the client talks to, as given by -region or NOMAD_REGION.
 	// Empty: learned from the first job read, else from the agent.
 	Region string
+	// Namespace is the client's namespace, as given by -namespace or NOMAD_NAMESPACE,
+	// where a request that names none goes (the api client keeps it to itself).
+	Namespace string
 	// Retry bounds retries of reads on transient errors; zero: DefaultRetryPolicy().
 	Retry RetryPolicy
 	// WatchWait is the wait of each blocking query; zero: DefaultWatchWait.
@@ -51,6 +54,8 @@ type Nomad struct {
 	// blocking holds a token per blocking query in flight (Options.MaxBlocking).
 	blocking chan struct{}
 
+	namespace string
+
 	mu     sync.Mutex
 	region string
 	// maxCount is the servers' job_max_count once maxCountKnown (see jobMaxCount).
@@ -71,7 +76,7 @@ func NewNomadWithOptions(client *api.Client, opts Options) *Nomad {
 		opts.MaxBlocking = DefaultMaxBlocking
 	}
 	n := &Nomad{client: client, retry: opts.Retry, wait: opts.WatchWait, log: opts.Logger, region: opts.Region,
-		blocking: make(chan struct{}, opts.MaxBlocking)}
+		namespace: opts.Namespace, blocking: make(chan struct{}, opts.MaxBlocking)}
 	if n.retry == (RetryPolicy{}) {
 		n.retry = DefaultRetryPolicy()
 	}
@@ -109,6 +114,15 @@ func (n *Nomad) holdBlocking(ctx context.Context) (release func(), err error) {
 
 // Client returns the api client, for callers that need an endpoint Cluster does not cover.
 func (n *Nomad) Client() *api.Client { return n.client }
+
+// Namespace is the namespace of a request that names none: Options.Namespace, else
+// "default".
+func (n *Nomad) Namespace() string {
+	if n.namespace == "" {
+		return "default"
+	}
+	return n.namespace
+}
 
 // Region is the region the client talks to: Options.Region, else the region of the jobs
 // read so far, else the agent's region (asked once), else "".

@@ -86,8 +86,8 @@ func (n *Nomad) MatchingAllocations(ctx context.Context, namespace, jobID, filte
 	return out, nil
 }
 
-// NodeDatacenters maps every node's ID to its datacenter.
-func (n *Nomad) NodeDatacenters(ctx context.Context) (map[string]string, error) {
+// Nodes lists the cluster's nodes.
+func (n *Nomad) Nodes(ctx context.Context) ([]Node, error) {
 	nodes, err := read(ctx, n, "listing nodes", func(ctx context.Context) ([]*api.NodeListStub, error) {
 		s, _, err := n.client.Nodes().List(queryOpts(ctx, ""))
 		return s, err
@@ -95,9 +95,9 @@ func (n *Nomad) NodeDatacenters(ctx context.Context) (map[string]string, error) 
 	if err != nil {
 		return nil, classify(err, nil)
 	}
-	out := make(map[string]string, len(nodes))
+	out := make([]Node, 0, len(nodes))
 	for _, nd := range nodes {
-		out[nd.ID] = nd.Datacenter
+		out = append(out, Node{ID: nd.ID, Name: nd.Name, Datacenter: nd.Datacenter})
 	}
 	return out, nil
 }

@@ -212,7 +212,7 @@ func (e *Engine) planReads(ctx context.Context, req Request, spec restart.Spec) 
 	if !req.Exact {
 		j, err := e.resolveJob(ctx, req)
 		if err != nil {
-			return nil, nil, jobLookupError(req, err)
+			return nil, nil, e.jobLookupError(req, err)
 		}
 		if err := refuseReschedule(j, spec); err != nil {
 			return nil, nil, err
@@ -240,7 +240,7 @@ func (e *Engine) planReads(ctx context.Context, req Request, spec restart.Spec) 
 			if in.specErr == nil {
 				job = in.spec.Job(ns)
 			} else {
-				jobErr = fmt.Errorf("reading job %q in namespace %q: %w", id, nsName(ns), in.specErr)
+				jobErr = fmt.Errorf("reading job %q in namespace %q: %w", id, e.namespaceOf(ns), in.specErr)
 			}
 		})
 	case job == nil:
@@ -251,7 +251,7 @@ func (e *Engine) planReads(ctx context.Context, req Request, spec restart.Spec) 
 	}
 	wg.Wait()
 	if jobErr != nil {
-		return nil, nil, jobLookupError(req, jobErr)
+		return nil, nil, e.jobLookupError(req, jobErr)
 	}
 	if err := refuseReschedule(job, spec); err != nil {
 		return nil, nil, err
@@ -321,14 +321,23 @@ func normalizeSpec(s restart.Spec) restart.Spec {
 	return s
 }
 
-func jobLookupError(req Request, err error) error {
+// namespaceOf names the namespace a request for ns goes to: the client's own when ns is ""
+// (-namespace or NOMAD_NAMESPACE).
+func (e *Engine) namespaceOf(ns string) string {
+	if ns == "" {
+		return e.cluster.Namespace()
+	}
+	return ns
+}
+
+func (e *Engine) jobLookupError(req Request, err error) error {
 	var amb *cluster.AmbiguousJobError
 	switch {
 	case errors.As(err, &amb):
 		return fmt.Errorf("job prefix %q matched multiple jobs (%v); give the full job ID, or -namespace to pick one", req.Job, amb.Matches)
 	case errors.Is(err, cluster.ErrJobNotFound):
 		// Nomad's own wording, kept for parity with `nomad job restart`.
-		return &jobNotFoundError{text: fmt.Sprintf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", req.Job, nsName(req.Namespace))}
+		return &jobNotFoundError{text: fmt.Sprintf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", req.Job, e.namespaceOf(req.Namespace))}
 	case errors.Is(err, cluster.ErrPermissionDenied):
 		return fmt.Errorf("looking up job %q: %w; the token needs read-job (and list-jobs for a prefix) in the namespace", req.Job, err)
 	}

@@ -350,7 +350,8 @@ func (f *fakeCluster) WatchPlacementFailure(ctx context.Context, ns, jobID, grou
 	return nil, ctx.Err()
 }
 
-func (f *fakeCluster) Region() string { return "global" }
+func (f *fakeCluster) Region() string    { return "global" }
+func (f *fakeCluster) Namespace() string { return "default" }
 
 // counts returns a copy of the effective restart (or stop) counts per allocation.
 func (f *fakeCluster) counts(stops bool) map[string]int {
@@ -412,7 +413,7 @@ func (f *fakeCluster) MatchingAllocations(ctx context.Context, ns, jobID, filter
 	return nil, cluster.ErrNotSupported
 }
 
-func (f *fakeCluster) NodeDatacenters(ctx context.Context) (map[string]string, error) {
+func (f *fakeCluster) Nodes(ctx context.Context) ([]cluster.Node, error) {
 	return nil, cluster.ErrNotSupported
 }
 

@@ -173,9 +173,15 @@ func (r *run) planChild(ctx context.Context, rec *fleet.Record, job fleet.Job) (
 	if err == nil {
 		err = r.d.cfg.Engine.CheckSurge(ctx, p) // -surge refusals (scaling policy, bounds) as run gives them
 	}
+	var target *engine.TargetError
 	switch {
 	case errors.Is(err, cluster.ErrJobNotFound):
 		obs.Purged = true
+		return nil, obs
+	case errors.As(err, &target) && target.OfJob:
+		// A datacenter of the fleet's options that this job does not run in: nothing of
+		// it to restart, as a job without allocations there.
+		obs.Skip = fmt.Sprintf("it does not run in datacenter %q", target.Value)
 		return nil, obs
 	case err != nil:
 		obs.Failed = oneLine(err.Error())

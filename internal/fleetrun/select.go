@@ -2,6 +2,7 @@ package fleetrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -175,7 +176,12 @@ func (d *Driver) Plan(ctx context.Context, rec *fleet.Record) []JobPlan {
 		if err == nil {
 			err = d.cfg.Engine.CheckSurge(ctx, p)
 		}
-		if err != nil {
+		var target *engine.TargetError
+		switch {
+		case errors.As(err, &target) && target.OfJob:
+			out[i].Problem = fmt.Sprintf("no allocation to restart (it does not run in datacenter %q): it would be skipped", target.Value)
+			continue
+		case err != nil:
 			out[i].Problem = oneLine(err.Error())
 			continue
 		}

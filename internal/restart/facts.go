@@ -15,6 +15,9 @@ type Job struct {
 	ModifyIndex uint64
 	// MultiRegion is true when the job's multiregion block names regions.
 	MultiRegion bool
+	// Datacenters are the job's datacenters as Nomad holds them: names or patterns with
+	// "*" (Nomad's default is "*", every datacenter).
+	Datacenters []string
 	Groups      []Group
 }
 
