@@ -457,7 +457,8 @@ func TestDryRunBatchWaitBetweenBatchesOnly(t *testing.T) {
 		{"10s", "then waits 10s before the next batch"},
 		{"ask", "then asks before the next batch"},
 	} {
-		code, out, errOut := e.run(ctx, "run", "-dry-run", "-batch-size=1", "-batch-wait="+tc.wait, "web")
+		// -detach: off a terminal "ask" is answered with nomad-restart answer.
+		code, out, errOut := e.run(ctx, "run", "-dry-run", "-detach", "-batch-size=1", "-batch-wait="+tc.wait, "web")
 		if code != 0 {
 			t.Fatalf("-batch-wait %s: exit %d\n%s\n%s", tc.wait, code, out, errOut)
 		}
