@@ -15,8 +15,12 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 		return
 	}
 	s := rec.Spec
-	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %s; nothing is changed",
-		rec.JobID, plural(len(rec.Allocs), "allocation", "allocations"), plural(rec.Batches, "batch", "batches")))
+	driven := ""
+	if o.detach {
+		driven = ", recorded for an agent to drive (-detach)"
+	}
+	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %s%s; nothing is changed",
+		rec.JobID, plural(len(rec.Allocs), "allocation", "allocations"), plural(rec.Batches, "batch", "batches"), driven))
 	p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(s))
 	if s.Surge > 0 {
 		p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Surge: before the 1st batch, scale each targeted group up by %d and wait until the new allocations are healthy; they are not restarted; scale each group back to its count before the restart ends", s.Surge))

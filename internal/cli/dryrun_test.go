@@ -462,6 +462,9 @@ func TestDryRunBatchWaitBetweenBatchesOnly(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("-batch-wait %s: exit %d\n%s\n%s", tc.wait, code, out, errOut)
 		}
+		if !strings.Contains(out, "recorded for an agent to drive (-detach)") {
+			t.Fatalf("the dry run of -detach does not say it plans a detached restart:\n%s", out)
+		}
 		var batches []string
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, " batch, ") {
