@@ -132,7 +132,7 @@ func (s *server) actionHandler(k *kind) http.Handler {
 			return
 		}
 		var body struct{ Answer string }
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxActionBody)).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		if err := decodeJSON(r.Body, maxActionBody, &body); err != nil && !errors.Is(err, io.EOF) {
 			writeResult(w, http.StatusBadRequest, actionResult{Error: "the request body is not JSON like {\"Answer\": \"yes\"}: " + err.Error()})
 			return
 		}
@@ -395,7 +395,7 @@ func (s *server) fileStart(w http.ResponseWriter, r *http.Request, form *fileReq
 	if form == nil {
 		form = &fileRequest{}
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(form); err != nil {
+	if err := decodeJSON(r.Body, 64<<10, form); err != nil {
 		writeResult(w, http.StatusBadRequest, actionResult{Error: "the request body is not JSON like {\"Job\": \"web\"}: " + err.Error()})
 		return engine.Request{}, nil, false
 	}
