@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -118,10 +119,26 @@ func (g *gateFlags) validate(s *restart.Spec) error {
 	}
 	p.NoData, p.DryRun = noData, g.dryRun
 	if err := p.Validate(); err != nil {
-		return usageErrorf("Invalid gate options: %s", oneLine(err.Error()))
+		return usageErrorf("Invalid gate options: %s", g.policyProblems(err))
 	}
 	s.Gates = &restart.Gates{Specs: g.gates, Policy: p}
 	return nil
+}
+
+// policyProblems words the policy's problems with the flags that gave the settings and
+// their values as typed: "-gate-count "0": count is 0: a gate takes at least 1 measurement".
+func (g *gateFlags) policyProblems(err error) string {
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) {
+		return oneLine(err.Error())
+	}
+	typed := map[string]string{"count": g.count, "delay": g.delay, "interval": g.interval,
+		"failure-limit": g.failureLimit, "error-limit": g.errorLimit, "no-data": g.noData}
+	parts := make([]string, len(pe.Problems))
+	for i, p := range pe.Problems {
+		parts[i] = fmt.Sprintf("-gate-%s %q: %s", p.Setting, typed[p.Setting], p.Text)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // describeGatePolicy is how gates measure, as status shows it: "3x10s,delay=0s,failure-limit=0,...".

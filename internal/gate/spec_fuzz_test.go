@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"regexp"
 	"strconv"
@@ -216,6 +217,18 @@ func FuzzGatePolicy(f *testing.F) {
 				FailureLimit: failureLimit, ErrorLimit: errorLimit, NoData: nd}
 			if err := p.Validate(); err != nil {
 				fuzztest.OneLine(t, "policy", err)
+				var pe *PolicyError
+				if !errors.As(err, &pe) || len(pe.Problems) == 0 {
+					t.Errorf("Validate(%+v) = %v (%T), want a *PolicyError", p, err, err)
+					return
+				}
+				for _, pr := range pe.Problems {
+					switch pr.Setting {
+					case "count", "delay", "interval", "failure-limit", "error-limit", "no-data":
+					default:
+						t.Errorf("Validate(%+v): a problem of the setting %q", p, pr.Setting)
+					}
+				}
 				return
 			}
 			if p.Count < 1 || p.Delay < 0 || p.Interval < 0 || p.FailureLimit < 0 || p.FailureLimit >= p.Count ||
