@@ -38,6 +38,11 @@ func Bound(t testing.TB, what string, fn func()) {
 			limit = min(limit, max(time.Until(deadline)-5*time.Second, time.Second))
 		}
 	}
+	boundWithin(t, what, limit, fn)
+}
+
+func boundWithin(t testing.TB, what string, limit time.Duration, fn func()) {
+	t.Helper()
 	done := make(chan string, 1)
 	go func() {
 		defer func() {
