@@ -3,6 +3,7 @@ package restart
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 // line that names the flag and the value.
 func checkRefusal(t *testing.T, flag, s string, err error) {
 	t.Helper()
-	what := "-" + flag + " " + quote(s)
+	what := "-" + flag + " " + strconv.Quote(s)
 	var ve *ValueError
 	if !errors.As(err, &ve) {
 		t.Errorf("%s: error %v (%T), want a *ValueError", what, err, err)
@@ -30,8 +31,6 @@ func checkRefusal(t *testing.T, flag, s string, err error) {
 	fuzztest.Names(t, what, err, "-"+flag, ve.Value)
 	fuzztest.OneLine(t, what, err)
 }
-
-func quote(s string) string { return "(" + strings.ReplaceAll(s, "\n", `\n`) + ")" }
 
 // FuzzFlagParsers feeds one value to every option parser that `run`'s flags and a job's
 // nomad-restart.* meta share: none panics or hangs, each refusal names the flag and the
@@ -179,8 +178,8 @@ func FuzzParseAnswer(f *testing.F) {
 				if !errors.Is(err, ErrInvalidAnswer) {
 					t.Errorf("ParseAnswer(%q): %v, want ErrInvalidAnswer", text, err)
 				}
-				fuzztest.Names(t, "answer "+quote(text), err, text)
-				fuzztest.OneLine(t, "answer "+quote(text), err)
+				fuzztest.Names(t, "answer "+strconv.Quote(text), err, text)
+				fuzztest.OneLine(t, "answer "+strconv.Quote(text), err)
 				if word == "y" || word == "yes" || word == "n" || word == "no" {
 					t.Errorf("ParseAnswer(%q) refused a yes or no: %v", text, err)
 				}
