@@ -107,6 +107,8 @@ func architecture() []rule {
 			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim", "nomadsim/traffic"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
+		// What the fuzz targets share: a bounded call, the check that a refusal names its input.
+		{pkg: "internal/fuzztest"},
 		// The support of the tests that run an agent on nomadsim; it does not import the
 		// agent, so that the agent's own tests may use it.
 		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/store", "internal/cluster", "internal/fleet", "internal/restart"}},
@@ -125,7 +127,9 @@ func nomadsimImporters() []string { return []string{"internal/cli/demo.go", "cmd
 
 // testSupport are the packages of test support: they may import nomadsim, and no non-test
 // file outside them may import them.
-func testSupport() []string { return []string{"internal/simtest", "internal/agent/agenttest"} }
+func testSupport() []string {
+	return []string{"internal/simtest", "internal/agent/agenttest", "internal/fuzztest"}
+}
 
 // goFile is one non-test Go file of the module and the imports it declares.
 type goFile struct {

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -39,8 +43,19 @@ type FilterError struct {
 	Message string
 }
 
+// Error is one line, as it is shown in a table's cell or a schedule's last reason: Nomad
+// writes each of several parse errors on a line of its own, and an expression with a
+// newline or an invisible character in it is quoted.
 func (e *FilterError) Error() string {
-	return fmt.Sprintf("Nomad refused the filter expression '%s': %s", e.Expr, e.Message)
+	expr := "'" + e.Expr + "'"
+	if !utf8.ValidString(e.Expr) || strings.IndexFunc(e.Expr, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		expr = strconv.Quote(e.Expr)
+	}
+	lines := strings.Split(strings.TrimSpace(e.Message), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return fmt.Sprintf("Nomad refused the filter expression %s: %s", expr, strings.Join(lines, "; "))
 }
 
 // SelectJobs lists the jobs of namespace ("*" for every namespace the token may list) that

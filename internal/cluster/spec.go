@@ -81,7 +81,11 @@ func (n *Nomad) MatchingAllocations(ctx context.Context, namespace, jobID, filte
 	}
 	out := make(map[string]bool, len(stubs))
 	for _, s := range stubs {
-		out[s.ID] = true
+		// The filter is the user's text inside the job's clause: one that closes the
+		// parenthesis ("x) or (y") reaches past it, so the clause is checked here too.
+		if s.JobID == jobID && s.Namespace == namespace {
+			out[s.ID] = true
+		}
 	}
 	return out, nil
 }

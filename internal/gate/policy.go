@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -93,38 +92,66 @@ func DefaultPolicy() Policy {
 	return Policy{Interval: 10 * time.Second, Count: 3, FailureLimit: 0, ErrorLimit: 4, NoData: NoDataFail}
 }
 
-// Validate reports every setting of p that cannot work, each with its fix, as one line.
+// PolicyProblem is one setting of a Policy that cannot work.
+type PolicyProblem struct {
+	// Setting names the setting as its flag does after "-gate-": count, delay, interval,
+	// failure-limit, error-limit or no-data; a problem of two settings together names the
+	// one to change.
+	Setting string
+	// Text says what is wrong and the fix.
+	Text string
+}
+
+// PolicyError is every problem of a policy, so that a caller can name each setting its
+// own way (the flag it came from); Error reads them on one line.
+type PolicyError struct {
+	Problems []PolicyProblem
+}
+
+func (e *PolicyError) Error() string {
+	texts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		texts[i] = p.Text
+	}
+	return "gate policy: " + strings.Join(texts, "; ")
+}
+
+// Validate reports every setting of p that cannot work, each with its fix, as one line: a
+// *PolicyError.
 func (p Policy) Validate() error {
-	var errs []string
+	var problems []PolicyProblem
+	add := func(setting, format string, a ...any) {
+		problems = append(problems, PolicyProblem{Setting: setting, Text: fmt.Sprintf(format, a...)})
+	}
 	if p.Count < 1 {
-		errs = append(errs, fmt.Sprintf("count is %d: a gate takes at least 1 measurement", p.Count))
+		add("count", "count is %d: a gate takes at least 1 measurement", p.Count)
 	}
 	if p.Delay < 0 {
-		errs = append(errs, fmt.Sprintf("delay is %s: use 0 or more", p.Delay))
+		add("delay", "delay is %s: use 0 or more", p.Delay)
 	}
 	switch {
 	case p.Interval < 0:
-		errs = append(errs, fmt.Sprintf("interval is %s: use a positive interval such as 10s", p.Interval))
+		add("interval", "interval is %s: use a positive interval such as 10s", p.Interval)
 	case p.Interval == 0 && p.Count > 1:
-		errs = append(errs, fmt.Sprintf("interval is 0 with count %d: the measurements need time between them; use a positive interval such as 10s", p.Count))
+		add("interval", "interval is 0 with count %d: the measurements need time between them; use a positive interval such as 10s", p.Count)
 	case p.Interval == 0 && p.ErrorLimit > 0:
-		errs = append(errs, fmt.Sprintf("interval is 0 with error limit %d: a failed query is tried again after the interval; use a positive interval such as 10s, or error limit 0", p.ErrorLimit))
+		add("interval", "interval is 0 with error limit %d: a failed query is tried again after the interval; use a positive interval such as 10s, or error limit 0", p.ErrorLimit)
 	}
 	if p.FailureLimit < 0 {
-		errs = append(errs, fmt.Sprintf("failure limit is %d: use 0 (no failed measurement tolerated) or more", p.FailureLimit))
+		add("failure-limit", "failure limit is %d: use 0 (no failed measurement tolerated) or more", p.FailureLimit)
 	} else if p.Count >= 1 && p.FailureLimit >= p.Count {
 		// Every measurement could fail and the gate still pass: a gate that cannot fail is
 		// a mistake (DryRun is the way to watch without gating).
-		errs = append(errs, fmt.Sprintf("failure limit %d lets all %d measurements fail, so no gate could fail: use a failure limit below the count, or a dry run to only watch", p.FailureLimit, p.Count))
+		add("failure-limit", "failure limit %d lets all %d measurements fail, so no gate could fail: use a failure limit below the count, or a dry run to only watch", p.FailureLimit, p.Count)
 	}
 	if p.ErrorLimit < 0 {
-		errs = append(errs, fmt.Sprintf("error limit is %d: use 0 (the first failed query fails the gate) or more", p.ErrorLimit))
+		add("error-limit", "error limit is %d: use 0 (the first failed query fails the gate) or more", p.ErrorLimit)
 	}
 	if p.NoData != NoDataFail && p.NoData != NoDataPass {
-		errs = append(errs, fmt.Sprintf("no-data policy is %s: use fail or pass", p.NoData))
+		add("no-data", "no-data policy is %s: use fail or pass", p.NoData)
 	}
-	if len(errs) == 0 {
+	if len(problems) == 0 {
 		return nil
 	}
-	return errors.New("gate policy: " + strings.Join(errs, "; "))
+	return &PolicyError{Problems: problems}
 }

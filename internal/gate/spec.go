@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MetaPrefix starts the job meta keys that declare gates: the meta entry
@@ -118,14 +120,14 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // value is "QUERY OP NUMBER". The rules are Parse's.
 func ParseMeta(name, value string) (Spec, error) {
 	if !nameRE.MatchString(name) {
-		return Spec{}, fmt.Errorf("gate %q (job meta %s%s): bad name; use letters, digits, - and _ only in the key", name, MetaPrefix, name)
+		return Spec{}, fmt.Errorf("gate %q (job meta %s): bad name; use letters, digits, - and _ only in the key", name, printable(MetaPrefix+name))
 	}
 	if leadingNameRE.MatchString(value) {
-		return Spec{}, fmt.Errorf("gate %q (job meta %s%s): the value starts with a name; in job meta the key names the gate: %s", name, MetaPrefix, name, metaForm)
+		return Spec{}, fmt.Errorf("gate %q (job meta %s): the value starts with a name; in job meta the key names the gate: %s", name, MetaPrefix+name, metaForm)
 	}
 	spec, err := parseBody(name, value, metaForm)
 	if err != nil {
-		return Spec{}, fmt.Errorf("%w (job meta %s%s)", err, MetaPrefix, name)
+		return Spec{}, fmt.Errorf("%w (job meta %s)", err, MetaPrefix+name)
 	}
 	return spec, nil
 }
@@ -175,3 +177,12 @@ func ParseAll(values []string) ([]Spec, error) {
 }
 
 func formatThreshold(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// printable is s as written when it reads unambiguously on one line, else Go-quoted: an
+// error names what it refuses without a newline or an invisible character breaking it.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}

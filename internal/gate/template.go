@@ -99,7 +99,7 @@ func expand(query string, lookup func(string) (string, bool)) (string, error) {
 		val, ok := lookup(name)
 		if !ok {
 			b.WriteString(rest)
-			return b.String(), fmt.Errorf("unknown template variable %s; use one of %s", raw, variableList)
+			return b.String(), fmt.Errorf("unknown template variable %s; use one of %s", printable(raw), variableList)
 		}
 		b.WriteString(rest[:open])
 		b.WriteString(val)

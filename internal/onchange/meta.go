@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -70,7 +73,16 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
-	return fmt.Sprintf("%s meta %s = %q: %s", p.Level, p.Key, p.Value, p.Reason)
+	return fmt.Sprintf("%s meta %s = %q: %s", p.Level, printable(p.Key), p.Value, p.Reason)
+}
+
+// printable is s as written when it reads unambiguously on one line, else Go-quoted: a
+// key with a newline or an invisible character must not break the line that names it.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // metaValue is a key's effective value for a group and where it was written.

@@ -129,6 +129,11 @@ func AllocPath(task, dest string) (string, error) {
 	if strings.TrimSpace(dest) == "" {
 		return "", fmt.Errorf("it has no destination")
 	}
+	if task == "" || strings.ContainsAny(task, "/\x00") {
+		// Nomad refuses such a task name; joined to the destination, it would name a path
+		// outside the task's directory ("" + "/x" is absolute).
+		return "", fmt.Errorf("its task name %q is not one Nomad accepts", task)
+	}
 	r := strings.NewReplacer(
 		"${NOMAD_TASK_DIR}", "local", "${NOMAD_SECRETS_DIR}", "secrets", "${NOMAD_ALLOC_DIR}", "../alloc",
 		"${env[\"NOMAD_TASK_DIR\"]}", "local", "${env[\"NOMAD_SECRETS_DIR\"]}", "secrets", "${env[\"NOMAD_ALLOC_DIR\"]}", "../alloc",

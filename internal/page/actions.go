@@ -131,7 +131,7 @@ func (s *server) actionHandler(k *kind) http.Handler {
 			return
 		}
 		var body struct{ Answer string }
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxActionBody)).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		if err := decodeJSON(r.Body, maxActionBody, &body); err != nil && !errors.Is(err, io.EOF) {
 			writeResult(w, http.StatusBadRequest, actionResult{Error: "the request body is not JSON like {\"Answer\": \"yes\"}: " + err.Error()})
 			return
 		}
@@ -449,7 +449,7 @@ func decodeFileRequest(body io.Reader, form *fileRequest) error {
 	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return fmt.Errorf("the request has an unknown field %s: give the options of `nomad-restart run` under their names in CamelCase, such as \"BatchSize\", \"OnError\" or \"Groups\" (see docs/agent.md)", field)
 	}
-	return fmt.Errorf("the request body is not a restart like {\"Job\": \"web\", \"BatchSize\": \"2\"}: %v", err)
+	return fmt.Errorf("the request body is not JSON of a restart like {\"Job\": \"web\", \"BatchSize\": \"2\"}: %v", err)
 }
 
 // planWith plans req with filer, answering the error itself when it fails.

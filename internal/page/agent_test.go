@@ -45,7 +45,7 @@ func TestPageFilingRefusals(t *testing.T) {
 		{"an option given empty", "/restarts", nil, `{"Job":"web","Health":""}`, http.StatusBadRequest, `invalid -health value "": it is empty`},
 		{"a batch size over 100%", "/restarts", nil, `{"Job":"web","BatchSize":"101%"}`, http.StatusBadRequest, `a percentage must be at most 100%`},
 		{"a misspelt option", "/restarts", nil, `{"Job":"web","Heath":"none"}`, http.StatusBadRequest, `unknown field "Heath"`},
-		{"an option of the wrong type", "/restarts", nil, `{"Job":"web","Reschedule":"yes"}`, http.StatusBadRequest, "not a restart like"},
+		{"an option of the wrong type", "/restarts", nil, `{"Job":"web","Reschedule":"yes"}`, http.StatusBadRequest, "not JSON of a restart like"},
 		{"two restarts in one body", "/restarts", nil, `{"Job":"web"} {"Job":"web"}`, http.StatusBadRequest, "more than one JSON value"},
 		{"an unset variable for a filter", "/restarts", nil, `{"Job":"web","Filter":""}`, http.StatusBadRequest, `invalid -filter value "": it is empty`},
 		{"an unknown job", "/restarts/plan", nil, `{"Job":"nope"}`, http.StatusBadRequest, `No job(s) with prefix or ID "nope"`},

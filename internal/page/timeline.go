@@ -206,7 +206,10 @@ func timelineTicks(sc tlScale) []tlTick {
 	steps := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second,
 		30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute,
 		30 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
-	step := steps[len(steps)-1]
+	// Beyond the longest step (a record whose times are far apart, or unset: a span of
+	// centuries), whole days, as many as keep the ticks within tlMaxTicks.
+	day := steps[len(steps)-1]
+	step := (sc.span/tlMaxTicks/day + 1) * day
 	for _, s := range steps {
 		if sc.span/s <= tlMaxTicks {
 			step = s
@@ -214,7 +217,9 @@ func timelineTicks(sc tlScale) []tlTick {
 		}
 	}
 	var out []tlTick
-	for d := time.Duration(0); d <= sc.span; d += step {
+	// Counted, not summed: a sum near the longest span a Duration holds would wrap around.
+	for i := range sc.span/step + 1 {
+		d := i * step
 		out = append(out, tlTick{X: sc.x(sc.start.Add(d)), Label: offsetLabel(d)})
 	}
 	return out

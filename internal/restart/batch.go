@@ -17,7 +17,7 @@ func BatchPlan(sizes []BatchSize, n int) []int {
 		}
 		k := b.N
 		if b.Percent {
-			k = (n*b.N + 99) / 100
+			k = percentOf(n, b.N)
 		}
 		if k < 1 {
 			k = 1

@@ -27,9 +27,18 @@ func ParseMaxUnavailable(s string) (BatchSize, error) {
 func (b BatchSize) Of(n int) int {
 	k := b.N
 	if b.Percent {
-		k = (n*b.N + 99) / 100
+		k = percentOf(n, b.N)
 	}
 	return max(k, 1)
+}
+
+// percentOf is p% of n rounded up. 100% and more is all of n, as Nomad's float arithmetic
+// gives it: n*p would overflow for a percentage as large as -batch-size accepts (any int).
+func percentOf(n, p int) int {
+	if p >= 100 {
+		return n
+	}
+	return (n*p + 99) / 100
 }
 
 // Serving reports whether an allocation serves: desired to run, not replaced, running,

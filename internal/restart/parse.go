@@ -35,6 +35,10 @@ func ParseBatchSizes(s string) ([]BatchSize, error) {
 	var sizes []BatchSize
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
+		if part == "" {
+			// An empty size (1,,2 or a trailing comma) has no text of its own to name.
+			return nil, &ValueError{Flag: "batch-size", Value: s, Reason: "a size between commas is empty; give sizes like 1,10%,25%"}
+		}
 		if !batchSizeRe.MatchString(part) {
 			return nil, &ValueError{Flag: "batch-size", Value: part, Reason: "give a number of allocations like 2, or a percentage like 25%"}
 		}

@@ -3,6 +3,7 @@ package restart
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -402,11 +403,10 @@ func (o Options) combinations() error {
 func names(flag, what string, values []string) ([]string, error) {
 	out := make([]string, 0, len(values))
 	for _, v := range values {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			return nil, &ValueError{Flag: flag, Value: "", Reason: "give " + what + ", or drop -" + flag}
+		if strings.TrimSpace(v) == "" {
+			return nil, &ValueError{Flag: flag, Value: v, Reason: "it is empty; give " + what + ", or drop -" + flag}
 		}
-		out = append(out, v)
+		out = append(out, strings.TrimSpace(v))
 	}
 	return out, nil
 }
@@ -425,10 +425,10 @@ func (o Options) gates() (*Gates, error) {
 	}
 	specs := make([]string, 0, len(o.Gates))
 	for _, g := range o.Gates {
-		if g = strings.TrimSpace(g); g == "" {
-			return nil, &ValueError{Flag: "gate", Value: "", Reason: "give a gate like 'errors: sum(rate(http_errors[1m])) < 1', or drop -gate"}
+		if strings.TrimSpace(g) == "" {
+			return nil, &ValueError{Flag: "gate", Value: g, Reason: "it is empty; give a gate like 'errors: sum(rate(http_errors[1m])) < 1', or drop -gate"}
 		}
-		specs = append(specs, g)
+		specs = append(specs, strings.TrimSpace(g))
 	}
 	typed, err := gate.ParseAll(specs)
 	if err != nil {
@@ -472,9 +472,29 @@ func (o Options) gates() (*Gates, error) {
 	}
 	p.DryRun = o.GateDryRun
 	if err := p.Validate(); err != nil {
-		return nil, &OptionError{Flag: "gate", Text: "Invalid gate options: " + firstLine(err.Error())}
+		return nil, &OptionError{Flag: "gate", Text: "Invalid gate options: " + o.policyProblems(err)}
 	}
 	return &Gates{Specs: specs, Typed: typed, Policy: p}, nil
+}
+
+// policyProblems words the gate policy's problems with the flags that gave each setting and
+// their values as typed (or "default"): `-gate-count "0": count is 0: ...`.
+func (o Options) policyProblems(err error) string {
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) {
+		return firstLine(err.Error())
+	}
+	typed := map[string]Value{"count": o.GateCount, "delay": o.GateDelay, "interval": o.GateInterval,
+		"failure-limit": o.GateFailureLimit, "error-limit": o.GateErrorLimit, "no-data": o.GateNoData}
+	parts := make([]string, len(pe.Problems))
+	for i, p := range pe.Problems {
+		v := "default"
+		if t := typed[p.Setting]; t.Set {
+			v = strconv.Quote(t.Text)
+		}
+		parts[i] = fmt.Sprintf("-gate-%s %s: %s", p.Setting, v, p.Text)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func firstLine(s string) string {

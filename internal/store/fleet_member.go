@@ -109,6 +109,11 @@ func (s *NomadFleets) Member(ctx context.Context, namespace, id string) (Members
 		}
 		return Membership{}, err
 	}
+	return decodeMember(v)
+}
+
+// decodeMember reads a member marker's variable.
+func decodeMember(v *api.Variable) (Membership, error) {
 	if f := v.Items[memberItemFormat]; f != memberFormat {
 		return Membership{}, fmt.Errorf("nomad fleet store: variable %q in namespace %q has unknown member format %q (written by a newer nomad-restart?)", v.Path, v.Namespace, f)
 	}
