@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -152,6 +153,8 @@ type cliEnv struct {
 	consul string
 	clock  func() time.Time
 	scale  float64
+	// more is more environment (NOMAD_RESTART_REQUEST_TIMEOUT, say).
+	more map[string]string
 }
 
 func newCLIEnv(t *testing.T, c *nomadsim.Cluster) cliEnv {
@@ -189,6 +192,7 @@ func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bo
 		// Never the machine's own Consul: a closed port, so "no Consul" is deterministic.
 		env["CONSUL_HTTP_ADDR"] = "http://127.0.0.1:1"
 	}
+	maps.Copy(env, e.more)
 	a := newApp(stdin, &out, &errb, func(k string) string { return env[k] })
 	a.interactive = interactive
 	a.backend = nomadBackend{localDir: e.localDir, clock: e.clock, timeScale: e.scale}
