@@ -35,10 +35,10 @@ const generalOptions = `General Options:
     and an answer for its next bytes, before it is given up with one line
     naming the address; a read is tried three times. Blocking queries wait
     their wait (and the server's jitter) on top; Nomad's event stream is
-    given up when it stays silent well past Nomad's heartbeat; an in-place
-    restart's answer, which comes once the tasks stopped, is bounded by the
-    healthy deadline. Overrides the NOMAD_RESTART_REQUEST_TIMEOUT
-    environment variable if set. Default = 10s
+    reconnected when it stays silent well past Nomad's heartbeat; an
+    in-place restart's answer, which comes once the tasks stopped, is
+    bounded by the healthy deadline. Overrides the
+    NOMAD_RESTART_REQUEST_TIMEOUT environment variable if set. Default = 10s
 
   -state=<auto|nomad|local>
     Where restart records live. "nomad" keeps them in Nomad Variables under

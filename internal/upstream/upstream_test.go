@@ -29,6 +29,14 @@ func serve(t *testing.T, h func(w http.ResponseWriter, r *http.Request, release 
 	return srv
 }
 
+// hold keeps a request unanswered until the test ends or the client goes.
+func hold(_ http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+	select {
+	case <-release:
+	case <-r.Context().Done():
+	}
+}
+
 func guarded(target Target) *http.Client {
 	return &http.Client{Transport: Guard(http.DefaultTransport.(*http.Transport).Clone(), target)}
 }
@@ -134,7 +142,7 @@ func TestGuardClassifiesAnswers(t *testing.T) {
 // TestGuardNoAnswer: a server that accepts the connection and never answers fails the
 // request with one line naming the address, the bound and the fix.
 func TestGuardNoAnswer(t *testing.T) {
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) { <-release })
+	srv := serve(t, hold)
 	c := guarded(Nomad(srv.URL, 50*time.Millisecond))
 	_, err := get(testCtx(t), t, c, srv.URL+"/v1/jobs")
 	na, ok := errors.AsType[*NoAnswerError](err)
@@ -158,7 +166,7 @@ func TestGuardNoAnswer(t *testing.T) {
 // TestGuardCallerCancelWins: a request whose caller gave up ends with the caller's error,
 // not a NoAnswerError.
 func TestGuardCallerCancelWins(t *testing.T) {
-	srv := serve(t, func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) { <-release })
+	srv := serve(t, hold)
 	c := guarded(Nomad(srv.URL, time.Hour))
 	ctx, cancel := context.WithCancel(testCtx(t))
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
@@ -174,7 +182,7 @@ func TestGuardStalledAnswer(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`[{"ID":`))
 		w.(http.Flusher).Flush()
-		<-release
+		hold(w, r, release)
 	})
 	c := guarded(Nomad(srv.URL, 50*time.Millisecond))
 	resp, err := get(testCtx(t), t, c, srv.URL+"/v1/jobs")
@@ -239,13 +247,18 @@ func TestGuardStreamOutlivesTimeout(t *testing.T) {
 			w.(http.Flusher).Flush()
 			select {
 			case <-tick.C:
+			case <-r.Context().Done():
+				return
 			case <-stop:
-				<-release
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
 				return
 			}
 		}
 	})
-	target := Nomad(srv.URL, 200*time.Millisecond)
+	target := Nomad(srv.URL, 500*time.Millisecond)
 	target.Heartbeat = beat
 	c := guarded(target)
 	resp, err := get(testCtx(t), t, c, srv.URL+"/v1/event/stream?index=1")
@@ -254,8 +267,8 @@ func TestGuardStreamOutlivesTimeout(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
-	// 30 heartbeats take longer than the request timeout: a deadline would have cut them.
-	for i := range 30 {
+	// 60 heartbeats take longer than the request timeout: a deadline would have cut them.
+	for i := range 60 {
 		var frame map[string]any
 		if err := dec.Decode(&frame); err != nil {
 			t.Fatalf("heartbeat %d: %v", i, err)
