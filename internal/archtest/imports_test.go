@@ -52,19 +52,22 @@ func architecture() []rule {
 	return []rule{
 		// What the release build stamps in (-ldflags -X) and the toolchain recorded: a leaf.
 		{pkg: "internal/buildinfo"},
+		// The deadlines and answer checks of every request to Nomad, Consul and Prometheus:
+		// a leaf the clients' transports are wrapped in.
+		{pkg: "internal/upstream"},
 		{pkg: "internal/restart", mayImport: []string{"internal/gate"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/fleet", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/steer", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
-		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart"}},
+		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart", "internal/upstream"}},
 		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
-		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart"}},
+		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart", "internal/upstream"}},
 		// The Prometheus gates between batches: a leaf the engine will import; it reaches
 		// Prometheus, never Nomad or Consul.
 		// The metric gates' rules and loop, pure: the record keeps their types.
 		{pkg: "internal/gate", forbids: noIO(), forbidReason: "it must do no I/O (Prometheus is asked through gate/prometheus)"},
-		{pkg: "internal/gate/prometheus", mayImport: []string{"internal/gate"}, forbids: nomadAPIs(), forbidReason: "it reaches Prometheus only"},
+		{pkg: "internal/gate/prometheus", mayImport: []string{"internal/gate", "internal/upstream"}, forbids: nomadAPIs(), forbidReason: "it reaches Prometheus only"},
 		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
@@ -104,7 +107,7 @@ func architecture() []rule {
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "nomadsim", "nomadsim/traffic"},
+			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream", "nomadsim", "nomadsim/traffic"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.

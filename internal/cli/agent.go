@@ -40,6 +40,10 @@ General Options:
   -token=<token>      The SecretID of an ACL token (NOMAD_TOKEN).
   -ca-cert, -ca-path, -client-cert, -client-key, -tls-server-name, -tls-skip-verify
                       TLS options, as for Nomad's CLI (NOMAD_CACERT and the like).
+  -request-timeout=<duration>
+                      How long a request to Nomad, Consul or Prometheus waits for
+                      its answer (NOMAD_RESTART_REQUEST_TIMEOUT; default 10s). See
+                      "nomad-restart run -help".
 
 Agent Options:
 
@@ -157,27 +161,30 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.client.timeoutErr != nil {
+		return o.client.timeoutErr
+	}
 	metrics := agent.NewMetrics()
 	cc := cluster.ClientConfig{
 		Address: o.client.address, Region: o.client.region, Token: o.client.token,
 		CACert: o.client.caCert, CAPath: o.client.caPath, ClientCert: o.client.clientCert, ClientKey: o.client.clientKey,
-		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure,
+		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure, RequestTimeout: o.client.timeout,
 	}
 	// Nomad's clock for the health gates, estimated from the times of its answers.
 	clock := health.NewOffsetClock(nil)
-	client, err := newCountingClient(cc.APIConfig(), metrics, 0, clock.Observe)
+	client, err := newCountingClient(cc.APIConfig(), metrics, 0, clock.Observe, cc.RequestTimeout)
 	if err != nil {
 		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	// The records get a pool of their own, so that lease renewals never wait behind the
 	// restarts' requests (cluster.StoreMaxConns; more for the many drivers of an agent,
 	// still under Nomad's 100 per client address with the cluster's).
-	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns, clock.Observe)
+	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns, clock.Observe, cc.RequestTimeout)
 	if err != nil {
 		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	if err := cluster.Reachable(ctx, client); err != nil {
-		return errors.New(oneLine(err.Error()))
+		return flat(err)
 	}
 	holder := "agent@" + a.holder()
 	local, err := agentLocalStore(o.state)
@@ -186,13 +193,13 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	}
 	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock}, sharedWatch: true, gates: gates})
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: health.ConsulConfig{RequestTimeout: o.client.timeout}}, sharedWatch: true, gates: gates})
 	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
 	if err != nil {
 		return err
 	}
 	cfg := p.agentConfig(agent.Config{Namespace: scopeNS, Concurrency: o.concurrency, Holder: holder, Logger: logger,
-		Metrics: metrics, Changes: changeRollouts(o.rollOnChange, client, env, logger)})
+		Metrics: metrics, Changes: changeRollouts(o.rollOnChange, client, env, o.client.timeout, logger)})
 	cfg.Actions = pageActions(pagePartsFor, local == nil)
 	ag, err := agent.New(cfg)
 	if err != nil {

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // app is one invocation of the command line.
@@ -180,9 +183,33 @@ func (a *app) exit(c command, err error) int {
 	case errors.As(err, &ee):
 		return ee.code
 	}
-	fmt.Fprintln(a.stderr, oneLine(err.Error()))
+	fmt.Fprintln(a.stderr, oneLine(errorLine(err)))
 	return 1
 }
+
+// errorLine is the line a failed command ends with: err's text, or, when Nomad, Consul or
+// Prometheus did not answer or something else answered in their place, upstream's line
+// alone, which names the address and what to change (the layers' wrapping around it says
+// only which request it was).
+func errorLine(err error) string {
+	if _, step := errors.AsType[*engine.StepError](err); step {
+		return err.Error() // it says which command to type next
+	}
+	if ue, ok := upstream.Find(err); ok {
+		return ue.Error()
+	}
+	return err.Error()
+}
+
+// flatError is an error as one line that still unwraps to it, so that what it carries is
+// found (errorLine finds upstream's line in it).
+type flatError struct{ err error }
+
+func (e flatError) Error() string { return oneLine(e.err.Error()) }
+func (e flatError) Unwrap() error { return e.err }
+
+// flat is err as one line (flatError).
+func flat(err error) error { return flatError{err} }
 
 // oneLine joins a multi-line error into one line, so that every failure is one line.
 func oneLine(s string) string {

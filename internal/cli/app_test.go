@@ -107,6 +107,9 @@ func TestBadInput(t *testing.T) {
 	opEnv := aclEnv
 	opEnv.token = operator
 
+	badTimeoutEnv := e
+	badTimeoutEnv.env = map[string]string{"NOMAD_RESTART_REQUEST_TIMEOUT": "soon"}
+
 	local1 := []string{"-state=local"}
 	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
 	cases := []struct {
@@ -163,6 +166,9 @@ func TestBadInput(t *testing.T) {
 		{"drain too long", nil, []string{"run", "-on-error=fail", "-drain=1h", "web"}, "to 5m0s"},
 		{"drain with Consul refused", nil, []string{"run", "-on-error=fail", "-health=running", "-drain=2s", "-consul-address=http://127.0.0.1:1", "checked"}, "-drain needs Consul, but Consul at http://127.0.0.1:1 refused the connection: set -consul-address or CONSUL_HTTP_ADDR, or set -drain 0"},
 		{"bad log level", nil, []string{"run", "-on-error=fail", "-log-level=loud", "web"}, "Invalid -log-level"},
+		{"request-timeout zero", nil, []string{"run", "-on-error=fail", "-request-timeout=0s", "web"}, `invalid value "0s" for flag -request-timeout: want a positive duration, like 10s`},
+		{"request-timeout without unit", nil, []string{"status", "-request-timeout=10"}, `invalid value "10" for flag -request-timeout`},
+		{"request-timeout in the environment", &badTimeoutEnv, []string{"run", "-on-error=fail", "web"}, `invalid NOMAD_RESTART_REQUEST_TIMEOUT "soon": want a positive duration, like 10s, or unset it for 10s`},
 		{"unknown job", nil, []string{"run", "-on-error=fail", "nosuch"}, `No job(s) with prefix or ID "nosuch"`},
 		{"ambiguous job", nil, []string{"run", "-on-error=fail", "api-"}, "matched multiple jobs"},
 		{"unknown namespace", nil, []string{"run", "-on-error=fail", "-namespace=nowhere", "web"}, "web"},
@@ -230,7 +236,10 @@ func TestBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, sim := e, c
 			if tc.env != nil {
-				env, sim = *tc.env, acl
+				env = *tc.env
+				if env.addr == acl.Addr() {
+					sim = acl
+				}
 			}
 			runRefused(t, ctx, env, sim, tc.name != "no command", tc.want, tc.args...)
 		})

@@ -7,10 +7,12 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // stringsFlag is a repeatable flag (-group a -group b), kept in the order given and without
@@ -40,6 +42,12 @@ type clientFlags struct {
 	caCert, caPath, clientCert, clientKey, tlsServerName string
 	insecure                                             bool
 	logLevel                                             string
+	// requestTimeout is -request-timeout as given (0: not given); timeout is it or
+	// NOMAD_RESTART_REQUEST_TIMEOUT or the default, filled by withEnv, and timeoutErr a
+	// bad value of the variable, reported when a session opens.
+	requestTimeout time.Duration
+	timeout        time.Duration
+	timeoutErr     error
 	// consul holds the -consul-* flags (run only); consulConfig is them filled from the
 	// CONSUL_* environment by withEnv.
 	consul       consulFlags
@@ -73,6 +81,20 @@ func (c *clientFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecure, "tls-skip-verify", false, "")
 	fs.BoolVar(&c.insecure, "insecure", false, "")
 	fs.StringVar(&c.logLevel, "log-level", "", "")
+	fs.Func("request-timeout", "", func(v string) error {
+		d, err := parseRequestTimeout(v)
+		c.requestTimeout = d
+		return err
+	})
+}
+
+// parseRequestTimeout reads a request timeout: a positive duration.
+func parseRequestTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want a positive duration, like %s", upstream.DefaultTimeout)
+	}
+	return d, nil
 }
 
 // withEnv fills the options not given as flags from the NOMAD_* environment (flags win, as
@@ -99,8 +121,21 @@ func (c clientFlags) withEnv(env func(string) string) clientFlags {
 		}
 	}
 	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
+	c.timeout, c.timeoutErr = c.requestTimeout, nil
+	if c.timeout == 0 {
+		c.timeout = upstream.DefaultTimeout
+		if v := strings.TrimSpace(env("NOMAD_RESTART_REQUEST_TIMEOUT")); v != "" {
+			if d, err := parseRequestTimeout(v); err != nil {
+				c.timeoutErr = usageErrorf("invalid NOMAD_RESTART_REQUEST_TIMEOUT %q: %s, or unset it for %s", v, err, upstream.DefaultTimeout)
+			} else {
+				c.timeout = d
+			}
+		}
+	}
 	c.consulConfig = c.consul.config(env)
+	c.consulConfig.RequestTimeout = c.timeout
 	c.prometheusConfig = c.prometheus.config(env)
+	c.prometheusConfig.Timeout = c.timeout
 	if c.address == "" {
 		c.address = "http://127.0.0.1:4646"
 	}
@@ -194,14 +229,20 @@ func refuseEmpty(fs *flag.FlagSet, cmd string) error {
 	return err
 }
 
-// flagValues is every value a flag was given: each of a repeatable flag's.
+// flagValues is every value a flag was given, where the flag keeps them as text (a
+// flag.Func checks its own value when it is set, and shows none).
 func flagValues(f *flag.Flag) []string {
-	if g, ok := f.Value.(flag.Getter); ok {
-		if list, ok := g.Get().([]string); ok {
-			return list
-		}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return nil
 	}
-	return []string{f.Value.String()}
+	switch v := g.Get().(type) {
+	case string:
+		return []string{v}
+	case []string:
+		return v
+	}
+	return nil
 }
 
 func isBoolFlag(f *flag.Flag) bool {

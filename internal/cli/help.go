@@ -30,6 +30,16 @@ const generalOptions = `General Options:
     Do not verify TLS certificates. This is highly not recommended
     (NOMAD_SKIP_VERIFY).
 
+  -request-timeout=<duration>
+    How long a request to Nomad, Consul or Prometheus waits for its answer,
+    and an answer for its next bytes, before it is given up with one line
+    naming the address; a read is tried three times. Blocking queries wait
+    their wait (and the server's jitter) on top; Nomad's event stream is
+    reconnected when it stays silent well past Nomad's heartbeat; an
+    in-place restart's answer, which comes once the tasks stopped, is
+    bounded by the healthy deadline. Overrides the
+    NOMAD_RESTART_REQUEST_TIMEOUT environment variable if set. Default = 10s
+
   -state=<auto|nomad|local>
     Where restart records live. "nomad" keeps them in Nomad Variables under
     nomad-restart/<job>/<id> in the job's namespace, so any machine can
@@ -318,7 +328,8 @@ const idOptionsHelp = `
 Options:
 
   -state=<auto|nomad|local>, -verbose, and Nomad's -address, -region,
-  -namespace, -token and TLS options (see "nomad-restart run -help").
+  -namespace, -token and TLS options, and -request-timeout (see
+  "nomad-restart run -help").
 `
 
 const helpStatus = `
@@ -476,7 +487,7 @@ Usage: nomad-restart watches [options]
   Consul keys and restart records.
 
 General Options: Nomad's -address, -region, -namespace, -token and TLS
-options, and -log-level (see "nomad-restart run -help").
+options, -request-timeout and -log-level (see "nomad-restart run -help").
 
 Watches Options:
 
@@ -534,7 +545,7 @@ Usage: nomad-restart stale [options] [job...]
   when a job cannot be read or found, or on bad input. Nothing is written.
 
 General Options: Nomad's -address, -region, -namespace, -token and TLS
-options, and -log-level (see "nomad-restart run -help").
+options, -request-timeout and -log-level (see "nomad-restart run -help").
 
 Stale Options:
 

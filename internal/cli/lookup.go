@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // idOptions are the options every command addressing restarts takes.
@@ -96,26 +97,46 @@ func (a *app) stores(ctx context.Context, ses session, state string) ([]store.St
 		return []store.Store{ses.nomadStore()}, nil
 	}
 	var out []store.Store
-	if err := ses.reachable(ctx); err == nil {
+	nomadErr := ses.reachable(ctx)
+	if nomadErr == nil {
 		out = append(out, ses.nomadStore())
-	} else if ctx.Err() == nil {
-		// Never silently: restarts kept in Nomad would look absent.
-		fmt.Fprintf(a.stderr, "Warning: the Nomad store could not be read (Nomad at %s: %s); only this machine's local records are shown. Check -address or NOMAD_ADDR (and -region, NOMAD_TOKEN), or pass -state local to look only here\n",
-			ses.address(), oneLine(err.Error()))
 	}
+	var local store.Store
 	if st, err := ses.localStore(); err == nil {
-		out = append(out, localScoped(ses, st))
+		local = localScoped(ses, st)
+		out = append(out, local)
 	}
-	if len(out) == 0 {
+	switch {
+	case nomadErr == nil:
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case local == nil:
 		return nil, fmt.Errorf("neither Nomad at %s nor the local state store can be read; set -address or NOMAD_ADDR", ses.address())
+	case !holdsAny(ctx, local):
+		// Nothing here to show instead: Nomad's failure is the answer, in its one line.
+		return nil, nomadErr
+	default:
+		// Never silently: restarts kept in Nomad would look absent.
+		what := oneLine(errorLine(nomadErr))
+		if _, ok := upstream.Find(nomadErr); !ok {
+			what = "Nomad at " + ses.address() + ": " + what
+		}
+		fmt.Fprintf(a.stderr, "Warning: the Nomad store could not be read (%s); only this machine's local records are shown. Check -address or NOMAD_ADDR (and -region, NOMAD_TOKEN), or pass -state local to look only here\n", what)
 	}
 	return out, nil
+}
+
+// holdsAny reports whether st holds a restart record (of any namespace), or cannot tell.
+func holdsAny(ctx context.Context, st store.Store) bool {
+	recs, err := st.List(ctx, store.Filter{Namespace: "*"})
+	return err != nil || len(recs) > 0
 }
 
 // find resolves a restart ID or unique prefix in the stores, in order.
 func (a *app) find(ctx context.Context, stores []store.Store, namespace, prefix string) (store.Store, *restart.Record, error) {
 	var readErrs []string
 	var kinds []string
+	var unanswered error // a store's server did not answer, or something else did
 	for _, st := range stores {
 		kinds = append(kinds, st.Kind())
 		rec, err := st.Find(ctx, namespace, prefix)
@@ -133,8 +154,15 @@ func (a *app) find(ctx context.Context, stores []store.Store, namespace, prefix 
 		case ctx.Err() != nil:
 			return nil, nil, ctx.Err()
 		default:
+			if _, ok := upstream.Find(err); ok && unanswered == nil {
+				unanswered = err
+			}
 			readErrs = append(readErrs, fmt.Sprintf("the %s store could not be read: %s", st.Kind(), oneLine(err.Error())))
 		}
+	}
+	if unanswered != nil {
+		// The restart may well be there: what keeps it from being read is the answer.
+		return nil, nil, unanswered
 	}
 	msg := fmt.Sprintf("no restart matches ID %q (looked in the %s store); list restarts with `nomad-restart status`", prefix, strings.Join(kinds, " and "))
 	if len(readErrs) > 0 {
@@ -148,11 +176,17 @@ func (a *app) listAll(ctx context.Context, stores []store.Store, f store.Filter)
 	seen := map[string]string{}
 	var out []*restart.Record
 	var lastErr error
+	var unread []string
 	read := 0
 	for _, st := range stores {
 		recs, err := st.List(ctx, f)
 		if err != nil {
-			lastErr = fmt.Errorf("listing restarts in the %s store: %s", st.Kind(), oneLine(err.Error()))
+			if _, ok := upstream.Find(err); ok {
+				lastErr = err // its one line says it all (errorLine)
+			} else {
+				lastErr = fmt.Errorf("listing restarts in the %s store: %s", st.Kind(), oneLine(err.Error()))
+			}
+			unread = append(unread, fmt.Sprintf("the %s store could not be read (%s)", st.Kind(), oneLine(errorLine(err))))
 			continue
 		}
 		read++
@@ -164,8 +198,13 @@ func (a *app) listAll(ctx context.Context, stores []store.Store, f store.Filter)
 			out = append(out, r)
 		}
 	}
-	if read == 0 && lastErr != nil {
+	if lastErr != nil && (read == 0 || len(out) == 0) {
+		// Nothing to show instead: the failure is the answer.
 		return nil, nil, lastErr
+	}
+	if len(unread) > 0 && ctx.Err() == nil {
+		// Never silently: the restarts kept there would look absent.
+		fmt.Fprintf(a.stderr, "Warning: %s; only the other store's records are shown\n", strings.Join(unread, "; "))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreateTime.After(out[j].CreateTime) })
 	return out, seen, nil

@@ -55,7 +55,7 @@ func putScheduleMembers(ctx context.Context, ss *schedule.Store, sc *schedule.Sc
 		case errors.As(err, &perm):
 			return fmt.Errorf("recording the schedule's consent to restart its jobs of namespace %q: %s", ns, perm.Error())
 		case err != nil:
-			return fmt.Errorf("recording the schedule's consent to restart its jobs of namespace %q: %s", ns, oneLine(err.Error()))
+			return fmt.Errorf("recording the schedule's consent to restart its jobs of namespace %q: %w", ns, flat(err))
 		}
 	}
 	return nil

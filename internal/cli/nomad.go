@@ -7,7 +7,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -125,12 +124,14 @@ func (p parts) agentConfig(cfg agent.Config) agent.Config {
 // does both as it does: TLS on the transport, and a unix:// address (the task API socket a
 // Nomad job gets with a workload identity) dialled by the transport.
 // maxConns (0: cluster.MaxConnsPerHost) bounds its connections to Nomad; observe, when not
-// nil, hears the time of each answer (cluster.ObserveDates).
-func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe func(time.Time)) (*api.Client, error) {
+// nil, hears the time of each answer (cluster.ObserveDates); timeout bounds the wait for
+// each answer (cluster.Guard), which counts as a transport error when it passes.
+func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe func(time.Time), timeout time.Duration) (*api.Client, error) {
 	tr := cluster.NewTransport()
 	if maxConns > 0 {
 		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
 	}
+	address := conf.Address
 	if sock, ok := strings.CutPrefix(conf.Address, "unix://"); ok {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -142,7 +143,7 @@ func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe
 	if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
 		return nil, err
 	}
-	conf.HttpClient.Transport = cluster.ObserveDates(m.Transport(tr), observe)
+	conf.HttpClient.Transport = m.Transport(cluster.Guard(cluster.ObserveDates(tr, observe), address, timeout))
 	return api.NewClient(conf)
 }
 
@@ -159,6 +160,7 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
 			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
 		}
+		shared.Transport = cluster.Guard(shared.Transport, base.Address, cc.RequestTimeout)
 	}
 	return func(token string) (parts, error) {
 		conf := cc.APIConfig()
@@ -175,12 +177,14 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 // changeRollouts configures the agent's config-change rollouts (nil: off): sources are
 // watched through the agent's Nomad client, and Consul keys through the Consul agent the
 // CONSUL_* environment names.
-func changeRollouts(on bool, client *api.Client, env func(string) string, logger *slog.Logger) *agent.ChangeRollouts {
+func changeRollouts(on bool, client *api.Client, env func(string) string, timeout time.Duration, logger *slog.Logger) *agent.ChangeRollouts {
 	if !on {
 		return nil
 	}
+	consul := consulFlags{}.config(env)
+	consul.RequestTimeout = timeout
 	return &agent.ChangeRollouts{
-		Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulClient(consulFlags{}.config(env), true)}),
+		Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulClient(consul, true)}),
 		Files:   cluster.NewNomad(client),
 	}
 }
@@ -198,10 +202,13 @@ type nomadBackend struct {
 }
 
 func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (session, error) {
+	if cf.timeoutErr != nil {
+		return nil, cf.timeoutErr
+	}
 	cc := cluster.ClientConfig{
 		Address: cf.address, Region: cf.region, Namespace: cf.namespace, Token: cf.token,
 		CACert: cf.caCert, CAPath: cf.caPath, ClientCert: cf.clientCert, ClientKey: cf.clientKey,
-		TLSServerName: cf.tlsServerName, Insecure: cf.insecure,
+		TLSServerName: cf.tlsServerName, Insecure: cf.insecure, RequestTimeout: cf.timeout,
 	}
 	hc := engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}
 	if b.clock == nil {
@@ -244,7 +251,7 @@ func (s *nomadSession) reachable(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return errors.New(oneLine(err.Error()))
+	return flat(err)
 }
 
 func (s *nomadSession) probeNomad(ctx context.Context, namespace, job string) error {

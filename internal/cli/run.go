@@ -186,7 +186,7 @@ func (a *app) printDetached(p *printer, rec *restart.Record, o *runOptions) {
 
 // planError keeps the engine's one-line refusals as they are.
 func planError(err error) error {
-	return errors.New(oneLine(err.Error()))
+	return flat(err)
 }
 
 // confirmMultiRegion asks Nomad's multi-region question when the plan's job is
@@ -247,7 +247,7 @@ func (a *app) chooseStore(ctx context.Context, ses session, state, namespace, jo
 		return st, "", nil
 	case stateNomad:
 		if err := ses.probeNomad(ctx, namespace, jobID); err != nil {
-			return nil, "", fmt.Errorf("cannot keep the restart in Nomad Variables (-state nomad): %s", oneLine(err.Error()))
+			return nil, "", fmt.Errorf("cannot keep the restart in Nomad Variables (-state nomad): %w", flat(err))
 		}
 		return ses.nomadStore(), "", nil
 	}

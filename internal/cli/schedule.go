@@ -233,9 +233,9 @@ func storeSchedule(ctx context.Context, ss *schedule.Store, sc *schedule.Schedul
 	case errors.As(err, &perm):
 		return errors.New(perm.Error())
 	case sc.IsFleet():
-		return fmt.Errorf("storing the schedule of the fleet of %s: %s", describeSelection(sc.Fleet.Selection), oneLine(err.Error()))
+		return fmt.Errorf("storing the schedule of the fleet of %s: %w", describeSelection(sc.Fleet.Selection), flat(err))
 	}
-	return fmt.Errorf("storing the schedule of job %q: %s", sc.JobID, oneLine(err.Error()))
+	return fmt.Errorf("storing the schedule of job %q: %w", sc.JobID, flat(err))
 }
 
 // cronSuffix is " (<cron> (<zone>))" for an -every schedule, "" for an -at one.
@@ -281,7 +281,7 @@ func (a *app) cmdSchedules(ctx context.Context, args []string) error {
 	}
 	list, err := ss.List(ctx, ns, job)
 	if err != nil {
-		return fmt.Errorf("listing schedules: %s", oneLine(err.Error()))
+		return fmt.Errorf("listing schedules: %w", flat(err))
 	}
 	return writeList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
 		func(s *schedule.Schedule) string {
@@ -365,14 +365,14 @@ func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
 		case errors.Is(err, schedule.ErrNotFound):
 			return fmt.Errorf("no schedule matches ID %q; list schedules with `nomad-restart schedules`", prefix)
 		case err != nil:
-			return fmt.Errorf("finding schedule %q: %s", prefix, oneLine(err.Error()))
+			return fmt.Errorf("finding schedule %q: %w", prefix, flat(err))
 		}
 		err = ss.Delete(ctx, sc)
 		if errors.Is(err, schedule.ErrConflict) && attempt < 10 {
 			continue // an agent recorded an occurrence meanwhile: read it again
 		}
 		if err != nil {
-			return fmt.Errorf("removing schedule %s: %s", shortID(sc.ID, verbose), oneLine(err.Error()))
+			return fmt.Errorf("removing schedule %s: %w", shortID(sc.ID, verbose), flat(err))
 		}
 		started := "restarts"
 		if sc.IsFleet() {
@@ -410,8 +410,8 @@ Usage: nomad-restart schedules [options]
   job, the namespace its jobs are selected in, and the fleet it last started.
 
 General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, and -log-level (see "nomad-restart run
--help").
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
 
 Schedules Options:
 
@@ -434,8 +434,8 @@ Usage: nomad-restart unschedule [options] <schedule-id>
   with "nomad-restart cancel <restart-id>").
 
 General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, and -log-level (see "nomad-restart run
--help").
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
 
 Unschedule Options:
 

@@ -153,7 +153,8 @@ type cliEnv struct {
 	consul string
 	clock  func() time.Time
 	scale  float64
-	// env holds more environment variables for the commands (NOMAD_NAMESPACE).
+	// env holds more environment variables for the commands (NOMAD_NAMESPACE,
+	// NOMAD_RESTART_REQUEST_TIMEOUT).
 	env map[string]string
 }
 

@@ -141,14 +141,14 @@ func closedAddr(t *testing.T) string {
 	return "http://" + simtest.ClosedAddr(t)
 }
 
-// TestStatusNomadUnreachable: status warns that Nomad could not be read, lists the local
-// records it has, and exits 1 when it has none.
+// TestStatusNomadUnreachable: status warns that Nomad could not be read and lists the local
+// records it has; with none, it exits 1 with Nomad's failure in one line.
 func TestStatusNomadUnreachable(t *testing.T) {
 	ctx := testCtx(t)
 	e := cliEnv{addr: closedAddr(t), localDir: t.TempDir()}
 	code, out, errOut := e.run(ctx, "status")
-	if code != 1 || !strings.Contains(errOut, "the Nomad store could not be read (Nomad at "+e.addr) {
-		t.Fatalf("status with nothing readable: exit %d, want 1\n%s\n%s", code, out, errOut)
+	if code != 1 || !strings.HasPrefix(errOut, "cannot reach Nomad at "+e.addr) || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("status with nothing readable: exit %d, want 1 and one line: Nomad's failure\n%s\n%s", code, out, errOut)
 	}
 
 	// A record of this cluster in the local store is still listed, with the warning, exit 0.

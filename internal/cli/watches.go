@@ -161,7 +161,7 @@ func jobLookupError(job, namespace string, err error) error {
 	case errors.Is(err, cluster.ErrPermissionDenied):
 		return fmt.Errorf("reading job %q: %s; the token needs read-job (and list-jobs for a prefix) in the namespace", job, oneLine(err.Error()))
 	}
-	return fmt.Errorf("reading job %q: %s", job, oneLine(err.Error()))
+	return fmt.Errorf("reading job %q: %w", job, flat(err))
 }
 
 // namespaceName names a namespace in messages: the client's default is "default".

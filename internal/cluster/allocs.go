@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 type allocAt struct {
@@ -104,10 +105,12 @@ func (n *Nomad) WatchJobAllocations(ctx context.Context, namespace, jobID string
 // the running tasks when task is "", or every task (including finished lifecycle tasks)
 // with allTasks. Nomad answers once the old processes have exited; the tasks start again
 // afterwards. The request is not retried unless it provably never reached Nomad: a restart
-// sent twice restarts twice.
+// sent twice restarts twice. Since the answer waits for the tasks' shutdown_delay and
+// kill_timeout, only ctx bounds the wait for it (the caller's healthy deadline), not the
+// request timeout.
 func (n *Nomad) RestartTasks(ctx context.Context, allocID, task string, allTasks bool) error {
 	alloc := &api.Allocation{ID: allocID}
-	_, err := write(ctx, n, "restarting allocation", func(ctx context.Context) (struct{}, error) {
+	_, err := write(upstream.Unbounded(ctx), n, "restarting allocation", func(ctx context.Context) (struct{}, error) {
 		q := queryOpts(ctx, "")
 		if allTasks {
 			return struct{}{}, n.client.Allocations().RestartAllTasks(alloc, q)

@@ -6,12 +6,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // ClientConfig holds Nomad's client options as the CLI flags give them. Empty fields (and
@@ -34,6 +37,9 @@ type ClientConfig struct {
 	// ObserveTime, when set, hears the time of each of Nomad's answers (its Date header),
 	// to estimate Nomad's clock (see ObserveDates).
 	ObserveTime func(time.Time)
+	// RequestTimeout bounds the wait for each of Nomad's answers (-request-timeout; see
+	// upstream.Guard); zero: upstream.DefaultTimeout.
+	RequestTimeout time.Duration
 }
 
 // APIConfig layers cfg over api.DefaultConfig() exactly as Nomad's Meta.clientConfig does:
@@ -54,26 +60,41 @@ func (cfg ClientConfig) APIConfig() *api.Config {
 	return c
 }
 
-// NewClient builds an official api client from Nomad's client options and environment.
+// NewClient builds an official api client from Nomad's client options and environment,
+// every request of which is bounded by cfg.RequestTimeout (Guard).
 func NewClient(cfg ClientConfig) (*api.Client, error) {
 	conf := cfg.APIConfig()
-	if !strings.HasPrefix(conf.Address, "unix://") {
-		// The api module's own client for a unix socket is kept; TCP gets a bigger pool.
-		tr := NewTransport()
-		if cfg.MaxConns > 0 {
-			tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = cfg.MaxConns, cfg.MaxConns
-		}
-		conf.HttpClient = &http.Client{Transport: tr}
-		if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
-			return nil, fmt.Errorf("configuring TLS for Nomad at %s: %w", conf.Address, err)
-		}
-		conf.HttpClient.Transport = ObserveDates(conf.HttpClient.Transport, cfg.ObserveTime)
+	tr := NewTransport()
+	if cfg.MaxConns > 0 {
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = cfg.MaxConns, cfg.MaxConns
 	}
+	if sock, ok := strings.CutPrefix(conf.Address, "unix://"); ok {
+		// The task API socket a job gets with a workload identity. The api module sends
+		// a unix:// address's requests to http://127.0.0.1 through whatever client it is
+		// given; this transport dials the socket.
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+	}
+	conf.HttpClient = &http.Client{Transport: tr}
+	if err := api.ConfigureTLS(conf.HttpClient, conf.TLSConfig); err != nil {
+		return nil, fmt.Errorf("configuring TLS for Nomad at %s: %w", conf.Address, err)
+	}
+	conf.HttpClient.Transport = Guard(ObserveDates(conf.HttpClient.Transport, cfg.ObserveTime), conf.Address, cfg.RequestTimeout)
 	c, err := api.NewClient(conf)
 	if err != nil {
 		return nil, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
 	}
 	return c, nil
+}
+
+// Guard bounds each request of next to Nomad at address (upstream.Guard): an answer within
+// timeout (zero: upstream.DefaultTimeout), a blocking query's within its wait and Nomad's
+// jitter and timeout, the event stream's heartbeats; and refuses answers that are not
+// Nomad's API. Every Nomad client of the process is built on it.
+func Guard(next http.RoundTripper, address string, timeout time.Duration) http.RoundTripper {
+	return upstream.Guard(next, upstream.Nomad(address, timeout))
 }
 
 // MaxIdleConnsPerHost is how many idle connections to Nomad a client keeps: all it may
@@ -115,15 +136,20 @@ var ErrUnreachable = errors.New("cannot reach Nomad")
 // Reachable checks that a Nomad agent answers at the client's address, with one request to
 // /v1/status/leader (which needs no ACL permission). A transport failure gives one line:
 // `cannot reach Nomad at <addr>: <cause>; set -address or NOMAD_ADDR`. An agent that
-// answers with an error (no cluster leader, a proxy's refusal) is reported as such.
+// answers with an error (no cluster leader, a proxy's refusal) is reported as such; no
+// answer in time, or one that is not Nomad's API, as upstream's one line says it.
 func Reachable(ctx context.Context, client *api.Client) error {
 	var leader string
-	_, err := client.Raw().Query("/v1/status/leader", &leader, (&api.QueryOptions{}).WithContext(ctx))
+	rctx := upstream.Record(ctx)
+	_, err := client.Raw().Query("/v1/status/leader", &leader, (&api.QueryOptions{}).WithContext(rctx))
 	if err == nil {
 		return nil
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("checking Nomad at %s: %w", client.Address(), ctx.Err())
+	}
+	if ue, ok := upstream.Find(upstream.Explain(rctx, err)); ok {
+		return ue
 	}
 	if code := statusCode(err); code != 0 {
 		return fmt.Errorf("Nomad at %s answered %d: %s", client.Address(), code, firstNonEmpty(responseBody(err), err.Error()))

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // statusCode returns the HTTP status Nomad answered with, or 0 when err carries none
@@ -194,6 +195,14 @@ func containsAny(s string, texts []string) bool {
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
+	}
+	// No answer in time may come next time (a server busy electing a leader); another
+	// server's answer will not, unless a proxy said the one behind it is away (a 502).
+	if _, ok := errors.AsType[*upstream.NoAnswerError](err); ok {
+		return true
+	}
+	if na, ok := errors.AsType[*upstream.NotAPIError](err); ok {
+		return na.Temporary()
 	}
 	var tooMany *JobMaxCountError
 	if errors.Is(err, ErrJobNotFound) || errors.Is(err, ErrAllocNotFound) || errors.Is(err, ErrPermissionDenied) ||

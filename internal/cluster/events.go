@@ -47,8 +47,9 @@ type AllocUpdate struct {
 // about 4 events per allocation restarted in place and 8 per stop and replacement. On
 // each (re)connection it lists the job's allocations once and sends those changed since
 // the last index seen, because Nomad's event buffer may no longer hold them; updates are
-// deduplicated by ModifyIndex, so each state is sent once. A silent network failure is
-// noticed only through TCP keepalives (the api client hides the stream's heartbeats).
+// deduplicated by ModifyIndex, so each state is sent once. A stream that brings nothing,
+// not even Nomad's heartbeat, for much longer than the heartbeat's period is taken for dead
+// and reconnected (the client's Guard).
 func (n *Nomad) StreamJobAllocations(ctx context.Context, namespace, jobID string, fromIndex uint64) <-chan AllocUpdate {
 	return n.streamJobAllocations(ctx, namespace, jobID, fromIndex, false)
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// DefaultWatchWait is the wait of each blocking query. Nomad caps waits at 10 minutes and
-// adds up to 1/16 of jitter; 5 minutes (Nomad's own default) keeps idle watches cheap while
-// staying under proxies' usual idle timeouts.
+// DefaultWatchWait is the wait of each blocking query. Nomad caps waits at 5 minutes
+// (structs.MaxBlockingRPCQueryTime) and adds up to 1/16 of jitter; 5 minutes (Nomad's own
+// default) keeps idle watches cheap while staying under proxies' usual idle timeouts. The
+// client's Guard waits that long, the jitter and the request timeout for an answer.
 const DefaultWatchWait = 5 * time.Minute
 
 // Options tune a Nomad cluster client. The zero value is usable.

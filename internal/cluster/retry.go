@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // RetryPolicy bounds the retries of one idempotent read on transient errors (see
@@ -18,12 +20,29 @@ type RetryPolicy struct {
 	// MaxElapsed bounds the time spent retrying one read; past it the last error is
 	// returned. Zero means until ctx ends.
 	MaxElapsed time.Duration
+	// SilentTries bounds the requests that got no answer in time (upstream.NoAnswerError)
+	// one read sends: a server that accepts connections and never answers costs that many
+	// request timeouts, not MaxElapsed. Zero: DefaultSilentTries.
+	SilentTries int
 }
+
+// DefaultSilentTries is how many requests one read sends to a server that does not answer.
+// With the default request timeout (upstream.DefaultTimeout, 10 s) and the backoff in
+// between, a read gives up after about 31 s, well within DefaultRetryPolicy's minute; with
+// a longer timeout MaxElapsed ends it sooner (no try starts past it).
+const DefaultSilentTries = 3
 
 // DefaultRetryPolicy rides out a leader election (Nomad's take a few seconds) and brief
 // network trouble, and gives up after a minute so that the caller can say what is wrong.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, MaxElapsed: time.Minute}
+	return RetryPolicy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, MaxElapsed: time.Minute, SilentTries: DefaultSilentTries}
+}
+
+func (p RetryPolicy) silentTries() int {
+	if p.SilentTries > 0 {
+		return p.SilentTries
+	}
+	return DefaultSilentTries
 }
 
 // backoff returns the wait before retry number attempt (0-based): Initial·2^attempt capped
@@ -66,11 +85,15 @@ func RetryDo(ctx context.Context, p RetryPolicy, log *slog.Logger, what string, 
 }
 
 // retry runs op until it succeeds, fails with an error retryable does not accept, ctx ends,
-// or the policy's time is spent. what names the operation for logs.
+// or the policy's time or silent tries are spent. what names the operation for logs. Each
+// attempt's context records its answers, so that one op could not decode is named for
+// what answered (upstream.Explain).
 func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what string, retryable func(error) bool, op func(context.Context) (T, error)) (T, error) {
 	b := &Backoff{policy: p, start: time.Now()} // MaxElapsed counts the first attempt too
+	silent := 0
 	for {
-		v, err := op(ctx)
+		actx := upstream.Record(ctx)
+		v, err := op(actx)
 		if err == nil {
 			return v, nil
 		}
@@ -78,8 +101,15 @@ func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what str
 			var zero T
 			return zero, ctxErr(ctx, err)
 		}
+		err = upstream.Explain(actx, err)
 		if !retryable(err) {
-			return v, err
+			return v, gaveUp(err, b.attempt+1)
+		}
+		if _, ok := errors.AsType[*upstream.NoAnswerError](err); ok {
+			silent++
+			if silent >= p.silentTries() {
+				return v, gaveUp(err, b.attempt+1)
+			}
 		}
 		if log != nil {
 			log.Debug("retrying Nomad request", "op", what, "attempt", b.attempt+1, "err", err)
@@ -89,9 +119,21 @@ func retry[T any](ctx context.Context, p RetryPolicy, log *slog.Logger, what str
 				var zero T
 				return zero, ctxErr(ctx, err)
 			}
+			if _, ok := upstream.Find(err); ok {
+				return v, gaveUp(err, b.attempt+1)
+			}
 			return v, fmt.Errorf("%w (gave up after %d attempts in %s)", err, b.attempt+1, time.Since(b.start).Round(time.Millisecond))
 		}
 	}
+}
+
+// gaveUp notes on a request that got no answer how many tries the loop made, which its
+// one line then says.
+func gaveUp(err error, tries int) error {
+	if na, ok := errors.AsType[*upstream.NoAnswerError](err); ok && tries > 1 {
+		na.Tries = tries
+	}
+	return err
 }
 
 // Backoff paces a loop that repeats an operation by hand, where Retry does not fit: a

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // codedAnswer is an error that says its HTTP status without the api module's type, as an
@@ -73,6 +76,11 @@ func TestIsTransient(t *testing.T) {
 		{"alloc not found over a 500", &kindError{kind: ErrAllocNotFound, err: codedAnswer(500, "x")}, false},
 		{"denied over a 500", fmt.Errorf("x: %w", &kindError{kind: ErrPermissionDenied, err: codedAnswer(500, "x")}), false},
 		{"placement failure", fmt.Errorf("x: %w: %w", restart.ErrPlacementFailure, io.ErrUnexpectedEOF), false},
+		{"no answer in time", &url.Error{Op: "Get", URL: "x", Err: &upstream.NoAnswerError{Service: "Nomad"}}, true},
+		{"answer stopped", fmt.Errorf("decoding: %w", &upstream.NoAnswerError{Service: "Nomad", Stalled: true}), true},
+		{"another service's page", &url.Error{Op: "Get", URL: "x", Err: &upstream.NotAPIError{Status: 200}}, false},
+		{"another service's 404 page", &url.Error{Op: "Get", URL: "x", Err: &upstream.NotAPIError{Status: 404}}, false},
+		{"a proxy's 502 page", &url.Error{Op: "Get", URL: "x", Err: &upstream.NotAPIError{Status: 502}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := IsTransient(tc.err); got != tc.want {
@@ -192,5 +200,90 @@ func TestBackoffGivesUp(t *testing.T) {
 	cancel()
 	if NewBackoff(RetryPolicy{Initial: time.Second}).Wait(canceled) {
 		t.Fatal("waited on an ended context")
+	}
+}
+
+// TestRetrySilentTries: a read whose requests get no answer is tried SilentTries times, and
+// its error says so, in its one line.
+func TestRetrySilentTries(t *testing.T) {
+	p := RetryPolicy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxElapsed: time.Minute, SilentTries: 3}
+	sent := 0
+	_, err := Retry(context.Background(), p, nil, "reading", func(context.Context) (int, error) {
+		sent++
+		return 0, &url.Error{Op: "Get", URL: "x", Err: &upstream.NoAnswerError{Service: "Nomad", Address: "http://n", Setting: "NOMAD_ADDR", After: time.Second}}
+	})
+	if sent != 3 {
+		t.Fatalf("sent %d requests, want 3", sent)
+	}
+	ue, ok := upstream.Find(err)
+	if !ok || ue.Error() != "Nomad at http://n did not answer within 1s (3 tries); check NOMAD_ADDR, or raise -request-timeout" {
+		t.Fatalf("got %v", err)
+	}
+
+	// Other transient failures are retried for MaxElapsed, as before.
+	sent = 0
+	p.MaxElapsed = 50 * time.Millisecond
+	_, err = Retry(context.Background(), p, nil, "reading", func(context.Context) (int, error) {
+		sent++
+		return 0, fmt.Errorf("dial: %w", syscall.ECONNREFUSED)
+	})
+	if sent <= 3 || err == nil {
+		t.Fatalf("a refused connection: sent %d, %v", sent, err)
+	}
+}
+
+// TestClientFacesSilenceAndOtherAnswers drives the cluster's reads, through the client
+// NewClient builds, against a server that never answers, one that answers with a proxy's
+// page, and one that answers with JSON of another shape.
+func TestClientFacesSilenceAndOtherAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := func(h func(w http.ResponseWriter, r *http.Request, release <-chan struct{})) (*Nomad, *atomic.Int32, string) {
+		release := make(chan struct{})
+		var requests atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			h(w, r, release)
+		}))
+		t.Cleanup(srv.Close)
+		t.Cleanup(func() { close(release) })
+		client, err := NewClient(ClientConfig{Address: srv.URL, RequestTimeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewNomadWithOptions(client, Options{Retry: RetryPolicy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxElapsed: time.Minute}}), &requests, srv.URL
+	}
+
+	n, requests, addr := start(func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	_, err := n.Allocation(ctx, "a1")
+	want := "Nomad at " + addr + " did not answer within 100ms (3 tries); check -address or NOMAD_ADDR, or raise -request-timeout"
+	if ue, ok := upstream.Find(err); !ok || ue.Error() != want || requests.Load() != 3 {
+		t.Fatalf("a silent server: %v after %d requests\nwant %s after 3", err, requests.Load(), want)
+	}
+
+	n, requests, addr = start(func(w http.ResponseWriter, r *http.Request, _ <-chan struct{}) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte("<html><title>Not here</title></html>"))
+	})
+	_, err = n.Allocation(ctx, "a1")
+	want = addr + ` answered 404 with text/html ("<html><title>Not here</title></html>"), not Nomad's API; check -address or NOMAD_ADDR`
+	if ue, ok := upstream.Find(err); !ok || ue.Error() != want || requests.Load() != 1 || errors.Is(err, ErrAllocNotFound) {
+		t.Fatalf("another server's 404 page: %v after %d requests\nwant %s, once, not an unknown allocation", err, requests.Load(), want)
+	}
+
+	n, _, addr = start(func(w http.ResponseWriter, r *http.Request, _ <-chan struct{}) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`["not", "an", "allocation"]`))
+	})
+	_, err = n.Allocation(ctx, "a1")
+	want = addr + ` answered with application/json ("[\"not\", \"an\", \"allocation\"]"), not Nomad's API (json: cannot unmarshal array into Go value of type api.Allocation); check -address or NOMAD_ADDR`
+	if ue, ok := upstream.Find(err); !ok || ue.Error() != want {
+		t.Fatalf("JSON of another shape: %v\nwant %s", err, want)
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-cleanhttp"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // ConsulConfig says how to reach Consul. Empty fields keep what consul/api's DefaultConfig
@@ -37,6 +39,9 @@ type ConsulConfig struct {
 	SkipVerify *bool
 	// Wait is the longest a blocking query waits for a change (default one minute).
 	Wait time.Duration
+	// RequestTimeout bounds the wait for each of Consul's answers (-request-timeout; see
+	// upstream.Guard); zero: upstream.DefaultTimeout.
+	RequestTimeout time.Duration
 }
 
 // apiConfig merges the overrides onto consul/api's defaults from the environment.
@@ -109,6 +114,24 @@ func (c ConsulConfig) Client(pooled bool) (*consulapi.Client, string, error) {
 	if !strings.Contains(addr, "://") {
 		addr = ac.Scheme + "://" + addr
 	}
+	// The client is built here, as consul/api would, so that every request goes through
+	// the guard of Consul's deadlines; a unix socket is dialled by the transport, as
+	// consul/api does for a unix:// address.
+	tr := ac.Transport
+	if sock, ok := strings.CutPrefix(ac.Address, "unix://"); ok {
+		tr = cleanhttp.DefaultTransport()
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}
+		ac.Address, ac.Scheme = "127.0.0.1", "http"
+	}
+	hc, err := consulapi.NewHttpClient(tr, ac.TLSConfig)
+	if err != nil {
+		return nil, addr, fmt.Errorf("configuring the Consul client for %s: %w", addr, err)
+	}
+	hc.Transport = upstream.Guard(hc.Transport, upstream.Consul(addr, c.RequestTimeout))
+	ac.HttpClient = hc
 	client, err := consulapi.NewClient(ac)
 	if err != nil {
 		return nil, addr, fmt.Errorf("configuring the Consul client for %s: %w", addr, err)
@@ -125,9 +148,11 @@ func (c *Consul) Address() string { return c.addr }
 // at http://127.0.0.1:8500 refused the connection: set -consul-address or
 // CONSUL_HTTP_ADDR, or choose -health running").
 func (c *Consul) Probe(ctx context.Context, services ...string) error {
+	// Recorded, so that an answer that is not Consul's is named for what it was.
+	ctx = upstream.Record(ctx)
 	leader, err := c.client.Status().LeaderWithQueryOptions((&consulapi.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return c.explain(err)
+		return c.explain(upstream.Explain(ctx, err))
 	}
 	if leader == "" {
 		return fmt.Errorf("Consul at %s has no leader, so its health checks cannot be read: wait for it to elect one, or choose -health running", c.addr)
@@ -135,7 +160,7 @@ func (c *Consul) Probe(ctx context.Context, services ...string) error {
 	for _, svc := range services {
 		checks, meta, err := c.client.Health().Checks(svc, (&consulapi.QueryOptions{}).WithContext(ctx))
 		if err != nil {
-			return fmt.Errorf("reading Consul checks of service %q: %w", svc, c.explain(err))
+			return fmt.Errorf("reading Consul checks of service %q: %w", svc, c.explain(upstream.Explain(ctx, err)))
 		}
 		if len(checks) == 0 && meta.ResultsFilteredByACLs {
 			return c.hidden(svc)
@@ -154,8 +179,12 @@ type ServiceCheck struct {
 // ServiceChecks reads the checks of every instance of a Consul service once (no blocking
 // query: for a caller that wants the answer now, such as the availability budget).
 func (c *Consul) ServiceChecks(ctx context.Context, service string) ([]ServiceCheck, error) {
+	ctx = upstream.Record(ctx)
 	checks, meta, err := c.client.Health().Checks(service, (&consulapi.QueryOptions{}).WithContext(ctx))
 	if err != nil {
+		if ue, ok := upstream.Find(upstream.Explain(ctx, err)); ok {
+			return nil, fmt.Errorf("reading Consul checks of service %q: %w", service, ue)
+		}
 		return nil, fmt.Errorf("reading Consul checks of service %q at %s: %w", service, c.addr, err)
 	}
 	if len(checks) == 0 && meta != nil && meta.ResultsFilteredByACLs {
@@ -185,6 +214,9 @@ func (c *Consul) explain(err error) error {
 	var unknownCA x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var ne net.Error
+	if ue, ok := upstream.Find(err); ok {
+		return ue // one line naming Consul's address and the fix
+	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && !isNetTimeout(err):
 		return err

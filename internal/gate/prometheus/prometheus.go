@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
+	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
 // Config is where Prometheus is and how to reach it.
@@ -36,7 +37,8 @@ type Config struct {
 	CACert, ClientCert, ClientKey string
 	// InsecureSkipVerify accepts any server certificate: for tests only.
 	InsecureSkipVerify bool
-	// Timeout bounds one query, on the wire and in Prometheus's engine; 0 is 30 s.
+	// Timeout bounds one query, in Prometheus's engine and on the wire (-request-timeout;
+	// see upstream.Guard); 0 is upstream.DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -47,10 +49,6 @@ type Client struct {
 	timeout   time.Duration
 	transport *http.Transport
 }
-
-// defaultTimeout bounds a query when the config does not: long enough for a heavy query,
-// short enough that a hung Prometheus costs one retry, not the restart.
-const defaultTimeout = 30 * time.Second
 
 // New checks cfg and makes the client; it reads the TLS files and the token file
 // now, so that a wrong path fails before any restart starts.
@@ -63,7 +61,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("prometheus: give a bearer token or a bearer token file, not both")
 	}
 	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("prometheus timeout %s: use a positive duration, or 0 for %s", cfg.Timeout, defaultTimeout)
+		return nil, fmt.Errorf("prometheus timeout %s: use a positive duration, or 0 for %s", cfg.Timeout, upstream.DefaultTimeout)
 	}
 	tlsConfig, err := cfg.tlsConfig(u.Scheme)
 	if err != nil {
@@ -80,16 +78,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" {
 		rt = bearer{token: cfg.BearerToken, file: cfg.BearerTokenFile, next: transport}
 	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = upstream.DefaultTimeout
+	}
+	// The address in messages has any password of the URL's masked.
+	address := strings.TrimRight(u.Redacted(), "/")
+	rt = upstream.Guard(rt, upstream.Prometheus(address, timeout))
 	client, err := api.NewClient(api.Config{Address: cfg.Address, RoundTripper: rt})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus address %q: %w", cfg.Address, err)
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = defaultTimeout
-	}
-	// The address in messages has any password of the URL's masked.
-	return &Client{address: strings.TrimRight(u.Redacted(), "/"), api: v1.NewAPI(client), timeout: timeout, transport: transport}, nil
+	return &Client{address: address, api: v1.NewAPI(client), timeout: timeout, transport: transport}, nil
 }
 
 // tlsConfig is the TLS setup the config asks for, nil for the defaults.
@@ -163,10 +163,24 @@ func (p *Client) Close() { p.transport.CloseIdleConnections() }
 // Query evaluates promql at the moment at (Prometheus's now when at is zero). A scalar or a
 // vector of one sample is a value, an empty vector no data; more series, a range vector or
 // a string is an error, since a gate compares one number.
+//
+// Prometheus is told to give the query up at the timeout; the client's guard waits that
+// long and a moment for the answer, whose failure is then one line naming the address
+// (upstream.NoAnswerError), as is an answer that is not Prometheus's (upstream.NotAPIError).
 func (p *Client) Query(ctx context.Context, promql string, at time.Time) (gate.Sample, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
+	ctx = upstream.Record(ctx)
 	v, warnings, _, err := p.api.Query(ctx, promql, at, v1.WithTimeout(p.timeout))
+	var apiErr *v1.Error
+	switch {
+	case err == nil && v == nil:
+		// JSON without Prometheus's "data": another service's answer.
+		err = upstream.NotTheAPI(ctx, errors.New(`no "data" in the answer`))
+	case errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadResponse && undecodable(apiErr.Msg):
+		err = upstream.NotTheAPI(ctx, err)
+	}
+	if ue, ok := upstream.Find(err); ok {
+		return gate.Sample{}, ue
+	}
 	if err != nil {
 		return gate.Sample{}, fmt.Errorf("querying Prometheus at %s: %w%s", p.address, err, detail(err))
 	}
@@ -176,6 +190,18 @@ func (p *Client) Query(ctx context.Context, promql string, at time.Time) (gate.S
 	}
 	s.Warnings = warnings
 	return s, nil
+}
+
+// undecodable reports whether a bad_response's message is encoding/json's, which the client
+// passes on as text: the answer was not JSON of Prometheus's envelope. A result it does not
+// know ("unexpected value type") is Prometheus's answer all the same.
+func undecodable(msg string) bool {
+	for _, p := range [...]string{"invalid character", "unexpected end of JSON input", "json: cannot unmarshal"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxDetail bounds how much of an unexpected answer's body an error quotes.

@@ -171,9 +171,40 @@ func TestPrometheusDownAndSlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if _, err := p.Query(context.Background(), "up", time.Time{}); err == nil || time.Since(start) > 5*time.Second {
-		t.Fatalf("a hung Prometheus: %v after %s", err, time.Since(start))
+	want := "Prometheus at " + srv.URL + " did not answer within 100ms; check -prometheus-address, or raise -request-timeout"
+	if _, err := p.Query(context.Background(), "up", time.Time{}); err == nil || err.Error() != want {
+		t.Fatalf("a hung Prometheus: %v, want %q", err, want)
+	}
+}
+
+// TestPrometheusNotItsAPI: something else answering at the address (a login page, another
+// service's JSON) is one line naming the address and what answered.
+func TestPrometheusNotItsAPI(t *testing.T) {
+	for _, tc := range []struct {
+		name, contentType, body, want string
+	}{
+		{"a login page", "text/html", "<html><head><title>Login</title></head></html>",
+			` answered with text/html ("<html><head><title>Login</title></head><"...), not Prometheus's API; check -prometheus-address`},
+		{"another service's JSON", "application/json", `{"status":"ok"}`,
+			` answered with application/json ("{\"status\":\"ok\"}"), not Prometheus's API (no "data" in the answer); check -prometheus-address`},
+		{"broken JSON", "application/json", `{"status":`,
+			` answered with application/json ("{\"status\":"), not Prometheus's API (bad_response: unexpected end of JSON input); check -prometheus-address`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.contentType)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			p, err := New(Config{Address: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Query(context.Background(), "up", time.Time{})
+			if err == nil || err.Error() != srv.URL+tc.want {
+				t.Fatalf("got  %v\nwant %s", err, srv.URL+tc.want)
+			}
+		})
 	}
 }
 
@@ -321,7 +352,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{Config{Address: "https://p", CACert: notPEM}, "prometheus CA certificate " + notPEM + ": no PEM certificate in it"},
 		{Config{Address: "https://p", ClientCert: notPEM}, "prometheus client certificate: give both the certificate and its key"},
 		{Config{Address: "https://p", ClientCert: notPEM, ClientKey: notPEM}, "prometheus client certificate: tls: "},
-		{Config{Address: "http://p", Timeout: -time.Second}, "prometheus timeout -1s: use a positive duration, or 0 for 30s"},
+		{Config{Address: "http://p", Timeout: -time.Second}, "prometheus timeout -1s: use a positive duration, or 0 for 10s"},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.cfg)
