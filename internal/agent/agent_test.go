@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -535,6 +536,53 @@ func TestAdoptsAfterDriverDiesNomadStore(t *testing.T) {
 	}
 	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
 		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
+	}
+	e.CheckOnce(t, final)
+}
+
+// A `run` killed right after it filed its restart, before its first batch, leaves the
+// restart with its lease held (taken with the record): the agent leaves it alone while
+// the lease is held, and takes it up once Nomad expires it, restarting each allocation once.
+func TestAdoptsARestartWhoseCreatorDiedBeforeDriving(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{})
+	e.Register(t, "default", "web", 2, nil)
+	ctx := agenttest.Context(t)
+	cl := cluster.NewNomad(e.Client)
+	// The creator's lock delay is short: the test waits it out once its lock expired.
+	creator := engine.New(engine.Config{Cluster: cl, Holder: "cli:killed",
+		Store: store.NewNomad(e.Client, store.NomadOptions{LockDelay: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})})
+	p, err := creator.Plan(ctx, engine.Request{Namespace: "default", Job: "web", Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := creator.CreateHeld(ctx, p.Record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := h.Record()
+
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
+	agenttest.Run(t, a)
+	simtest.WaitFor(t, ctx, "the agent to find the restart's lease held", func() bool {
+		return counterValue(a.metrics.leases.WithLabelValues("held_elsewhere")) >= 1
+	})
+	if cur, err := e.Store.Get(ctx, rec.Namespace, rec.ID); err != nil || cur.Status != restart.StatusPending {
+		t.Fatalf("the restart moved while its creator held the lease: %v, %+v", err, cur)
+	}
+	// The creator dies: Nomad hears no more renewals and expires its lock.
+	if !e.Sim.ExpireLock(rec.Namespace, leasePath(t, e, rec.Namespace, rec.ID)) {
+		t.Fatal("the creator held no lock on the restart's lease")
+	}
+	final := e.WaitEnd(t, rec)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
+	}
+	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 0 {
+		t.Errorf("started %d, taken over %d; want the agent to start it once", s, took)
+	}
+	if got := counterValue(a.metrics.adoptions); got != 1 {
+		t.Errorf("the agent took up %v restarts, want 1", got)
 	}
 	e.CheckOnce(t, final)
 }

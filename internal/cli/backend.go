@@ -16,13 +16,26 @@ import (
 // without a cluster.
 type restarter interface {
 	Plan(ctx context.Context, namespace, job string, spec restart.Spec) (*planned, error)
+	// Create records the restart for another driver (-detach: an agent, or `resume`).
 	Create(ctx context.Context, rec *restart.Record) error
+	// CreateHeld records the restart with this process's lease on it from its first write,
+	// for this process to drive: no agent takes it up first.
+	CreateHeld(ctx context.Context, rec *restart.Record) (held, error)
 	Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error)
 	Pause(ctx context.Context, namespace, id, by string) (*restart.Record, error)
 	Resume(ctx context.Context, namespace, id, by string) (*restart.Record, error)
 	Cancel(ctx context.Context, namespace, id, by string) (*restart.Record, error)
 	Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error)
 }
+
+// held is a restart this process created with its lease (restarter.CreateHeld).
+type held interface {
+	// Drive drives it here, as restarter.Drive, and gives the lease up when it returns.
+	Drive(ctx context.Context, sink func(restart.Event)) (*restart.Record, error)
+}
+
+// driveFunc drives a restart here: restarter.Drive of one restart, or held.Drive.
+type driveFunc func(ctx context.Context, sink func(restart.Event)) (*restart.Record, error)
 
 // planned is the engine's plan: the pending record, the job, and the allocations left out.
 type planned struct {

@@ -127,11 +127,11 @@ func (a *app) quietRestart(ctx context.Context, ses session, o *runOptions) (*re
 	if len(rec.Allocs) == 0 {
 		return nil, fmt.Errorf("no allocations of job %q to restart with these options", o.job)
 	}
-	eng, st, err := quiet.recordRestart(ctx, p, ses, rec, o)
+	eng, st, h, err := quiet.recordRestart(ctx, p, ses, rec, o)
 	if err != nil {
 		return nil, err
 	}
-	if err := quiet.drive(ctx, p, eng, st, rec, false); err != nil {
+	if err := quiet.drive(ctx, p, eng, st, rec, false, h.Drive); err != nil {
 		return nil, err
 	}
 	final, err := st.Get(ctx, rec.Namespace, rec.ID)

@@ -66,6 +66,23 @@ func (f *fakeEngine) Create(ctx context.Context, rec *restart.Record) error {
 	return f.st.Create(ctx, rec)
 }
 
+// CreateHeld is Create: the fake drives take no lease.
+func (f *fakeEngine) CreateHeld(ctx context.Context, rec *restart.Record) (held, error) {
+	if err := f.Create(ctx, rec); err != nil {
+		return nil, err
+	}
+	return fakeHeld{f: f, ns: rec.Namespace, id: rec.ID}, nil
+}
+
+type fakeHeld struct {
+	f      *fakeEngine
+	ns, id string
+}
+
+func (h fakeHeld) Drive(ctx context.Context, sink func(restart.Event)) (*restart.Record, error) {
+	return h.f.Drive(ctx, h.ns, h.id, sink)
+}
+
 func (f *fakeEngine) Drive(ctx context.Context, ns, id string, sink func(restart.Event)) (*restart.Record, error) {
 	return f.ses.drive(ctx, f, ns, id, sink)
 }

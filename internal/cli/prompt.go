@@ -20,18 +20,25 @@ type fleetRun struct {
 
 // runFleetHere drives the fleet in this process, printing its events and its children's.
 // On a terminal (without -json) it also asks the questions they wait on, and sends each
-// answer as `nomad-restart answer <fleet-id>` would.
-func (a *app) runFleetHere(ctx context.Context, p *printer, fleets store.Fleets, drv *fleetrun.Driver, rec *fleet.Record) (*fleet.Record, error) {
+// answer as `nomad-restart answer <fleet-id>` would. lease is the fleet's when this process
+// created it with its lease (nil: the drive takes it).
+func (a *app) runFleetHere(ctx context.Context, p *printer, fleets store.Fleets, drv *fleetrun.Driver, rec *fleet.Record, lease store.Lease) (*fleet.Record, error) {
 	prompting := a.interactive && !p.json
 	sink := a.fleetSink(p, rec, prompting)
-	if !prompting {
+	run := func(sink func(fleetrun.Event)) (*fleet.Record, error) {
+		if lease != nil {
+			return drv.RunHeld(ctx, rec, lease, sink)
+		}
 		return drv.Run(ctx, rec.Namespace, rec.ID, sink)
+	}
+	if !prompting {
+		return run(sink)
 	}
 	fp := &fleetPrompt{a: a, p: p, fleets: fleets, drv: drv, rec: rec, events: make(chan fleetrun.Event, 64),
 		progress: newFleetProgress(rec), redraw: make(chan struct{}, 1)}
 	done := make(chan fleetRun, 1)
 	go func() {
-		ended, err := drv.Run(ctx, rec.Namespace, rec.ID, fp.wrap(sink))
+		ended, err := run(fp.wrap(sink))
 		done <- fleetRun{ended, err}
 	}()
 	res := fp.serve(ctx, done)

@@ -90,7 +90,7 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	if ok, err := a.confirmMultiRegion(ctx, p, plan, o, "Job restart canceled."); !ok || err != nil {
 		return err
 	}
-	eng, st, err := a.recordRestart(ctx, p, ses, rec, o)
+	eng, st, h, err := a.recordRestart(ctx, p, ses, rec, o)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		a.printDetached(p, rec, o)
 		return nil
 	}
-	return a.drive(ctx, p, eng, st, rec, o.verbose)
+	return a.drive(ctx, p, eng, st, rec, o.verbose, h.Drive)
 }
 
 // connect opens a session with the client options (the environment's where none are given)
@@ -146,31 +146,39 @@ func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOp
 }
 
 // recordRestart chooses the store (-state), records the restart there and says so; it
-// returns the engine and store that drive it.
-func (a *app) recordRestart(ctx context.Context, p *printer, ses session, rec *restart.Record, o *runOptions) (restarter, store.Store, error) {
+// returns the engine and store that drive it. Without -detach the restart is recorded with
+// this process's lease on it (held), for this process to drive: an agent, which takes up
+// every restart no process drives, never takes it up first. With -detach, held is nil and
+// the restart waits for a driver.
+func (a *app) recordRestart(ctx context.Context, p *printer, ses session, rec *restart.Record, o *runOptions) (eng restarter, st store.Store, h held, err error) {
 	st, why, err := a.chooseStore(ctx, ses, o.state, rec.Namespace, rec.JobID, o.verbose)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	eng := ses.engine(st)
-	if err := eng.Create(ctx, rec); err != nil {
+	eng = ses.engine(st)
+	if o.detach {
+		err = eng.Create(ctx, rec)
+	} else {
+		h, err = eng.CreateHeld(ctx, rec)
+	}
+	if err != nil {
 		var busy *store.JobBusyError
 		if errors.As(err, &busy) {
-			return nil, nil, errors.New(jobBusyMessage(busy))
+			return nil, nil, nil, errors.New(jobBusyMessage(busy))
 		}
-		return nil, nil, fmt.Errorf("recording the restart of job %q in the %s store: %w", rec.JobID, st.Kind(), err)
+		return nil, nil, nil, fmt.Errorf("recording the restart of job %q in the %s store: %w", rec.JobID, st.Kind(), err)
 	}
 	if o.json {
 		for _, ev := range rec.Events {
 			p.jsonLine(ev)
 		}
-		return eng, st, nil
+		return eng, st, h, nil
 	}
 	if why != "" {
 		p.detail(a.now(), why)
 	}
 	p.header(a.now(), fmt.Sprintf("Restart %s of job %q created (state: %s)", shortID(rec.ID, o.verbose), rec.JobID, st.Kind()))
-	return eng, st, nil
+	return eng, st, h, nil
 }
 
 // printDetached says how to follow and drive a detached restart.
@@ -296,7 +304,15 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
 		return err
 	}
-	if err := fs.fleetStore().Create(ctx, rec); err != nil {
+	// Driven here, the fleet is recorded with this process's lease on it: an agent, which
+	// takes up the fleets no process drives, never takes it up first.
+	var lease store.Lease
+	if o.detach {
+		err = fs.fleetStore().Create(ctx, rec)
+	} else {
+		lease, err = drv.CreateHeld(ctx, rec)
+	}
+	if err != nil {
 		deleteFleetMembers(ctx, fs.fleetStore(), rec.ID, sortedKeys(store.MembershipsOf(rec)))
 		return fleetCreateError(err, rec)
 	}
@@ -305,7 +321,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		a.printFleetDetached(p, rec)
 		return nil
 	}
-	return a.driveFleet(ctx, p, fs, drv, rec)
+	return a.driveFleet(ctx, p, fs, drv, rec, lease)
 }
 
 // selectionError is one line for a selection Select refused: a bad expression, no job,
@@ -398,9 +414,10 @@ func (a *app) printFleetDetached(p *printer, rec *fleet.Record) {
 }
 
 // driveFleet drives the fleet in this process, with its children, printing the fleet's
-// events and its children's, until it ends or ctx ends (Ctrl-C: a detach).
-func (a *app) driveFleet(ctx context.Context, p *printer, fs session, drv *fleetrun.Driver, rec *fleet.Record) error {
-	ended, err := a.runFleetHere(ctx, p, fs.fleetStore(), drv, rec)
+// events and its children's, until it ends or ctx ends (Ctrl-C: a detach), with the lease
+// its creation took.
+func (a *app) driveFleet(ctx context.Context, p *printer, fs session, drv *fleetrun.Driver, rec *fleet.Record, lease store.Lease) error {
+	ended, err := a.runFleetHere(ctx, p, fs.fleetStore(), drv, rec, lease)
 	return a.fleetFinish(ctx, p, rec.ID, ended, err)
 }
 

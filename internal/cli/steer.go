@@ -141,7 +141,10 @@ func (a *app) cmdResume(ctx context.Context, args []string) error {
 // follows the restart and takes over as soon as the lease is free (its driver let go, or
 // died and its lease expired), so that resuming an orphan never waits forever.
 func (a *app) driveOrTakeOver(ctx context.Context, p *printer, eng restarter, s *restartSubject) error {
-	return takeOver(ctx, a, p, s, func() error { return a.drive(ctx, p, eng, s.st, s.rec, p.verbose) },
+	driveHere := func(ctx context.Context, sink func(restart.Event)) (*restart.Record, error) {
+		return eng.Drive(ctx, s.rec.Namespace, s.rec.ID, sink)
+	}
+	return takeOver(ctx, a, p, s, func() error { return a.drive(ctx, p, eng, s.st, s.rec, p.verbose, driveHere) },
 		func() { s.refresh(ctx) },
 		func(ctx context.Context, free <-chan struct{}) error { return a.follow(ctx, p, s, true, free) })
 }
@@ -149,7 +152,7 @@ func (a *app) driveOrTakeOver(ctx context.Context, p *printer, eng restarter, s 
 // driveOrTakeOverFleet is driveOrTakeOver for a fleet, driven here with its children.
 func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetrun.Driver, s *fleetSubject) error {
 	return takeOver(ctx, a, p, s, func() error {
-		ended, err := a.runFleetHere(ctx, p, s.ses.fleetStore(), drv, s.rec)
+		ended, err := a.runFleetHere(ctx, p, s.ses.fleetStore(), drv, s.rec, nil)
 		if errors.Is(err, store.ErrLeaseHeld) {
 			return err
 		}

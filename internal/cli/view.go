@@ -182,9 +182,9 @@ func (v *view) line(ctx context.Context, text string, ok bool) {
 	}
 }
 
-// drive runs a restart in this process with live output until it ends, or until ctx ends
-// (Ctrl-C or SIGTERM: detach, leaving the record consistent for `resume`).
-func (a *app) drive(ctx context.Context, p *printer, eng restarter, st store.Store, rec *restart.Record, verbose bool) error {
+// drive runs a restart in this process (driveHere) with live output until it ends, or until
+// ctx ends (Ctrl-C or SIGTERM: detach, leaving the record consistent for `resume`).
+func (a *app) drive(ctx context.Context, p *printer, eng restarter, st store.Store, rec *restart.Record, verbose bool, driveHere driveFunc) error {
 	v := a.newView(p, eng, st, rec)
 	q := newEventQueue()
 	driveCtx, stop := context.WithCancel(ctx)
@@ -196,7 +196,7 @@ func (a *app) drive(ctx context.Context, p *printer, eng restarter, st store.Sto
 	}
 	done := make(chan result, 1)
 	go func() {
-		r, err := eng.Drive(driveCtx, rec.Namespace, rec.ID, q.push)
+		r, err := driveHere(driveCtx, q.push)
 		q.close()
 		done <- result{r, err}
 	}()

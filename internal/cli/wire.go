@@ -37,6 +37,24 @@ func (a engineAdapter) Create(ctx context.Context, rec *restart.Record) error {
 	return a.e.Create(ctx, rec)
 }
 
+func (a engineAdapter) CreateHeld(ctx context.Context, rec *restart.Record) (held, error) {
+	h, err := a.e.CreateHeld(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return heldAdapter{e: a.e, h: h}, nil
+}
+
+// heldAdapter maps the engine's held restart onto the commands' held.
+type heldAdapter struct {
+	e *engine.Engine
+	h *engine.Held
+}
+
+func (a heldAdapter) Drive(ctx context.Context, sink func(restart.Event)) (*restart.Record, error) {
+	return a.e.DriveHeld(ctx, a.h, sink)
+}
+
 // errNoFleets says the session cannot keep fleets (a test's fake session).
 var errNoFleets = errors.New("fleet restarts need Nomad: this session has no Nomad Variables store")
 

@@ -78,26 +78,27 @@ type driver struct {
 // in-flight request took effect. sink (may be nil) receives every event right after it has been
 // persisted, in order, from the driver's goroutines one at a time.
 func (e *Engine) Drive(ctx context.Context, namespace, id string, sink func(restart.Event)) (*restart.Record, error) {
-	return e.drive(ctx, namespace, id, nil, sink)
+	return e.drive(ctx, namespace, id, nil, nil, sink)
 }
 
-// DriveNew drives a restart this engine's Create just stored, rec as Create left it, as
-// Drive does, with the control bell's first token taken and the job's allocation feed set
-// up while the lease is taken rather than after it: a fleet starts each job's child this
-// way, and every round trip before its first request delays the job. (Drive learns the
-// job from the record it reads under the lease; and a restart held elsewhere, which Drive
-// meets often, costs it no setup.) The record is still read under the lease: an operator's
-// pause stored since the creation must hold before the first batch, and another driver may
-// have taken it up meanwhile.
-func (e *Engine) DriveNew(ctx context.Context, rec *restart.Record, sink func(restart.Event)) (*restart.Record, error) {
-	return e.drive(ctx, rec.Namespace, rec.ID, &jobRef{namespace: rec.Namespace, id: rec.JobID}, sink)
+// DriveHeld drives a restart this engine's CreateHeld just stored, as Drive does, with the
+// lease taken then, and releases the lease when it returns (once per Held). The control
+// bell's first token is taken and the job's allocation feed set up at once, since the job
+// is known: a fleet starts each job's child this way, and every round trip before its
+// first request delays the job. (Drive learns the job from the record it reads under the lease; and a
+// restart held elsewhere, which Drive meets often, costs it no setup.) The record is still
+// read under the lease: an operator's pause or cancel stored since the creation must hold
+// before the first batch.
+func (e *Engine) DriveHeld(ctx context.Context, h *Held, sink func(restart.Event)) (*restart.Record, error) {
+	rec := h.rec
+	return e.drive(ctx, rec.Namespace, rec.ID, &jobRef{namespace: rec.Namespace, id: rec.JobID}, h.lease, sink)
 }
 
-// jobRef names the job of a restart driven by DriveNew.
+// jobRef names the job of a restart driven by DriveHeld.
 type jobRef struct{ namespace, id string }
 
-// drive is Drive, and DriveNew with job.
-func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, sink func(restart.Event)) (*restart.Record, error) {
+// drive is Drive, and DriveHeld with job and the lease held.
+func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, held store.Lease, sink func(restart.Event)) (*restart.Record, error) {
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	bellCtx, stopBell := context.WithCancel(ctx)
@@ -108,22 +109,14 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, s
 		bell = e.firstToken(bellCtx, namespace, id)
 		feed = e.startFeed(feedCtx, job.namespace, job.id)
 	}
-	// The store retries what passes inside, as it does for every call below.
-	lease, err := e.store.AcquireLease(ctx, namespace, id, e.holder)
-	if err != nil {
-		stopBell()
-		// Without the lease, the record says what there is to say: it ended, or who
-		// drives it.
-		rec, gerr := e.store.Get(ctx, namespace, id)
-		switch {
-		case gerr != nil:
-			return nil, fmt.Errorf("reading restart %s: %w", short(id), gerr)
-		case rec.Status.Terminal():
-			return rec, nil
-		case errors.Is(err, store.ErrLeaseHeld):
-			return rec, err
+	lease := held
+	if lease == nil {
+		var err error
+		// The store retries what passes inside, as it does for every call below.
+		if lease, err = e.store.AcquireLease(ctx, namespace, id, e.holder); err != nil {
+			stopBell()
+			return e.unleased(ctx, namespace, id, err)
 		}
-		return rec, fmt.Errorf("taking the lease on restart %s: %w", short(id), err)
 	}
 	defer e.release(ctx, lease, id)
 
@@ -166,6 +159,21 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, s
 		return final, nil
 	}
 	return final, runErr
+}
+
+// unleased is what Drive returns when it could not take the lease (err): the record says
+// what there is to say, that it ended, or who drives it.
+func (e *Engine) unleased(ctx context.Context, namespace, id string, err error) (*restart.Record, error) {
+	rec, gerr := e.store.Get(ctx, namespace, id)
+	switch {
+	case gerr != nil:
+		return nil, fmt.Errorf("reading restart %s: %w", short(id), gerr)
+	case rec.Status.Terminal():
+		return rec, nil
+	case errors.Is(err, store.ErrLeaseHeld):
+		return rec, err
+	}
+	return rec, fmt.Errorf("taking the lease on restart %s: %w", short(id), err)
 }
 
 // firstToken takes the first token of the operators' steering, before the read under the

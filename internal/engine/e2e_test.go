@@ -409,56 +409,94 @@ func TestE2ENodeLost(t *testing.T) {
 	simtest.CheckOnce(t, env.client, "default", "web", restarted, false, testTimeout)
 }
 
-// TestE2EDriveNew drives restarts just created: one runs to its end, restarting every
-// allocation once; one canceled between its creation and its drive ends canceled, and one
-// paused then pauses before its first batch, neither restarting anything.
-func TestE2EDriveNew(t *testing.T) {
+// TestE2EDriveHeld drives restarts created with their lease held: one runs to its end,
+// restarting every allocation once, and no other driver could take it up meanwhile; one
+// canceled between its creation and its drive ends canceled, and one paused then pauses
+// before its first batch, neither restarting anything; one whose lease was given up
+// (Release) is driven by another driver.
+func TestE2EDriveHeld(t *testing.T) {
 	env := startSim(t, true)
 	env.register(t, "web", "service", map[string]int{"api": 3})
 	env.register(t, "db", "service", map[string]int{"main": 2})
 	env.register(t, "cache", "service", map[string]int{"main": 2})
+	env.register(t, "queue", "service", map[string]int{"main": 1})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	spec := restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, Yes: true}
+	other := New(Config{Cluster: env.e.cluster, Store: env.store, Holder: "agent:1"})
 
-	rec := env.plan(t, "web", spec)
-	var l eventLog
-	final, err := env.e.DriveNew(ctx, rec, l.sink)
-	if err != nil || final.Status != restart.StatusSucceeded {
-		t.Fatalf("DriveNew: %v, status %s (%s)\n%s", err, final.Status, final.Reason, l.messages())
+	h := env.planHeld(t, "web", spec)
+	if rec, err := other.Drive(ctx, h.Record().Namespace, h.Record().ID, nil); !errors.Is(err, store.ErrLeaseHeld) || rec.Status != restart.StatusPending {
+		t.Fatalf("another driver's Drive of a restart created held: %v, want ErrLeaseHeld", err)
 	}
-	if rec.Status != restart.StatusPending {
-		t.Errorf("DriveNew changed the caller's record: status %s", rec.Status)
+	var l eventLog
+	final, err := env.e.DriveHeld(ctx, h, l.sink)
+	if err != nil || final.Status != restart.StatusSucceeded {
+		t.Fatalf("DriveHeld: %v, status %s (%s)\n%s", err, final.Status, final.Reason, l.messages())
+	}
+	if h.Record().Status != restart.StatusPending {
+		t.Errorf("DriveHeld changed the caller's record: status %s", h.Record().Status)
+	}
+	for _, ev := range final.Events {
+		if ev.Type == restart.EventDriver {
+			t.Errorf("a driver event in a restart driven by its creator alone: %q", ev.Message)
+		}
 	}
 	env.checkOnce(t, final)
 
-	canceled := env.plan(t, "db", spec)
-	if _, err := env.e.Cancel(ctx, canceled.Namespace, canceled.ID, "tester"); err != nil {
+	canceled := env.planHeld(t, "db", spec)
+	if _, err := env.e.Cancel(ctx, canceled.Record().Namespace, canceled.Record().ID, "tester"); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
-	final, err = env.e.DriveNew(ctx, canceled, nil)
+	final, err = env.e.DriveHeld(ctx, canceled, nil)
 	if err != nil || final.Status != restart.StatusCanceled {
-		t.Fatalf("DriveNew of a restart canceled since its creation: %v, status %s", err, final.Status)
+		t.Fatalf("DriveHeld of a restart canceled since its creation: %v, status %s", err, final.Status)
 	}
 	noRestarts(ctx, t, env, "db")
 
-	paused := env.plan(t, "cache", spec)
-	if _, err := env.e.Pause(ctx, paused.Namespace, paused.ID, "tester"); err != nil {
+	paused := env.planHeld(t, "cache", spec)
+	if _, err := env.e.Pause(ctx, paused.Record().Namespace, paused.Record().ID, "tester"); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
 	dctx, detach := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = env.e.DriveNew(dctx, paused, nil)
+		_, _ = env.e.DriveHeld(dctx, paused, nil)
 	}()
 	simtest.WaitFor(t, ctx, "the restart paused since its creation to pause", func() bool {
-		r, err := env.store.Get(ctx, paused.Namespace, paused.ID)
+		r, err := env.store.Get(ctx, paused.Record().Namespace, paused.Record().ID)
 		return err == nil && r.Status == restart.StatusPaused
 	})
 	detach()
 	<-done
 	noRestarts(ctx, t, env, "cache")
+
+	given := env.planHeld(t, "queue", spec)
+	if err := given.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	final, err = other.Drive(ctx, given.Record().Namespace, given.Record().ID, nil)
+	if err != nil || final.Status != restart.StatusSucceeded {
+		t.Fatalf("another driver's Drive of a restart given up: %v, status %s (%s)", err, final.Status, final.Reason)
+	}
+	env.checkOnce(t, final)
+}
+
+// planHeld plans a restart of job and creates it with its lease held (CreateHeld).
+func (env *simEnv) planHeld(t testing.TB, job string, spec restart.Spec) *Held {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, err := env.e.Plan(ctx, Request{Job: job, Spec: spec})
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	h, err := env.e.CreateHeld(ctx, p.Record)
+	if err != nil {
+		t.Fatalf("CreateHeld: %v", err)
+	}
+	return h
 }
 
 // noRestarts fails the test if Nomad's facts show an allocation of job restarted.

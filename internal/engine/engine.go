@@ -412,15 +412,57 @@ func (e *DeploymentError) Error() string {
 	return fmt.Sprintf("Deployment %q is %q; wait for it to finish (or fail or cancel it), then restart", short(e.ID), e.Status)
 }
 
-// Create stores the planned record (pending); it fails with *store.JobBusyError if the job has a
-// restart in progress.
+// Create stores the planned record (pending) for whoever drives it (an agent, or `resume`);
+// it fails with *store.JobBusyError if the job has a restart in progress. A process that
+// drives the restart it files uses CreateHeld.
 func (e *Engine) Create(ctx context.Context, rec *restart.Record) error {
+	e.stampCreated(rec)
+	return e.created(rec, e.store.Create(ctx, rec))
+}
+
+// Held is a restart this engine created with its lease (CreateHeld): no other driver can
+// take it up until DriveHeld has driven it, or Release gave it up.
+type Held struct {
+	rec   *restart.Record
+	lease store.Lease
+}
+
+// Record is the restart as it was created.
+func (h *Held) Record() *restart.Record { return h.rec }
+
+// Release gives the lease up without driving the restart: another driver (an agent) may
+// take it up at once. DriveHeld releases it itself.
+func (h *Held) Release(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return h.lease.Release(rctx)
+}
+
+// CreateHeld is Create for a process that drives the restart it files (`run` in the
+// foreground, a fleet's children in the CLI): the store takes the restart's lease before it
+// writes the record, so that no agent, which adopts the restarts whose lease is free, ever
+// takes it up first. DriveHeld drives it with that lease.
+func (e *Engine) CreateHeld(ctx context.Context, rec *restart.Record) (*Held, error) {
+	e.stampCreated(rec)
+	lease, err := e.store.CreateLeased(ctx, rec, e.holder)
+	if err := e.created(rec, err); err != nil {
+		return nil, err
+	}
+	return &Held{rec: rec, lease: lease}, nil
+}
+
+// stampCreated appends the record's created event, unless it has one already.
+func (e *Engine) stampCreated(rec *restart.Record) {
 	if !slices.ContainsFunc(rec.Events, func(ev restart.Event) bool { return ev.Type == restart.EventCreated }) {
 		rec.AppendEvent(restart.Event{Time: e.now(), Type: restart.EventCreated,
 			Message: fmt.Sprintf("Restart of job %q created: %s in %d %s", rec.JobID,
 				plural(len(rec.Allocs), "allocation"), rec.Batches, pluralWord(rec.Batches, "batch", "batches"))})
 	}
-	if err := e.store.Create(ctx, rec); err != nil {
+}
+
+// created turns the store's answer to a creation of rec into Create's.
+func (e *Engine) created(rec *restart.Record, err error) error {
+	if err != nil {
 		var busy *store.JobBusyError
 		if errors.As(err, &busy) {
 			return err // already one line naming the restart in progress and the fix

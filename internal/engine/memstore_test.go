@@ -52,6 +52,28 @@ func (m *memStore) save(r *restart.Record) {
 func (m *memStore) Create(ctx context.Context, rec *restart.Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.createLocked(rec)
+}
+
+// CreateLeased takes the lease and stores the record in one hold of the store's lock: no
+// reader sees the record with its lease free.
+func (m *memStore) CreateLeased(ctx context.Context, rec *restart.Record, holder string) (store.Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leases[rec.ID] {
+		return nil, store.ErrExists
+	}
+	if err := m.createLocked(rec); err != nil {
+		return nil, err
+	}
+	m.leases[rec.ID] = true
+	return &memLease{m: m, id: rec.ID}, nil
+}
+
+func (m *memStore) createLocked(rec *restart.Record) error {
+	if _, ok := m.recs[rec.ID]; ok {
+		return store.ErrExists
+	}
 	for id := range m.recs {
 		r := m.load(id)
 		if r.JobID == rec.JobID && r.Namespace == rec.Namespace && !r.Status.Terminal() {

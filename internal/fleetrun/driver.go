@@ -79,6 +79,24 @@ func (d *Driver) Run(ctx context.Context, namespace, id string, sink func(Event)
 	if err != nil {
 		return nil, err
 	}
+	return d.run(ctx, namespace, id, lease, sink)
+}
+
+// CreateHeld records a new fleet with this driver's lease on it from its first write
+// (Fleets.CreateLeased), for this process to drive with RunHeld: an agent, which takes up
+// the fleets no process drives, never takes it up first.
+func (d *Driver) CreateHeld(ctx context.Context, rec *fleet.Record) (store.Lease, error) {
+	return d.cfg.Fleets.CreateLeased(ctx, rec, d.cfg.Holder)
+}
+
+// RunHeld is Run of a fleet whose lease CreateHeld took; it releases the lease when it
+// returns.
+func (d *Driver) RunHeld(ctx context.Context, rec *fleet.Record, lease store.Lease, sink func(Event)) (*fleet.Record, error) {
+	return d.run(ctx, rec.Namespace, rec.ID, lease, sink)
+}
+
+// run drives the fleet under lease, and releases it when it returns.
+func (d *Driver) run(ctx context.Context, namespace, id string, lease store.Lease, sink func(Event)) (*fleet.Record, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -26,19 +27,30 @@ func (r *run) create(ctx context.Context, starts []start) {
 		r.followed[s.job.RestartID] = true
 		r.creating[s.job.RestartID] = true
 		r.wg.Go(func() {
-			err := r.d.cfg.Engine.Create(ctx, s.child)
+			h, err := r.createChild(ctx, s.child)
 			if err != nil && !errors.Is(err, store.ErrExists) {
 				r.report(ctx, fact{unstart: true, obs: unstartOf(s.job, err), child: s.job.RestartID})
 				return
 			}
 			r.report(ctx, fact{created: s.job.RestartID})
 			if err != nil {
-				r.followToEnd(ctx, s.job, nil) // created by a driver before this one
+				r.followToEnd(ctx, s.job, nil, nil) // created by a driver before this one
 				return
 			}
-			r.followToEnd(ctx, s.job, s.child)
+			r.followToEnd(ctx, s.job, s.child, h)
 		})
 	}
+}
+
+// createChild files a child. A driver that drives its children (the CLI) creates each with
+// its lease held, to drive it from its first write: an agent, which takes up the restarts
+// no process drives, never takes a child up first. Without that (the agent's fleets), the
+// child is left to whoever adopts it, and h is nil.
+func (r *run) createChild(ctx context.Context, child *restart.Record) (h *engine.Held, err error) {
+	if r.d.cfg.DriveChildren {
+		return r.d.cfg.Engine.CreateHeld(ctx, child)
+	}
+	return nil, r.d.cfg.Engine.Create(ctx, child)
 }
 
 // unstartOf is the fact that takes back a start whose child could not be created.
@@ -60,13 +72,14 @@ func (r *run) follow(ctx context.Context, job fleet.Job) {
 		return
 	}
 	r.followed[job.RestartID] = true
-	r.wg.Go(func() { r.followToEnd(ctx, job, nil) })
+	r.wg.Go(func() { r.followToEnd(ctx, job, nil, nil) })
 }
 
 // followToEnd follows the child until it ends and reports its end; created is its record
-// as this driver's Create returned it (nil: not created here).
-func (r *run) followToEnd(ctx context.Context, job fleet.Job, created *restart.Record) {
-	rec, err := r.untilEnd(ctx, job, created, r.d.cfg.DriveChildren)
+// as this driver's Create returned it (nil: not created here), and h, when not nil, the
+// child created with its lease held, to drive first.
+func (r *run) followToEnd(ctx context.Context, job fleet.Job, created *restart.Record, h *engine.Held) {
+	rec, err := r.untilEnd(ctx, job, created, h, r.d.cfg.DriveChildren)
 	if err != nil {
 		return // ctx ended: the child is left as stored, to be resumed
 	}
@@ -86,7 +99,7 @@ func (r *run) followBusy(ctx context.Context, obs fleet.Observation) {
 	r.followed[obs.BusyWith] = true
 	other := fleet.Job{Namespace: obs.Namespace, JobID: obs.JobID, RestartID: obs.BusyWith}
 	r.wg.Go(func() {
-		if _, err := r.untilEnd(ctx, other, nil, false); err != nil {
+		if _, err := r.untilEnd(ctx, other, nil, nil, false); err != nil {
 			return
 		}
 		r.report(ctx, fact{obs: fleet.Observation{Namespace: obs.Namespace, JobID: obs.JobID}})
@@ -101,18 +114,19 @@ func (r *run) report(ctx context.Context, f fact) {
 }
 
 // untilEnd returns the restart's record once it ended. With drive, it drives the restart
-// here whenever no other driver holds it (the first time with Engine.DriveNew when
-// created, the record this driver's Create returned, is given); otherwise it follows the
-// record. A restart whose record is gone counts as failed.
-func (r *run) untilEnd(ctx context.Context, job fleet.Job, created *restart.Record, drive bool) (*restart.Record, error) {
+// here whenever no other driver holds it (the first time with Engine.DriveHeld when h, the
+// child this driver created with its lease, is given); otherwise it follows the record.
+// created is the record this driver's Create returned (nil: not created here). A restart
+// whose record is gone counts as failed.
+func (r *run) untilEnd(ctx context.Context, job fleet.Job, created *restart.Record, h *engine.Held, drive bool) (*restart.Record, error) {
 	sink := r.childSink(job, created)
 	for {
 		if drive {
 			var rec *restart.Record
 			var err error
-			if created != nil {
-				rec, err = r.d.cfg.Engine.DriveNew(ctx, created, sink)
-				created = nil // once: a later attempt is an ordinary resume
+			if h != nil {
+				rec, err = r.d.cfg.Engine.DriveHeld(ctx, h, sink)
+				h = nil // once: a later attempt is an ordinary resume
 			} else {
 				rec, err = r.d.cfg.Engine.Drive(ctx, job.Namespace, job.RestartID, sink)
 			}

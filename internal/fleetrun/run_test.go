@@ -252,6 +252,15 @@ func (s slowCreate) Create(ctx context.Context, rec *restart.Record) error {
 	return s.Store.Create(ctx, rec)
 }
 
+func (s slowCreate) CreateLeased(ctx context.Context, rec *restart.Record, holder string) (store.Lease, error) {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Store.CreateLeased(ctx, rec, holder)
+}
+
 // TestFleetPauseReachesAChildBeingCreated pauses a fleet while its first child is being
 // created: the pause is passed on once the child exists, and the child pauses after its
 // batch at most, as a running child does, instead of the intent being recorded as given to

@@ -74,22 +74,42 @@ type fleetRef struct {
 // listFleets lists the record variables of the fleets in ns ("" or "*": every namespace
 // the token may list), without reading them.
 func (s *NomadFleets) listFleets(ctx context.Context, ns string) ([]fleetRef, error) {
+	refs, _, err := s.listFleetDir(ctx, ns)
+	return refs, err
+}
+
+// listFleetDir is listFleets that also returns the lease variables listed without their
+// fleet's record: leases whose creator died between taking the lease and writing the
+// record (CreateLeased), or whose record was deleted since.
+func (s *NomadFleets) listFleetDir(ctx context.Context, ns string) (refs []fleetRef, orphans []*api.VariableMetadata, err error) {
 	if allNamespaces(ns) {
 		ns = "*"
 	}
 	metas, err := s.n.vars.List(ctx, ns, s.fleetDir())
 	if err != nil {
-		return nil, s.fleetErr(err)
+		return nil, nil, s.fleetErr(err)
 	}
-	var out []fleetRef
+	recorded := map[string]bool{}
+	var leases []*api.VariableMetadata
 	for _, m := range metas {
 		rest := strings.TrimPrefix(m.Path, s.fleetDir())
 		id, name, ok := strings.Cut(rest, "/")
-		if ok && name == fleetRecordName && validID(id) {
-			out = append(out, fleetRef{ns: m.Namespace, id: id, createIndex: m.CreateIndex})
+		switch {
+		case !ok || !validID(id):
+		case name == fleetRecordName:
+			refs = append(refs, fleetRef{ns: m.Namespace, id: id, createIndex: m.CreateIndex})
+			recorded[key(m.Namespace, id)] = true
+		case name == fleetLeaseName:
+			leases = append(leases, m)
 		}
 	}
-	return out, nil
+	for _, m := range leases {
+		id, _, _ := strings.Cut(strings.TrimPrefix(m.Path, s.fleetDir()), "/")
+		if !recorded[key(m.Namespace, id)] {
+			orphans = append(orphans, m)
+		}
+	}
+	return refs, orphans, nil
 }
 
 // home resolves the namespace a caller named for fleet id: "" is "default", "*" is
@@ -117,14 +137,8 @@ func (s *NomadFleets) home(ctx context.Context, ns, id string) (string, error) {
 // f.Namespace ("" is "default"); then it deletes the namespace's finished fleets beyond
 // the newest NomadOptions.Keep, best effort.
 func (s *NomadFleets) Create(ctx context.Context, f *fleet.Record) error {
-	if f.ID == "" {
-		f.ID = uuid.NewString()
-	}
-	if !validID(f.ID) {
-		return fmt.Errorf("nomad fleet store: invalid fleet ID %q", f.ID)
-	}
-	if f.Namespace == "*" {
-		return fmt.Errorf(`nomad fleet store: fleet %s names namespace "*" as its home: a fleet lives in one namespace ("default" for a selection across namespaces)`, f.ID)
+	if err := s.prepareNew(f); err != nil {
+		return err
 	}
 	rec := *f
 	rec.Namespace = nomadvars.Namespace(f.Namespace)
@@ -144,6 +158,45 @@ func (s *NomadFleets) Create(ctx context.Context, f *fleet.Record) error {
 	rec.CreateIndex, rec.ModifyIndex = out.CreateIndex, out.ModifyIndex
 	*f = rec
 	s.prune(ctx, rec.Namespace, rec.ID)
+	return nil
+}
+
+// CreateLeased implements Records, as the restart store's does: the fleet's lease is
+// locked for holder before its record is written, so that an agent never takes up a fleet
+// whose creator is about to drive it. A fleet that cannot be created releases the lease,
+// which deletes its variable (as every release of a fleet's lease does).
+func (s *NomadFleets) CreateLeased(ctx context.Context, f *fleet.Record, holder string) (Lease, error) {
+	if err := s.prepareNew(f); err != nil {
+		return nil, err
+	}
+	ns := nomadvars.Namespace(f.Namespace)
+	l, err := s.n.lockLease(ctx, ns, s.fleetPath(f.ID, fleetLeaseName), holder, (*nomadLease).dropReleased)
+	if errors.Is(err, ErrLeaseHeld) {
+		return nil, fmt.Errorf("nomad fleet store: fleet %s: another process holds its lease: %w", f.ID, ErrExists)
+	}
+	if err != nil {
+		return nil, plumbingErr(err)
+	}
+	if err := s.Create(ctx, f); err != nil {
+		if rerr := l.Release(ctx); rerr != nil {
+			s.n.opts.Logger.Debug("could not release the lease of a refused fleet; it expires on its own", "fleet", f.ID, "namespace", ns, "error", rerr)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// prepareNew gives a new fleet an ID when it has none and refuses what cannot be stored.
+func (s *NomadFleets) prepareNew(f *fleet.Record) error {
+	if f.ID == "" {
+		f.ID = uuid.NewString()
+	}
+	if !validID(f.ID) {
+		return fmt.Errorf("nomad fleet store: invalid fleet ID %q", f.ID)
+	}
+	if f.Namespace == "*" {
+		return fmt.Errorf(`nomad fleet store: fleet %s names namespace "*" as its home: a fleet lives in one namespace ("default" for a selection across namespaces)`, f.ID)
+	}
 	return nil
 }
 

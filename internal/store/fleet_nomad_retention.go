@@ -15,17 +15,24 @@ import (
 //
 // A namespace holds at most keepEnded finished fleets, its active ones and the one just
 // created, so each prune reads a bounded number of records.
+//
+// It also deletes the leases listed without their fleet (a creator killed between taking
+// the lease and writing the record): each delete is a check-and-set at the listed index,
+// and Nomad refuses to delete a locked variable, so a lease whose creator is still at work
+// stays.
 func (s *NomadFleets) prune(ctx context.Context, ns, created string) {
-	keep := s.n.keepEnded()
-	if keep < 0 {
-		return
-	}
-	refs, err := s.listFleets(ctx, ns)
+	refs, orphans, err := s.listFleetDir(ctx, ns)
 	if err != nil {
 		s.n.opts.Logger.Debug("could not list fleets to prune", "namespace", ns, "error", err)
 		return
 	}
-	if len(refs) <= keep+1 {
+	for _, m := range orphans {
+		if err := s.n.vars.DeleteAt(ctx, m.Namespace, m.Path, m.ModifyIndex); err != nil {
+			s.n.opts.Logger.Debug("could not delete a lease left without its fleet", "path", m.Path, "namespace", m.Namespace, "error", err)
+		}
+	}
+	keep := s.n.keepEnded()
+	if keep < 0 || len(refs) <= keep+1 {
 		return // fewer than keep besides the new one: none can be beyond the newest keep
 	}
 	slices.SortFunc(refs, func(a, b fleetRef) int { return cmp.Compare(b.createIndex, a.createIndex) })

@@ -241,8 +241,26 @@ func (l *Local) jobBusy(ns, job string) (string, error) {
 
 // Create implements Store.
 func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
+	_, err := l.create(ctx, rec, false, "")
+	return err
+}
+
+// CreateLeased implements Store: the lease's file lock is taken for holder within the
+// store's lock, before the record is written, so that no reader finds the record with its
+// lease free. A process that dies between the two leaves a lease file without a record,
+// whose lock the kernel freed; the next creation in its namespace deletes it.
+func (l *Local) CreateLeased(ctx context.Context, rec *restart.Record, holder string) (Lease, error) {
+	lease, err := l.create(ctx, rec, true, holder)
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+// create is Create, and with leased CreateLeased.
+func (l *Local) create(ctx context.Context, rec *restart.Record, leased bool, holder string) (*localLease, error) {
 	if err := prepareNew("local store", rec); err != nil {
-		return err
+		return nil, err
 	}
 	rec.Namespace = nomadvars.Namespace(rec.Namespace)
 	defer func() {
@@ -250,7 +268,8 @@ func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
 			l.prune(ctx, rec.Namespace, rec.JobID)
 		}
 	}()
-	return l.locked(ctx, func() error {
+	var lease *localLease
+	err := l.locked(ctx, func() error {
 		p := l.recordPath(rec.Namespace, rec.ID)
 		if _, err := os.Stat(p); err == nil {
 			return fmt.Errorf("local store: restart %s: %w", rec.ID, ErrExists)
@@ -264,32 +283,52 @@ func (l *Local) Create(ctx context.Context, rec *restart.Record) error {
 				return &JobBusyError{Namespace: rec.Namespace, JobID: rec.JobID, RestartID: busy}
 			}
 		}
-		idx, err := l.nextIndex()
-		if err != nil {
-			return err
-		}
-		now := l.now()
-		out := *rec
-		out.CreateIndex, out.ModifyIndex = idx, idx
-		stampTimes(&out.CreateTime, &out.ModifyTime, now)
-		// The marker goes first: a crash between the two writes leaves a marker naming a
-		// missing record, which counts as free; the other order could leave two restarts
-		// of one job in progress.
-		if !rec.Status.Terminal() {
-			m := l.markerPath(rec.Namespace, rec.JobID)
-			if err := os.MkdirAll(filepath.Dir(m), 0o700); err != nil {
-				return fmt.Errorf("local store: %w", err)
-			}
-			if err := writeFileAtomic(m, []byte(rec.ID+"\n")); err != nil {
+		if leased {
+			var err error
+			if lease, err = l.lockLease(rec.Namespace, rec.ID, holder); err != nil {
+				if errors.Is(err, ErrLeaseHeld) {
+					return fmt.Errorf("local store: restart %s: another process holds its lease: %w", rec.ID, ErrExists)
+				}
 				return err
 			}
 		}
-		if err := l.writeRecord(&out); err != nil {
+		err := l.writeNew(rec)
+		if err != nil && lease != nil {
+			lease.drop()
+			lease = nil
+		}
+		return err
+	})
+	return lease, err
+}
+
+// writeNew writes new record rec and its job's marker; call it under the lock.
+func (l *Local) writeNew(rec *restart.Record) error {
+	idx, err := l.nextIndex()
+	if err != nil {
+		return err
+	}
+	now := l.now()
+	out := *rec
+	out.CreateIndex, out.ModifyIndex = idx, idx
+	stampTimes(&out.CreateTime, &out.ModifyTime, now)
+	// The marker goes first: a crash between the two writes leaves a marker naming a
+	// missing record, which counts as free; the other order could leave two restarts
+	// of one job in progress.
+	if !rec.Status.Terminal() {
+		m := l.markerPath(rec.Namespace, rec.JobID)
+		if err := os.MkdirAll(filepath.Dir(m), 0o700); err != nil {
+			return fmt.Errorf("local store: %w", err)
+		}
+		if err := writeFileAtomic(m, []byte(rec.ID+"\n")); err != nil {
 			return err
 		}
-		*rec = out
-		return nil
-	})
+	}
+	if err := l.writeRecord(&out); err != nil {
+		return err
+	}
+	*rec = out
+	return nil
 }
 
 // Get implements Store. With namespace "" or "*" it looks in every namespace.

@@ -28,7 +28,16 @@ func (l *Local) AcquireLease(ctx context.Context, namespace, id, holder string) 
 	if err != nil {
 		return nil, err
 	}
-	p := l.leasePath(rec.Namespace, rec.ID)
+	lease, err := l.lockLease(rec.Namespace, rec.ID, holder)
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+// lockLease takes the file lock of restart id's lease for holder, or returns ErrLeaseHeld.
+func (l *Local) lockLease(namespace, id, holder string) (*localLease, error) {
+	p := l.leasePath(namespace, id)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fmt.Errorf("local store: %w", err)
 	}
@@ -43,6 +52,15 @@ func (l *Local) AcquireLease(ctx context.Context, namespace, id, holder string) 
 	// The holder is written for humans only (who drives this?); the lock is the truth.
 	_ = os.WriteFile(p+".holder", []byte(holder+"\n"), 0o600)
 	return &localLease{lock: fl, lost: make(chan struct{})}, nil
+}
+
+// drop removes the files of a lease whose record was never written, then unlocks it.
+func (ll *localLease) drop() {
+	ll.once.Do(func() {
+		_ = os.Remove(ll.lock.Path() + ".holder")
+		_ = os.Remove(ll.lock.Path())
+		_ = ll.lock.Unlock()
+	})
 }
 
 func (ll *localLease) Lost() <-chan struct{} { return ll.lost }

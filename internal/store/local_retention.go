@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -10,6 +14,7 @@ import (
 // prune deletes the job's ended restarts beyond the newest DefaultKeep, as the Nomad store
 // does, so that the state directory does not grow with every restart ever run. Best effort.
 func (l *Local) prune(ctx context.Context, ns, job string) {
+	l.sweepLeases(ctx, ns)
 	recs, err := l.List(ctx, Filter{Namespace: ns, JobID: job})
 	if err != nil {
 		return
@@ -44,4 +49,31 @@ func endedBeyond(recs []*restart.Record, job string, keep int) []*restart.Record
 		}
 	}
 	return beyond
+}
+
+// sweepLeases deletes the namespace's lease files that have no record: a creator died
+// between taking the lease and writing the record (CreateLeased), whose lock the kernel
+// freed. Under the store's lock no creator is between the two (both happen within one hold
+// of it), so a lease file without a record is one nobody will lock again. Best effort.
+func (l *Local) sweepLeases(ctx context.Context, ns string) {
+	dir := filepath.Dir(l.leasePath(ns, "x"))
+	_ = l.locked(ctx, func() error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil
+		}
+		for _, e := range entries {
+			id, ok := strings.CutSuffix(e.Name(), ".lock")
+			if !ok || !validID(id) {
+				continue
+			}
+			if _, err := os.Stat(l.recordPath(ns, id)); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			lease := l.leasePath(ns, id)
+			_ = os.Remove(lease + ".holder")
+			_ = os.Remove(lease)
+		}
+		return nil
+	})
 }

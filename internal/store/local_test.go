@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -269,5 +272,30 @@ func BenchmarkLocalUpdate(b *testing.B) {
 				return total
 			})
 		})
+	}
+}
+
+// A lease file whose record was never written (its creator died between the two, and the
+// kernel freed its lock) is deleted by the namespace's next creation; the lease files of
+// existing records stay.
+func TestLocalLeaseWithoutRecordIsSwept(t *testing.T) {
+	dir, s := newLocalStore(t)
+	ctx := testContext(t, 30*time.Second)
+	kept := createRecord(t, ctx, s, "default", "web", 1)
+	storetest.TakeFreeLease(t, ctx, s, kept, "driver", "of the kept restart")
+	orphan := filepath.Join(dir, "leases", "default", uuid.NewString()+".lock")
+	for _, p := range []string{orphan, orphan + ".holder"} {
+		if err := os.WriteFile(p, []byte("killed\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createRecord(t, ctx, s, "default", "api", 1)
+	for _, p := range []string{orphan, orphan + ".holder"} {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there after the next creation: %v", filepath.Base(p), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "leases", "default", kept.ID+".lock")); err != nil {
+		t.Errorf("the lease file of an existing restart was deleted: %v", err)
 	}
 }

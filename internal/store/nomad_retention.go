@@ -30,24 +30,25 @@ func (n *Nomad) keepEnded() int {
 // It reads only the records it may delete: the listing (metadata, no record read) orders
 // the job's records by creation, and the newest keepEnded+1 stay unread, since a job has
 // one restart in progress at most (the one just created) and the others ended.
+//
+// It also deletes the leases left without their record (see sweepLeases).
 func (n *Nomad) prune(ctx context.Context, ns, job string) {
-	keep := n.keepEnded()
-	if keep < 0 {
-		return
-	}
 	jobSeg := n.jobSegment(job)
-	metas, err := n.vars.List(ctx, ns, n.opts.Prefix+"/"+jobSeg+"/")
+	dir := n.opts.Prefix + "/" + jobSeg + "/"
+	metas, err := n.vars.List(ctx, ns, dir)
 	if err != nil {
 		n.opts.Logger.Debug("could not list restarts to prune", "job", job, "namespace", ns, "error", err)
 		return
 	}
 	var heads []*api.VariableMetadata
 	for _, m := range metas {
-		if id, ok := strings.CutPrefix(m.Path, n.opts.Prefix+"/"+jobSeg+"/"); ok && isRestartID(id) {
+		if id, ok := strings.CutPrefix(m.Path, dir); ok && isRestartID(id) {
 			heads = append(heads, m)
 		}
 	}
-	if len(heads) <= keep+1 {
+	n.sweepLeases(ctx, dir, metas)
+	keep := n.keepEnded()
+	if keep < 0 || len(heads) <= keep+1 {
 		return
 	}
 	slices.SortFunc(heads, func(a, b *api.VariableMetadata) int { return cmp.Compare(b.CreateIndex, a.CreateIndex) })
@@ -56,6 +57,27 @@ func (n *Nomad) prune(ctx context.Context, ns, job string) {
 		r, err := n.getAt(ctx, h)
 		if err == nil && r.Status.Terminal() && r.JobID == job {
 			n.deleteRecord(ctx, r)
+		}
+	}
+}
+
+// sweepLeases deletes the lease variables under dir (a job's directory, as listed in metas)
+// whose record is not listed: leases whose creator died after taking the lease and before
+// writing the record (CreateLeased). Each delete is a check-and-set at the listed index,
+// and Nomad refuses to delete a locked variable, so a lease whose creator is still at work,
+// or that a driver took since the listing, stays.
+func (n *Nomad) sweepLeases(ctx context.Context, dir string, metas []*api.VariableMetadata) {
+	listed := make(map[string]bool, len(metas))
+	for _, m := range metas {
+		listed[m.Path] = true
+	}
+	for _, m := range metas {
+		head, ok := strings.CutSuffix(m.Path, "/lease")
+		if !ok || listed[head] || !isRestartID(strings.TrimPrefix(head, dir)) {
+			continue
+		}
+		if err := n.vars.DeleteAt(ctx, m.Namespace, m.Path, m.ModifyIndex); err != nil {
+			n.opts.Logger.Debug("could not delete a lease left without its restart record", "path", m.Path, "namespace", m.Namespace, "error", err)
 		}
 	}
 }

@@ -62,6 +62,37 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	return nil
 }
 
+// CreateLeased implements Store. The lease variable (<record>/lease) is locked for holder
+// before the head is written: a listing that shows the head shows its lease held, so an
+// agent never takes up a restart whose creator is about to drive it. A lease without its
+// head (a creator killed between the two writes) is left out of listings, expires with its
+// TTL, and is deleted by the next creation of a restart of the job (see prune).
+func (n *Nomad) CreateLeased(ctx context.Context, rec *restart.Record, holder string) (Lease, error) {
+	if err := prepareNew("nomad store", rec); err != nil {
+		return nil, err
+	}
+	ns := nomadvars.Namespace(rec.Namespace)
+	path := n.headPath(n.jobSegment(rec.JobID), rec.ID) + "/lease"
+	l, err := n.lockLease(ctx, ns, path, holder, (*nomadLease).dropEndedLease)
+	if errors.Is(err, ErrLeaseHeld) {
+		return nil, fmt.Errorf("nomad store: restart %s: another process holds its lease: %w", rec.ID, ErrExists)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Create(ctx, rec); err != nil {
+		if !errors.Is(err, ErrExists) {
+			// No record came of it: nobody will take this lease again.
+			l.afterRelease = (*nomadLease).dropReleased
+		}
+		if rerr := l.Release(ctx); rerr != nil {
+			n.opts.Logger.Debug("could not release the lease of a refused restart record; it expires on its own", "path", path, "namespace", ns, "error", rerr)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
 // writeVersion writes a version of record out: its chunks that old (nil: none) does not
 // hold, then its head with check-and-set at cas. A head that lost the check-and-set is
 // conflict. When the head is not written, the chunks just written go again.

@@ -45,6 +45,12 @@ type Records[R any] interface {
 	// Mutate calls it; a failed ring delays the driver's notice until its next write,
 	// whose check-and-set then fails on the changed record.
 	Ring(ctx context.Context, namespace, id string) error
+	// CreateLeased is Create for a process that drives the record it creates: the record's
+	// lease is taken for holder before the record is written, so that no one listing the
+	// records (an agent looking for restarts and fleets no one drives) ever sees it with
+	// its lease free. A creation that fails keeps nothing: neither the record nor its lease.
+	// A lease held already (a record of that ID being created or driven) is ErrExists.
+	CreateLeased(ctx context.Context, rec R, holder string) (Lease, error)
 	// AcquireLease takes the driver's lease on a record, or fails with ErrLeaseHeld. The
 	// lease renews itself until released or lost.
 	AcquireLease(ctx context.Context, namespace, id, holder string) (Lease, error)

@@ -57,6 +57,13 @@ func (c *clusterScoped) Create(ctx context.Context, rec *restart.Record) error {
 	return c.Store.Create(ctx, rec)
 }
 
+func (c *clusterScoped) CreateLeased(ctx context.Context, rec *restart.Record, holder string) (Lease, error) {
+	if rec.Cluster == "" {
+		rec.Cluster = c.cluster
+	}
+	return c.Store.CreateLeased(ctx, rec, holder)
+}
+
 func (c *clusterScoped) Get(ctx context.Context, namespace, id string) (*restart.Record, error) {
 	rec, err := c.Store.Get(ctx, namespace, id)
 	if err == nil && c.foreign(rec) {

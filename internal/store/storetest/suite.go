@@ -47,6 +47,10 @@ func RunSuite(t *testing.T, newBackend func(t *testing.T) Backend) {
 		{"WatchControlWakesOnSteering", testWatchControl},
 		{"LeaseExclusive", testLease},
 		{"LeaseFreeProbe", testLeaseFree},
+		{"CreateLeasedHoldsTheLease", testCreateLeased},
+		{"CreateLeasedRefusedKeepsNoLease", testCreateLeasedRefused},
+		{"CreateLeasedNeverSeenUnleased", testCreateLeasedRace},
+		{"ConcurrentCreateLeasedOneWins", testConcurrentCreateLeased},
 		{"LargeRecordRoundTrip", testLargeRecord},
 	}
 	for _, c := range cases {
@@ -673,6 +677,179 @@ func testLeaseFree(t *testing.T, b Backend) {
 		}
 	}
 	TakeFreeLease(t, ctx, s1, rec, "driver-2", "after probes")
+}
+
+// testCreateLeased: a record created with CreateLeased is stored as Create stores it, and
+// its lease is its creator's from then on: no other handle, nor the creator's own, takes
+// it until the creator releases it.
+func testCreateLeased(t *testing.T, b Backend) {
+	s1, s2 := b.Open(t), b.Open(t)
+	ctx := ctxFor(t)
+	rec := NewRecord("default", "web", 2)
+	rec.ID = ""
+	l1, err := s1.CreateLeased(ctx, rec, "driver-1")
+	if err != nil {
+		t.Fatalf("CreateLeased: %v", err)
+	}
+	if rec.ID == "" || rec.CreateIndex == 0 || rec.ModifyIndex != rec.CreateIndex {
+		t.Fatalf("CreateLeased did not set ID and indexes: ID=%q CreateIndex=%d ModifyIndex=%d", rec.ID, rec.CreateIndex, rec.ModifyIndex)
+	}
+	got, err := s2.Get(ctx, "default", rec.ID)
+	if err != nil {
+		t.Fatalf("Get from another handle: %v", err)
+	}
+	sameContent(t, rec, got)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		other := b.Open(t)
+		wg.Go(func() {
+			_, errs[i] = other.AcquireLease(ctx, "default", rec.ID, fmt.Sprintf("driver-%d", i+2))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, store.ErrLeaseHeld) {
+			t.Errorf("concurrent AcquireLease #%d of a restart created leased: got %v, want ErrLeaseHeld", i+1, err)
+		}
+	}
+	if _, err := s1.AcquireLease(ctx, "default", rec.ID, "driver-1b"); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("AcquireLease through the creator's handle: got %v, want ErrLeaseHeld", err)
+	}
+	if got, err := s2.LeaseHolder(ctx, "default", rec.ID); err != nil || got != "driver-1" {
+		t.Errorf("LeaseHolder: %q, %v; want driver-1", got, err)
+	}
+	// A second creation of the same record is refused and leaves the lease with its holder.
+	dup := NewRecord("default", "web", 1)
+	dup.ID = rec.ID
+	if _, err := s2.CreateLeased(ctx, dup, "driver-2"); !errors.Is(err, store.ErrExists) && !isBusy(err) {
+		t.Fatalf("a second CreateLeased of the record: got %v, want ErrExists or JobBusyError", err)
+	}
+	if free, err := store.LeaseFree(ctx, s2, "default", rec.ID, "probe"); err != nil || free {
+		t.Fatalf("LeaseFree after a refused second creation: %v, %v; want held", free, err)
+	}
+	if err := l1.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	TakeFreeLease(t, ctx, s2, rec, "driver-2", "after the creator released it")
+}
+
+// testCreateLeasedRefused: a CreateLeased that fails (the job busy) keeps neither the
+// record nor its lease: once the job is free, the same record is created, leased, by
+// another handle.
+func testCreateLeasedRefused(t *testing.T, b Backend) {
+	s1, s2 := b.Open(t), b.Open(t)
+	ctx := ctxFor(t)
+	first := NewRecord("default", "web", 1)
+	MustCreate(t, s1, first)
+	second := NewRecord("default", "web", 1)
+	l, err := s2.CreateLeased(ctx, second, "driver-2")
+	var busy *store.JobBusyError
+	if !errors.As(err, &busy) || busy.RestartID != first.ID {
+		t.Fatalf("CreateLeased of a busy job: got %v, want a JobBusyError naming %s", err, first.ID)
+	}
+	if l != nil {
+		t.Fatal("a refused CreateLeased returned a lease")
+	}
+	if _, err := s1.Get(ctx, "default", second.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused record was stored: %v", err)
+	}
+	first.Status = restart.StatusSucceeded
+	if err := s1.Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	l3, err := b.Open(t).CreateLeased(ctx, second, "driver-3")
+	if err != nil {
+		t.Fatalf("CreateLeased of the refused record once the job is free: %v (its lease was kept?)", err)
+	}
+	if got, err := s1.LeaseHolder(ctx, "default", second.ID); err != nil || got != "driver-3" {
+		t.Errorf("LeaseHolder: %q, %v; want driver-3", got, err)
+	}
+	if err := l3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testCreateLeasedRace: another process trying the lease of a restart while it is being
+// created with CreateLeased (an agent that found it listed) never gets it: it finds no
+// record, or the lease held.
+func testCreateLeasedRace(t *testing.T, b Backend) {
+	creator, racer := b.Open(t), b.Open(t)
+	ctx := ctxFor(t)
+	for round := range 10 {
+		rec := NewRecord("default", fmt.Sprintf("race-%d", round), 1)
+		id := rec.ID // rec is the creator's until CreateLeased returns
+		done := make(chan struct{})
+		var lease store.Lease
+		var cerr error
+		go func() {
+			defer close(done)
+			lease, cerr = creator.CreateLeased(ctx, rec, "creator")
+		}()
+		for racing := true; racing; {
+			select {
+			case <-done:
+				racing = false // one more try, after the creation returned
+			default:
+			}
+			l, err := racer.AcquireLease(ctx, "default", id, "racer")
+			switch {
+			case err == nil:
+				_ = l.Release(ctx)
+				<-done
+				t.Fatalf("round %d: another process took the lease of a restart being created leased", round)
+			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrLeaseHeld):
+			default:
+				t.Fatalf("round %d: AcquireLease: %v", round, err)
+			}
+		}
+		if cerr != nil {
+			t.Fatalf("round %d: CreateLeased: %v", round, cerr)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testConcurrentCreateLeased: of concurrent CreateLeased for one job, one wins and holds
+// its record's lease; the others store nothing.
+func testConcurrentCreateLeased(t *testing.T, b Backend) {
+	ctx := ctxFor(t)
+	const n = 5
+	var wg sync.WaitGroup
+	recs := make([]*restart.Record, n)
+	leases := make([]store.Lease, n)
+	errs := make([]error, n)
+	for i := range n {
+		s := b.Open(t)
+		recs[i] = NewRecord("default", "race", 1)
+		wg.Go(func() { leases[i], errs[i] = s.CreateLeased(ctx, recs[i], fmt.Sprintf("driver-%d", i)) })
+	}
+	wg.Wait()
+	check := b.Open(t)
+	wins := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+			if _, err := check.AcquireLease(ctx, "default", recs[i].ID, "other"); !errors.Is(err, store.ErrLeaseHeld) {
+				t.Errorf("the winner's lease: AcquireLease got %v, want ErrLeaseHeld", err)
+			}
+			if err := leases[i].Release(ctx); err != nil {
+				t.Error(err)
+			}
+		case isBusy(err):
+			if _, err := check.Get(ctx, "default", recs[i].ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("a refused record was stored: %v", err)
+			}
+		default:
+			t.Errorf("CreateLeased: unexpected error %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d concurrent CreateLeased for one job succeeded, want exactly 1", wins)
+	}
 }
 
 func testLargeRecord(t *testing.T, b Backend) {
