@@ -23,12 +23,6 @@ func (a *app) cmdRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !o.json {
-		p := a.printer(o.verbose, o.json)
-		for _, n := range o.notes {
-			p.header(a.now(), "Note: "+n)
-		}
-	}
 	if o.sched.scheduled() {
 		return a.runSchedule(ctx, o) // -at / -every: store a schedule (schedule.go)
 	}
@@ -101,6 +95,17 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	return a.drive(ctx, p, eng, st, rec, o.verbose, h.Drive)
 }
 
+// printNotes says, once the plan stands, where a default adapted to where run is (no
+// terminal: -on-error fail), ahead of the plan.
+func (a *app) printNotes(p *printer, o *runOptions) {
+	if o.json {
+		return
+	}
+	for _, n := range o.notes {
+		p.header(a.now(), "Note: "+n)
+	}
+}
+
 // connect opens a session with the client options (the environment's where none are given)
 // and checks that Nomad answers.
 func (a *app) connect(ctx context.Context, cf clientFlags) (session, error) {
@@ -130,6 +135,7 @@ func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOp
 	if err != nil {
 		return nil, planError(err)
 	}
+	a.printNotes(p, o)
 	if !o.json {
 		for _, w := range plan.Warnings {
 			p.header(a.now(), "Warning: "+w)
@@ -292,6 +298,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return selectionError(err)
 	}
+	a.printNotes(p, o)
 	drv := fs.fleetDriver(o.fleet.opts.MaxParallelJobs, true)
 	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, o.spec, o.fleet.opts, got.Jobs, ses.address(), a.now())
 	if o.dryRun {
