@@ -207,13 +207,3 @@ func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln
 	return a.serveDemoPage(ctx, ln, nomadAddr, logger)
 }
 
-// isSet reports whether the flag was given on the command line.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
-}
