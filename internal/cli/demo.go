@@ -206,4 +206,3 @@ func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln
 	}
 	return a.serveDemoPage(ctx, ln, nomadAddr, logger)
 }
-
