@@ -199,7 +199,7 @@ func ParseAnswer(q *Question, text string) (Answer, error) {
 		if q != nil && strings.Contains(q.Options, "<wait duration>") {
 			choices = "y, n, or a wait duration like 30s"
 		}
-		return Answer{}, fmt.Errorf("%w: it is empty; answer %s", ErrInvalidAnswer, choices)
+		return Answer{}, fmt.Errorf("%w %q: it is empty; answer %s", ErrInvalidAnswer, text, choices)
 	}
 	switch a {
 	case "y", "yes":
