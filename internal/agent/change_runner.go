@@ -60,6 +60,10 @@ type changeRunner struct {
 	// (noticeSet). Both are the list's goroutine's alone (sync and what it calls).
 	analyzed map[string]uint64
 	notices  map[string]noticeSet
+	// unreadable holds, by namespace/job, why its specification could not be read: the
+	// read is tried again at each change of the job list, and warned about only when the
+	// reason changes (the list's goroutine's alone, as analyzed).
+	unreadable map[string]string
 
 	mu        sync.Mutex
 	followers map[string]*jobFollower // by namespace/job
@@ -79,7 +83,7 @@ func (a *Agent) startChangeRunner(ctx context.Context) {
 	}
 	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"),
 		metrics: a.metrics.changeMetrics(), followers: map[string]*jobFollower{}, carried: map[string][]restart.Trigger{},
-		analyzed: map[string]uint64{}, notices: map[string]noticeSet{}}
+		analyzed: map[string]uint64{}, notices: map[string]noticeSet{}, unreadable: map[string]string{}}
 	if c.cfg.BusyRecheck <= 0 {
 		c.cfg.BusyRecheck = 30 * time.Second
 	}
@@ -135,6 +139,11 @@ func (c *changeRunner) sync(ctx context.Context, stubs []cluster.JobStub) {
 			c.setNotices(k, nil, nil) // the job is gone or stopped: so are its problems
 		}
 	}
+	for k := range c.unreadable {
+		if !seen[k] {
+			delete(c.unreadable, k)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k, f := range c.followers {
@@ -156,8 +165,16 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st cluster
 	c.mu.Unlock()
 	spec, err := c.a.cfg.Cluster.JobSpec(ctx, st.Namespace, st.ID)
 	if err != nil {
-		c.log.Warn("reading a job's specification for config-change rollouts", "job", st.ID, "namespace", st.Namespace, "err", err)
+		// Tried again at the next change of the list; said again only if the reason changes.
+		if why := err.Error(); c.unreadable[k] != why {
+			c.unreadable[k] = why
+			c.log.Warn("reading a job's specification for config-change rollouts", "job", st.ID, "namespace", st.Namespace, "err", err)
+		}
 		return
+	}
+	if _, ok := c.unreadable[k]; ok {
+		delete(c.unreadable, k)
+		c.log.Info("a job's specification can be read again for config-change rollouts", "job", st.ID, "namespace", st.Namespace)
 	}
 	ex := onchange.Analyze(spec.OnChange())
 	c.analyzed[k] = st.JobModifyIndex

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -599,6 +601,8 @@ type agentNet struct {
 
 	mu    sync.Mutex
 	paths map[string]bool
+	// denied paths are answered as Nomad answers a token without the capability.
+	denied map[string]bool
 }
 
 func (n *agentNet) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -610,8 +614,23 @@ func (n *agentNet) RoundTrip(r *http.Request) (*http.Response, error) {
 		n.paths = map[string]bool{}
 	}
 	n.paths[r.URL.Path] = true
+	denied := n.denied[r.URL.Path]
 	n.mu.Unlock()
+	if denied {
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("Permission denied")), Request: r}, nil
+	}
 	return n.next.RoundTrip(r)
+}
+
+// deny answers path with Nomad's 403 (on) or lets it through again (off).
+func (n *agentNet) deny(path string, on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.denied == nil {
+		n.denied = map[string]bool{}
+	}
+	n.denied[path] = on
 }
 
 func (n *agentNet) asked(path string) bool {

@@ -100,6 +100,51 @@ func TestConfigChangeMetaProblemLoggedOnce(t *testing.T) {
 	}
 }
 
+// TestConfigChangeUnreadableSpecLoggedOnce: a job whose specification the agent's token may
+// not read is warned about once, not at every change of the job list (the read is still
+// tried each time); when it can be read again, that is said once.
+func TestConfigChangeUnreadableSpecLoggedOnce(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	ctx := agenttest.Context(t)
+	if _, err := e.Sim.RegisterJob(simtest.Job("a-secret", api.JobTypeService, 1, "")); err != nil {
+		t.Fatal(err)
+	}
+	logs := &recordLog{}
+	net := &agentNet{}
+	net.deny("/v1/job/a-secret", true)
+	token := e.Sim.BootstrapToken()
+	a := e.newAgent(t, "agent-1", token, func(c *Config) {
+		net.wire(t, e, c, token)
+		c.Logger = slog.New(logs)
+		rollingOn(e, sourcewatch.New(net.client, sourcewatch.Options{}))(c)
+	})
+	agenttest.Run(t, a)
+
+	const warning = "reading a job's specification for config-change rollouts"
+	simtest.WaitFor(t, ctx, "the warning of a-secret's specification", func() bool { return logs.count(warning, "a-secret") == 1 })
+	for i := range 3 { // three changes of the job list, each read past a-secret (ID order)
+		id := fmt.Sprintf("z-other-%d", i)
+		if _, err := e.Sim.RegisterJob(simtest.Job(id, api.JobTypeService, 1, "")); err != nil {
+			t.Fatal(err)
+		}
+		simtest.WaitFor(t, ctx, "the agent to read job "+id, func() bool { return net.asked("/v1/job/" + id) })
+	}
+	if n := logs.count(warning, "a-secret"); n != 1 {
+		t.Errorf("after 3 changes of the job list: %d warnings, want 1:\n%s", n, logs.dump())
+	}
+
+	net.deny("/v1/job/a-secret", false)
+	if _, err := e.Sim.RegisterJob(simtest.Job("z-last", api.JobTypeService, 1, "")); err != nil {
+		t.Fatal(err)
+	}
+	const again = "a job's specification can be read again for config-change rollouts"
+	simtest.WaitFor(t, ctx, "a-secret to be read again", func() bool { return logs.count(again, "a-secret") == 1 })
+	if n := logs.count(warning, "a-secret"); n != 1 {
+		t.Errorf("after the denial was lifted: %d warnings, want 1:\n%s", n, logs.dump())
+	}
+}
+
 // recordLog is a slog handler that keeps every record's message and attributes as text.
 type recordLog struct {
 	mu    sync.Mutex
