@@ -90,6 +90,9 @@ func TestFleetResumedAfterEveryDetach(t *testing.T) {
 		}
 	}
 	if done.Status != restart.StatusSucceeded {
+		for _, j := range done.Jobs { // what ended each job, to tell a lost child from a failed one
+			t.Logf("job %s: %s %s (child %s)", j.JobID, j.Status, j.Reason, j.RestartID)
+		}
 		t.Fatalf("fleet ended %s: %s", done.Status, done.Reason)
 	}
 	if peak := simtest.PeakOverlap(e.checkJobsOnce(t, done)); peak > 2 {

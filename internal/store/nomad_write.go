@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -62,20 +63,39 @@ func (n *Nomad) Create(ctx context.Context, rec *restart.Record) error {
 	return nil
 }
 
+// leaseHeldRetry is how often CreateLeased tries again a lease held with no record beside
+// it: its holder is writing the record, or died before it and the lease expires.
+const leaseHeldRetry = 250 * time.Millisecond
+
 // CreateLeased implements Store. The lease variable (<record>/lease) is locked for holder
 // before the head is written: a listing that shows the head shows its lease held, so an
 // agent never takes up a restart whose creator is about to drive it. A lease without its
 // head (a creator killed between the two writes) is left out of listings, expires with its
-// TTL, and is deleted by the next creation of a restart of the job (see prune).
+// TTL, and is deleted by the next creation of a restart of the job (see prune). A lease
+// another holds with no head beside it is waited for (its holder writes the head, or died
+// and the lease expires): ErrExists only when the record exists.
 func (n *Nomad) CreateLeased(ctx context.Context, rec *restart.Record, holder string) (Lease, error) {
 	if err := prepareNew("nomad store", rec); err != nil {
 		return nil, err
 	}
 	ns := nomadvars.Namespace(rec.Namespace)
-	path := n.headPath(n.jobSegment(rec.JobID), rec.ID) + "/lease"
+	h := headRef{ns: ns, jobSeg: n.jobSegment(rec.JobID), id: rec.ID}
+	path := n.headPath(h.jobSeg, h.id) + "/lease"
 	l, err := n.lockLease(ctx, ns, path, holder, (*nomadLease).dropEndedLease)
-	if errors.Is(err, ErrLeaseHeld) {
-		return nil, fmt.Errorf("nomad store: restart %s: another process holds its lease: %w", rec.ID, ErrExists)
+	for errors.Is(err, ErrLeaseHeld) {
+		// Held by another creator of this very record (a fleet's child has a derived ID):
+		// its record exists, or comes, or the creator died between its lease and its
+		// record (a detach, a kill), and the lease expires within its TTL and lock delay.
+		// Only an existing record means another created it.
+		if _, rerr := n.readHead(ctx, h); rerr == nil {
+			return nil, fmt.Errorf("nomad store: restart %s: another process created it: %w", rec.ID, ErrExists)
+		} else if !errors.Is(rerr, ErrNotFound) {
+			return nil, rerr
+		}
+		if !cluster.Sleep(ctx, leaseHeldRetry) {
+			return nil, fmt.Errorf("nomad store: restart %s: another process holds its lease: %w", rec.ID, context.Cause(ctx))
+		}
+		l, err = n.lockLease(ctx, ns, path, holder, (*nomadLease).dropEndedLease)
 	}
 	if err != nil {
 		return nil, err
