@@ -32,22 +32,7 @@ func TestMain(m *testing.M) {
 func TestBrokenStdoutDetaches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	id, typ := "web", api.JobTypeService
-	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
-	tg := api.NewTaskGroup("web", 3)
-	tg.AddTask(api.NewTask("main", "mock_driver"))
-	job.AddTaskGroup(tg)
-	if _, err := c.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
-		t.Fatal(err)
-	}
+	c := startWeb(t, ctx, 3)
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-batch-size=1", "-batch-wait=2s", "-yes", "web")
 	cmd.Env = append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
@@ -98,22 +83,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	id, typ := "web", api.JobTypeService
-	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
-	tg := api.NewTaskGroup("web", 2)
-	tg.AddTask(api.NewTask("main", "mock_driver"))
-	job.AddTaskGroup(tg)
-	if _, err := c.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
-		t.Fatal(err)
-	}
+	c := startWeb(t, ctx, 2)
 	env := append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
 	detach := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-detach", "-yes", "web")
 	detach.Env = env
@@ -138,4 +108,27 @@ func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 			t.Errorf("%v with its output closed: %v, stderr %q; want exit 0 and nothing on stderr", args, err, stderr.String())
 		}
 	}
+}
+
+// startWeb starts a simulated cluster running job "web" of count allocations; it is closed
+// when the test ends.
+func startWeb(t *testing.T, ctx context.Context, count int) *nomadsim.Cluster {
+	t.Helper()
+	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	id, typ := "web", api.JobTypeService
+	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
+	tg := api.NewTaskGroup("web", count)
+	tg.AddTask(api.NewTask("main", "mock_driver"))
+	job.AddTaskGroup(tg)
+	if _, err := c.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

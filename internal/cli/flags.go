@@ -166,27 +166,18 @@ func parseFlags(fs *flag.FlagSet, cmd string, args []string) error {
 	}
 }
 
-// emptyHint says what to give for the options whose empty value would be most harmful to
-// take for "not given": a script's unset variable must not restart a job now (-at, -every)
-// or restart every allocation (-filter).
+// emptyHint says what to give for the command options whose empty value would be most
+// harmful to take for "not given": a script's unset variable must not restart a job now
+// (-at, -every) or select every job (-jobs). A restart's own options (-filter, -node, ...)
+// are refused empty by restart.Options.Resolve, in its words.
 func emptyHint(name string) (string, bool) {
 	switch name {
 	case "at":
 		return `give a time like "03:00" or "2026-12-24T03:00", or drop -at to restart now`, true
 	case "every":
 		return `give a cron expression like "0 3 * * *", or drop -every to restart now`, true
-	case "filter":
-		return `give a filter expression like 'NodeName == "web-1"', or drop -filter to restart every allocation`, true
 	case "jobs":
 		return `give a filter on jobs like 'Name matches "^web"', or drop -jobs and give one job`, true
-	case "node":
-		return "give a node's ID prefix or name, or drop -node", true
-	case "group":
-		return "give a task group of the job, or drop -group", true
-	case "task":
-		return "give a task of the job, or drop -task", true
-	case "gate":
-		return "give a gate like 'errors: sum(rate(http_errors[1m])) < 1', or drop -gate", true
 	case "token":
 		return "give a token, or drop -token to use NOMAD_TOKEN", true
 	case "address":

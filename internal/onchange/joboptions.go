@@ -26,9 +26,6 @@ func JobOptions(spec restart.Spec, meta map[string]string) (restart.Spec, []Prob
 		if !ok || !isRunOption(key) {
 			continue
 		}
-		if key == KeyMinHealthyTime && s.HealthyDeadline <= 0 {
-			s.HealthyDeadline = restart.DefaultHealthyDeadline // as the engine reads a spec without one
-		}
 		if err := applyOption(&s, &debounce, key, value); err != nil {
 			problems = append(problems, Problem{Key: key, Value: value, Level: levelJob, Reason: reasonOf(err)})
 		}
