@@ -127,6 +127,13 @@ func (c *Cluster) APIClient(token string) (*api.Client, error) {
 	return cl, nil
 }
 
+// ConnStats returns the accounting of the Nomad listener's connections per client.
+func (c *Cluster) ConnStats() ConnStats { return c.conns.stats() }
+
+// ResetConnStats zeroes Refused and Answered429 and restarts PeakPerClient from the
+// connections open now. ResetStats does not touch them.
+func (c *Cluster) ResetConnStats() { c.conns.reset() }
+
 // What follows is the state's Go API, for tests and the demo: faults, nodes, jobs and the
 // waits on them, checks, templates, Consul's KV store, ACL tokens and the accounting.
 
