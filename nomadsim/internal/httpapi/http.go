@@ -1,3 +1,7 @@
+// Package httpapi is nomadsim's Nomad HTTP API over the simulated cluster's state
+// (nomadsim/internal/sim): routing, the middleware every endpoint runs behind (accounting,
+// injected faults, leader loss, compression), Nomad's conventions (405 "Invalid method",
+// plain-text errors, X-Nomad-* headers, blocking queries), ACL checks and the endpoints.
 package httpapi
 
 import (

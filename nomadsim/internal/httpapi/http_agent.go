@@ -50,7 +50,7 @@ func (c *server) handleAgentSelf(w http.ResponseWriter, r *http.Request) {
 	dc := c.Options.Datacenters[0]
 	simhttp.WriteJSON(w, map[string]any{
 		"config": map[string]any{
-			"Region": c.Options.Region, "Datacenter": dc, "NodeName": "nomadsim-server-1", "Version": map[string]any{"Version": sim.SimVersion, "VersionPrerelease": "", "Revision": "nomadsim"},
+			"Region": c.Options.Region, "Datacenter": dc, "NodeName": "nomadsim-server-1", "Version": map[string]any{"Version": sim.NomadVersion, "VersionPrerelease": "", "Revision": "nomadsim"},
 			"ACL": map[string]any{"Enabled": c.Options.ACLs},
 			// JobMaxCount as the agent's configuration holds it: null unless set.
 			"Server": map[string]any{"Enabled": true, "JobMaxCount": c.Options.JobMaxCount}, "Client": map[string]any{"Enabled": true},
@@ -63,7 +63,7 @@ func (c *server) handleAgentSelf(w http.ResponseWriter, r *http.Request) {
 func (c *server) member() *api.AgentMember {
 	return &api.AgentMember{
 		Name: "nomadsim-server-1." + c.Options.Region, Addr: "127.0.0.1", Port: 4648, Status: "alive",
-		Tags:        map[string]string{"region": c.Options.Region, "dc": c.Options.Datacenters[0], "role": "nomad", "build": sim.SimVersion, "raft_vsn": "3", "rpc_addr": "127.0.0.1", "port": "4647"},
+		Tags:        map[string]string{"region": c.Options.Region, "dc": c.Options.Datacenters[0], "role": "nomad", "build": sim.NomadVersion, "raft_vsn": "3", "rpc_addr": "127.0.0.1", "port": "4647"},
 		ProtocolMin: 1, ProtocolMax: 5, ProtocolCur: 2, DelegateMin: 2, DelegateMax: 5, DelegateCur: 4,
 	}
 }

@@ -168,6 +168,15 @@ func (f *AllocFS) resolve(p string) (rel, abs string, err error) {
 	return rel, path.Join(f.root, rel), nil
 }
 
+// find resolves p and finds its entry as the OS would for op (lookup).
+func (f *AllocFS) find(op, p string) (rel, abs string, e *fsEntry, err error) {
+	if rel, abs, err = f.resolve(p); err != nil {
+		return "", "", nil, err
+	}
+	e, err = f.lookup(op, rel, abs)
+	return rel, abs, e, err
+}
+
 // lookup finds an entry as the OS would for op ("stat", or "open" for a listing): a
 // missing one is ENOENT, which the agent answers 404 (IsErrNoSuchFileOrDirectory). A path
 // through a file fails before, in the escape check's filepath.EvalSymlinks (ENOTDIR is
@@ -189,11 +198,7 @@ func (f *AllocFS) lookup(op, rel, abs string) (*fsEntry, error) {
 
 // Stat is allocdir's Stat: the entry's info with a content type.
 func (f *AllocFS) Stat(p string) (*allocFileInfo, error) {
-	rel, abs, err := f.resolve(p)
-	if err != nil {
-		return nil, err
-	}
-	e, err := f.lookup("stat", rel, abs)
+	rel, abs, e, err := f.find("stat", p)
 	if err != nil {
 		return nil, err
 	}
@@ -205,11 +210,7 @@ func (f *AllocFS) Stat(p string) (*allocFileInfo, error) {
 // List is allocdir's List: os.ReadDir of the directory, sorted by name, without content
 // types.
 func (f *AllocFS) List(p string) ([]*allocFileInfo, error) {
-	rel, abs, err := f.resolve(p)
-	if err != nil {
-		return nil, err
-	}
-	e, err := f.lookup("open", rel, abs)
+	rel, abs, e, err := f.find("open", p)
 	if err != nil {
 		return nil, err
 	}

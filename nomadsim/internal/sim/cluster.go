@@ -1,3 +1,9 @@
+// Package sim is nomadsim's simulated cluster: its state, as Nomad's servers and clients
+// hold it, and what moves it (the scheduler, the clients running tasks on a simulated
+// clock, deployments, services and their checks, templates, faults) with the accounting of
+// requests. Its HTTP API, nomadsim/internal/httpapi, stands over it: the handlers read and
+// change the state under Cluster.Mu, as Nomad's endpoints run their RPCs; nothing here
+// knows of them.
 package sim
 
 import (

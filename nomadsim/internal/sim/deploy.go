@@ -285,14 +285,7 @@ func (ar *AllocRun) checksPassingSince(now, since time.Time) (time.Time, time.Ti
 			}
 		}
 	}
-	for _, svc := range ar.Group.Services {
-		visit(nil, svc)
-	}
-	for _, tr := range ar.Tasks {
-		for _, svc := range tr.Task.Services {
-			visit(tr, svc)
-		}
-	}
+	ar.eachService(visit)
 	return since, next, ok
 }
 

@@ -109,7 +109,7 @@ func (b *broker) publish(e StreamEvent, build func() json.RawMessage) {
 	b.history = append(b.history, pe)
 }
 
-// subscribe registers a subscription and returns the buffered events it should replay
+// Subscribe registers a subscription and returns the buffered events it should replay
 // first (those at or after fromIndex). Callers hold c.Mu, so payloads can be built.
 func (b *broker) Subscribe(s *Subscription, fromIndex uint64) []StreamEvent {
 	b.mu.Lock()

@@ -77,14 +77,7 @@ func (ar *AllocRun) makeInstances() {
 		}
 		ar.insts[svc.PortLabel] = &instance{allocID: ar.Alloc.ID, label: svc.PortLabel, port: port}
 	}
-	for _, svc := range ar.Group.Services {
-		add(svc)
-	}
-	for _, tr := range ar.Tasks {
-		for _, svc := range tr.Task.Services {
-			add(svc)
-		}
-	}
+	ar.eachService(func(_ *taskRun, svc *api.Service) { add(svc) })
 }
 
 // reservePort finds a port of 127.0.0.1 free now and not held by another instance of the
@@ -170,14 +163,7 @@ func (ar *AllocRun) instanceReady(label string, now time.Time) (bool, time.Time)
 			}
 		}
 	}
-	for _, svc := range ar.Group.Services {
-		visit(nil, svc)
-	}
-	for _, tr := range ar.Tasks {
-		for _, svc := range tr.Task.Services {
-			visit(tr, svc)
-		}
-	}
+	ar.eachService(visit)
 	return ready && any, next
 }
 
@@ -190,21 +176,7 @@ func (ar *AllocRun) procUp(tr *taskRun) (time.Time, bool) {
 		}
 		return tr.State.StartedAt, true
 	}
-	var latest time.Time
-	any := false
-	for _, t := range ar.Tasks {
-		if t.kind != kindMain {
-			continue
-		}
-		any = true
-		if !t.proc {
-			return time.Time{}, false
-		}
-		if t.State.StartedAt.After(latest) {
-			latest = t.State.StartedAt
-		}
-	}
-	return latest, any
+	return ar.mainTasksStarted(func(t *taskRun) bool { return t.proc })
 }
 
 // setInstance makes the instance listen while ready and refuse connections otherwise.

@@ -13,8 +13,10 @@ const (
 	nodeCPU    = 16000
 	nodeMemory = 32768
 	nodeDisk   = 200000
-	SimVersion = "2.0.6"
 )
+
+// NomadVersion is the version of Nomad the cluster says its agents run.
+const NomadVersion = "2.0.6"
 
 // bootstrap creates the default namespace and the nodes. Callers hold c.Mu.
 func (c *Cluster) bootstrap() {
@@ -47,7 +49,7 @@ func (c *Cluster) addNode(dc string, n int) *simNode {
 			"kernel.version":            "6.8.0",
 			"os.name":                   "ubuntu",
 			"cpu.arch":                  "amd64",
-			"nomad.version":             SimVersion,
+			"nomad.version":             NomadVersion,
 			"unique.hostname":           fmt.Sprintf("sim-%s-%d", dc, n),
 			"unique.network.ip-address": fmt.Sprintf("10.0.%d.%d", n/250, n%250+1),
 			"driver.raw_exec":           "1",

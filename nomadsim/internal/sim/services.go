@@ -91,6 +91,25 @@ func (ar *AllocRun) base(tr *taskRun) (time.Time, bool) {
 	if ar.Stopping {
 		return time.Time{}, false
 	}
+	return ar.mainTasksStarted(func(t *taskRun) bool { return t.State.State == TaskRunning && !t.killing })
+}
+
+// eachService calls visit with each service of the allocation: the group's (with a nil
+// task), then each task's, in the job's order.
+func (ar *AllocRun) eachService(visit func(tr *taskRun, svc *api.Service)) {
+	for _, svc := range ar.Group.Services {
+		visit(nil, svc)
+	}
+	for _, tr := range ar.Tasks {
+		for _, svc := range tr.Task.Services {
+			visit(tr, svc)
+		}
+	}
+}
+
+// mainTasksStarted returns when the last of the group's main tasks started, and whether
+// there is one and every one is up, as up judges it.
+func (ar *AllocRun) mainTasksStarted(up func(t *taskRun) bool) (time.Time, bool) {
 	var latest time.Time
 	any := false
 	for _, t := range ar.Tasks {
@@ -98,7 +117,7 @@ func (ar *AllocRun) base(tr *taskRun) (time.Time, bool) {
 			continue
 		}
 		any = true
-		if t.State.State != TaskRunning || t.killing {
+		if !up(t) {
 			return time.Time{}, false
 		}
 		if t.State.StartedAt.After(latest) {
@@ -210,14 +229,13 @@ func (ar *AllocRun) ServicesChanged() {
 			Tags: append([]string{}, svc.Tags...), Address: addr, Port: ar.port(svc.PortLabel),
 		}}
 	}
-	for _, svc := range ar.Group.Services {
-		add(nil, "group-"+*ar.Group.Name, svc)
-	}
-	for _, tr := range ar.Tasks {
-		for _, svc := range tr.Task.Services {
+	ar.eachService(func(tr *taskRun, svc *api.Service) {
+		if tr == nil {
+			add(nil, "group-"+*ar.Group.Name, svc)
+		} else {
 			add(tr, tr.Task.Name, svc)
 		}
-	}
+	})
 	changed := false
 	for id, r := range ar.Services {
 		if _, ok := want[id]; !ok {
@@ -367,14 +385,7 @@ func (ar *AllocRun) CheckStatuses() map[string]*checkResult {
 			}
 		}
 	}
-	for _, svc := range ar.Group.Services {
-		each(nil, svc)
-	}
-	for _, tr := range ar.Tasks {
-		for _, svc := range tr.Task.Services {
-			each(tr, svc)
-		}
-	}
+	ar.eachService(each)
 	return out
 }
 

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -62,13 +64,12 @@ func (j *JobEntry) LatestDeployment() *api.Deployment {
 }
 
 // SortedAllocs returns the job's allocations ordered by ID, as Nomad's state store lists them.
-func (j *JobEntry) SortedAllocs() []*AllocRun {
-	out := make([]*AllocRun, 0, len(j.Allocs))
-	for _, a := range j.Allocs {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].Alloc.ID < out[k].Alloc.ID })
-	return out
+func (j *JobEntry) SortedAllocs() []*AllocRun { return allocsByID(j.Allocs) }
+
+// allocsByID lists allocations ordered by ID, as Nomad's state store lists them (and so
+// that what is armed for each is armed in an order the seed decides).
+func allocsByID(allocs map[string]*AllocRun) []*AllocRun {
+	return slices.SortedFunc(maps.Values(allocs), func(a, b *AllocRun) int { return strings.Compare(a.Alloc.ID, b.Alloc.ID) })
 }
 
 // simNode is a simulated client node.

@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -440,7 +439,7 @@ func (c *Cluster) onVariableChange(ch variables.Change) {
 	if c.closed {
 		return
 	}
-	for _, ar := range c.sortedAllocs() {
+	for _, ar := range allocsByID(c.Allocs) {
 		for _, tr := range ar.Tasks {
 			if !tr.watching() {
 				continue
@@ -458,17 +457,6 @@ func (c *Cluster) onVariableChange(ch variables.Change) {
 			}
 		}
 	}
-}
-
-// SortedAllocs lists every allocation by ID, so that timers are armed in an order the
-// seed decides.
-func (c *Cluster) sortedAllocs() []*AllocRun {
-	out := make([]*AllocRun, 0, len(c.Allocs))
-	for _, ar := range c.Allocs {
-		out = append(out, ar)
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].Alloc.ID < out[k].Alloc.ID })
-	return out
 }
 
 // RerenderTemplates changes the content of the job's templates whose destination (as the
