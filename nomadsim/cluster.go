@@ -67,7 +67,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("nomadsim: listen for consul on %s: %w", opts.ConsulAddr, err)
 	}
 	c.listener, c.consulListener = ln, cln
-	c.srv = &http.Server{Handler: httpapi.New(ctx, state), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second,
+	c.srv = &http.Server{Handler: httpapi.Handler(ctx, state), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second,
 		ConnState: c.conns.connState}
 	c.consulSrv = &http.Server{Handler: state.ConsulHandler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
 	c.wg.Add(4)
