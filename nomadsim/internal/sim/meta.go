@@ -8,7 +8,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// Meta keys through which a job scripts its simulated behaviour (see doc.go).
+// Meta keys through which a job scripts its simulated behaviour (see the nomadsim package
+// documentation).
 const (
 	MetaStartDelay   = "nomadsim.start_delay"
 	MetaRunFor       = "nomadsim.run_for"
