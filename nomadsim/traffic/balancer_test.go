@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -227,5 +228,46 @@ func TestBalancerResetStartsTheCountsOver(t *testing.T) {
 	waitCounts(t, b, "a request after the reset", func(r Result) bool { return r.Requests >= 3 })
 	if r := b.Stop(); r.Failed != 0 || r.Refused != 0 {
 		t.Errorf("failures from before the reset still counted: %v", r)
+	}
+}
+
+// Read from Consul's health API, the balancer sends to the passing instances it lists, at
+// the service's address or else its node's, and counts their failures the same way.
+func TestBalancerReadsConsulsPassingInstances(t *testing.T) {
+	answering, refused := instance(t, http.StatusOK), refusing(t)
+	consul := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/health/service/web" || r.URL.Query().Get("passing") == "" {
+			t.Errorf("unexpected catalog read %s", r.URL)
+			http.NotFound(w, r)
+			return
+		}
+		var entries []map[string]any
+		for n, addr := range []string{answering, refused} {
+			host, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			svc := map[string]any{"Service": "web", "Port": p}
+			if n == 0 {
+				svc["Address"] = host // the other is at its node's address
+			}
+			entries = append(entries, map[string]any{"Node": map[string]any{"Address": host}, "Service": svc})
+		}
+		w.Header().Set("X-Consul-Index", "1")
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(entries)
+	}))
+	t.Cleanup(consul.Close)
+	b := &Balancer{Service: "web", ConsulAddr: consul.Listener.Addr().String(), Every: 20 * time.Millisecond, Refresh: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Instances(); len(got) != 2 || !slices.Contains(got, answering) || !slices.Contains(got, refused) {
+		t.Fatalf("instances %v, want %s and %s", got, answering, refused)
+	}
+	waitCounts(t, b, "answered and refused requests", func(r Result) bool { return r.Refused >= 2 && r.Requests-r.Failed >= 2 })
+	r := b.Stop()
+	if r.Failed != r.Refused || r.TimedOut+r.Status+r.NoInstance+r.OtherErr != 0 || r.Failed >= r.Requests {
+		t.Errorf("want the refused instance's requests alone failed, as refused: %v", r)
 	}
 }
