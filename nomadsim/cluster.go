@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -14,184 +12,49 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/httpapi"
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 // Options configure a simulated cluster. The zero value is a usable two-datacenter cluster.
-type Options struct {
-	Region             string   // default "global"
-	Datacenters        []string // default {"dc1", "dc2"}
-	NodesPerDatacenter int      // default 2
-	// TimeScale is simulated seconds per real second (default 1): 20 makes a 5 s kill
-	// timeout take 250 ms of real time.
-	TimeScale float64
-	// Seed drives every random choice (IDs, placement ties, fault rates, jitter).
-	Seed int64
-	// ACLs enforces ACL tokens on every endpoint.
-	ACLs bool
-	// Addr is the Nomad HTTP listener's address, default "127.0.0.1:0".
-	Addr string
-	// ConsulAddr is the Consul HTTP listener's address, default "127.0.0.1:0".
-	ConsulAddr string
-	// ScaleLockTTL runs variable lock TTLs and lock delays on the simulated clock. By
-	// default they run in real time, because real clients renew on their own wall clock
-	// (the api's LockLeaser renews at TTL/2 of real time): scaled TTLs would expire every
-	// lease at high time scales. Cluster.ExpireLock frees a dead holder's lock sooner.
-	ScaleLockTTL bool
-	// AllocSyncInterval is how often a simulated client sends its allocations' changes to
-	// the servers, in simulated time: 0 is Nomad's allocSyncIntv (200ms); negative makes
-	// client changes visible to server reads at once (an unfaithful shortcut).
-	AllocSyncInterval time.Duration
-	// MaxConnsPerClient is the agent's limits.http_max_conns_per_client: how many TCP
-	// connections one client IP may hold open on the Nomad listener at once (idle
-	// keep-alive ones included); the next is answered 429 and closed, as Nomad does. 0 is
-	// no limit (Nomad's default is 100: cmd/nomadsim uses that); negative is an error. The
-	// Consul listener is never limited.
-	MaxConnsPerClient int
-	// ServeInstances backs each running allocation's service ports with a real HTTP
-	// listener on 127.0.0.1, registered (address and port) in Nomad's service table and in
-	// Consul in place of the node's address and a made-up port, so that a load balancer
-	// reading either catalog reaches the simulated workload: it answers 200 while its
-	// process runs and its checks' scripts pass, and refuses connections otherwise (see
-	// the package documentation). Listeners close with the cluster.
-	ServeInstances bool
-	// JobMaxCount is the servers' job_max_count as their configuration sets it: nil leaves
-	// it unset, and Nomad's default (50000) applies; 0 is no limit. The job scale, register
-	// and plan endpoints refuse a job whose groups' counts add up to more, with Nomad's
-	// status and text; /v1/agent/self shows it as a real server does (Server.JobMaxCount,
-	// null when unset).
-	JobMaxCount *int
-	// Logger receives the simulation's logs; nil discards them.
-	Logger *slog.Logger
-}
+type Options = sim.Options
 
-func (o *Options) defaults() {
-	if o.Region == "" {
-		o.Region = "global"
-	}
-	if len(o.Datacenters) == 0 {
-		o.Datacenters = []string{"dc1", "dc2"}
-	}
-	if o.NodesPerDatacenter <= 0 {
-		o.NodesPerDatacenter = 2
-	}
-	if o.TimeScale <= 0 {
-		o.TimeScale = 1
-	}
-	if o.Addr == "" {
-		o.Addr = "127.0.0.1:0"
-	}
-	if o.ConsulAddr == "" {
-		o.ConsulAddr = "127.0.0.1:0"
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-}
+// Fault describes injected misbehaviour of matching requests (Cluster.SetFault).
+type Fault = sim.Fault
 
-// Cluster is a running simulated Nomad cluster. All its methods are safe for concurrent use.
+// Stats is the cluster's request accounting since start or the last ResetStats.
+type Stats = sim.Stats
+
+// EndpointStats counts the requests one route received with one method.
+type EndpointStats = sim.EndpointStats
+
+// Cluster is a running simulated Nomad cluster: its state (internal/sim) served on Nomad's
+// HTTP API (internal/httpapi) and Consul's. All its methods are safe for concurrent use.
 type Cluster struct {
-	opts Options
-	log  *slog.Logger
-	clk  clock
-	idx  *index.Index
-
-	ctx    context.Context
+	sim    *sim.Cluster
+	log    *slog.Logger
 	cancel context.CancelFunc
-
-	// mu guards every field below it: the whole simulated state, like Nomad's state store
-	// behind one Raft log.
-	mu          stateLock
-	closed      bool
-	rng         *rand.Rand // IDs and simulation choices
-	faultRng    *rand.Rand // fault error rates, apart so that faults do not shift IDs
-	jitterRng   *rand.Rand // blocking-query jitter, apart for the same reason
-	tmplRng     *rand.Rand // template re-render delays and splays, apart for the same reason
-	tables      map[string]uint64
-	jobs        map[jobKey]*jobEntry
-	allocs      map[string]*allocRun
-	evals       map[string]*api.Evaluation
-	deployments map[string]*api.Deployment
-	nodes       []*simNode
-	nodeByID    map[string]*simNode
-	namespaces  map[string]*api.Namespace
-	failStarts  map[failKey]int
-	leaderUntil time.Time // real time until which the leader is lost
-	stats       map[statKey]*EndpointStats
-	mutations   int64
-	faults      []*faultEntry
-	faultSeq    int
-	events      *broker
-	pending     []pendingEvent // events raised during the current hold of mu
-	pendingIdx  map[string]int // topic/key -> position in pending
-	ext         extensions
-	svcByName   map[string]map[string]*svcReg // namespace + "\x00" + service name -> ID -> registration
-	instPorts   map[int]bool                  // ports held by instances (Options.ServeInstances)
-
-	unblockArmed   bool
-	checkOverrides map[jobKey]map[string]checkScript
-	depPending     map[string]bool // deployments whose watcher run is scheduled
-
-	statsMu sync.Mutex // guards stats and mutations (recorded outside mu)
-
-	timers *timerQueue
 	conns  *connLimiter // the Nomad listener's connections per client
 
 	listener, consulListener net.Listener
 	srv, consulSrv           *http.Server
 	wg                       sync.WaitGroup
-	instWG                   sync.WaitGroup // instances' listeners serving
 }
 
 // Start builds a cluster and serves its HTTP APIs until ctx ends or Close is called.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
-	opts.defaults()
-	if opts.MaxConnsPerClient < 0 {
-		return nil, fmt.Errorf("nomadsim: MaxConnsPerClient must be >= 0 (0 for no limit), not %d", opts.MaxConnsPerClient)
-	}
-	if m := opts.JobMaxCount; m != nil && *m < 0 {
-		// Nomad's agent refuses to start with it.
-		return nil, fmt.Errorf("nomadsim: job_max_count (%d) cannot be negative", *m)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	c := &Cluster{
-		opts:           opts,
-		log:            opts.Logger,
-		clk:            newClock(opts.TimeScale),
-		idx:            index.New(0),
-		ctx:            ctx,
-		cancel:         cancel,
-		rng:            rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x9e3779b97f4a7c15)),
-		faultRng:       rand.New(rand.NewPCG(uint64(opts.Seed)+1, uint64(opts.Seed)^0x51afd7ed558ccd)),
-		jitterRng:      rand.New(rand.NewPCG(uint64(opts.Seed)+2, uint64(opts.Seed)^0xc4ceb9fe1a85ec53)),
-		tmplRng:        rand.New(rand.NewPCG(uint64(opts.Seed)+3, uint64(opts.Seed)^0x2545f4914f6cdd1d)),
-		tables:         map[string]uint64{},
-		jobs:           map[jobKey]*jobEntry{},
-		allocs:         map[string]*allocRun{},
-		evals:          map[string]*api.Evaluation{},
-		deployments:    map[string]*api.Deployment{},
-		nodeByID:       map[string]*simNode{},
-		namespaces:     map[string]*api.Namespace{},
-		failStarts:     map[failKey]int{},
-		svcByName:      map[string]map[string]*svcReg{},
-		instPorts:      map[int]bool{},
-		depPending:     map[string]bool{},
-		checkOverrides: map[jobKey]map[string]checkScript{},
-		stats:          map[statKey]*EndpointStats{},
-		conns:          newConnLimiter(opts.MaxConnsPerClient, opts.Logger),
-	}
-	c.events = newBroker()
-	c.mu.onUnlock = c.flushEvents
-	c.pendingIdx = map[string]int{}
-	c.timers = newTimerQueue()
-	c.mu.Lock()
-	c.bootstrap()
-	c.mu.Unlock()
-	if err := c.initExtensions(); err != nil {
-		cancel()
+	state, err := sim.New(opts)
+	if err != nil {
 		return nil, err
 	}
-
+	opts = state.Options // with their defaults
+	ctx, cancel := context.WithCancel(ctx)
+	c := &Cluster{
+		sim:    state,
+		log:    opts.Logger,
+		cancel: cancel,
+		conns:  newConnLimiter(opts.MaxConnsPerClient, opts.Logger),
+	}
 	ln, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		cancel()
@@ -204,11 +67,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("nomadsim: listen for consul on %s: %w", opts.ConsulAddr, err)
 	}
 	c.listener, c.consulListener = ln, cln
-	c.srv = &http.Server{Handler: c.handler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second,
+	c.srv = &http.Server{Handler: httpapi.Handler(ctx, state), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second,
 		ConnState: c.conns.connState}
-	c.consulSrv = &http.Server{Handler: c.consulHandler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
+	c.consulSrv = &http.Server{Handler: state.ConsulHandler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
 	c.wg.Add(4)
-	go func() { defer c.wg.Done(); c.runTimers(ctx) }()
+	go func() { defer c.wg.Done(); state.RunTimers(ctx) }()
 	go func() { defer c.wg.Done(); c.serve(c.srv, ln) }()
 	go func() { defer c.wg.Done(); c.serve(c.consulSrv, cln) }()
 	go func() {
@@ -216,7 +79,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		<-ctx.Done()
 		c.shutdown()
 	}()
-	c.log.Info("nomadsim started", "addr", c.Addr(), "consul", c.ConsulAddr(), "nodes", len(c.nodes))
+	c.log.Info("nomadsim started", "addr", c.Addr(), "consul", c.ConsulAddr(), "nodes", len(state.Nodes()))
 	return c, nil
 }
 
@@ -227,13 +90,7 @@ func (c *Cluster) serve(srv *http.Server, ln net.Listener) {
 }
 
 func (c *Cluster) shutdown() {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.closeInstances()
-	c.events.close()
-	c.ext.vars.Close()
-	c.ext.catalog.Close()
+	c.sim.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = c.srv.Shutdown(sctx)
@@ -255,9 +112,6 @@ func (c *Cluster) Addr() string { return "http://" + c.listener.Addr().String() 
 // ConsulAddr is the Consul HTTP API's base URL.
 func (c *Cluster) ConsulAddr() string { return "http://" + c.consulListener.Addr().String() }
 
-// Region is the cluster's region.
-func (c *Cluster) Region() string { return c.opts.Region }
-
 // APIClient returns an official Nomad API client pointed at the cluster, using token
 // (empty for none).
 func (c *Cluster) APIClient(token string) (*api.Client, error) {
@@ -273,40 +127,140 @@ func (c *Cluster) APIClient(token string) (*api.Client, error) {
 	return cl, nil
 }
 
+// ConnStats returns the accounting of the Nomad listener's connections per client.
+func (c *Cluster) ConnStats() ConnStats { return c.conns.stats() }
+
+// ResetConnStats zeroes Refused and Answered429 and restarts PeakPerClient from the
+// connections open now. ResetStats does not touch them.
+func (c *Cluster) ResetConnStats() { c.conns.reset() }
+
+// What follows is the state's Go API, for tests and the demo: faults, nodes, jobs and the
+// waits on them, checks, templates, Consul's KV store, ACL tokens and the accounting.
+
+// Region is the cluster's region.
+func (c *Cluster) Region() string { return c.sim.Region() }
+
 // Now is the simulated clock's current time.
-func (c *Cluster) Now() time.Time { return c.clk.now() }
+func (c *Cluster) Now() time.Time { return c.sim.Now() }
 
 // TimeScale is the number of simulated seconds per real second.
-func (c *Cluster) TimeScale() float64 { return c.opts.TimeScale }
+func (c *Cluster) TimeScale() float64 { return c.sim.TimeScale() }
 
 // RealDuration converts a simulated duration into the real time it takes.
-func (c *Cluster) RealDuration(d time.Duration) time.Duration { return c.clk.real(d) }
+func (c *Cluster) RealDuration(d time.Duration) time.Duration { return c.sim.RealDuration(d) }
 
-// after runs fn under c.mu once the simulated duration d has passed, unless the cluster
-// has closed by then. Callbacks run one at a time, in order of due time.
-func (c *Cluster) after(d time.Duration, fn func()) {
-	c.timers.add(time.Now().Add(c.clk.real(d)), fn)
+// ConsulKVPut sets a key of the simulated Consul's KV store, as PUT /v1/kv/<key> on
+// ConsulAddr does (flags 0): a test's way to give a key a value without an HTTP client.
+func (c *Cluster) ConsulKVPut(key, value string) { c.sim.ConsulKVPut(key, value) }
+
+// ConsulKVGet returns a key's value in the simulated Consul's KV store and whether it exists.
+func (c *Cluster) ConsulKVGet(key string) (string, bool) { return c.sim.ConsulKVGet(key) }
+
+// ExpireLock ends the TTL of the lock held on the variable at path now, as if its holder
+// had died and stopped renewing: the lock is released after its lock delay (on the lock
+// clock: real time unless Options.ScaleLockTTL). It reports whether a lock's TTL was
+// running. An empty namespace is "default".
+func (c *Cluster) ExpireLock(namespace, path string) bool { return c.sim.ExpireLock(namespace, path) }
+
+// BootstrapToken is the management token's secret when ACLs are on ("" otherwise).
+func (c *Cluster) BootstrapToken() string { return c.sim.BootstrapToken() }
+
+// CreateToken creates a client token with one policy per entry (policy name to HCL rules)
+// and returns its secret.
+func (c *Cluster) CreateToken(name string, policyRules map[string]string) (string, error) {
+	return c.sim.CreateToken(name, policyRules)
 }
 
-// bump allocates the next Raft index and records it as the index of the given tables.
-// Callers hold c.mu.
-func (c *Cluster) bump(tables ...string) uint64 {
-	i := c.idx.Next()
-	for _, t := range tables {
-		c.tables[t] = i
-	}
-	return i
+// SetFault installs a fault and returns a function that removes it.
+func (c *Cluster) SetFault(f Fault) (remove func()) { return c.sim.SetFault(f) }
+
+// LoseLeader makes the cluster leaderless for the simulated duration d: every server
+// request answers 500 "No cluster leader" and X-Nomad-KnownLeader is false.
+func (c *Cluster) LoseLeader(d time.Duration) { c.sim.LoseLeader(d) }
+
+// FailTaskStarts makes the next n starts of the task (in any allocation of the job) fail
+// with a Driver Failure event; the restart policy then applies.
+func (c *Cluster) FailTaskStarts(namespace, jobID, task string, n int) {
+	c.sim.FailTaskStarts(namespace, jobID, task, n)
 }
 
-// tableIndex is the highest index of the given tables. Callers hold c.mu.
-func (c *Cluster) tableIndex(tables ...string) uint64 {
-	var m uint64
-	for _, t := range tables {
-		if v := c.tables[t]; v > m {
-			m = v
-		}
-	}
-	return m
+// RegisterJob registers (or updates) a job as the jobs endpoint does and returns the
+// evaluation's ID.
+func (c *Cluster) RegisterJob(job *api.Job) (string, error) { return c.sim.RegisterJob(job) }
+
+// WaitJobRunning waits until every allocation the job wants is running (for batch and
+// sysbatch jobs: running or complete) as the servers see it, none is pending, and the
+// job's latest deployment, if any, is over (or waits only for a manual promotion of its
+// Nomad's job restart refuses to run during a deployment. A canary deployment that waits
+// for a manual promotion never ends, nor do the canaries' old allocations move to the new
+// version: WaitJobRunning waits for ctx then.
+func (c *Cluster) WaitJobRunning(ctx context.Context, namespace, jobID string) error {
+	return c.sim.WaitJobRunning(ctx, namespace, jobID)
 }
 
-func (c *Cluster) nowNano() int64 { return c.clk.now().UnixNano() }
+// WaitAllocsRunning waits, as WaitJobRunning does, for the job's allocations to run as
+// the servers see them, without waiting for its deployment to end: for tests of
+// deployments themselves, or of checks that keep a deployment from ending.
+func (c *Cluster) WaitAllocsRunning(ctx context.Context, namespace, jobID string) error {
+	return c.sim.WaitAllocsRunning(ctx, namespace, jobID)
+}
+
+// WaitDeploymentDone waits until no deployment of the job is running, paused or pending.
+func (c *Cluster) WaitDeploymentDone(ctx context.Context, namespace, jobID string) error {
+	return c.sim.WaitDeploymentDone(ctx, namespace, jobID)
+}
+
+// Nodes lists the cluster's nodes as the node list endpoint does.
+func (c *Cluster) Nodes() []*api.NodeListStub { return c.sim.Nodes() }
+
+// AddNode adds a ready, eligible node to datacenter dc and returns its ID. Blocked
+// evaluations are retried, as Nomad unblocks them when capacity appears.
+func (c *Cluster) AddNode(dc string) string { return c.sim.AddNode(dc) }
+
+// SetNodeEligibility marks a node eligible or ineligible for new placements.
+func (c *Cluster) SetNodeEligibility(nodeID string, eligible bool) {
+	c.sim.SetNodeEligibility(nodeID, eligible)
+}
+
+// DownNode marks a node down: its allocations become lost and are replaced elsewhere per
+// Nomad's rules (system allocations are not replaced).
+func (c *Cluster) DownNode(nodeID string) { c.sim.DownNode(nodeID) }
+
+// UpNode brings a down node back to ready: system jobs are evaluated for it and blocked
+// evaluations retried, as when a Nomad client reconnects.
+func (c *Cluster) UpNode(nodeID string) { c.sim.UpNode(nodeID) }
+
+// ScriptCheck overrides, from now on, the script of the named check in every allocation of
+// the job (see the package documentation for scripts; "" removes the override). Check
+// results restart their clock at the override: pass_after=3s passes 3 s after this call
+// for tasks already running.
+func (c *Cluster) ScriptCheck(namespace, jobID, check, script string) {
+	c.sim.ScriptCheck(namespace, jobID, check, script)
+}
+
+// Stats returns a snapshot of the request accounting.
+func (c *Cluster) Stats() Stats { return c.sim.Stats() }
+
+// ResetStats zeroes the request accounting.
+func (c *Cluster) ResetStats() { c.sim.ResetStats() }
+
+// RerenderTemplates changes the content of the job's templates whose destination (as the
+// job writes it, like "local/app.conf") is destination, or of all its templates when
+// destination is "", in every allocation whose client runs them, as if their data had
+// changed: each allocation's templates are re-rendered together after a delay of its own,
+// drawn uniformly from [0, spread) of simulated time, and their change modes then apply as
+// on a real client. It returns how many templates (one per allocation and task) were
+// scheduled. Templates with once = true are never re-rendered. An empty namespace is
+// "default".
+func (c *Cluster) RerenderTemplates(namespace, jobID, destination string, spread time.Duration) int {
+	return c.sim.RerenderTemplates(namespace, jobID, destination, spread)
+}
+
+// RerenderAllocTemplate changes the content of the template of the allocation's task whose
+// destination is destination (as the job writes it) and re-renders it at once; its change
+// mode then applies as on a real client. It fails if there is no such template or the
+// task's template manager does not run (the allocation is not running on its client, or
+// the task has not started or is dead).
+func (c *Cluster) RerenderAllocTemplate(allocID, task, destination string) error {
+	return c.sim.RerenderAllocTemplate(allocID, task, destination)
+}

@@ -207,10 +207,3 @@ func (b *tokenBucket) take(now time.Time) bool {
 	b.tokens--
 	return true
 }
-
-// ConnStats returns the accounting of the Nomad listener's connections per client.
-func (c *Cluster) ConnStats() ConnStats { return c.conns.stats() }
-
-// ResetConnStats zeroes Refused and Answered429 and restarts PeakPerClient from the
-// connections open now. ResetStats does not touch them.
-func (c *Cluster) ResetConnStats() { c.conns.reset() }

@@ -276,7 +276,7 @@ func TestConnLimitCountsBlockingQueriesAndIdleConns(t *testing.T) {
 
 	// limit blocking queries that nothing wakes, each on its own connection; they end with
 	// their (real-time) wait.
-	idx := c.idx.Current()
+	idx := c.sim.Index.Current()
 	var wg sync.WaitGroup
 	for range limit {
 		wg.Go(func() {
@@ -366,7 +366,7 @@ func TestConnLimitCanceledBlockingQueryHoldsItsSlot(t *testing.T) {
 	var wg sync.WaitGroup
 	for range limit {
 		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/jobs?index=%d&wait=60s", c.Addr(), c.idx.Current()+1000), nil)
+			req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/jobs?index=%d&wait=60s", c.Addr(), c.sim.Index.Current()+1000), nil)
 			if resp, err := hc.Do(req); err == nil {
 				_ = resp.Body.Close()
 				t.Errorf("blocking query answered %d before it was canceled", resp.StatusCode)

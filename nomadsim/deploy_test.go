@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 func TestRollingUpdateHonoursMaxParallel(t *testing.T) {
@@ -174,7 +176,7 @@ func TestAutoRevert(t *testing.T) {
 	}
 	waitLatestDeployment(t, cl, "rev", "v0 stable", deploymentIs("successful"))
 	// Version 1 crashes at once: its deployment fails and version 0 comes back as v2.
-	job.TaskGroups[0].Tasks[0].Meta = map[string]string{metaFailAfter: "100ms"}
+	job.TaskGroups[0].Tasks[0].Meta = map[string]string{sim.MetaFailAfter: "100ms"}
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +185,7 @@ func TestAutoRevert(t *testing.T) {
 		return j != nil && *j.Version == 2
 	})
 	j, _, _ := cl.Jobs().Info("rev", nil)
-	if _, ok := j.TaskGroups[0].Tasks[0].Meta[metaFailAfter]; ok {
+	if _, ok := j.TaskGroups[0].Tasks[0].Meta[sim.MetaFailAfter]; ok {
 		t.Errorf("version 2 is not version 0's spec")
 	}
 	_ = c

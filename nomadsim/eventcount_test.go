@@ -56,7 +56,7 @@ func TestEventsPerRestart(t *testing.T) {
 	c, cl := startCluster(t, Options{TimeScale: 20})
 	a := runningAlloc(t, c, cl, serviceJob("web", 1))
 	waitLatestDeployment(t, cl, "web", "deployment done", deploymentIs("successful"))
-	from := c.idx.Current() + 1
+	from := c.sim.Index.Current() + 1
 	if err := cl.Allocations().Restart(a, "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestEventsPerRestart(t *testing.T) {
 	if n < 2 || n > 6 {
 		t.Errorf("%d events for an in-place restart, want about 4", n)
 	}
-	from = c.idx.Current() + 1
+	from = c.sim.Index.Current() + 1
 	if _, err := cl.Allocations().Stop(a, nil); err != nil {
 		t.Fatal(err)
 	}

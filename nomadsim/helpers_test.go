@@ -24,15 +24,17 @@ func startCluster(t *testing.T, opts Options) (*Cluster, *api.Client) {
 		cancel()
 		_ = c.Close()
 	})
-	cl, err := c.APIClient(opts.bootstrapToken(c))
+	cl, err := c.APIClient(bootstrapToken(opts, c))
 	if err != nil {
 		t.Fatalf("APIClient: %v", err)
 	}
 	return c, cl
 }
 
-func (o Options) bootstrapToken(c *Cluster) string {
-	if o.ACLs {
+// bootstrapToken is the token a cluster started with opts wants: its management token
+// with ACLs on, none otherwise.
+func bootstrapToken(opts Options, c *Cluster) string {
+	if opts.ACLs {
 		return c.BootstrapToken()
 	}
 	return ""
@@ -157,3 +159,5 @@ func evalWith(evals []*api.Evaluation, status string) *api.Evaluation {
 	}
 	return nil
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -11,6 +11,8 @@ import (
 
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 // answeringJob is a job of one allocation whose group serves port http under two services,
@@ -66,8 +68,8 @@ func TestServeInstancesAnswerAsTheWorkload(t *testing.T) {
 		t.Fatalf("services of the allocation: %v %v", regs, err)
 	}
 	port := regs[0].Port
-	if regs[0].Address != "127.0.0.1" || port < instancePortMin || port >= instancePortMax {
-		t.Fatalf("registered at %s:%d, want 127.0.0.1 and a port in [%d, %d)", regs[0].Address, port, instancePortMin, instancePortMax)
+	if regs[0].Address != "127.0.0.1" || port < sim.InstancePortMin || port >= sim.InstancePortMax {
+		t.Fatalf("registered at %s:%d, want 127.0.0.1 and a port in [%d, %d)", regs[0].Address, port, sim.InstancePortMin, sim.InstancePortMax)
 	}
 	consul, err := consulapi.NewClient(&consulapi.Config{Address: c.ConsulAddr()})
 	if err != nil {

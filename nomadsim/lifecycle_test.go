@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 func TestCrashingTaskIsRescheduled(t *testing.T) {
 	_, cl := startCluster(t, Options{TimeScale: 500})
 	job := serviceJob("crash", 1)
 	tg := job.TaskGroups[0]
-	tg.Tasks[0].Meta = map[string]string{metaFailAfter: "1s"}
+	tg.Tasks[0].Meta = map[string]string{sim.MetaFailAfter: "1s"}
 	tg.RestartPolicy = &api.RestartPolicy{Attempts: ptr(1), Interval: ptr(time.Hour), Delay: ptr(time.Second), Mode: ptr("fail")}
 	tg.ReschedulePolicy = &api.ReschedulePolicy{Unlimited: ptr(false), Attempts: ptr(1), Interval: ptr(time.Hour), Delay: ptr(5 * time.Second), DelayFunction: ptr("constant")}
 	if _, _, err := cl.Jobs().Register(job, nil); err != nil {

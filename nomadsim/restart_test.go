@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 func runningAlloc(t *testing.T, c *Cluster, cl *api.Client, job *api.Job) *api.Allocation {
@@ -33,7 +35,7 @@ func eventTypes(ts *api.TaskState) []string {
 func TestRestartInPlace(t *testing.T) {
 	c, cl := startCluster(t, Options{})
 	job := serviceJob("web", 1)
-	job.TaskGroups[0].Tasks[0].Meta = map[string]string{metaIgnoreSignal: "true"}
+	job.TaskGroups[0].Tasks[0].Meta = map[string]string{sim.MetaIgnoreSignal: "true"}
 	job.TaskGroups[0].Tasks[0].KillTimeout = ptr(5 * time.Second)
 	a := runningAlloc(t, c, cl, job)
 	before := c.Now()

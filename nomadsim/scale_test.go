@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/testhttp"
 )
 
@@ -41,8 +43,8 @@ func settledJob(t *testing.T, c *Cluster, cl *api.Client, job *api.Job) *api.Job
 // waitDeployment waits for the job's latest deployment of version to reach a final status.
 func waitDeployment(t *testing.T, cl *api.Client, jobID string, version uint64) *api.Deployment {
 	t.Helper()
-	return waitLatestDeployment(t, cl, jobID, "the deployment of version "+itoa(int(version))+" to end", func(d *api.Deployment) bool {
-		return d.JobVersion == version && !deploymentActive(d)
+	return waitLatestDeployment(t, cl, jobID, "the deployment of version "+strconv.Itoa(int(version))+" to end", func(d *api.Deployment) bool {
+		return d.JobVersion == version && !sim.DeploymentActive(d)
 	})
 }
 
@@ -219,8 +221,8 @@ func TestScaleRefusals(t *testing.T) {
 		{"over policy max", "ref", `{"Count":5,"Target":{"Group":"g"}}`, 400, "group count was greater than scaling policy maximum: 5 > 3"},
 		{"under policy min", "ref", `{"Count":0,"Target":{"Group":"g"}}`, 400, "group count was less than scaling policy minimum: 0 < 1"},
 		{"unknown group", "ref", `{"Count":2,"Target":{"Group":"nope"}}`, 400, `task group "nope" specified for scaling does not exist in job`},
-		{"stale JobModifyIndex", "ref", `{"Count":2,"Target":{"Group":"g"},"JobModifyIndex":` + itoa(int(stale)) + `}`, 500,
-			"Enforcing job modify index " + itoa(int(stale)) + ": job exists with conflicting job modify index: " + itoa(int(*job.JobModifyIndex))},
+		{"stale JobModifyIndex", "ref", `{"Count":2,"Target":{"Group":"g"},"JobModifyIndex":` + strconv.Itoa(int(stale)) + `}`, 500,
+			"Enforcing job modify index " + strconv.Itoa(int(stale)) + ": job exists with conflicting job modify index: " + strconv.Itoa(int(*job.JobModifyIndex))},
 		{"active deployment", "slow", `{"Count":2,"Target":{"Group":"g"}}`, 400, "job scaling blocked due to active deployment"},
 		{"negative count", "ref", `{"Count":-1,"Target":{"Group":"g"}}`, 400, "scaling action count can't be negative"},
 		{"no group", "ref", `{"Count":2,"Target":{}}`, 400, "missing task group name for scaling action"},

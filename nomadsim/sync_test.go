@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 // TestClientSyncLag: as on a real agent, the servers see a restart only at the client's
@@ -25,7 +27,7 @@ func TestClientSyncLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts := stale.TaskStates["main"]; ts.State != taskRunning || ts.Restarts != 0 {
+	if ts := stale.TaskStates["main"]; ts.State != sim.TaskRunning || ts.Restarts != 0 {
 		t.Errorf("server view right after the restart: state %s, restarts %d; want the stale running, 0", ts.State, ts.Restarts)
 	}
 	err = cl.Allocations().Restart(a, "main", nil)
@@ -47,7 +49,7 @@ func TestClientSyncImmediate(t *testing.T) {
 	// The task takes 20 s of the simulation's time (1 s of real time) to start, so that a
 	// loaded machine still reads it pending right after the restart.
 	job := serviceJob("web", 1)
-	job.Meta = map[string]string{metaStartDelay: "20s"}
+	job.Meta = map[string]string{sim.MetaStartDelay: "20s"}
 	a := runningAlloc(t, c, cl, job)
 	if err := cl.Allocations().Restart(a, "", nil); err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func TestClientSyncImmediate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts := x.TaskStates["main"]; ts.Restarts != 1 || ts.State != taskPending {
+	if ts := x.TaskStates["main"]; ts.Restarts != 1 || ts.State != sim.TaskPending {
 		t.Errorf("state %s, restarts %d right after the restart; want pending, 1", ts.State, ts.Restarts)
 	}
 }
@@ -69,7 +71,7 @@ func TestSyncTickBatches(t *testing.T) {
 	job := serviceJob("web", 3)
 	job.Type = ptr("batch")
 	job.TaskGroups[0].Update = nil
-	job.TaskGroups[0].Tasks[0].Meta = map[string]string{metaRunFor: "1h"}
+	job.TaskGroups[0].Tasks[0].Meta = map[string]string{sim.MetaRunFor: "1h"}
 	registerRunning(t, c, cl, job)
 	stubs, _, err := cl.Jobs().Allocations("web", false, nil)
 	if err != nil || len(stubs) != 3 {

@@ -2,11 +2,12 @@ package nomadsim
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 // statFile stats a file of the allocation, failing the test on an error.
@@ -227,7 +228,7 @@ func TestTemplateSignalWhileNotRunning(t *testing.T) {
 	c, cl := startCluster(t, Options{})
 	job := serviceJob("web", 1)
 	task := job.TaskGroups[0].Tasks[0]
-	task.Meta = map[string]string{metaFailAfter: "2s"}
+	task.Meta = map[string]string{sim.MetaFailAfter: "2s"}
 	task.RestartPolicy = &api.RestartPolicy{Attempts: ptr(3), Interval: ptr(time.Hour), Delay: ptr(time.Hour), Mode: ptr("fail")}
 	templated(job, "local/app.conf", "x", "signal").Splay = ptr(time.Duration(0))
 	a := runningAlloc(t, c, cl, job)
@@ -347,27 +348,6 @@ func mapsEqual(a, b map[string]time.Time) bool {
 		}
 	}
 	return true
-}
-
-// The reads a template's text names, as the sim finds them.
-func TestTemplateReads(t *testing.T) {
-	got := templateReads(`a {{ with nomadVar "nomad/jobs/web" }}{{ .x }}{{ end }} nomadVar "outside"
-[[ nomadVar "not/an/action" ]] {{ range nomadVarList "cfg/" }}{{ end }}{{ nomadVarExists "/x@other.global" }}
-{{ nomadVar (printf "nomad/jobs/%s" "web") }}{{ nomadVarListSafe `+"`all@*`"+` }}`, "{{", "}}", "ns")
-	var s []string
-	for _, r := range got {
-		s = append(s, r.fn+" "+r.namespace+" "+r.path)
-	}
-	want := []string{"nomadVar ns nomad/jobs/web", "nomadVarList ns cfg/", "nomadVarExists other x", "nomadVarListSafe * all"}
-	if !slices.Equal(s, want) {
-		t.Errorf("reads\n%s\nwant\n%s", strings.Join(s, "\n"), strings.Join(want, "\n"))
-	}
-	if got := templateFile("web", "../alloc/x"); got != "alloc/x" {
-		t.Errorf("../alloc/x: %q", got)
-	}
-	if got := templateFile("web", "../../x"); got != "" {
-		t.Errorf("../../x: %q", got)
-	}
 }
 
 // A task keeps its latest 10 events, whatever re-renders add.

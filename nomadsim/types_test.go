@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
 )
 
 func batchJob(id string, count int, runFor string) *api.Job {
 	job := api.NewBatchJob(id, id, "global", 50)
 	tg := api.NewTaskGroup("b", count)
 	task := api.NewTask("work", "exec")
-	task.Meta = map[string]string{metaRunFor: runFor}
+	task.Meta = map[string]string{sim.MetaRunFor: runFor}
 	tg.AddTask(task)
 	job.AddTaskGroup(tg)
 	return job

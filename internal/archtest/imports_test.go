@@ -120,6 +120,10 @@ func architecture() []rule {
 		{pkg: "cmd/nomadsim", mayImport: []string{"nomadsim"}},
 		// The simulated Nomad shares no code with the product: it must not agree with our bugs.
 		{pkg: "nomadsim/...", mayImport: []string{"nomadsim/..."}},
+		// Its state stands under its HTTP API: the handlers read and change the state, the
+		// state never reaches up into them.
+		{pkg: "nomadsim/internal/sim", mayImport: []string{"nomadsim/internal/acl", "nomadsim/internal/consul", "nomadsim/internal/variables", "nomadsim/internal/simhttp", "nomadsim/internal/index"}},
+		{pkg: "nomadsim/internal/httpapi", mayImport: []string{"nomadsim/internal/sim", "nomadsim/internal/acl", "nomadsim/internal/simhttp"}},
 		{pkg: "e2e"},
 	}
 }

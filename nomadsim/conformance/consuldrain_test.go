@@ -76,6 +76,16 @@ func (tg *drainTarget) instance(t *testing.T) *consulapi.CatalogService {
 }
 
 // passing reports whether ?passing lists the instance.
+// waitPassing waits until the instance passes its checks, as the health API says.
+func (tg *drainTarget) waitPassing(t *testing.T, serviceID string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !tg.passing(t, serviceID); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("instance %s never passing", serviceID)
+		}
+	}
+}
+
 func (tg *drainTarget) passing(t *testing.T, serviceID string) bool {
 	t.Helper()
 	entries, _, err := tg.api.Health().Service(tg.service, "", true, nil)
@@ -120,11 +130,7 @@ func TestConsulDrainCheck(t *testing.T) {
 	forEachDrainConsul(t, func(t *testing.T, tg *drainTarget) {
 		entry := tg.instance(t)
 		checkID := "nomad-restart-drain:" + entry.ServiceID
-		for deadline := time.Now().Add(30 * time.Second); !tg.passing(t, entry.ServiceID); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("instance %s never passing", entry.ServiceID)
-			}
-		}
+		tg.waitPassing(t, entry.ServiceID)
 		if err := registerDrain(entry, tg.api); err != nil {
 			t.Fatalf("register the drain check: %v", err)
 		}
@@ -195,11 +201,7 @@ func TestConsulDrainCheckAntiEntropy(t *testing.T) {
 	forEachDrainConsul(t, func(t *testing.T, tg *drainTarget) {
 		entry := tg.instance(t)
 		checkID := "nomad-restart-drain:" + entry.ServiceID
-		for deadline := time.Now().Add(30 * time.Second); !tg.passing(t, entry.ServiceID); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("instance %s never passing", entry.ServiceID)
-			}
-		}
+		tg.waitPassing(t, entry.ServiceID)
 		registered := tg.now()
 		if err := registerDrain(entry, tg.api); err != nil {
 			t.Fatalf("register the drain check: %v", err)

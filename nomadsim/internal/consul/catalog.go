@@ -589,7 +589,7 @@ func (c *Catalog) syncAgents(now time.Time, i uint64) bool {
 			changed = true
 		}
 	}
-	for _, row := range sortedChecks(c.checks) {
+	for _, row := range byKey(c.checks) {
 		if !due(row.drift) {
 			continue
 		}
@@ -604,7 +604,7 @@ func (c *Catalog) syncAgents(now time.Time, i uint64) bool {
 		c.deleteCheck(row, i)
 		changed = true
 	}
-	for _, row := range sortedServices(c.services) {
+	for _, row := range byKey(c.services) {
 		if !due(row.drift) {
 			continue
 		}
@@ -625,20 +625,11 @@ func (c *Catalog) syncAgents(now time.Time, i uint64) bool {
 	return changed
 }
 
-// sortedChecks lists check rows in a fixed order, so that a sync's effects are the same
-// from run to run.
-func sortedChecks(m map[string]*checkRow) []*checkRow {
+// byKey lists a map's values in the order of their keys, so that a sync's effects are the
+// same from run to run.
+func byKey[V any](m map[string]V) []V {
 	keys := slices.Sorted(maps.Keys(m))
-	out := make([]*checkRow, len(keys))
-	for n, k := range keys {
-		out[n] = m[k]
-	}
-	return out
-}
-
-func sortedServices(m map[string]*serviceRow) []*serviceRow {
-	keys := slices.Sorted(maps.Keys(m))
-	out := make([]*serviceRow, len(keys))
+	out := make([]V, len(keys))
 	for n, k := range keys {
 		out[n] = m[k]
 	}

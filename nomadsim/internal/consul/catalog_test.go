@@ -3,7 +3,6 @@ package consul
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -96,20 +95,13 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	clock := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	c := New("node-1", Config{Now: clock.Now, AfterFunc: clock.AfterFunc})
 	t.Cleanup(c.Close)
-	srv := httptest.NewServer(c.Handler())
-	t.Cleanup(srv.Close)
-	cfg := api.DefaultConfig()
-	cfg.Address = srv.Listener.Addr().String()
-	cl, err := api.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, url := serveHTTP(t, c)
 	for _, id := range []string{"web-a", "web-b"} {
 		c.Register(Instance{ID: id, Service: "web", Address: "10.0.0.1", Port: 8080,
 			Checks: []Check{{ID: "alive-" + id, Name: "alive", Status: StatusPassing, Output: "HTTP GET: 200 OK"}}})
 	}
 	c.Register(Instance{ID: "db-a", Service: "db", Node: "node-2", Checks: []Check{{ID: "alive-db-a", Status: StatusPassing}}})
-	return &drainEnv{c: c, cl: cl, clock: clock, url: srv.URL}
+	return &drainEnv{c: c, cl: cl, clock: clock, url: url}
 }
 
 // drain registers the drain check on an instance as nomad-restart does.

@@ -13,6 +13,14 @@ import (
 func newConsul(t *testing.T) (*Catalog, *api.Client) {
 	t.Helper()
 	c := NewCatalog("node-1")
+	cl, _ := serveHTTP(t, c)
+	return c, cl
+}
+
+// serveHTTP serves the catalog's HTTP API for the test and returns a client of it and its
+// URL.
+func serveHTTP(t *testing.T, c *Catalog) (*api.Client, string) {
+	t.Helper()
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
 	cfg := api.DefaultConfig()
@@ -21,7 +29,7 @@ func newConsul(t *testing.T) (*Catalog, *api.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, cl
+	return cl, srv.URL
 }
 
 func register(c *Catalog) {

@@ -276,12 +276,7 @@ func apiNode(n *nodeRow) *api.Node {
 func (c *Catalog) serviceNodes(service string, tags []string, passing bool) (uint64, any) {
 	out := make([]*api.ServiceEntry, 0)
 NEXT:
-	for _, st := range c.sortedInstances(service) {
-		for _, t := range tags {
-			if !containsFold(st.inst.Tags, t) {
-				continue NEXT
-			}
-		}
+	for _, st := range c.taggedInstances(service, tags) {
 		n := c.nodes[strings.ToLower(st.inst.Node)]
 		checks := c.nodeChecks(n)
 		var own api.HealthChecks
@@ -297,14 +292,10 @@ NEXT:
 				}
 			}
 		}
-		svcTags := st.inst.Tags
-		if svcTags == nil {
-			svcTags = []string{}
-		}
 		out = append(out, &api.ServiceEntry{
 			Node: apiNode(n),
 			Service: &api.AgentService{
-				ID: st.inst.ID, Service: st.inst.Service, Tags: svcTags, Address: st.inst.Address,
+				ID: st.inst.ID, Service: st.inst.Service, Tags: st.tags(), Address: st.inst.Address,
 				Port: st.inst.Port, Datacenter: Datacenter,
 				Weights:     api.AgentWeights{Passing: 1, Warning: 1},
 				CreateIndex: st.createIndex, ModifyIndex: st.modifyIndex,
@@ -328,28 +319,33 @@ func (c *Catalog) serveCatalogService(w http.ResponseWriter, r *http.Request, se
 
 func (c *Catalog) catalogService(service string, tags []string) (uint64, any) {
 	out := make([]*api.CatalogService, 0)
-NEXT:
-	for _, st := range c.sortedInstances(service) {
-		for _, t := range tags {
-			if !containsFold(st.inst.Tags, t) {
-				continue NEXT
-			}
-		}
-		svcTags := st.inst.Tags
-		if svcTags == nil {
-			svcTags = []string{}
-		}
+	for _, st := range c.taggedInstances(service, tags) {
 		n := c.nodes[strings.ToLower(st.inst.Node)]
 		out = append(out, &api.CatalogService{
 			ID: n.id, Node: n.name, Address: n.address, Datacenter: n.datacenter,
 			TaggedAddresses: n.tagged, NodeMeta: n.meta,
 			ServiceID: st.inst.ID, ServiceName: st.inst.Service, ServiceAddress: st.inst.Address,
-			ServiceTags: svcTags, ServicePort: st.inst.Port,
+			ServiceTags: st.tags(), ServicePort: st.inst.Port,
 			ServiceWeights: api.Weights{Passing: 1, Warning: 1},
 			CreateIndex:    st.createIndex, ModifyIndex: st.modifyIndex,
 		})
 	}
 	return c.serviceIndex[service], out
+}
+
+// taggedInstances lists a service's instances, in order, that carry every one of tags.
+func (c *Catalog) taggedInstances(service string, tags []string) []*serviceRow {
+	return slices.DeleteFunc(c.sortedInstances(service), func(st *serviceRow) bool {
+		return slices.ContainsFunc(tags, func(t string) bool { return !containsFold(st.inst.Tags, t) })
+	})
+}
+
+// tags are the instance's tags as Consul answers them: a list, never null.
+func (st *serviceRow) tags() []string {
+	if st.inst.Tags == nil {
+		return []string{}
+	}
+	return st.inst.Tags
 }
 
 // containsFold reports whether tags holds t; Consul's tag filter ignores case.
