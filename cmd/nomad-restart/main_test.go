@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -58,11 +59,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 		t.Errorf("stderr does not say it detached:\n%s", stderr.String())
 	}
 
-	client, err := c.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
 	recs, err := st.List(ctx, store.Filter{JobID: "web"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records: %d, %v", len(recs), err)
@@ -114,11 +111,9 @@ func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 // when the test ends.
 func startWeb(t *testing.T, ctx context.Context, count int) *nomadsim.Cluster {
 	t.Helper()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	// Slower than simtest.TimeScale, so that a restart of one allocation a batch is still
+	// mid-way when the first batch has ended.
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 5})
 	id, typ := "web", api.JobTypeService
 	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
 	tg := api.NewTaskGroup("web", count)

@@ -65,7 +65,7 @@ func BenchmarkConfigChangeRollouts(b *testing.B) {
 
 func changeBenchOnce(b *testing.B) {
 	b.StopTimer()
-	e := startEnv(b, nomadsim.Options{TimeScale: 1, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
+	e := startEnv(b, nomadsim.Options{TimeScale: realTime, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
 	ctx := agenttest.Context(b)
 	jobs, indexes := changeBenchCluster(b, ctx, e)
 

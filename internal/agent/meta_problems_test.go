@@ -23,7 +23,7 @@ import (
 // once; the gauge of meta problems holds their current count.
 func TestConfigChangeMetaProblemLoggedOnce(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	path := "nomad/jobs/a-bad/config"
 	agenttest.PutVar(t, e.Client, path, "v1", 0)
@@ -105,7 +105,7 @@ func TestConfigChangeMetaProblemLoggedOnce(t *testing.T) {
 // tried each time); when it can be read again, that is said once.
 func TestConfigChangeUnreadableSpecLoggedOnce(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	if _, err := e.Sim.RegisterJob(simtest.Job("a-secret", api.JobTypeService, 1, "")); err != nil {
 		t.Fatal(err)

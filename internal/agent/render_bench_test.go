@@ -55,7 +55,7 @@ func BenchmarkRolloutsOnReRenders(b *testing.B) {
 
 func renderBenchOnce(b *testing.B) {
 	b.StopTimer()
-	e := startEnv(b, nomadsim.Options{TimeScale: 1, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
+	e := startEnv(b, nomadsim.Options{TimeScale: realTime, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
 	ctx := agenttest.Context(b)
 	jobs := make([]string, renderBenchJobs)
 	for i := range jobs {

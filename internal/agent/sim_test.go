@@ -17,6 +17,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
+// realTime is the time scale of the config-change tests: a rollout's debounce is a timer of
+// the agent's, and the variables' ModifyTime, a template's re-render and the tasks' start
+// times must be comparable with it, so Nomad's time runs as real time does.
+const realTime = 1
+
 // env is the simulated cluster of agenttest, with the agents built on it.
 type env struct{ *agenttest.Env }
 

@@ -19,14 +19,15 @@ import (
 // The tests below run the Nomad implementation over real HTTP against nomadsim, with
 // Nomad's blocking queries, texts and codes.
 
+// timeScale is slower than simtest.TimeScale: these tests read allocations, deployments
+// and events as they change on nomadsim's clock, through reads and watches on real time,
+// and some expect a state before the next (a deployment still running).
 const timeScale = 20
 
+// startSim is simtest.Start at timeScale and seed 7, with opts' other settings.
 func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
 	t.Helper()
-	if opts.TimeScale == 0 {
-		opts.TimeScale = timeScale
-	}
-	opts.Seed = 7
+	opts.TimeScale, opts.Seed = timeScale, 7
 	return simtest.Start(t, opts)
 }
 

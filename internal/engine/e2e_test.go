@@ -28,7 +28,8 @@ type simEnv struct {
 
 func startSim(t testing.TB, nomadStore bool) *simEnv {
 	t.Helper()
-	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 1})
+	sim := simtest.Start(t, nomadsim.Options{Seed: 1})
+	client := simtest.Client(t, sim)
 	var s store.Store
 	if nomadStore {
 		s = store.NewNomad(client, store.NomadOptions{})

@@ -34,7 +34,8 @@ type env struct {
 
 func startEnv(t testing.TB) *env {
 	t.Helper()
-	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 7})
+	sim := simtest.Start(t, nomadsim.Options{Seed: 7})
+	client := simtest.Client(t, sim)
 	nc := cluster.NewNomad(client)
 	restarts := store.NewNomad(client, store.NomadOptions{})
 	e := engine.New(engine.Config{Cluster: nc, Store: restarts, Holder: "fleet-test:1", Health: engine.HealthConfig{TimeScale: sim.TimeScale()}, MaxFeeds: 16})

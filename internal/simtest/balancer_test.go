@@ -12,6 +12,8 @@ import (
 // running.
 func startServed(t *testing.T, provider string) *nomadsim.Cluster {
 	t.Helper()
+	// Slower than TimeScale: the balancer reads the catalog and sends requests in real
+	// time, and its counts must see each instance's check change.
 	c := Start(t, nomadsim.Options{TimeScale: 10, ServeInstances: true, Seed: 1})
 	if _, err := c.RegisterJob(ServedJob("web", 2, provider, time.Second, 0)); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,8 @@ func testContext(t *testing.T) context.Context {
 // variables, one for the code under test whose requests are tracked, and the test's context.
 func startTracked(t *testing.T) (*nomadsim.Cluster, *api.Client, *api.Client, *simtest.Inflight, context.Context) {
 	t.Helper()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
+	writer := simtest.Client(t, c)
 	client, tr := simtest.TrackedClient(t, c, "")
 	return c, writer, client, tr, testContext(t)
 }

@@ -21,7 +21,8 @@ import (
 // prefix counts what is under it, and a deletion lowers its Count.
 func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
+	writer := simtest.Client(t, c)
 	ctx := testContext(t)
 	first := put(t, writer, "nomad/jobs/web/config", "1")
 	put(t, writer, "nomad-restart/web/abc", "record")
@@ -289,7 +290,8 @@ func metas(paths ...string) []*api.VariableMetadata {
 // listing start over at index 0, rather than block on an index that may never come.
 func TestIndexGoingBackwardsStartsOver(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
+	writer := simtest.Client(t, c)
 	ctx := testContext(t)
 	put(t, writer, "nomad/jobs/a/config", "1")
 	var (

@@ -239,7 +239,7 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 // A job marker left naming a restart that does not exist (its creator died between the
 // two writes, or the record was deleted by hand) does not block the job.
 func TestNomadStaleMarkerIsFree(t *testing.T) {
-	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	marker := &api.Variable{Path: "nomad-restart/web/active", Items: map[string]string{"restart": "00000000-0000-4000-8000-000000000000"}}
 	if _, _, err := cl.Variables().Create(marker, nil); err != nil {
 		t.Fatal(err)
@@ -640,7 +640,7 @@ func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
 // startNomadStore starts a simulated Nomad and opens a store with opts on it.
 func startNomadStore(t testing.TB, opts store.NomadOptions) (*api.Client, *store.Nomad) {
 	t.Helper()
-	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	return cl, store.NewNomad(cl, opts)
 }
 
