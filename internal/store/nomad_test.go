@@ -309,6 +309,7 @@ func TestNomadUnderFaults(t *testing.T) {
 // A watch outlives a lost leader: it resumes when the cluster answers again and still sees
 // the update.
 func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
+	// At 10, the leader's 5 simulated seconds away last 500 ms of the watch's real time.
 	c := simtest.Start(t, nomadsim.Options{TimeScale: 10})
 	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
