@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -28,6 +29,17 @@ type env struct{ *agenttest.Env }
 func startEnv(t testing.TB, opts nomadsim.Options) *env {
 	t.Helper()
 	return &env{agenttest.StartEnv(t, opts)}
+}
+
+// startBenchEnv stops b's timer (starting the cluster is not measured) and starts the agent
+// benchmarks' cluster, at scale (0: simtest.TimeScale): 20 nodes, with Nomad's limit of 100
+// connections per client address enforced as a real agent does. It returns the env and
+// the benchmark's context.
+func startBenchEnv(b *testing.B, scale float64) (*env, context.Context) {
+	b.Helper()
+	b.StopTimer()
+	e := startEnv(b, nomadsim.Options{TimeScale: scale, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
+	return e, agenttest.Context(b)
 }
 
 // newAgent builds an agent on its own API client (with its metrics' counting transport) and

@@ -101,18 +101,27 @@ func (env *simEnv) registerJob(t testing.TB, job *api.Job) {
 	}
 }
 
-func (env *simEnv) plan(t testing.TB, job string, spec restart.Spec) *restart.Record {
+// planned is the engine's plan of a restart of job with spec, and a context of testTimeout
+// for filing it.
+func (env *simEnv) planned(t testing.TB, job string, spec restart.Spec) (context.Context, *restart.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	t.Cleanup(cancel)
 	p, err := env.e.Plan(ctx, Request{Job: job, Spec: spec})
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
-	if err := env.e.Create(ctx, p.Record); err != nil {
+	return ctx, p.Record
+}
+
+// plan plans a restart of job and creates it (Create).
+func (env *simEnv) plan(t testing.TB, job string, spec restart.Spec) *restart.Record {
+	t.Helper()
+	ctx, rec := env.planned(t, job, spec)
+	if err := env.e.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	return p.Record
+	return rec
 }
 
 // checkOnce asserts from Nomad's facts that each planned allocation was restarted once.
@@ -487,13 +496,8 @@ func TestE2EDriveHeld(t *testing.T) {
 // planHeld plans a restart of job and creates it with its lease held (CreateHeld).
 func (env *simEnv) planHeld(t testing.TB, job string, spec restart.Spec) *Held {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	p, err := env.e.Plan(ctx, Request{Job: job, Spec: spec})
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	h, err := env.e.CreateHeld(ctx, p.Record)
+	ctx, rec := env.planned(t, job, spec)
+	h, err := env.e.CreateHeld(ctx, rec)
 	if err != nil {
 		t.Fatalf("CreateHeld: %v", err)
 	}
