@@ -24,14 +24,21 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// startTracked starts nomadsim and returns a client of it that writes the test's
-// variables, one for the code under test whose requests are tracked, and the test's context.
-func startTracked(t *testing.T) (*nomadsim.Cluster, *api.Client, *api.Client, *simtest.Inflight, context.Context) {
+// startWriter starts nomadsim and returns it, a client of it that writes the test's
+// variables, and the test's context.
+func startWriter(t *testing.T) (*nomadsim.Cluster, *api.Client, context.Context) {
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{})
-	writer := simtest.Client(t, c)
+	return c, simtest.Client(t, c), testContext(t)
+}
+
+// startTracked is startWriter with a client for the code under test whose requests are
+// tracked.
+func startTracked(t *testing.T) (*nomadsim.Cluster, *api.Client, *api.Client, *simtest.Inflight, context.Context) {
+	t.Helper()
+	c, writer, ctx := startWriter(t)
 	client, tr := simtest.TrackedClient(t, c, "")
-	return c, writer, client, tr, testContext(t)
+	return c, writer, client, tr, ctx
 }
 
 // put writes a variable and returns it as Nomad stored it.

@@ -21,9 +21,7 @@ import (
 // prefix counts what is under it, and a deletion lowers its Count.
 func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 	t.Parallel()
-	c := simtest.Start(t, nomadsim.Options{})
-	writer := simtest.Client(t, c)
-	ctx := testContext(t)
+	c, writer, ctx := startWriter(t)
 	first := put(t, writer, "nomad/jobs/web/config", "1")
 	put(t, writer, "nomad-restart/web/abc", "record")
 	h := New(simtest.Client(t, c), Options{MinGap: testGap})
@@ -290,9 +288,7 @@ func metas(paths ...string) []*api.VariableMetadata {
 // listing start over at index 0, rather than block on an index that may never come.
 func TestIndexGoingBackwardsStartsOver(t *testing.T) {
 	t.Parallel()
-	c := simtest.Start(t, nomadsim.Options{})
-	writer := simtest.Client(t, c)
-	ctx := testContext(t)
+	c, writer, ctx := startWriter(t)
 	put(t, writer, "nomad/jobs/a/config", "1")
 	var (
 		mu      sync.Mutex
