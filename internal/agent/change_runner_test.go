@@ -537,10 +537,7 @@ func hasTrigger(r *restart.Record, source string, from, to uint64) bool {
 // listable checks the premise of an ACL case: whether token lists the variable at path.
 func listable(t *testing.T, ctx context.Context, e *env, token, path string, want bool) {
 	t.Helper()
-	client, err := e.Sim.APIClient(token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := simtest.ClientAs(t, e.Sim, token)
 	metas, _, err := client.Variables().PrefixList(path, (&api.QueryOptions{Namespace: "default"}).WithContext(ctx))
 	if err != nil {
 		t.Fatalf("listing %s with the agent's token: %v", path, err)
