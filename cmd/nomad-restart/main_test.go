@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 func TestBrokenStdoutDetaches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := startWeb(t, ctx, 3)
+	c := startWeb(t, 3)
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-batch-size=1", "-batch-wait=2s", "-yes", "web")
 	cmd.Env = append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
@@ -80,7 +80,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := startWeb(t, ctx, 2)
+	c := startWeb(t, 2)
 	env := append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
 	detach := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-detach", "-yes", "web")
 	detach.Env = env
@@ -109,7 +109,7 @@ func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 
 // startWeb starts a simulated cluster running job "web" of count allocations; it is closed
 // when the test ends.
-func startWeb(t *testing.T, ctx context.Context, count int) *nomadsim.Cluster {
+func startWeb(t *testing.T, count int) *nomadsim.Cluster {
 	t.Helper()
 	// Slower than simtest.TimeScale, so that a restart of one allocation a batch is still
 	// mid-way when the first batch has ended.
@@ -119,11 +119,6 @@ func startWeb(t *testing.T, ctx context.Context, count int) *nomadsim.Cluster {
 	tg := api.NewTaskGroup("web", count)
 	tg.AddTask(api.NewTask("main", "mock_driver"))
 	job.AddTaskGroup(tg)
-	if _, err := c.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
-		t.Fatal(err)
-	}
+	simtest.RegisterRunning(t, c, job)
 	return c
 }

@@ -76,14 +76,9 @@ func (env *simEnv) register(t testing.TB, id, typ string, groups map[string]int,
 // itself never polls).
 func (env *simEnv) registerJob(t testing.TB, job *api.Job) {
 	t.Helper()
-	if _, err := env.sim.RegisterJob(job); err != nil {
-		t.Fatalf("registering job %s: %v", *job.ID, err)
-	}
+	simtest.RegisterRunning(t, env.sim, job)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := env.sim.WaitJobRunning(ctx, "default", *job.ID); err != nil {
-		t.Fatal(err)
-	}
 	nc := cluster.NewNomad(env.client)
 	for {
 		d, err := nc.ActiveDeployment(ctx, "default", *job.ID)
