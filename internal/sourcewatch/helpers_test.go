@@ -13,6 +13,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
+// realTime is the time scale of these tests' clusters: a variable's ModifyTime, on
+// nomadsim's clock, is compared with the watches' own clock (a deletion's ChangedAt), so
+// Nomad's time runs as real time does.
+const realTime = 1
+
 // testGap paces the tests' groups: short, so that a test's steps do not wait on it.
 const testGap = 5 * time.Millisecond
 
@@ -28,7 +33,7 @@ func testContext(t *testing.T) context.Context {
 // variables, and the test's context.
 func startWriter(t *testing.T) (*nomadsim.Cluster, *api.Client, context.Context) {
 	t.Helper()
-	c := simtest.Start(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime})
 	return c, simtest.Client(t, c), testContext(t)
 }
 

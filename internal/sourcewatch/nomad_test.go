@@ -172,7 +172,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 // a token with list (and no read) on the path watches it.
 func TestACLs(t *testing.T) {
 	t.Parallel()
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
 	ctx := testContext(t)
 	v := put(t, simtest.ClientAs(t, c, c.BootstrapToken()), "nomad/jobs/web/config", "secret")
 	listOnly := simtest.Token(t, c, "list-only", `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }`)
