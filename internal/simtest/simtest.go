@@ -1,12 +1,14 @@
 // Package simtest is the tests' shared support for running against nomadsim, the simulated
-// Nomad: starting a cluster that ends with the test, API clients for it (with a token, or
-// through a transport that counts their requests) and tokens, waiting on a condition, and
-// counting from Nomad's own facts how often each allocation was restarted (the
-// exactly-once check, against nomadsim or a real agent); a load balancer that reads the
-// catalog and counts the requests that fail during a restart (Balancer, nomadsim/traffic's
-// with a wait that fails the test); and the small
-// fixtures tests of several packages share (Nomad's error answers, an address nothing
-// listens on). Only tests import it; the product never does (internal/archtest checks).
+// Nomad: starting a cluster that ends with the test (Start, the one way tests start
+// nomadsim, at one TimeScale unless a test says otherwise), registering jobs and waiting
+// until they run, API clients for it (with a token, or through a transport that counts
+// their requests) and tokens, waiting on a condition, and counting from Nomad's own facts
+// how often each allocation was restarted (the exactly-once check, against nomadsim or a
+// real agent); a load balancer that reads the catalog and counts the requests that fail
+// during a restart (Balancer, nomadsim/traffic's with a wait that fails the test); and the
+// small fixtures tests of several packages share (Nomad's error answers, an address
+// nothing listens on, a count of a fake's calls in flight). Only tests import it; the
+// product never does (internal/archtest checks).
 package simtest
 
 import (
