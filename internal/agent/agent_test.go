@@ -593,3 +593,16 @@ func leasePath(t *testing.T, e *env, ns, id string) string {
 	t.Fatalf("no head variable for restart %s", id)
 	return ""
 }
+
+// checkTakenOverOnce fails the test unless the restart that ended as final succeeded,
+// started once and was taken over by the agent once, each allocation restarted once.
+func (e *env) checkTakenOverOnce(t *testing.T, final *restart.Record) {
+	t.Helper()
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
+	}
+	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
+		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
+	}
+	e.CheckOnce(t, final)
+}

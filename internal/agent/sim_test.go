@@ -12,7 +12,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
-	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -41,19 +40,6 @@ func startBenchEnv(b *testing.B, scale float64) (*env, context.Context) {
 	b.StopTimer()
 	e := startEnv(b, nomadsim.Options{TimeScale: scale, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
 	return e, agenttest.Context(b)
-}
-
-// checkTakenOverOnce fails the test unless the restart that ended as final succeeded,
-// started once and was taken over by the agent once, each allocation restarted once.
-func (e *env) checkTakenOverOnce(t *testing.T, final *restart.Record) {
-	t.Helper()
-	if final.Status != restart.StatusSucceeded {
-		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
-	}
-	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
-		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
-	}
-	e.CheckOnce(t, final)
 }
 
 // newAgent builds an agent on its own API client (with its metrics' counting transport) and

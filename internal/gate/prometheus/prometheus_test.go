@@ -154,7 +154,7 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 
 func TestPrometheusDownAndSlow(t *testing.T) {
 	addr := simtest.ClosedAddr(t)
-	err := queryUp(t, Config{Address: "http://" + addr})
+	err := queryOn(t, Config{Address: "http://" + addr}, "up")
 	if err == nil || !strings.HasPrefix(err.Error(), "querying Prometheus at http://"+addr+": ") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Prometheus down: %v", err)
 	}
@@ -164,7 +164,7 @@ func TestPrometheusDownAndSlow(t *testing.T) {
 	defer srv.Close()
 	defer close(hang)
 	want := "Prometheus at " + srv.URL + " did not answer within 100ms; check -prometheus-address, or raise -request-timeout"
-	if err := queryUp(t, Config{Address: srv.URL, Timeout: 100 * time.Millisecond}); err == nil || err.Error() != want {
+	if err := queryOn(t, Config{Address: srv.URL, Timeout: 100 * time.Millisecond}, "up"); err == nil || err.Error() != want {
 		t.Fatalf("a hung Prometheus: %v, want %q", err, want)
 	}
 }
@@ -188,7 +188,7 @@ func TestPrometheusNotItsAPI(t *testing.T) {
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			defer srv.Close()
-			if err := queryUp(t, Config{Address: srv.URL}); err == nil || err.Error() != srv.URL+tc.want {
+			if err := queryOn(t, Config{Address: srv.URL}, "up"); err == nil || err.Error() != srv.URL+tc.want {
 				t.Fatalf("got  %v\nwant %s", err, srv.URL+tc.want)
 			}
 		})
@@ -251,16 +251,7 @@ func TestPrometheusTLS(t *testing.T) {
 	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
 	addr := srv.URL + "/prom"
 
-	query := func(cfg Config) error {
-		t.Helper()
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		_, err = p.Query(context.Background(), "one", time.Time{})
-		return err
-	}
+	query := func(cfg Config) error { return queryOn(t, cfg, "one") }
 	if err := query(Config{Address: addr, CACert: caFile, ClientCert: clientCert, ClientKey: clientKey}); err != nil {
 		t.Fatalf("mutual TLS: %v", err)
 	}
@@ -351,20 +342,20 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 func TestPrometheusMasksThePasswordOfItsAddress(t *testing.T) {
 	addr := simtest.ClosedAddr(t)
-	if err := queryUp(t, Config{Address: "http://user:hunter2@" + addr}); err == nil || strings.Contains(err.Error(), "hunter2") {
+	if err := queryOn(t, Config{Address: "http://user:hunter2@" + addr}, "up"); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("error %v shows the password", err)
 	}
 }
 
-// queryUp is what querying "up" on a client of cfg answers.
-func queryUp(t *testing.T, cfg Config) error {
+// queryOn is what querying promql on a client of cfg answers.
+func queryOn(t *testing.T, cfg Config, promql string) error {
 	t.Helper()
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	_, err = p.Query(context.Background(), "up", time.Time{})
+	_, err = p.Query(context.Background(), promql, time.Time{})
 	return err
 }
 
