@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -77,7 +78,7 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	c, client := benchStart(ctx, b, n, benchScale)
-	defer c.Close()
+	defer c.Close() // each iteration's cluster ends with it, not with the benchmark
 	args := []string{"run", "-yes", "-json", "-on-error", "fail", "-state", "nomad", "-batch-size", fmt.Sprint(benchBatch)}
 	if resched {
 		args = append(args, "-reschedule")
@@ -114,15 +115,11 @@ func benchRestart(b *testing.B, bin string, n int, resched bool) {
 // simulated seconds per real second, with the service job "bench" of n allocations
 // registered and running.
 func benchStart(ctx context.Context, b *testing.B, n int, scale float64) (*nomadsim.Cluster, *api.Client) {
-	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: scale, Seed: 7, MaxConnsPerClient: 100})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := simtest.Start(b, nomadsim.Options{NodesPerDatacenter: 250, TimeScale: scale, Seed: 7, MaxConnsPerClient: 100})
 	client := apiClient(b, c)
 	job := newJob("bench", "service", n)
 	job.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(20), MemoryMB: new(16)}
 	if err := register(ctx, c, job); err != nil {
-		c.Close()
 		b.Fatal(err)
 	}
 	return c, client

@@ -126,12 +126,12 @@ func waitReplacement(t *testing.T, client *api.Client, allocID string) string {
 	return replacement
 }
 
-// startWithJob starts a cluster (TimeScale 10, seed) with service job id of 3 allocations
+// startWithJob starts a cluster (driverScale, seed) with service job id of 3 allocations
 // running, and returns a client and the job's allocations as they were before anything
 // restarted them.
 func startWithJob(t *testing.T, seed int64, id string) (*api.Client, map[string]before) {
 	t.Helper()
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: seed})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: driverScale, Seed: seed})
 	client := apiClient(t, c)
 	if err := register(context.Background(), c, newJob(id, "service", 3)); err != nil {
 		t.Fatal(err)

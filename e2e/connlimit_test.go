@@ -26,6 +26,8 @@ func TestConnLimitBatchOf100(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// Slower than simtest.TimeScale: a batch's restarts must overlap in real time for the
+	// driver's connections to meet the limit at once.
 	c := simtest.Start(t, nomadsim.Options{NodesPerDatacenter: 10, TimeScale: 20, Seed: 21, MaxConnsPerClient: limit})
 	client := apiClient(t, c)
 	job := newJob("connlimit", "service", allocs)

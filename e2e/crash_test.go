@@ -54,7 +54,7 @@ func TestCrashCampaign(t *testing.T) {
 	seed := campaignSeed(t)
 	t.Logf("seed %d (set E2E_SEED to replay), target %d kills", seed, target)
 
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: int64(seed), NodesPerDatacenter: 2})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: driverScale, Seed: int64(seed), NodesPerDatacenter: 2})
 	client := apiClient(t, c)
 	env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -83,12 +83,12 @@ func runUnderFault(t *testing.T, c *nomadsim.Cluster, sc scenario, jobID string,
 	return run
 }
 
-// faultCase starts a cluster (TimeScale 10, seed), drives the scenario's restart of jobID
+// faultCase starts a cluster (driverScale, seed), drives the scenario's restart of jobID
 // under the fault that inject injects on it (runUnderFault), and says how the first process
 // ended (reportFirst); it returns the cluster and the run for the case's checks.
 func faultCase(t *testing.T, seed int64, sc scenario, jobID string, inject func(ctx context.Context, c *nomadsim.Cluster, st store.Store) (remove func())) (*nomadsim.Cluster, *faultRun) {
 	t.Helper()
-	c := simtest.Start(t, nomadsim.Options{TimeScale: 10, Seed: seed})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: driverScale, Seed: seed})
 	run := runUnderFault(t, c, sc, jobID, func(ctx context.Context, st store.Store) func() { return inject(ctx, c, st) })
 	reportFirst(t, run)
 	return c, run

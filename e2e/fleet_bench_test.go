@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -53,11 +54,8 @@ func benchFleet(b *testing.B, bin string, jobs, count, parallel int, scale float
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{NodesPerDatacenter: 100, TimeScale: scale, Seed: 7, MaxConnsPerClient: 100})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := simtest.Start(b, nomadsim.Options{NodesPerDatacenter: 100, TimeScale: scale, Seed: 7, MaxConnsPerClient: 100})
+	defer c.Close() // each iteration's cluster ends with it, not with the benchmark
 	client := apiClient(b, c)
 	ids := registerFleetJobs(ctx, b, c, "fl", jobs, count)
 	singles := registerFleetJobs(ctx, b, c, "single", 5, count)

@@ -28,6 +28,8 @@ func TestFleetCrashCampaign(t *testing.T) {
 	seed := campaignSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 13))
 	t.Logf("seed %d (set E2E_SEED to replay)", seed)
+	// Slower still than driverScale: a fleet's children must stay in flight long enough for
+	// each kill to land while several of them restart.
 	c := simtest.Start(t, nomadsim.Options{TimeScale: 4, Seed: int64(seed), NodesPerDatacenter: 4})
 	client := apiClient(t, c)
 	env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}

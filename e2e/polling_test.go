@@ -23,6 +23,7 @@ func TestNoFixedIntervalPolling(t *testing.T) {
 	for _, resched := range []bool{false, true} {
 		sc := scenario{jobType: "service", count: 4, reschedule: resched, state: "nomad", batchSize: 2}
 		t.Run(fmt.Sprintf("reschedule=%v", resched), func(t *testing.T) {
+			// 20, not simtest.TimeScale: the timings above (200 s of starts in 10 s) are at 20.
 			c := simtest.Start(t, nomadsim.Options{TimeScale: 20, Seed: 21})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

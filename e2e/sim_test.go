@@ -12,6 +12,12 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
+// driverScale is the time scale of the tests that kill, fault or check a driver running in
+// a child process: slower than simtest.TimeScale, because the driver runs on real time and
+// a restart must last long enough for a kill, a fault or a check to land while it is
+// mid-way.
+const driverScale = 10
+
 // apiClient is an official Nomad client on the cluster.
 func apiClient(t testing.TB, c *nomadsim.Cluster) *api.Client {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 func TestBrokenStdoutDetaches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := startWeb(t, ctx, 3)
+	c := startWeb(t, 3)
 
 	cmd := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-batch-size=1", "-batch-wait=2s", "-yes", "web")
 	cmd.Env = append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
@@ -58,11 +59,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 		t.Errorf("stderr does not say it detached:\n%s", stderr.String())
 	}
 
-	client, err := c.APIClient("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
 	recs, err := st.List(ctx, store.Filter{JobID: "web"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records: %d, %v", len(recs), err)
@@ -83,7 +80,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := startWeb(t, ctx, 2)
+	c := startWeb(t, 2)
 	env := append(os.Environ(), "NOMAD_RESTART_TEST_MAIN=1", "NOMAD_ADDR="+c.Addr())
 	detach := exec.CommandContext(ctx, os.Args[0], "run", "-state=nomad", "-detach", "-yes", "web")
 	detach.Env = env
@@ -112,23 +109,16 @@ func TestBrokenStdoutEndsStatusQuietly(t *testing.T) {
 
 // startWeb starts a simulated cluster running job "web" of count allocations; it is closed
 // when the test ends.
-func startWeb(t *testing.T, ctx context.Context, count int) *nomadsim.Cluster {
+func startWeb(t *testing.T, count int) *nomadsim.Cluster {
 	t.Helper()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	// Slower than simtest.TimeScale, so that a restart of one allocation a batch is still
+	// mid-way when the first batch has ended.
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 5})
 	id, typ := "web", api.JobTypeService
 	job := &api.Job{ID: &id, Name: &id, Type: &typ, Datacenters: []string{"dc1"}}
 	tg := api.NewTaskGroup("web", count)
 	tg.AddTask(api.NewTask("main", "mock_driver"))
 	job.AddTaskGroup(tg)
-	if _, err := c.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitJobRunning(ctx, "default", id); err != nil {
-		t.Fatal(err)
-	}
+	simtest.RegisterRunning(t, c, job)
 	return c
 }

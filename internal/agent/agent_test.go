@@ -487,14 +487,7 @@ func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
 	if err := lease.Release(ctx); err != nil { // the kernel drops the dead process's flock
 		t.Fatal(err)
 	}
-	final := agenttest.WaitEnd(t, local, rec)
-	if final.Status != restart.StatusSucceeded {
-		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
-	}
-	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
-		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
-	}
-	e.CheckOnce(t, final)
+	e.checkTakenOverOnce(t, agenttest.WaitEnd(t, local, rec))
 }
 
 // Nomad store: the dead driver's lock expires after its TTL (Nomad's minimum, 10s, which
@@ -530,14 +523,7 @@ func TestAdoptsAfterDriverDiesNomadStore(t *testing.T) {
 
 	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), nil)
 	agenttest.Run(t, a)
-	final := e.WaitEnd(t, rec)
-	if final.Status != restart.StatusSucceeded {
-		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
-	}
-	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
-		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
-	}
-	e.CheckOnce(t, final)
+	e.checkTakenOverOnce(t, e.WaitEnd(t, rec))
 }
 
 // A `run` killed right after it filed its restart, before its first batch, leaves the
@@ -606,4 +592,17 @@ func leasePath(t *testing.T, e *env, ns, id string) string {
 	}
 	t.Fatalf("no head variable for restart %s", id)
 	return ""
+}
+
+// checkTakenOverOnce fails the test unless the restart that ended as final succeeded,
+// started once and was taken over by the agent once, each allocation restarted once.
+func (e *env) checkTakenOverOnce(t *testing.T, final *restart.Record) {
+	t.Helper()
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("restart ended %s (%s)", final.Status, final.Reason)
+	}
+	if s, took, _ := agenttest.DriverEvents(final); s != 1 || took != 1 {
+		t.Errorf("started %d, taken over %d; want the agent to take over once", s, took)
+	}
+	e.CheckOnce(t, final)
 }

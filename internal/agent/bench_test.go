@@ -17,7 +17,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // BenchmarkAgentConcurrentRestarts has one agent adopt and drive N restarts at once (two
@@ -37,9 +36,7 @@ func BenchmarkAgentConcurrentRestarts(b *testing.B) {
 }
 
 func benchOnce(b *testing.B, n int) {
-	b.StopTimer()
-	// Nomad's limit of 100 connections per client address, enforced as a real agent does.
-	e := startEnv(b, nomadsim.Options{NodesPerDatacenter: 10, MaxConnsPerClient: 100})
+	e, _ := startBenchEnv(b, 0)
 	ids := e.RegisterJobs(b, "default", "bench", n, 2, nil)
 	recs := make([]*restart.Record, n)
 	var wg sync.WaitGroup

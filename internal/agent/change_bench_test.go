@@ -64,9 +64,7 @@ func BenchmarkConfigChangeRollouts(b *testing.B) {
 }
 
 func changeBenchOnce(b *testing.B) {
-	b.StopTimer()
-	e := startEnv(b, nomadsim.Options{TimeScale: 1, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
-	ctx := agenttest.Context(b)
+	e, ctx := startBenchEnv(b, realTime)
 	jobs, indexes := changeBenchCluster(b, ctx, e)
 
 	var r changeBenchResult

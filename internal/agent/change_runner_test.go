@@ -115,7 +115,7 @@ func TestConfigChangeRollouts(t *testing.T) {
 // ModifyIndex.
 func startChangeEnv(t *testing.T, job string, count int, meta map[string]string) (e *env, path string, index uint64) {
 	t.Helper()
-	e = startEnv(t, nomadsim.Options{TimeScale: 1})
+	e = startEnv(t, nomadsim.Options{TimeScale: realTime})
 	path = "nomad/jobs/" + job + "/config"
 	index = agenttest.PutVar(t, e.Client, path, "v1", 0)
 	registerTemplated(t, e, job, count, path, meta)
@@ -164,7 +164,7 @@ func submitTemplated(t *testing.T, e *env, job *api.Job, count int) {
 // (Consul keeps no time of a change: the agent's first sight of the key is no change).
 func TestConfigChangeRolloutsOnAConsulKey(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	e.Sim.ConsulKVPut("web/flags", "a=1")
 	submitTemplated(t, e, templatedJob("flags", 2, `{{ key "web/flags" }}`, rolloutMeta("2s")), 2)
@@ -410,7 +410,7 @@ func agentDiesMidRollout(t *testing.T, kill bool) {
 // changes meanwhile. The agent counts a warning for each (it logs them too).
 func TestConfigChangeInvalidMetaOrUnlistableSourceRestartsNothing(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1, ACLs: true})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
 	ctx := agenttest.Context(t)
 	// The shipped agent policy lets the agent list the variables under nomad/jobs/ (where
 	// workload identities read by default), not those elsewhere.
@@ -537,10 +537,7 @@ func hasTrigger(r *restart.Record, source string, from, to uint64) bool {
 // listable checks the premise of an ACL case: whether token lists the variable at path.
 func listable(t *testing.T, ctx context.Context, e *env, token, path string, want bool) {
 	t.Helper()
-	client, err := e.Sim.APIClient(token)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := simtest.ClientAs(t, e.Sim, token)
 	metas, _, err := client.Variables().PrefixList(path, (&api.QueryOptions{Namespace: "default"}).WithContext(ctx))
 	if err != nil {
 		t.Fatalf("listing %s with the agent's token: %v", path, err)

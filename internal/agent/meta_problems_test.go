@@ -23,7 +23,7 @@ import (
 // once; the gauge of meta problems holds their current count.
 func TestConfigChangeMetaProblemLoggedOnce(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	path := "nomad/jobs/a-bad/config"
 	agenttest.PutVar(t, e.Client, path, "v1", 0)
@@ -34,13 +34,7 @@ func TestConfigChangeMetaProblemLoggedOnce(t *testing.T) {
 
 	logs := &recordLog{}
 	net := &agentNet{}
-	token := e.Sim.BootstrapToken()
-	a := e.newAgent(t, "agent-1", token, func(c *Config) {
-		net.wire(t, e, c, token)
-		c.Logger = slog.New(logs)
-		rollingOn(e, sourcewatch.New(net.client, sourcewatch.Options{}))(c)
-	})
-	agenttest.Run(t, a)
+	a := runLoggedAgent(t, e, net, logs)
 	gauge := a.metrics.changeMetrics().metaProblems
 
 	const warning = "invalid nomad-restart meta: the group is not rolled until it is fixed"
@@ -105,7 +99,7 @@ func TestConfigChangeMetaProblemLoggedOnce(t *testing.T) {
 // tried each time); when it can be read again, that is said once.
 func TestConfigChangeUnreadableSpecLoggedOnce(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	if _, err := e.Sim.RegisterJob(simtest.Job("a-secret", api.JobTypeService, 1, "")); err != nil {
 		t.Fatal(err)
@@ -113,13 +107,7 @@ func TestConfigChangeUnreadableSpecLoggedOnce(t *testing.T) {
 	logs := &recordLog{}
 	net := &agentNet{}
 	net.deny("/v1/job/a-secret", true)
-	token := e.Sim.BootstrapToken()
-	a := e.newAgent(t, "agent-1", token, func(c *Config) {
-		net.wire(t, e, c, token)
-		c.Logger = slog.New(logs)
-		rollingOn(e, sourcewatch.New(net.client, sourcewatch.Options{}))(c)
-	})
-	agenttest.Run(t, a)
+	runLoggedAgent(t, e, net, logs)
 
 	const warning = "reading a job's specification for config-change rollouts"
 	simtest.WaitFor(t, ctx, "the warning of a-secret's specification", func() bool { return logs.count(warning, "a-secret") == 1 })
@@ -216,4 +204,18 @@ func gaugeValue(g interface{ Write(*dto.Metric) error }) float64 {
 		return -1
 	}
 	return m.Gauge.GetValue()
+}
+
+// runLoggedAgent runs an agent of the bootstrap token that sends its requests through net,
+// logs to logs and rolls out config changes, watching their sources through net too.
+func runLoggedAgent(t *testing.T, e *env, net *agentNet, logs *recordLog) *Agent {
+	t.Helper()
+	token := e.Sim.BootstrapToken()
+	a := e.newAgent(t, "agent-1", token, func(c *Config) {
+		net.wire(t, e, c, token)
+		c.Logger = slog.New(logs)
+		rollingOn(e, sourcewatch.New(net.client, sourcewatch.Options{}))(c)
+	})
+	agenttest.Run(t, a)
+	return a
 }

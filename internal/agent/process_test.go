@@ -95,6 +95,7 @@ var slowStart = map[string]string{"nomadsim.start_delay": "10s"}
 // startProcEnv starts a simulated cluster, with job web of count slow allocations running.
 func startProcEnv(t *testing.T, count int) *agenttest.Env {
 	t.Helper()
+	// Slower than simtest.TimeScale, so that slowStart keeps a restart in flight ~0.5 s.
 	e := agenttest.StartEnv(t, nomadsim.Options{TimeScale: 20, Seed: 3})
 	e.Register(t, "default", "web", count, slowStart)
 	return e

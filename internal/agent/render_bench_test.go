@@ -16,7 +16,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // The scale of BenchmarkRolloutsOnReRenders.
@@ -54,9 +53,7 @@ func BenchmarkRolloutsOnReRenders(b *testing.B) {
 }
 
 func renderBenchOnce(b *testing.B) {
-	b.StopTimer()
-	e := startEnv(b, nomadsim.Options{TimeScale: 1, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
-	ctx := agenttest.Context(b)
+	e, ctx := startBenchEnv(b, realTime)
 	jobs := make([]string, renderBenchJobs)
 	for i := range jobs {
 		jobs[i] = fmt.Sprintf("secret-%02d", i)

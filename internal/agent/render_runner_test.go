@@ -53,7 +53,7 @@ func jobRollouts(t *testing.T, ctx context.Context, e *env, job string) []*resta
 // names the template; the third is left alone, and nothing more is filed afterwards.
 func TestRolloutOnReRenders(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	submitTemplated(t, e, templatedJob("secrets", 3, computedTemplate, renderMeta("auto")), 3)
 	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), followingRenders(e, cluster.NewNomad(e.Client)))
@@ -112,7 +112,7 @@ func TestRolloutOnReRenders(t *testing.T) {
 // re-render, without reading any file.
 func TestRolloutOnSignalledReRenders(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime})
 	ctx := agenttest.Context(t)
 	job := templatedJob("signalled", 2, computedTemplate, renderMeta("rendered"))
 	tmpl := job.TaskGroups[0].Tasks[0].Templates[0]
@@ -140,7 +140,7 @@ func TestRolloutOnSignalledReRenders(t *testing.T) {
 // nothing on a guess.
 func TestReRendersWithoutReadFSRestartNothing(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: 1, ACLs: true})
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
 	ctx := agenttest.Context(t)
 	submitTemplated(t, e, templatedJob("locked", 2, computedTemplate, renderMeta("auto")), 2)
 	// The shipped agent policy without read-fs.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -17,12 +18,28 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
+// realTime is the time scale of the config-change tests: a rollout's debounce is a timer of
+// the agent's, and the variables' ModifyTime, a template's re-render and the tasks' start
+// times must be comparable with it, so Nomad's time runs as real time does.
+const realTime = 1
+
 // env is the simulated cluster of agenttest, with the agents built on it.
 type env struct{ *agenttest.Env }
 
 func startEnv(t testing.TB, opts nomadsim.Options) *env {
 	t.Helper()
 	return &env{agenttest.StartEnv(t, opts)}
+}
+
+// startBenchEnv stops b's timer (starting the cluster is not measured) and starts the agent
+// benchmarks' cluster, at scale (0: simtest.TimeScale): 20 nodes, with Nomad's limit of 100
+// connections per client address enforced as a real agent does. It returns the env and
+// the benchmark's context.
+func startBenchEnv(b *testing.B, scale float64) (*env, context.Context) {
+	b.Helper()
+	b.StopTimer()
+	e := startEnv(b, nomadsim.Options{TimeScale: scale, NodesPerDatacenter: 10, MaxConnsPerClient: 100})
+	return e, agenttest.Context(b)
 }
 
 // newAgent builds an agent on its own API client (with its metrics' counting transport) and

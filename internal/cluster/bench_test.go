@@ -31,14 +31,7 @@ func smallJob(id string, count int) *api.Job {
 func startBenchSim(b *testing.B, count int) (*nomadsim.Cluster, *cluster.Nomad) {
 	b.Helper()
 	sim := simtest.Start(b, nomadsim.Options{TimeScale: timeScale, Seed: 7, NodesPerDatacenter: 5})
-	if _, err := sim.RegisterJob(smallJob("web", count)); err != nil {
-		b.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
-	defer wcancel()
-	if err := sim.WaitJobRunning(wctx, "default", "web"); err != nil {
-		b.Fatal(err)
-	}
+	simtest.RegisterRunning(b, sim, smallJob("web", count))
 	return sim, cluster.NewNomad(simtest.Client(b, sim))
 }
 

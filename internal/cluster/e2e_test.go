@@ -19,14 +19,15 @@ import (
 // The tests below run the Nomad implementation over real HTTP against nomadsim, with
 // Nomad's blocking queries, texts and codes.
 
+// timeScale is slower than simtest.TimeScale: these tests read allocations, deployments
+// and events as they change on nomadsim's clock, through reads and watches on real time,
+// and some expect a state before the next (a deployment still running).
 const timeScale = 20
 
+// startSim is simtest.Start at timeScale and seed 7, with opts' other settings.
 func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
 	t.Helper()
-	if opts.TimeScale == 0 {
-		opts.TimeScale = timeScale
-	}
-	opts.Seed = 7
+	opts.TimeScale, opts.Seed = timeScale, 7
 	return simtest.Start(t, opts)
 }
 
@@ -46,22 +47,6 @@ func serviceJob(ns, id string, count int) *api.Job {
 	task.Resources = &api.Resources{CPU: new(100), MemoryMB: new(64)}
 	j.TaskGroups = []*api.TaskGroup{api.NewTaskGroup("web", count).AddTask(task)}
 	return j
-}
-
-func register(t *testing.T, sim *nomadsim.Cluster, jobs ...*api.Job) {
-	t.Helper()
-	for _, j := range jobs {
-		if _, err := sim.RegisterJob(j); err != nil {
-			t.Fatalf("registering %s: %v", *j.ID, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, j := range jobs {
-		if err := sim.WaitJobRunning(ctx, *j.Namespace, *j.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 func createNamespaces(t *testing.T, sim *nomadsim.Cluster, names ...string) {
@@ -87,7 +72,7 @@ func testCtx(t *testing.T) context.Context {
 func startJobs(t *testing.T, jobs ...*api.Job) (*nomadsim.Cluster, *cluster.Nomad, context.Context) {
 	t.Helper()
 	sim := startSim(t, nomadsim.Options{})
-	register(t, sim, jobs...)
+	simtest.RegisterRunning(t, sim, jobs...)
 	return sim, newNomad(t, sim, ""), testCtx(t)
 }
 
@@ -119,7 +104,7 @@ func webAllocs(t *testing.T, ctx context.Context, n *cluster.Nomad) []*restart.A
 func TestE2EResolveJob(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{})
 	createNamespaces(t, sim, "prod")
-	register(t, sim, serviceJob("default", "web", 1), serviceJob("default", "web-api", 1),
+	simtest.RegisterRunning(t, sim, serviceJob("default", "web", 1), serviceJob("default", "web-api", 1),
 		serviceJob("prod", "web", 1), serviceJob("prod", "batcher", 1))
 	n := newNomad(t, sim, "")
 	ctx := testCtx(t)
@@ -328,7 +313,7 @@ func TestE2ELeaderLoss(t *testing.T) {
 
 func TestE2EACL(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
-	register(t, sim, serviceJob("default", "web", 1))
+	simtest.RegisterRunning(t, sim, serviceJob("default", "web", 1))
 	ctx := testCtx(t)
 
 	reader := simtest.Token(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
@@ -467,7 +452,7 @@ func TestE2EAllocChecks(t *testing.T) {
 		},
 	}}
 	tg.Meta = map[string]string{"nomadsim.check.alive": "pass", "nomadsim.check.ready": "fail"}
-	register(t, sim, job)
+	simtest.RegisterRunning(t, sim, job)
 	n := newNomad(t, sim, "")
 	ctx := testCtx(t)
 	allocs := webAllocs(t, ctx, n)

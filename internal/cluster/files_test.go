@@ -4,29 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // countingFiles is a FileReader that records how many reads overlap, and fails the
 // allocations err names.
 type countingFiles struct {
-	err           func(allocID string) error
-	inFlight, top atomic.Int32
+	err   func(allocID string) error
+	reads simtest.Overlap
 }
 
 func (f *countingFiles) FileTimes(_ context.Context, allocID string, paths []string) (map[string]time.Time, error) {
-	n := f.inFlight.Add(1)
-	defer f.inFlight.Add(-1)
-	for {
-		top := f.top.Load()
-		if n <= top || f.top.CompareAndSwap(top, n) {
-			break
-		}
-	}
+	defer f.reads.Enter()()
 	time.Sleep(time.Millisecond) // let the reads overlap
 	if f.err != nil {
 		if err := f.err(allocID); err != nil {
@@ -57,7 +50,7 @@ func TestReadFileTimesBoundsItsReads(t *testing.T) {
 	if len(read.Times) != 20 || len(read.Failed) != 0 || read.Denied {
 		t.Fatalf("read %d, failed %v, denied %v; want the 20 running", len(read.Times), read.Failed, read.Denied)
 	}
-	if top := f.top.Load(); top > 4 || top < 2 {
+	if top := f.reads.Most(); top > 4 || top < 2 {
 		t.Errorf("%d reads in flight at once, want 2 to 4", top)
 	}
 }

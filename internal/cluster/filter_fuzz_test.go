@@ -28,18 +28,9 @@ func FuzzFilters(f *testing.F) {
 		f.Add(expr)
 	}
 	sim := simtest.Start(f, nomadsim.Options{TimeScale: timeScale, Seed: 7})
-	for _, id := range []string{"web", "api"} {
-		if _, err := sim.RegisterJob(serviceJob("default", id, 2)); err != nil {
-			f.Fatalf("registering %s: %v", id, err)
-		}
-	}
+	simtest.RegisterRunning(f, sim, serviceJob("default", "web", 2), serviceJob("default", "api", 2))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, id := range []string{"web", "api"} {
-		if err := sim.WaitJobRunning(ctx, "default", id); err != nil {
-			f.Fatal(err)
-		}
-	}
 	n := cluster.NewNomadWithOptions(simtest.Client(f, sim), cluster.Options{
 		// A refused expression is never retried; anything retried would be a transient
 		// failure the property below reports, so a short bound is enough.

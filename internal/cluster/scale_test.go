@@ -21,7 +21,7 @@ func TestScaleGroupE2E(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{})
 	job := serviceJob("default", "web", 1)
 	job.TaskGroups[0].Scaling = &api.ScalingPolicy{Min: new(int64(1)), Max: new(int64(4)), Policy: map[string]any{}}
-	register(t, sim, job)
+	simtest.RegisterRunning(t, sim, job)
 	n := newNomad(t, sim, "")
 	ctx := testCtx(t)
 
@@ -76,7 +76,7 @@ func TestScaleGroupE2E(t *testing.T) {
 // ErrPermissionDenied; one with scale-job scales.
 func TestScaleGroupPermission(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
-	register(t, sim, serviceJob("default", "web", 1))
+	simtest.RegisterRunning(t, sim, serviceJob("default", "web", 1))
 	ctx := testCtx(t)
 	reader := simtest.Token(t, sim, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	scaler := simtest.Token(t, sim, "scaler", `namespace "default" { capabilities = ["read-job", "scale-job"] }`)
@@ -131,13 +131,13 @@ func TestScaleGroupRefusals(t *testing.T) {
 func TestJobScaleMaxCount(t *testing.T) {
 	ctx := testCtx(t)
 	def := startSim(t, nomadsim.Options{})
-	register(t, def, serviceJob("default", "web", 1))
+	simtest.RegisterRunning(t, def, serviceJob("default", "web", 1))
 	if js, err := newNomad(t, def, "").JobScale(ctx, "default", "web"); err != nil || js.MaxCount != 50000 {
 		t.Fatalf("unset job_max_count: %+v %v, want MaxCount 50000 (Nomad's default)", js, err)
 	}
 
 	sim := startSim(t, nomadsim.Options{ACLs: true, JobMaxCount: new(3)})
-	register(t, sim, serviceJob("default", "web", 2))
+	simtest.RegisterRunning(t, sim, serviceJob("default", "web", 2))
 	if js, err := newNomad(t, sim, sim.BootstrapToken()).JobScale(ctx, "default", "web"); err != nil || js.MaxCount != 3 {
 		t.Fatalf("management token: %+v %v, want MaxCount 3", js, err)
 	}

@@ -34,7 +34,7 @@ func TestSelectJobs(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
 	createNamespaces(t, sim, "team")
 	core := map[string]string{"team": "core"}
-	register(t, sim,
+	simtest.RegisterRunning(t, sim,
 		metaJob("default", "api-a", 50, map[string]string{"team": "core", "nomad-restart.batch-size": "2"}),
 		metaJob("default", "api-b", 70, core),
 		metaJob("default", "web", 50, map[string]string{"team": "front"}),
@@ -105,7 +105,7 @@ func TestSelectJobs(t *testing.T) {
 func TestSelectJobsRefusals(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
 	createNamespaces(t, sim, "team")
-	register(t, sim, metaJob("default", "web", 50, map[string]string{"team": "front"}), metaJob("team", "api", 50, map[string]string{"team": "core"}))
+	simtest.RegisterRunning(t, sim, metaJob("default", "web", 50, map[string]string{"team": "front"}), metaJob("team", "api", 50, map[string]string{"team": "core"}))
 	ctx := testCtx(t)
 	n := newNomad(t, sim, sim.BootstrapToken())
 
@@ -150,7 +150,7 @@ func TestSelectJobsRefusals(t *testing.T) {
 func TestE2EListJobs(t *testing.T) {
 	sim := startSim(t, nomadsim.Options{ACLs: true})
 	createNamespaces(t, sim, "team")
-	register(t, sim, serviceJob("default", "web", 1), serviceJob("default", "api", 1), serviceJob("team", "batch", 1))
+	simtest.RegisterRunning(t, sim, serviceJob("default", "web", 1), serviceJob("default", "api", 1), serviceJob("team", "batch", 1))
 	ctx := testCtx(t)
 	n := newNomad(t, sim, sim.BootstrapToken())
 

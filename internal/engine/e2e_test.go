@@ -28,7 +28,8 @@ type simEnv struct {
 
 func startSim(t testing.TB, nomadStore bool) *simEnv {
 	t.Helper()
-	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 1})
+	sim := simtest.Start(t, nomadsim.Options{Seed: 1})
+	client := simtest.Client(t, sim)
 	var s store.Store
 	if nomadStore {
 		s = store.NewNomad(client, store.NomadOptions{})
@@ -75,14 +76,9 @@ func (env *simEnv) register(t testing.TB, id, typ string, groups map[string]int,
 // itself never polls).
 func (env *simEnv) registerJob(t testing.TB, job *api.Job) {
 	t.Helper()
-	if _, err := env.sim.RegisterJob(job); err != nil {
-		t.Fatalf("registering job %s: %v", *job.ID, err)
-	}
+	simtest.RegisterRunning(t, env.sim, job)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := env.sim.WaitJobRunning(ctx, "default", *job.ID); err != nil {
-		t.Fatal(err)
-	}
 	nc := cluster.NewNomad(env.client)
 	for {
 		d, err := nc.ActiveDeployment(ctx, "default", *job.ID)
@@ -100,18 +96,27 @@ func (env *simEnv) registerJob(t testing.TB, job *api.Job) {
 	}
 }
 
-func (env *simEnv) plan(t testing.TB, job string, spec restart.Spec) *restart.Record {
+// planned is the engine's plan of a restart of job with spec, and a context of testTimeout
+// for filing it.
+func (env *simEnv) planned(t testing.TB, job string, spec restart.Spec) (context.Context, *restart.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
+	t.Cleanup(cancel)
 	p, err := env.e.Plan(ctx, Request{Job: job, Spec: spec})
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
-	if err := env.e.Create(ctx, p.Record); err != nil {
+	return ctx, p.Record
+}
+
+// plan plans a restart of job and creates it (Create).
+func (env *simEnv) plan(t testing.TB, job string, spec restart.Spec) *restart.Record {
+	t.Helper()
+	ctx, rec := env.planned(t, job, spec)
+	if err := env.e.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	return p.Record
+	return rec
 }
 
 // checkOnce asserts from Nomad's facts that each planned allocation was restarted once.
@@ -486,13 +491,8 @@ func TestE2EDriveHeld(t *testing.T) {
 // planHeld plans a restart of job and creates it with its lease held (CreateHeld).
 func (env *simEnv) planHeld(t testing.TB, job string, spec restart.Spec) *Held {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	p, err := env.e.Plan(ctx, Request{Job: job, Spec: spec})
-	if err != nil {
-		t.Fatalf("Plan: %v", err)
-	}
-	h, err := env.e.CreateHeld(ctx, p.Record)
+	ctx, rec := env.planned(t, job, spec)
+	h, err := env.e.CreateHeld(ctx, rec)
 	if err != nil {
 		t.Fatalf("CreateHeld: %v", err)
 	}

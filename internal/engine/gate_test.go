@@ -22,7 +22,9 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// gateScale runs nomadsim fast enough for checks that pass seconds after a start.
+// gateScale runs nomadsim fast enough for checks that pass seconds after a start, and
+// slower than simtest.TimeScale: the gate reads the checks on real time, and each check's
+// state must last long enough for it to be read.
 const gateScale = 20
 
 // startGateSim is an engine on nomadsim whose gates read Nomad's clock from the simulation
@@ -36,7 +38,8 @@ func startGateSim(t testing.TB, consulAddr string) *simEnv {
 // every change of a check to be seen (a flap).
 func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 	t.Helper()
-	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: scale, Seed: 3})
+	sim := simtest.Start(t, nomadsim.Options{TimeScale: scale, Seed: 3})
+	client := simtest.Client(t, sim)
 	s, err := store.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,8 @@ type env struct {
 
 func startEnv(t testing.TB) *env {
 	t.Helper()
-	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 7})
+	sim := simtest.Start(t, nomadsim.Options{Seed: 7})
+	client := simtest.Client(t, sim)
 	nc := cluster.NewNomad(client)
 	restarts := store.NewNomad(client, store.NomadOptions{})
 	e := engine.New(engine.Config{Cluster: nc, Store: restarts, Holder: "fleet-test:1", Health: engine.HealthConfig{TimeScale: sim.TimeScale()}, MaxFeeds: 16})
@@ -55,9 +56,8 @@ func ptr[T any](v T) *T { return &v }
 // until they run.
 func (e *env) register(t testing.TB, prefix string, n, count int, meta map[string]string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
 	var ids []string
+	var jobs []*api.Job
 	for i := range n {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		job := &api.Job{ID: ptr(id), Name: ptr(id), Type: ptr("service"), Datacenters: []string{"dc1", "dc2"}, Meta: meta, Priority: ptr(50 + i)}
@@ -67,16 +67,9 @@ func (e *env) register(t testing.TB, prefix string, n, count int, meta map[strin
 		task.Require(&api.Resources{CPU: ptr(10), MemoryMB: ptr(16)})
 		tg.AddTask(task)
 		job.AddTaskGroup(tg)
-		if _, err := e.sim.RegisterJob(job); err != nil {
-			t.Fatalf("registering job %s: %v", id, err)
-		}
-		ids = append(ids, id)
+		jobs, ids = append(jobs, job), append(ids, id)
 	}
-	for _, id := range ids {
-		if err := e.sim.WaitJobRunning(ctx, "default", id); err != nil {
-			t.Fatal(err)
-		}
-	}
+	simtest.RegisterRunning(t, e.sim, jobs...)
 	e.waitNoDeployments(t, ids)
 	return ids
 }

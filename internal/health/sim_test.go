@@ -23,11 +23,16 @@ import (
 // checks endpoint and its Consul health API), feed a Gate with them, and check the
 // verdicts against the checks' scripts, on nomadsim's clock.
 
+// timeScale is slower than simtest.TimeScale: the checks' scripts pass and fail seconds
+// apart on nomadsim's clock while the sources read them on real time (their watch waits
+// and retries), and the verdicts these tests expect need each state to last long enough
+// to be read.
 const timeScale = 20
 
 func startSim(t *testing.T) (*nomadsim.Cluster, *cluster.Nomad) {
 	t.Helper()
-	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: timeScale, Seed: 11})
+	sim := simtest.Start(t, nomadsim.Options{TimeScale: timeScale, Seed: 11})
+	client := simtest.Client(t, sim)
 	n := cluster.NewNomadWithOptions(client, cluster.Options{
 		Retry:     cluster.RetryPolicy{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, MaxElapsed: 5 * time.Second},
 		WatchWait: time.Second,

@@ -26,7 +26,8 @@ func ctxT(t *testing.T) context.Context {
 
 func newClient(t *testing.T) (*nomadsim.Cluster, *nomadvars.Client) {
 	t.Helper()
-	c, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
+	cl := simtest.Client(t, c)
 	return c, nomadvars.New(cl, nomadvars.Options{})
 }
 

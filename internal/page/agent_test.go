@@ -420,13 +420,8 @@ func TestPageFilingTakesRunsDefaults(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{})
 	job := simtest.ServedJob("checked", 2, "nomad", 0, 0)
 	job.TaskGroups[0].Update = &api.UpdateStrategy{MinHealthyTime: new(3 * time.Second), HealthyDeadline: new(2 * time.Minute)}
-	if _, err := e.Sim.RegisterJob(job); err != nil {
-		t.Fatal(err)
-	}
+	simtest.RegisterRunning(t, e.Sim, job)
 	ctx := agenttest.Context(t)
-	if err := e.Sim.WaitJobRunning(ctx, "default", "checked"); err != nil {
-		t.Fatal(err)
-	}
 	a := e.newAgent(t, "agent", e.Sim.BootstrapToken(), func(c *agent.Config) { c.Actions = e.tokenActions(nil) })
 	srv := serve(t, a, nil)
 

@@ -12,15 +12,10 @@ import (
 // running.
 func startServed(t *testing.T, provider string) *nomadsim.Cluster {
 	t.Helper()
+	// Slower than TimeScale: the balancer reads the catalog and sends requests in real
+	// time, and its counts must see each instance's check change.
 	c := Start(t, nomadsim.Options{TimeScale: 10, ServeInstances: true, Seed: 1})
-	if _, err := c.RegisterJob(ServedJob("web", 2, provider, time.Second, 0)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitJobRunning(ctx, "default", "web"); err != nil {
-		t.Fatal(err)
-	}
+	RegisterRunning(t, c, ServedJob("web", 2, provider, time.Second, 0))
 	return c
 }
 

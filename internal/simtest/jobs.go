@@ -1,12 +1,42 @@
 package simtest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
+
+// registerWithin bounds RegisterRunning's wait: generous, since two noisy cores may be
+// shared with other packages' tests.
+const registerWithin = 90 * time.Second
+
+// RegisterRunning registers jobs on c and waits until each runs (Cluster.WaitJobRunning:
+// every allocation it wants running and its deployment, if any, over). It fails the test
+// when Nomad refuses a job, or when one is not running within registerWithin.
+func RegisterRunning(t testing.TB, c *nomadsim.Cluster, jobs ...*api.Job) {
+	t.Helper()
+	for _, job := range jobs {
+		if _, err := c.RegisterJob(job); err != nil {
+			t.Fatalf("registering job %s: %v", *job.ID, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), registerWithin)
+	defer cancel()
+	for _, job := range jobs {
+		ns := "default"
+		if job.Namespace != nil && *job.Namespace != "" {
+			ns = *job.Namespace
+		}
+		if err := c.WaitJobRunning(ctx, ns, *job.ID); err != nil {
+			t.Fatalf("waiting for job %s to run: %v", *job.ID, err)
+		}
+	}
+}
 
 // Job is a job of one group, web, of count allocations (one for a system or sysbatch job)
 // of one mock_driver task, main. A batch task runs for batchRunFor (nomadsim ends an

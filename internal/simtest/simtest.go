@@ -1,12 +1,14 @@
 // Package simtest is the tests' shared support for running against nomadsim, the simulated
-// Nomad: starting a cluster that ends with the test, API clients for it (with a token, or
-// through a transport that counts their requests) and tokens, waiting on a condition, and
-// counting from Nomad's own facts how often each allocation was restarted (the
-// exactly-once check, against nomadsim or a real agent); a load balancer that reads the
-// catalog and counts the requests that fail during a restart (Balancer, nomadsim/traffic's
-// with a wait that fails the test); and the small
-// fixtures tests of several packages share (Nomad's error answers, an address nothing
-// listens on). Only tests import it; the product never does (internal/archtest checks).
+// Nomad: starting a cluster that ends with the test (Start, the one way tests start
+// nomadsim, at one TimeScale unless a test says otherwise), registering jobs and waiting
+// until they run, API clients for it (with a token, or through a transport that counts
+// their requests) and tokens, waiting on a condition, and counting from Nomad's own facts
+// how often each allocation was restarted (the exactly-once check, against nomadsim or a
+// real agent); a load balancer that reads the catalog and counts the requests that fail
+// during a restart (Balancer, nomadsim/traffic's with a wait that fails the test); and the
+// small fixtures tests of several packages share (Nomad's error answers, an address
+// nothing listens on, a count of a fake's calls in flight). Only tests import it; the
+// product never does (internal/archtest checks).
 package simtest
 
 import (
@@ -22,9 +24,21 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// Start starts a simulated cluster with opts and closes it when the test ends.
+// TimeScale is how fast the simulated clock runs (simulated seconds per real second) in
+// every test that does not ask for another speed: fast, so that a 5 s kill timeout takes
+// 100 ms and a restart of a few allocations a fraction of a second, yet slow enough that
+// the drivers' and the agent's own waits, on real time, keep up on two busy cores. A test
+// that needs another speed sets nomadsim.Options.TimeScale and says why.
+const TimeScale = 50
+
+// Start is how every test starts nomadsim: it starts a simulated cluster with opts, at
+// TimeScale unless opts.TimeScale says otherwise, and closes it when the test ends. Its
+// address is the cluster's Addr; Client, ClientAs and ClientVia make API clients for it.
 func Start(t testing.TB, opts nomadsim.Options) *nomadsim.Cluster {
 	t.Helper()
+	if opts.TimeScale == 0 {
+		opts.TimeScale = TimeScale
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := nomadsim.Start(ctx, opts)
 	if err != nil {
@@ -77,13 +91,6 @@ func Token(t testing.TB, c *nomadsim.Cluster, name, rules string) string {
 		t.Fatalf("creating token %s: %v", name, err)
 	}
 	return token
-}
-
-// StartWithClient is Start and Client together, for the tests that need both.
-func StartWithClient(t testing.TB, opts nomadsim.Options) (*nomadsim.Cluster, *api.Client) {
-	t.Helper()
-	c := Start(t, opts)
-	return c, Client(t, c)
 }
 
 // pollEvery is how often WaitFor asks its condition again: short, since what tests wait

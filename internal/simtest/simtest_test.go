@@ -9,7 +9,8 @@ import (
 )
 
 func TestStartServesTheAPI(t *testing.T) {
-	c, client := StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 1})
+	c := Start(t, nomadsim.Options{Seed: 1})
+	client := Client(t, c)
 	if c.Addr() == "" {
 		t.Fatal("the cluster has no address")
 	}

@@ -56,7 +56,7 @@ func consulPrefix(path string) onchange.Source {
 // Count, and a write to another key sends nothing.
 func TestConsulKeysAndPrefixes(t *testing.T) {
 	t.Parallel()
-	c := simtest.Start(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime})
 	ctx := testContext(t)
 	clients := &consulClients{addr: c.ConsulAddr()}
 	writer, err := consulapi.NewClient(&consulapi.Config{Address: c.ConsulAddr()})

@@ -13,6 +13,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
+// realTime is the time scale of these tests' clusters: a variable's ModifyTime, on
+// nomadsim's clock, is compared with the watches' own clock (a deletion's ChangedAt), so
+// Nomad's time runs as real time does.
+const realTime = 1
+
 // testGap paces the tests' groups: short, so that a test's steps do not wait on it.
 const testGap = 5 * time.Millisecond
 
@@ -24,13 +29,21 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// startTracked starts nomadsim and returns a client of it that writes the test's
-// variables, one for the code under test whose requests are tracked, and the test's context.
+// startWriter starts nomadsim and returns it, a client of it that writes the test's
+// variables, and the test's context.
+func startWriter(t *testing.T) (*nomadsim.Cluster, *api.Client, context.Context) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime})
+	return c, simtest.Client(t, c), testContext(t)
+}
+
+// startTracked is startWriter with a client for the code under test whose requests are
+// tracked.
 func startTracked(t *testing.T) (*nomadsim.Cluster, *api.Client, *api.Client, *simtest.Inflight, context.Context) {
 	t.Helper()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
+	c, writer, ctx := startWriter(t)
 	client, tr := simtest.TrackedClient(t, c, "")
-	return c, writer, client, tr, testContext(t)
+	return c, writer, client, tr, ctx
 }
 
 // put writes a variable and returns it as Nomad stored it.

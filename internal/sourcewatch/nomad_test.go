@@ -21,8 +21,7 @@ import (
 // prefix counts what is under it, and a deletion lowers its Count.
 func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
-	ctx := testContext(t)
+	c, writer, ctx := startWriter(t)
 	first := put(t, writer, "nomad/jobs/web/config", "1")
 	put(t, writer, "nomad-restart/web/abc", "record")
 	h := New(simtest.Client(t, c), Options{MinGap: testGap})
@@ -173,7 +172,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 // a token with list (and no read) on the path watches it.
 func TestACLs(t *testing.T) {
 	t.Parallel()
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
 	ctx := testContext(t)
 	v := put(t, simtest.ClientAs(t, c, c.BootstrapToken()), "nomad/jobs/web/config", "secret")
 	listOnly := simtest.Token(t, c, "list-only", `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }`)
@@ -289,8 +288,7 @@ func metas(paths ...string) []*api.VariableMetadata {
 // listing start over at index 0, rather than block on an index that may never come.
 func TestIndexGoingBackwardsStartsOver(t *testing.T) {
 	t.Parallel()
-	c, writer := simtest.StartWithClient(t, nomadsim.Options{})
-	ctx := testContext(t)
+	c, writer, ctx := startWriter(t)
 	put(t, writer, "nomad/jobs/a/config", "1")
 	var (
 		mu      sync.Mutex

@@ -91,7 +91,7 @@ func TestReadErrors(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
 	unknown := simtest.ClientAs(t, c, "3f2a7a8e-0000-4000-8000-000000000000")
 	src := prefix("nomad/jobs/")
 	var denied *DeniedError

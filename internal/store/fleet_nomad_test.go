@@ -51,7 +51,7 @@ func newFleet(ns string, jobs int) *fleet.Record {
 // with the management client they use.
 func startFleets(t testing.TB, opts store.NomadOptions) (*api.Client, *store.NomadFleets, *store.Nomad) {
 	t.Helper()
-	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	return cl, store.NewNomadFleets(cl, opts), store.NewNomad(cl, opts)
 }
 

@@ -134,7 +134,7 @@ func TestListedRestartsIgnoreFleets(t *testing.T) {
 
 // The shared watch's listing takes no fleet variable for a restart's head or bell.
 func TestSharedWatchIgnoresFleets(t *testing.T) {
-	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fleets := NewNomadFleets(cl, NomadOptions{})

@@ -239,7 +239,7 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 // A job marker left naming a restart that does not exist (its creator died between the
 // two writes, or the record was deleted by hand) does not block the job.
 func TestNomadStaleMarkerIsFree(t *testing.T) {
-	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	marker := &api.Variable{Path: "nomad-restart/web/active", Items: map[string]string{"restart": "00000000-0000-4000-8000-000000000000"}}
 	if _, _, err := cl.Variables().Create(marker, nil); err != nil {
 		t.Fatal(err)
@@ -309,6 +309,7 @@ func TestNomadUnderFaults(t *testing.T) {
 // A watch outlives a lost leader: it resumes when the cluster answers again and still sees
 // the update.
 func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
+	// At 10, the leader's 5 simulated seconds away last 500 ms of the watch's real time.
 	c := simtest.Start(t, nomadsim.Options{TimeScale: 10})
 	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
@@ -640,7 +641,7 @@ func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
 // startNomadStore starts a simulated Nomad and opens a store with opts on it.
 func startNomadStore(t testing.TB, opts store.NomadOptions) (*api.Client, *store.Nomad) {
 	t.Helper()
-	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
+	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	return cl, store.NewNomad(cl, opts)
 }
 

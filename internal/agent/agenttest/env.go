@@ -32,9 +32,6 @@ import (
 // with other packages' tests. Waits end on conditions, never on fixed sleeps.
 const Timeout = 90 * time.Second
 
-// SimScale runs the simulation fast: a 5 s kill timeout takes 100 ms.
-const SimScale = 50
-
 // Context is a context that ends after Timeout, or with the test.
 func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
@@ -52,12 +49,10 @@ type Env struct {
 	Planner *engine.Engine
 }
 
-// StartEnv starts a simulated cluster, at SimScale and seed 7 unless opts say otherwise.
+// StartEnv starts a simulated cluster (simtest.Start: at simtest.TimeScale unless opts say
+// otherwise), with seed 7 unless opts say otherwise.
 func StartEnv(t testing.TB, opts nomadsim.Options) *Env {
 	t.Helper()
-	if opts.TimeScale == 0 {
-		opts.TimeScale = SimScale
-	}
 	if opts.Seed == 0 {
 		opts.Seed = 7
 	}
@@ -83,8 +78,8 @@ func (e *Env) Health() engine.HealthConfig {
 }
 
 // SlowStart is the tasks' meta that makes each take 20 simulated seconds (0.4 s at
-// SimScale) to run again, so that restarts stay in flight long enough to overlap, to be
-// paused, or to lose their driver.
+// simtest.TimeScale) to run again, so that restarts stay in flight long enough to overlap,
+// to be paused, or to lose their driver.
 var SlowStart = map[string]string{"nomadsim.start_delay": "20s"}
 
 // Job is a service job of count allocations of one raw_exec task, main, with the task's

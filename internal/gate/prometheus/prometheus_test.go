@@ -154,11 +154,7 @@ func TestPrometheusReadsOneNumber(t *testing.T) {
 
 func TestPrometheusDownAndSlow(t *testing.T) {
 	addr := simtest.ClosedAddr(t)
-	p, err := New(Config{Address: "http://" + addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = p.Query(context.Background(), "up", time.Time{})
+	err := queryOn(t, Config{Address: "http://" + addr}, "up")
 	if err == nil || !strings.HasPrefix(err.Error(), "querying Prometheus at http://"+addr+": ") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Prometheus down: %v", err)
 	}
@@ -167,12 +163,8 @@ func TestPrometheusDownAndSlow(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
 	defer srv.Close()
 	defer close(hang)
-	p, err = New(Config{Address: srv.URL, Timeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := "Prometheus at " + srv.URL + " did not answer within 100ms; check -prometheus-address, or raise -request-timeout"
-	if _, err := p.Query(context.Background(), "up", time.Time{}); err == nil || err.Error() != want {
+	if err := queryOn(t, Config{Address: srv.URL, Timeout: 100 * time.Millisecond}, "up"); err == nil || err.Error() != want {
 		t.Fatalf("a hung Prometheus: %v, want %q", err, want)
 	}
 }
@@ -196,12 +188,7 @@ func TestPrometheusNotItsAPI(t *testing.T) {
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			defer srv.Close()
-			p, err := New(Config{Address: srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = p.Query(context.Background(), "up", time.Time{})
-			if err == nil || err.Error() != srv.URL+tc.want {
+			if err := queryOn(t, Config{Address: srv.URL}, "up"); err == nil || err.Error() != srv.URL+tc.want {
 				t.Fatalf("got  %v\nwant %s", err, srv.URL+tc.want)
 			}
 		})
@@ -264,16 +251,7 @@ func TestPrometheusTLS(t *testing.T) {
 	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
 	addr := srv.URL + "/prom"
 
-	query := func(cfg Config) error {
-		t.Helper()
-		p, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		_, err = p.Query(context.Background(), "one", time.Time{})
-		return err
-	}
+	query := func(cfg Config) error { return queryOn(t, cfg, "one") }
 	if err := query(Config{Address: addr, CACert: caFile, ClientCert: clientCert, ClientKey: clientKey}); err != nil {
 		t.Fatalf("mutual TLS: %v", err)
 	}
@@ -364,14 +342,21 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 func TestPrometheusMasksThePasswordOfItsAddress(t *testing.T) {
 	addr := simtest.ClosedAddr(t)
-	p, err := New(Config{Address: "http://user:hunter2@" + addr})
+	if err := queryOn(t, Config{Address: "http://user:hunter2@" + addr}, "up"); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v shows the password", err)
+	}
+}
+
+// queryOn is what querying promql on a client of cfg answers.
+func queryOn(t *testing.T, cfg Config, promql string) error {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Query(context.Background(), "up", time.Time{})
-	if err == nil || strings.Contains(err.Error(), "hunter2") {
-		t.Fatalf("error %v shows the password", err)
-	}
+	defer p.Close()
+	_, err = p.Query(context.Background(), promql, time.Time{})
+	return err
 }
 
 // errorsGate is an error-ratio gate, for judging what a query returns.
