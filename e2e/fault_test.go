@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -45,7 +46,7 @@ func runUnderFault(t *testing.T, c *nomadsim.Cluster, sc scenario, jobID string,
 	}
 	var st store.Store
 	if sc.state == "nomad" {
-		st = store.NewNomad(client, store.NomadOptions{})
+		st = store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
 	} else if st, err = store.NewLocal(env.localDir()); err != nil {
 		t.Fatal(err)
 	}

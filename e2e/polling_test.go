@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -32,7 +33,7 @@ func TestNoFixedIntervalPolling(t *testing.T) {
 				t.Fatal(err)
 			}
 			client := apiClient(t, c)
-			st := store.NewNomad(client, store.NomadOptions{})
+			st := store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
 			env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}
 			ch, err := env.start(sc.runArgs("patient")...)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -123,7 +124,7 @@ func drive(ctx context.Context, c *nomadsim.Cluster, client *api.Client, env dri
 	}
 	var st store.Store
 	if sc.state == "nomad" {
-		st = store.NewNomad(client, store.NomadOptions{})
+		st = store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
 	} else {
 		if st, err = store.NewLocal(env.localDir()); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -62,7 +63,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
 	recs, err := st.List(ctx, store.Filter{JobID: "web"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records: %d, %v", len(recs), err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -126,6 +127,6 @@ func productWiring(b *testing.B, e *env, c *Config, wrap func(*http.Transport) h
 	}
 	client := newClient(cluster.MaxConnsPerHost)
 	nomadParts(c, client)
-	c.Store = store.NewNomad(newClient(24), store.NomadOptions{SharedWatch: true})
+	c.Store = store.NewNomad(nomadvars.New(newClient(24), nomadvars.Options{}), store.NomadOptions{SharedWatch: true})
 	return client
 }

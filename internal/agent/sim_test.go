@@ -11,6 +11,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -32,7 +33,7 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 	m := NewMetrics()
 	client := e.AgentClient(t, token, m.Transport(nil))
 	c := Config{
-		Store:  store.NewNomad(client, store.NomadOptions{}),
+		Store:  store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{}),
 		Holder: holder, Metrics: m,
 		MinListGap: 20 * time.Millisecond, ViewMaxAge: time.Millisecond,
 		RetryFailed: 100 * time.Millisecond,
@@ -55,9 +56,10 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 func nomadParts(c *Config, client *api.Client) {
 	c.Cluster = cluster.NewNomad(client)
 	c.Jobs = cluster.NewNomad(client)
-	c.Discovery = store.NewNomadRestartLister(client, "")
-	c.Schedules = schedule.NewStore(client, "")
-	c.Fleets = store.NewNomadFleets(client, store.NomadOptions{})
+	vars := nomadvars.New(client, nomadvars.Options{})
+	c.Discovery = store.NewNomadRestartLister(vars, "")
+	c.Schedules = schedule.NewStore(vars, "")
+	c.Fleets = store.NewNomadFleets(vars, store.NomadOptions{})
 	c.Address = client.Address()
 }
 

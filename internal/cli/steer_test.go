@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -443,7 +444,7 @@ func TestFleetResumeTakesOverFromDeadDriver(t *testing.T) {
 	c, e, ctx := startFleetEnv(t, "gh", 2, 1)
 	short, _ := detachFleet(t, ctx, e, "gh", "-on-error=fail")
 	id := fleetOf(t, ctx, e, short).ID
-	ghost := store.NewNomadFleets(adminClient(t, c), store.NomadOptions{LockDelay: 100 * time.Millisecond})
+	ghost := store.NewNomadFleets(nomadvars.New(adminClient(t, c), nomadvars.Options{}), store.NomadOptions{LockDelay: 100 * time.Millisecond})
 	lease, err := ghost.AcquireLease(ctx, "default", id, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
@@ -31,7 +32,7 @@ func startSim(t testing.TB, nomadStore bool) *simEnv {
 	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 1})
 	var s store.Store
 	if nomadStore {
-		s = store.NewNomad(client, store.NomadOptions{})
+		s = store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
 	} else {
 		var err error
 		if s, err = store.NewLocal(t.TempDir()); err != nil {

@@ -8,10 +8,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fuzztest"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -163,7 +162,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 // reads them: an error naming the variable, or a fleet whose path names it (in the
 // variable's namespace), or a marker whose jobs are sorted (Has searches them).
 func FuzzFleetVariables(f *testing.F) {
-	s := NewNomadFleets(nil, NomadOptions{})
+	s := NewNomadFleets(nomadvars.New(nil, nomadvars.Options{}), NomadOptions{})
 	const id = "0f0e0d0c-0000-4000-8000-000000000002"
 	rec := &fleet.Record{Fleet: fleet.Fleet{ID: id, Options: fleet.DefaultOptions(), Status: restart.StatusRunning,
 		Jobs: []fleet.Job{{Namespace: "default", JobID: "web", Status: fleet.JobPending}}}, Namespace: "default"}
@@ -179,7 +178,7 @@ func FuzzFleetVariables(f *testing.F) {
 		data := packedOr(t, raw, packed)
 		fuzztest.Bound(t, "decoding a fleet variable", func() {
 			if member {
-				v := &api.Variable{Namespace: "team", Path: path, Items: api.VariableItems{memberItemFormat: format, memberItemData: data}}
+				v := &nomadvars.Variable{Namespace: "team", Path: path, Items: map[string]string{memberItemFormat: format, memberItemData: data}}
 				m, err := decodeMember(v)
 				if err != nil {
 					fuzztest.Names(t, "member marker", err, path)
@@ -198,7 +197,7 @@ func FuzzFleetVariables(f *testing.F) {
 				}
 				return
 			}
-			v := &api.Variable{Namespace: "team", Path: path, Items: api.VariableItems{fleetItemFormat: format, fleetItemData: data}}
+			v := &nomadvars.Variable{Namespace: "team", Path: path, Items: map[string]string{fleetItemFormat: format, fleetItemData: data}}
 			fl, err := s.decode(v)
 			if err != nil {
 				if fl != nil {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
@@ -91,7 +89,7 @@ func (s *NomadFleets) PutMember(ctx context.Context, namespace, id string, m Mem
 	if size := itemsSize(items); size > maxVariableSize {
 		return &FleetTooLargeError{Jobs: len(m.Jobs), Bytes: size, Limit: maxVariableSize}
 	}
-	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.MemberPath(id), Items: items}
+	v := &nomadvars.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.MemberPath(id), Items: items}
 	return s.fleetErr(s.n.vars.Overwrite(ctx, v))
 }
 
@@ -113,7 +111,7 @@ func (s *NomadFleets) Member(ctx context.Context, namespace, id string) (Members
 }
 
 // decodeMember reads a member marker's variable.
-func decodeMember(v *api.Variable) (Membership, error) {
+func decodeMember(v *nomadvars.Variable) (Membership, error) {
 	if f := v.Items[memberItemFormat]; f != memberFormat {
 		return Membership{}, fmt.Errorf("nomad fleet store: variable %q in namespace %q has unknown member format %q (written by a newer nomad-restart?)", v.Path, v.Namespace, f)
 	}

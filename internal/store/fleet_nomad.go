@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
@@ -50,12 +49,12 @@ type NomadFleets struct {
 
 var _ Fleets = (*NomadFleets)(nil)
 
-// NewNomadFleets returns a fleet store on client's cluster, under opts.Prefix (default
+// NewNomadFleets returns a fleet store on vars's cluster, under opts.Prefix (default
 // "nomad-restart", beside the restart records). Of opts it uses Prefix, the lease's
 // LockTTL, LockDelay and RenewEvery, Keep (how many finished fleets of a namespace are
 // kept) and Logger.
-func NewNomadFleets(client *api.Client, opts NomadOptions) *NomadFleets {
-	return &NomadFleets{n: NewNomad(client, opts)}
+func NewNomadFleets(vars *nomadvars.Client, opts NomadOptions) *NomadFleets {
+	return &NomadFleets{n: NewNomad(vars, opts)}
 }
 
 // fleetDir is the prefix of every fleet variable, for listings.
@@ -81,7 +80,7 @@ func (s *NomadFleets) listFleets(ctx context.Context, ns string) ([]fleetRef, er
 // listFleetDir is listFleets that also returns the lease variables listed without their
 // fleet's record: leases whose creator died between taking the lease and writing the
 // record (CreateLeased), or whose record was deleted since.
-func (s *NomadFleets) listFleetDir(ctx context.Context, ns string) (refs []fleetRef, orphans []*api.VariableMetadata, err error) {
+func (s *NomadFleets) listFleetDir(ctx context.Context, ns string) (refs []fleetRef, orphans []*nomadvars.Metadata, err error) {
 	if allNamespaces(ns) {
 		ns = "*"
 	}
@@ -90,7 +89,7 @@ func (s *NomadFleets) listFleetDir(ctx context.Context, ns string) (refs []fleet
 		return nil, nil, s.fleetErr(err)
 	}
 	recorded := map[string]bool{}
-	var leases []*api.VariableMetadata
+	var leases []*nomadvars.Metadata
 	for _, m := range metas {
 		rest := strings.TrimPrefix(m.Path, s.fleetDir())
 		id, name, ok := strings.Cut(rest, "/")
@@ -295,7 +294,7 @@ func sortFleetsNewestFirst(fleets []*fleet.Record) {
 }
 
 // encode turns a fleet into its variable; *FleetTooLargeError when it would not fit.
-func (s *NomadFleets) encode(f *fleet.Record) (*api.Variable, error) {
+func (s *NomadFleets) encode(f *fleet.Record) (*nomadvars.Variable, error) {
 	raw, err := json.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("nomad fleet store: encoding fleet %s: %w", f.ID, err)
@@ -308,11 +307,11 @@ func (s *NomadFleets) encode(f *fleet.Record) (*api.Variable, error) {
 	if size := itemsSize(items); size > maxVariableSize {
 		return nil, &FleetTooLargeError{Jobs: len(f.Jobs), Bytes: size, Limit: maxVariableSize}
 	}
-	return &api.Variable{Namespace: f.Namespace, Path: s.fleetPath(f.ID, fleetRecordName), Items: items}, nil
+	return &nomadvars.Variable{Namespace: f.Namespace, Path: s.fleetPath(f.ID, fleetRecordName), Items: items}, nil
 }
 
 // decode reads a fleet's variable; its namespace and indexes are the variable's own.
-func (s *NomadFleets) decode(v *api.Variable) (*fleet.Record, error) {
+func (s *NomadFleets) decode(v *nomadvars.Variable) (*fleet.Record, error) {
 	if f := v.Items[fleetItemFormat]; f != fleetFormat {
 		return nil, fmt.Errorf("nomad fleet store: variable %q in namespace %q has unknown fleet format %q (written by a newer nomad-restart?)", v.Path, v.Namespace, f)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -52,7 +53,7 @@ func newFleet(ns string, jobs int) *fleet.Record {
 func startFleets(t testing.TB, opts store.NomadOptions) (*api.Client, *store.NomadFleets, *store.Nomad) {
 	t.Helper()
 	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
-	return cl, store.NewNomadFleets(cl, opts), store.NewNomad(cl, opts)
+	return cl, store.NewNomadFleets(nomadvars.New(cl, nomadvars.Options{}), opts), store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), opts)
 }
 
 func mustCreateFleet(t testing.TB, ctx context.Context, s store.Fleets, f *fleet.Record) *fleet.Record {
@@ -461,7 +462,7 @@ func TestNomadFleetNotARestart(t *testing.T) {
 			t.Errorf("Get(%q) of the fleet's ID: got %v, want ErrNotFound", ns, err)
 		}
 	}
-	listing, err := store.NewNomadRestartLister(cl, "").List(ctx, "*", 0, 0)
+	listing, err := store.NewNomadRestartLister(nomadvars.New(cl, nomadvars.Options{}), "").List(ctx, "*", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,10 +483,10 @@ namespace "default" {
   }
 }`)
 	none := simtest.Token(t, c, "none", `namespace "default" { policy = "read" }`)
-	admin := store.NewNomadFleets(simtest.ClientAs(t, c, c.BootstrapToken()), store.NomadOptions{})
+	admin := store.NewNomadFleets(nomadvars.New(simtest.ClientAs(t, c, c.BootstrapToken()), nomadvars.Options{}), store.NomadOptions{})
 	f := mustCreateFleet(t, ctx, admin, newFleet("default", 1))
 
-	rs := store.NewNomadFleets(simtest.ClientAs(t, c, reader), store.NomadOptions{})
+	rs := store.NewNomadFleets(nomadvars.New(simtest.ClientAs(t, c, reader), nomadvars.Options{}), store.NomadOptions{})
 	err := rs.Create(ctx, newFleet("default", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "default" {
@@ -506,7 +507,7 @@ namespace "default" {
 		t.Fatalf("AcquireFleetLease with a read-only token: got %v, want a PermissionError for write", err)
 	}
 
-	ns := store.NewNomadFleets(simtest.ClientAs(t, c, none), store.NomadOptions{})
+	ns := store.NewNomadFleets(nomadvars.New(simtest.ClientAs(t, c, none), nomadvars.Options{}), store.NomadOptions{})
 	// Nomad leaves out of a listing what the token may not list: nothing to find.
 	if _, err := ns.Find(ctx, "default", f.ID[:6]); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("FindFleet without the variables' list capability: got %v, want ErrFleetNotFound", err)
@@ -579,7 +580,7 @@ func TestFleetMemberWriteRead(t *testing.T) {
 	if recs, err := rs.List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
 		t.Errorf("the restart store lists the marker: %v, %v", recs, err)
 	}
-	if listing, err := store.NewNomadRestartLister(cl, "").List(ctx, "*", 0, 0); err != nil || len(listing.Restarts) != 0 {
+	if listing, err := store.NewNomadRestartLister(nomadvars.New(cl, nomadvars.Options{}), "").List(ctx, "*", 0, 0); err != nil || len(listing.Restarts) != 0 {
 		t.Errorf("the restart lister shows the marker: %+v, %v", listing, err)
 	}
 
@@ -604,7 +605,7 @@ func TestFleetMemberDenied(t *testing.T) {
 namespace "default" {
   variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } }
 }`)
-	s := store.NewNomadFleets(simtest.ClientAs(t, c, token), store.NomadOptions{})
+	s := store.NewNomadFleets(nomadvars.New(simtest.ClientAs(t, c, token), nomadvars.Options{}), store.NomadOptions{})
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
 	err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"db"}})
 	var perm *store.PermissionError

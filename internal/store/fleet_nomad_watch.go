@@ -123,7 +123,7 @@ func (s *NomadFleets) LeaseHolder(ctx context.Context, namespace, id string) (st
 	if err != nil {
 		return "", s.fleetErr(err)
 	}
-	if v.Lock == nil {
+	if !v.Locked {
 		// The lock expired (its holder died) or was released: the name left is history.
 		return "", nil
 	}

@@ -21,7 +21,7 @@ func (n *Nomad) LeaseHolder(ctx context.Context, namespace, id string) (string, 
 		return "", err
 	}
 	v, err := n.vars.Read(ctx, h.ns, n.headPath(h.jobSeg, h.id)+"/lease")
-	if err != nil || v.Lock == nil {
+	if err != nil || !v.Locked {
 		// No lock: it was released, or Nomad expired a dead holder's, whose name the
 		// variable still holds.
 		return "", nil

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -20,11 +18,11 @@ type NomadOptions struct {
 	// Prefix is the root of every variable the store writes; default "nomad-restart".
 	// Operators grant the store's ACL on "<Prefix>/*".
 	Prefix string
-	// LockTTL is the lease's time to live (default api.DefaultLockTTL, 15s); Nomad accepts
+	// LockTTL is the lease's time to live (default nomadvars.DefaultLockTTL, 15s); Nomad accepts
 	// 10s to 24h. The lease renews itself at half of it.
 	LockTTL time.Duration
 	// LockDelay is how long after a lease expired (its driver died) before another driver
-	// may take it (default api.DefaultLockDelay, 15s, Nomad's own default). An explicit
+	// may take it (default nomadvars.DefaultLockDelay, 15s, Nomad's own default). An explicit
 	// release frees the lease at once.
 	LockDelay time.Duration
 	// RenewEvery is how often a held lease is renewed: default LockTTL/2. A simulated
@@ -60,9 +58,8 @@ type NomadOptions struct {
 // name) and where each restart lives, so a reader of a big record fetches the head and the
 // few chunks that changed.
 type Nomad struct {
-	// client is for the token's own ACL (Probe); variables go through vars, and through
-	// watching in the watch loops, which pace their own tries.
-	client   *api.Client
+	// vars reads and writes the variables; watching is vars for the watch loops, which
+	// pace their own tries.
 	vars     *nomadvars.Client
 	watching *nomadvars.Client
 	opts     NomadOptions
@@ -114,19 +111,19 @@ type cachedHead struct {
 
 var _ Store = (*Nomad)(nil)
 
-// NewNomad returns a store on client's cluster.
-func NewNomad(client *api.Client, opts NomadOptions) *Nomad {
+// NewNomad returns a store on vars's cluster.
+func NewNomad(vars *nomadvars.Client, opts NomadOptions) *Nomad {
 	if opts.Prefix == "" {
 		opts.Prefix = "nomad-restart"
 	}
 	opts.Prefix = strings.Trim(opts.Prefix, "/")
 	if opts.LockTTL == 0 {
-		opts.LockTTL = api.DefaultLockTTL
+		opts.LockTTL = nomadvars.DefaultLockTTL
 	}
 	// Nomad refuses TTLs outside [10s, 24h]; clamp rather than fail every lease later.
 	opts.LockTTL = min(max(opts.LockTTL, 10*time.Second), 24*time.Hour)
 	if opts.LockDelay == 0 {
-		opts.LockDelay = api.DefaultLockDelay
+		opts.LockDelay = nomadvars.DefaultLockDelay
 	}
 	if opts.RenewEvery <= 0 {
 		opts.RenewEvery = opts.LockTTL / 2
@@ -137,8 +134,7 @@ func NewNomad(client *api.Client, opts NomadOptions) *Nomad {
 	if opts.SharedWatchGap <= 0 {
 		opts.SharedWatchGap = DefaultSharedWatchGap
 	}
-	vars := nomadvars.New(client, nomadvars.Options{Logger: opts.Logger})
-	return &Nomad{client: client, vars: vars, watching: vars.Watching(), opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{},
+	return &Nomad{vars: vars, watching: vars.Watching(), opts: opts, where: map[string]string{}, heads: map[string]*cachedHead{}, fitting: map[string]bool{},
 		memos: map[string]*allocMemo{}}
 }
 
@@ -224,14 +220,14 @@ func (n *Nomad) locate(ctx context.Context, ns, id string) (headRef, error) {
 }
 
 // readHead reads a head variable.
-func (n *Nomad) readHead(ctx context.Context, h headRef) (*api.Variable, error) {
+func (n *Nomad) readHead(ctx context.Context, h headRef) (*nomadvars.Variable, error) {
 	v, err := n.vars.Read(ctx, h.ns, n.headPath(h.jobSeg, h.id))
 	return v, n.storeErr(err)
 }
 
 // watchHeadOnce is one read of a head for a watch loop, which paces its own tries: with
 // waitIndex > 0 a blocking query. It also returns the query's index.
-func (n *Nomad) watchHeadOnce(ctx context.Context, h headRef, waitIndex uint64) (*api.Variable, uint64, error) {
+func (n *Nomad) watchHeadOnce(ctx context.Context, h headRef, waitIndex uint64) (*nomadvars.Variable, uint64, error) {
 	v, index, err := n.watching.ReadAfter(ctx, h.ns, n.headPath(h.jobSeg, h.id), nomadvars.Wait{After: waitIndex, Time: headWatchWait})
 	return v, index, n.storeErr(err)
 }
@@ -241,7 +237,7 @@ const headWatchWait = 5 * time.Minute
 
 // load turns a head variable into the whole record, reading the chunks it does not have.
 // errChunkGone says a chunk vanished: a newer head exists; read again.
-func (n *Nomad) load(ctx context.Context, h headRef, v *api.Variable) (*restart.Record, error) {
+func (n *Nomad) load(ctx context.Context, h headRef, v *nomadvars.Variable) (*restart.Record, error) {
 	rec, names, err := decodeHead(v.Items)
 	if err != nil {
 		return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -69,7 +67,7 @@ func (n *Nomad) establishBell(ctx context.Context, h headRef) (uint64, error) {
 
 // establishBellAt is establishBell for the bell at path in ns (a restart's or a fleet's).
 func (n *Nomad) establishBellAt(ctx context.Context, ns, path string) (uint64, error) {
-	created, err := n.vars.Write(ctx, &api.Variable{Namespace: ns, Path: path, Items: bellItems(time.Now())})
+	created, err := n.vars.Write(ctx, &nomadvars.Variable{Namespace: ns, Path: path, Items: bellItems(time.Now())})
 	var conflict *nomadvars.ConflictError
 	switch {
 	case err == nil:
@@ -169,7 +167,7 @@ func (n *Nomad) ringAt(ctx context.Context, ns, path string) error {
 	case !errors.Is(err, nomadvars.ErrNotFound):
 		return n.storeErr(err)
 	}
-	_, err = n.vars.Write(ctx, &api.Variable{Namespace: ns, Path: path, Items: bellItems(time.Now()), ModifyIndex: index})
+	_, err = n.vars.Write(ctx, &nomadvars.Variable{Namespace: ns, Path: path, Items: bellItems(time.Now()), ModifyIndex: index})
 	var conflict *nomadvars.ConflictError
 	if errors.As(err, &conflict) {
 		return nil

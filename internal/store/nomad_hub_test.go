@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -24,7 +25,7 @@ func TestNomadSharedWatchSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
 		c := simtest.Start(t, nomadsim.Options{})
 		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
-			return store.NewNomad(simtest.Client(t, c), store.NomadOptions{SharedWatch: true, SharedWatchGap: testGap})
+			return store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{SharedWatch: true, SharedWatchGap: testGap})
 		}}
 	})
 }
@@ -55,9 +56,9 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			c := simtest.Start(t, nomadsim.Options{})
-			writer := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
+			writer := store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{})
 			cl, tr := simtest.TrackedClient(t, c, "")
-			watcher := store.NewNomad(cl, store.NomadOptions{SharedWatch: tc.shared, SharedWatchGap: testGap})
+			watcher := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{SharedWatch: tc.shared, SharedWatchGap: testGap})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 
@@ -173,10 +174,10 @@ type sharedEnv struct {
 func newSharedEnv(t *testing.T, ctx context.Context, records int, gap time.Duration) *sharedEnv {
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{})
-	e := &sharedEnv{c: c, writer: store.NewNomad(simtest.Client(t, c), store.NomadOptions{})}
+	e := &sharedEnv{c: c, writer: store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{})}
 	cl, tr := simtest.TrackedClient(t, c, "")
 	e.tr = tr
-	e.watcher = store.NewNomad(cl, store.NomadOptions{SharedWatch: true, SharedWatchGap: gap, Logger: quiet})
+	e.watcher = store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{SharedWatch: true, SharedWatchGap: gap, Logger: quiet})
 	e.recs = createMany(t, ctx, e.writer, records)
 	if _, err := e.watcher.List(ctx, store.Filter{}); err != nil {
 		t.Fatal(err)

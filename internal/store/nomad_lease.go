@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
@@ -60,13 +58,12 @@ func (n *Nomad) lockLease(ctx context.Context, ns, path, holder string, afterRel
 	if holder == "" {
 		holder = "unknown"
 	}
-	v := &api.Variable{
+	v := &nomadvars.Variable{
 		Namespace: ns,
 		Path:      path,
 		Items:     map[string]string{"holder": holder},
-		Lock:      &api.VariableLock{TTL: n.opts.LockTTL.String(), LockDelay: n.opts.LockDelay.String()},
 	}
-	_, lock, err := n.vars.AcquireLock(ctx, v)
+	_, lock, err := n.vars.AcquireLock(ctx, v, n.opts.LockTTL, n.opts.LockDelay)
 	if errors.Is(err, nomadvars.ErrLockHeld) {
 		return nil, ErrLeaseHeld
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
@@ -38,7 +39,7 @@ func TestNomadCreateLeasedRefusedLeavesNothing(t *testing.T) {
 func TestNomadLeaseWithoutRecordIsSwept(t *testing.T) {
 	cl, s := startNomadStore(t, store.NomadOptions{Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
-	lister := store.NewNomadRestartLister(cl, "")
+	lister := store.NewNomadRestartLister(nomadvars.New(cl, nomadvars.Options{}), "")
 
 	// A restart whose driver let go: its lease variable is left, unlocked, beside it.
 	kept := createRecord(t, ctx, s, "default", "web", 1)

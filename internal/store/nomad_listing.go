@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
@@ -24,13 +23,13 @@ type NomadRestartLister struct {
 }
 
 // NewNomadRestartLister returns a lister of the records under prefix (default
-// "nomad-restart", as NomadOptions.Prefix) on client's cluster.
-func NewNomadRestartLister(client *api.Client, prefix string) *NomadRestartLister {
+// "nomad-restart", as NomadOptions.Prefix) on vars's cluster.
+func NewNomadRestartLister(vars *nomadvars.Client, prefix string) *NomadRestartLister {
 	if prefix == "" {
 		prefix = "nomad-restart"
 	}
 	return &NomadRestartLister{
-		vars:   nomadvars.New(client, nomadvars.Options{}).Watching(),
+		vars:   vars.Watching(),
 		prefix: strings.Trim(prefix, "/"),
 	}
 }
@@ -72,7 +71,7 @@ func (l *NomadRestartLister) List(ctx context.Context, ns string, after uint64, 
 // listedRestarts turns a listing of the variables under prefix into restarts: heads are
 // <prefix>/<job>/<id>, leases <prefix>/<job>/<id>/lease; chunks, the per-job active marker
 // and anything else are ignored.
-func listedRestarts(prefix string, metas []*api.VariableMetadata) []ListedRestart {
+func listedRestarts(prefix string, metas []*nomadvars.Metadata) []ListedRestart {
 	byKey := map[string]*ListedRestart{}
 	var order []string
 	get := func(ns, id string) *ListedRestart {

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -18,23 +17,23 @@ import (
 func TestListedRestartsParsesTheLayout(t *testing.T) {
 	t.Parallel()
 	const id1, id2 = "0b4c3f1e-8a2d-4e5f-9a1b-2c3d4e5f6a7b", "9f8e7d6c-5b4a-4321-8765-0fedcba98765"
-	head := func(ns, path string, index uint64) *api.VariableMetadata {
-		return &api.VariableMetadata{Namespace: ns, Path: path, ModifyIndex: index}
+	head := func(ns, path string, index uint64) *nomadvars.Metadata {
+		return &nomadvars.Metadata{Namespace: ns, Path: path, ModifyIndex: index}
 	}
 	tests := []struct {
 		name  string
-		metas []*api.VariableMetadata
+		metas []*nomadvars.Metadata
 		want  []ListedRestart
 	}{
 		{name: "nothing listed", want: []ListedRestart{}},
 		{
 			name:  "a head",
-			metas: []*api.VariableMetadata{head("default", "nomad-restart/web/"+id1, 10)},
+			metas: []*nomadvars.Metadata{head("default", "nomad-restart/web/"+id1, 10)},
 			want:  []ListedRestart{{Namespace: "default", ID: id1, JobSegment: "web", HeadIndex: 10}},
 		},
 		{
 			name: "a head and its lease, in either order",
-			metas: []*api.VariableMetadata{
+			metas: []*nomadvars.Metadata{
 				head("default", "nomad-restart/web/"+id1+"/lease", 12),
 				head("default", "nomad-restart/web/"+id1, 10),
 			},
@@ -42,7 +41,7 @@ func TestListedRestartsParsesTheLayout(t *testing.T) {
 		},
 		{
 			name: "chunks and the active marker are ignored",
-			metas: []*api.VariableMetadata{
+			metas: []*nomadvars.Metadata{
 				head("default", "nomad-restart/web/"+id1, 10),
 				head("default", "nomad-restart/web/"+id1+"/c/a1b2", 9),
 				head("default", "nomad-restart/web/active", 8),
@@ -51,12 +50,12 @@ func TestListedRestartsParsesTheLayout(t *testing.T) {
 		},
 		{
 			name:  "a lease whose record is gone: nothing to drive",
-			metas: []*api.VariableMetadata{head("prod", "nomad-restart/old/"+id1+"/lease", 5)},
+			metas: []*nomadvars.Metadata{head("prod", "nomad-restart/old/"+id1+"/lease", 5)},
 			want:  []ListedRestart{},
 		},
 		{
 			name: "one ID in two namespaces is two restarts, in listing order",
-			metas: []*api.VariableMetadata{
+			metas: []*nomadvars.Metadata{
 				head("prod", "nomad-restart/api/"+id2, 20),
 				head("default", "nomad-restart/api/"+id2, 21),
 			},
@@ -67,7 +66,7 @@ func TestListedRestartsParsesTheLayout(t *testing.T) {
 		},
 		{
 			name: "other paths: another prefix, a name that is no restart ID, deeper or shallower paths",
-			metas: []*api.VariableMetadata{
+			metas: []*nomadvars.Metadata{
 				head("default", "nomad-restarts/web/"+id2, 30),
 				head("default", "nomad-restart/web/not-an-id", 31),
 				head("default", "nomad-restart/web/"+id2[:35], 32),
@@ -94,7 +93,7 @@ func TestListedRestartsParsesTheLayout(t *testing.T) {
 func TestNomadSourceCandidates(t *testing.T) {
 	t.Parallel()
 	const id1, id2 = "0b4c3f1e-8a2d-4e5f-9a1b-2c3d4e5f6a7b", "9f8e7d6c-5b4a-4321-8765-0fedcba98765"
-	metas := []*api.VariableMetadata{
+	metas := []*nomadvars.Metadata{
 		{Namespace: "default", Path: "nomad-restart/web/" + id1, ModifyIndex: 10},
 		{Namespace: "default", Path: "nomad-restart/web/" + id1 + "/lease", ModifyIndex: 12},
 		{Namespace: "default", Path: "nomad-restart/web/" + id1 + "/c/a1b2", ModifyIndex: 9},
@@ -121,9 +120,9 @@ func TestNomadSourceCandidates(t *testing.T) {
 func TestListedRestartsIgnoreFleets(t *testing.T) {
 	t.Parallel()
 	const id = "0b4c3f1e-8a2d-4e5f-9a1b-2c3d4e5f6a7b"
-	var metas []*api.VariableMetadata
+	var metas []*nomadvars.Metadata
 	for _, path := range []string{"web/" + id, "~fleets/" + id + "/fleet", "~fleets/" + id + "/control", "~fleets/" + id + "/lease"} {
-		metas = append(metas, &api.VariableMetadata{Namespace: "default", Path: "nomad-restart/" + path, ModifyIndex: 10})
+		metas = append(metas, &nomadvars.Metadata{Namespace: "default", Path: "nomad-restart/" + path, ModifyIndex: 10})
 	}
 	got := listedRestarts("nomad-restart", metas)
 	want := []ListedRestart{{Namespace: "default", ID: id, JobSegment: "web", HeadIndex: 10}}
@@ -137,7 +136,7 @@ func TestSharedWatchIgnoresFleets(t *testing.T) {
 	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fleets := NewNomadFleets(cl, NomadOptions{})
+	fleets := NewNomadFleets(nomadvars.New(cl, nomadvars.Options{}), NomadOptions{})
 	f := &fleet.Record{Fleet: fleet.Fleet{Status: restart.StatusRunning}, Namespace: "default"}
 	if err := fleets.Create(ctx, f); err != nil {
 		t.Fatal(err)

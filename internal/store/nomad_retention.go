@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -40,7 +38,7 @@ func (n *Nomad) prune(ctx context.Context, ns, job string) {
 		n.opts.Logger.Debug("could not list restarts to prune", "job", job, "namespace", ns, "error", err)
 		return
 	}
-	var heads []*api.VariableMetadata
+	var heads []*nomadvars.Metadata
 	for _, m := range metas {
 		if id, ok := strings.CutPrefix(m.Path, dir); ok && isRestartID(id) {
 			heads = append(heads, m)
@@ -51,7 +49,7 @@ func (n *Nomad) prune(ctx context.Context, ns, job string) {
 	if keep < 0 || len(heads) <= keep+1 {
 		return
 	}
-	slices.SortFunc(heads, func(a, b *api.VariableMetadata) int { return cmp.Compare(b.CreateIndex, a.CreateIndex) })
+	slices.SortFunc(heads, func(a, b *nomadvars.Metadata) int { return cmp.Compare(b.CreateIndex, a.CreateIndex) })
 	for _, m := range heads[keep+1:] {
 		h := headRef{ns: ns, jobSeg: jobSeg, id: m.Path[strings.LastIndex(m.Path, "/")+1:]}
 		r, err := n.getAt(ctx, h)
@@ -66,7 +64,7 @@ func (n *Nomad) prune(ctx context.Context, ns, job string) {
 // writing the record (CreateLeased). Each delete is a check-and-set at the listed index,
 // and Nomad refuses to delete a locked variable, so a lease whose creator is still at work,
 // or that a driver took since the listing, stays.
-func (n *Nomad) sweepLeases(ctx context.Context, dir string, metas []*api.VariableMetadata) {
+func (n *Nomad) sweepLeases(ctx context.Context, dir string, metas []*nomadvars.Metadata) {
 	listed := make(map[string]bool, len(metas))
 	for _, m := range metas {
 		listed[m.Path] = true

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -28,7 +29,7 @@ func TestNomadSuite(t *testing.T) {
 	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
 		c := simtest.Start(t, nomadsim.Options{})
 		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
-			return store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
+			return store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{})
 		}}
 	})
 }
@@ -58,7 +59,7 @@ func TestNomadLeaseLostWhenTakenAway(t *testing.T) {
 // A lease whose renewals cannot reach Nomad for a whole TTL is lost.
 func TestNomadLeaseLostWhenUnreachable(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
+	s := store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{RenewEvery: 20 * time.Millisecond, Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
 	rec := createRecord(t, ctx, s, "default", "web", 1)
 	l := storetest.MustLease(t, ctx, s, rec, "driver")
@@ -123,7 +124,7 @@ namespace "default" {
 		{"reader", reader, false},
 	}
 	for _, p := range probes {
-		err := store.ProbeNomad(ctx, simtest.ClientAs(t, c, p.token), "default", "web")
+		err := store.ProbeNomad(ctx, nomadvars.New(simtest.ClientAs(t, c, p.token), nomadvars.Options{}), "default", "web")
 		if (err == nil) != p.wantOK {
 			t.Errorf("ProbeNomad with the %s token: %v, want ok=%v", p.name, err, p.wantOK)
 		}
@@ -136,7 +137,7 @@ namespace "default" {
 	}
 
 	// The reader cannot create a record, and is told what to grant.
-	rs := store.NewNomad(simtest.ClientAs(t, c, reader), store.NomadOptions{})
+	rs := store.NewNomad(nomadvars.New(simtest.ClientAs(t, c, reader), nomadvars.Options{}), store.NomadOptions{})
 	err := rs.Create(ctx, storetest.NewRecord("default", "web", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" {
@@ -149,7 +150,7 @@ namespace "default" {
 	}
 
 	// The writer's token is enough for the whole life of a restart.
-	ws := store.NewNomad(simtest.ClientAs(t, c, writer), store.NomadOptions{})
+	ws := store.NewNomad(nomadvars.New(simtest.ClientAs(t, c, writer), nomadvars.Options{}), store.NomadOptions{})
 	rec := storetest.NewRecord("default", "web", 3)
 	if err := ws.Create(ctx, rec); err != nil {
 		t.Fatalf("Create with a variables writer token: %v", err)
@@ -165,7 +166,7 @@ namespace "default" {
 
 func TestProbeNomadWithoutACLs(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	if err := store.ProbeNomad(context.Background(), simtest.Client(t, c), "default", "web"); err != nil {
+	if err := store.ProbeNomad(context.Background(), nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), "default", "web"); err != nil {
 		t.Fatalf("ProbeNomad with ACLs disabled: %v", err)
 	}
 }
@@ -230,7 +231,7 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 	if listed, named := chunkVars(); listed != named {
 		t.Fatalf("after the end: %d chunk variables, head names %d: the orphan was not swept", listed, named)
 	}
-	got, err := store.NewNomad(cl, store.NomadOptions{}).Get(ctx, "default", rec.ID)
+	got, err := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}).Get(ctx, "default", rec.ID)
 	if err != nil || len(got.Allocs) != 3000 || got.Allocs[2000].State != "done" {
 		t.Fatalf("record after clean-up: %v", err)
 	}
@@ -244,7 +245,7 @@ func TestNomadStaleMarkerIsFree(t *testing.T) {
 	if _, _, err := cl.Variables().Create(marker, nil); err != nil {
 		t.Fatal(err)
 	}
-	s := store.NewNomad(cl, store.NomadOptions{})
+	s := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{})
 	checkStaleMarkerIsFree(t, s)
 }
 
@@ -256,7 +257,7 @@ func TestNomadUnderFaults(t *testing.T) {
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.05, Status: 500, Body: "rpc error: No cluster leader"})
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.02, Drop: true})
 	ctx := testContext(t, 60*time.Second)
-	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{Logger: quiet})
+	s := store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{Logger: quiet})
 	rec := storetest.NewRecord("default", "big", 3000)
 	if err := s.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
@@ -267,7 +268,7 @@ func TestNomadUnderFaults(t *testing.T) {
 			t.Fatalf("Update %d: %v", i, err)
 		}
 	}
-	got, err := store.NewNomad(simtest.Client(t, c), store.NomadOptions{}).Get(ctx, "default", rec.ID)
+	got, err := store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{}).Get(ctx, "default", rec.ID)
 	if err != nil {
 		t.Fatalf("Get from a fresh handle: %v", err)
 	}
@@ -278,7 +279,7 @@ func TestNomadUnderFaults(t *testing.T) {
 	errs := make(chan error, workers)
 	for range workers {
 		go func() {
-			h := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
+			h := store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{})
 			for range each {
 				if _, err := store.Mutate(ctx, h, "default", rec.ID, func(r *restart.Record) error { r.CurrentBatch++; return nil }); err != nil {
 					errs <- err
@@ -310,7 +311,7 @@ func TestNomadUnderFaults(t *testing.T) {
 // the update.
 func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{TimeScale: 10})
-	s := store.NewNomad(simtest.Client(t, c), store.NomadOptions{Logger: quiet})
+	s := store.NewNomad(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), store.NomadOptions{Logger: quiet})
 	ctx := testContext(t, 30*time.Second)
 	rec := createRecord(t, ctx, s, "default", "web", 1)
 	type result struct {
@@ -430,7 +431,7 @@ func TestNomadHeadCarriesChangedChunks(t *testing.T) {
 		if size := variableSize(t, cl, head); size > 65536 {
 			t.Fatalf("update %d: head of %d bytes, over Nomad's limit", i, size)
 		}
-		got, err := store.NewNomad(cl, store.NomadOptions{}).Get(ctx, "default", rec.ID)
+		got, err := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}).Get(ctx, "default", rec.ID)
 		if err != nil {
 			t.Fatalf("update %d: a fresh reader: %v", i, err)
 		}
@@ -458,7 +459,7 @@ func TestNomadHeadCarriesChangedChunks(t *testing.T) {
 			t.Fatalf("after an unhurried write the head still carries %s", k)
 		}
 	}
-	if got, err := store.NewNomad(cl, store.NomadOptions{}).Get(ctx, "default", rec.ID); err != nil || got.Allocs[2999].State != "done" {
+	if got, err := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}).Get(ctx, "default", rec.ID); err != nil || got.Allocs[2999].State != "done" {
 		t.Fatalf("after an unhurried write: %v", err)
 	}
 	// Nothing leaks: the variables under the record are exactly the chunks the head names
@@ -493,7 +494,7 @@ func chunkVariables(t *testing.T, cl *api.Client, head string) (listed, named in
 // and answers an unchanged listing when its wait ends.
 func TestNomadRestartListerBlocksUntilAChange(t *testing.T) {
 	cl, s := startNomadStore(t, store.NomadOptions{Logger: quiet})
-	lister := store.NewNomadRestartLister(cl, "")
+	lister := store.NewNomadRestartLister(nomadvars.New(cl, nomadvars.Options{}), "")
 	ctx := testContext(t, 30*time.Second)
 
 	empty, err := lister.List(ctx, "*", 0, time.Minute)
@@ -553,7 +554,7 @@ func TestNomadRestartListerBlocksUntilAChange(t *testing.T) {
 func TestNomadRestartListerTriesOnce(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
 	cl, cnt := countingClient(t, c)
-	lister := store.NewNomadRestartLister(cl, "/nomad-restart/")
+	lister := store.NewNomadRestartLister(nomadvars.New(cl, nomadvars.Options{}), "/nomad-restart/")
 	ctx := testContext(t, 30*time.Second)
 
 	remove := c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/vars", Status: http.StatusInternalServerError})
@@ -581,7 +582,7 @@ func BenchmarkNomadUpdate(b *testing.B) {
 		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) {
 			c := simtest.Start(b, nomadsim.Options{})
 			cl, cnt := countingClient(b, c)
-			s := store.NewNomad(cl, store.NomadOptions{})
+			s := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{})
 			reqs := func() int { return cnt.count("PUT") + cnt.count("DELETE") + cnt.count("GET") }
 			var reqs0 int
 			benchUpdate(b, s, n, func() int64 {
@@ -641,7 +642,7 @@ func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
 func startNomadStore(t testing.TB, opts store.NomadOptions) (*api.Client, *store.Nomad) {
 	t.Helper()
 	_, cl := simtest.StartWithClient(t, nomadsim.Options{})
-	return cl, store.NewNomad(cl, opts)
+	return cl, store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), opts)
 }
 
 // startCountedStore is startNomadStore with a client whose requests are counted.
@@ -649,7 +650,7 @@ func startCountedStore(t testing.TB, opts store.NomadOptions) (*api.Client, *cou
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{})
 	cl, cnt := countingClient(t, c)
-	return cl, cnt, store.NewNomad(cl, opts)
+	return cl, cnt, store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), opts)
 }
 
 // releaseUnder releases, through another client, the lock of lease variable path under l

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -74,7 +73,7 @@ func (n *Nomad) watchBlocking(ctx context.Context, h headRef, afterIndex uint64,
 const watchMaxBackoff = 2 * time.Second
 
 // headOnly is WatchHead's answer: the record as its head holds it, no chunk read.
-func headOnly(h headRef, v *api.Variable) (*restart.Record, error) {
+func headOnly(h headRef, v *nomadvars.Variable) (*restart.Record, error) {
 	rec, _, err := decodeHead(v.Items)
 	if err != nil {
 		return nil, fmt.Errorf("nomad store: restart %s: %w", h.id, err)

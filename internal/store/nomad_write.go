@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -116,7 +114,7 @@ func (n *Nomad) CreateLeased(ctx context.Context, rec *restart.Record, holder st
 // writeVersion writes a version of record out: its chunks that old (nil: none) does not
 // hold, then its head with check-and-set at cas. A head that lost the check-and-set is
 // conflict. When the head is not written, the chunks just written go again.
-func (n *Nomad) writeVersion(ctx context.Context, h headRef, out *restart.Record, old *cachedHead, cas uint64, conflict error) (*encodedRecord, *api.Variable, error) {
+func (n *Nomad) writeVersion(ctx context.Context, h headRef, out *restart.Record, old *cachedHead, cas uint64, conflict error) (*encodedRecord, *nomadvars.Variable, error) {
 	enc, err := encodeRecord(out, n, n.memoFor(key(h.ns, h.id)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("nomad store: %w", err)
@@ -148,7 +146,7 @@ func (n *Nomad) claimJob(ctx context.Context, h headRef, job string) error {
 	for range 20 {
 		// A create whose answer was lost and that landed meets our own marker: nomadvars
 		// then says it was written.
-		v, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: items})
+		v, err := n.vars.Write(ctx, &nomadvars.Variable{Namespace: h.ns, Path: path, Items: items})
 		var conflict *nomadvars.ConflictError
 		if err == nil {
 			n.rememberClaim(h, v.ModifyIndex)
@@ -184,7 +182,7 @@ func (n *Nomad) claimJob(ctx context.Context, h headRef, job string) error {
 		}
 		// The marker names a finished or missing restart: take it over, with CAS so that
 		// of two takers one wins.
-		upd := &api.Variable{Namespace: h.ns, Path: path, Items: items, ModifyIndex: cur.ModifyIndex}
+		upd := &nomadvars.Variable{Namespace: h.ns, Path: path, Items: items, ModifyIndex: cur.ModifyIndex}
 		if v, err := n.vars.Write(ctx, upd); err == nil {
 			n.rememberClaim(h, v.ModifyIndex)
 			return nil
@@ -260,7 +258,7 @@ func (n *Nomad) writeChunks(ctx context.Context, h headRef, enc *encodedRecord, 
 	err := forEach(ctx, len(place), chunkWorkers, func(ctx context.Context, i int) error {
 		c := place[i]
 		path := n.headPath(h.jobSeg, h.id) + "/c/" + c.name
-		_, err := n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: path, Items: map[string]string{itemData: c.packed}})
+		_, err := n.vars.Write(ctx, &nomadvars.Variable{Namespace: h.ns, Path: path, Items: map[string]string{itemData: c.packed}})
 		var conflict *nomadvars.ConflictError
 		if errors.As(err, &conflict) {
 			// The name is fresh and random (or was carried, never a variable): it exists
@@ -488,8 +486,8 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // writeHead writes a head with check-and-set on cas (0: create only). A write whose answer
 // was lost is recognised by nomadvars: the head holds its write time, so no other writer's
 // items are equal.
-func (n *Nomad) writeHead(ctx context.Context, h headRef, items map[string]string, cas uint64) (*api.Variable, error) {
-	return n.vars.Write(ctx, &api.Variable{Namespace: h.ns, Path: n.headPath(h.jobSeg, h.id), Items: items, ModifyIndex: cas})
+func (n *Nomad) writeHead(ctx context.Context, h headRef, items map[string]string, cas uint64) (*nomadvars.Variable, error) {
+	return n.vars.Write(ctx, &nomadvars.Variable{Namespace: h.ns, Path: n.headPath(h.jobSeg, h.id), Items: items, ModifyIndex: cas})
 }
 
 // maxClaims bounds the claims a handle remembers: a long-running agent's records that ended

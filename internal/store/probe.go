@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
-
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
@@ -17,14 +14,14 @@ import (
 // job in namespace in Nomad Variables (under the default prefix), without writing anything.
 // It returns nil when it may, else an error saying why not (a *PermissionError when Nomad's
 // ACLs refuse); an unreachable or failing cluster is a "no" too, with its error.
-func ProbeNomad(ctx context.Context, client *api.Client, namespace, job string) error {
+func ProbeNomad(ctx context.Context, client *nomadvars.Client, namespace, job string) error {
 	return NewNomad(client, NomadOptions{}).Probe(ctx, namespace, job)
 }
 
 // Probe is ProbeNomad for this store's prefix.
 //
-// How: /v1/acl/token/self first; with ACLs disabled, or a management token, the answer is
-// yes at once. Otherwise, rather than re-implement Nomad's policy evaluation (policies,
+// How: the token itself first (nomadvars' Unrestricted); with ACLs disabled, or a
+// management token, the answer is yes at once. Otherwise, rather than re-implement Nomad's policy evaluation (policies,
 // roles, path globs, namespace wildcards: getting any of it wrong would answer yes where
 // Nomad says no), it asks Nomad itself with requests that cannot change anything:
 //   - a read of a variable path of the job (404 allowed, 403 denied);
@@ -36,18 +33,16 @@ func ProbeNomad(ctx context.Context, client *api.Client, namespace, job string) 
 // The probed path never exists, so nothing is created or deleted.
 func (n *Nomad) Probe(ctx context.Context, namespace, job string) error {
 	ns := nomadvars.Namespace(namespace)
-	self, _, err := n.client.ACLTokens().Self((&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+	unrestricted, err := n.vars.Unrestricted(ctx, ns)
 	switch {
-	case err != nil && strings.Contains(err.Error(), "ACL support disabled"):
-		return nil // older agents answer this way when ACLs are off
-	case err != nil && forbidden(err):
+	case err != nil && nomadvars.StatusOf(err) == http.StatusForbidden:
 		return fmt.Errorf("Nomad refused the token (%v): check NOMAD_TOKEN or -token", err)
 	case err != nil:
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("cannot ask Nomad about the token: %w", err)
-	case self.AccessorID == "acls-disabled" || self.Type == "management":
+	case unrestricted:
 		return nil
 	}
 
@@ -57,7 +52,7 @@ func (n *Nomad) Probe(ctx context.Context, namespace, job string) error {
 	}
 	// An index no variable can have makes the write a certain conflict.
 	const impossible = math.MaxInt64
-	v := &api.Variable{Namespace: ns, Path: path, Items: map[string]string{"probe": "never written"}, ModifyIndex: impossible}
+	v := &nomadvars.Variable{Namespace: ns, Path: path, Items: map[string]string{"probe": "never written"}, ModifyIndex: impossible}
 	_, err = n.vars.Write(ctx, v)
 	if err := n.probeErr(err); err != nil {
 		return err
@@ -74,14 +69,4 @@ func (n *Nomad) probeErr(err error) error {
 		return nil
 	}
 	return n.storeErr(err)
-}
-
-// forbidden reports whether err is Nomad's 403.
-func forbidden(err error) bool {
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) {
-		return ure.StatusCode() == http.StatusForbidden
-	}
-	var pure *api.UnexpectedResponseError
-	return errors.As(err, &pure) && pure != nil && pure.StatusCode() == http.StatusForbidden
 }
