@@ -14,6 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -63,7 +64,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	recs, err := st.List(ctx, store.Filter{JobID: "web"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records: %d, %v", len(recs), err)

@@ -17,7 +17,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -127,6 +127,6 @@ func productWiring(b *testing.B, e *env, c *Config, wrap func(*http.Transport) h
 	}
 	client := newClient(cluster.MaxConnsPerHost)
 	nomadParts(c, client)
-	c.Store = store.NewNomad(nomadvars.New(newClient(24), nomadvars.Options{}), store.NomadOptions{SharedWatch: true})
+	c.Store = nomadstore.NewRestarts(nomadvars.New(newClient(24), nomadvars.Options{}), nomadstore.Options{SharedWatch: true})
 	return client
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -658,5 +659,5 @@ func (n *agentNet) wire(t *testing.T, e *env, c *Config, token string) {
 	n.next = c.Metrics.Transport(nil)
 	n.client = e.AgentClient(t, token, n)
 	nomadParts(c, n.client)
-	c.Store = store.NewNomad(nomadvars.New(n.client, nomadvars.Options{}), store.NomadOptions{LockTTL: 10 * time.Second, LockDelay: 100 * time.Millisecond})
+	c.Store = nomadstore.NewRestarts(nomadvars.New(n.client, nomadvars.Options{}), nomadstore.Options{LockTTL: 10 * time.Second, LockDelay: 100 * time.Millisecond})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -311,7 +312,7 @@ func TestFleetWithoutMemberMarkerLeavesOtherNamespaceAlone(t *testing.T) {
 	}
 	sel := fleet.Selection{Namespace: "*", Filter: `Name matches "-"`}
 	rec := fleetrun.NewRecord(uuid.NewString(), "default", sel, spec, opts, jobs, e.Client.Address(), time.Now())
-	if err := store.NewNomadFleets(nomadvars.New(writer, nomadvars.Options{}), store.NomadOptions{}).Create(agenttest.Context(t), rec); err != nil {
+	if err := nomadstore.NewFleets(nomadvars.New(writer, nomadvars.Options{}), nomadstore.Options{}).Create(agenttest.Context(t), rec); err != nil {
 		t.Fatalf("the default-only writer files the fleet: %v", err)
 	}
 

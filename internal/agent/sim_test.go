@@ -14,7 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -33,7 +33,7 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 	m := NewMetrics()
 	client := e.AgentClient(t, token, m.Transport(nil))
 	c := Config{
-		Store:  store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{}),
+		Store:  nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}),
 		Holder: holder, Metrics: m,
 		MinListGap: 20 * time.Millisecond, ViewMaxAge: time.Millisecond,
 		RetryFailed: 100 * time.Millisecond,
@@ -57,9 +57,9 @@ func nomadParts(c *Config, client *api.Client) {
 	c.Cluster = cluster.NewNomad(client)
 	c.Jobs = cluster.NewNomad(client)
 	vars := nomadvars.New(client, nomadvars.Options{})
-	c.Discovery = store.NewNomadRestartLister(vars, "")
+	c.Discovery = nomadstore.NewLister(vars, "")
 	c.Schedules = schedule.NewStore(vars, "")
-	c.Fleets = store.NewNomadFleets(vars, store.NomadOptions{})
+	c.Fleets = nomadstore.NewFleets(vars, nomadstore.Options{})
 	c.Address = client.Address()
 }
 

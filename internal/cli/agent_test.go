@@ -18,6 +18,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -57,7 +58,7 @@ func TestAgentCommandAdoptsDetachedRestart(t *testing.T) {
 	client := simtest.Client(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st := store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st})
 	var p *engine.Plan
 	simtest.WaitFor(t, ctx, "a plan (the job's deployment must end first)", func() bool {
@@ -139,7 +140,7 @@ func TestAgentCommandRollsOnChange(t *testing.T) {
 	})
 	index = agenttest.PutVar(t, client, path, "bonjour", index)
 
-	st := store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	var rec *restart.Record
 	simtest.WaitFor(t, ctx, "the rollout", func() bool {
 		recs, err := st.List(ctx, store.Filter{JobID: "web"})
@@ -169,7 +170,7 @@ func TestAgentPageActsWithTheRequestsToken(t *testing.T) {
 	admin := adminClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st := store.NewNomad(nomadvars.New(admin, nomadvars.Options{}), store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(admin, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(admin), Store: st})
 	p, err := e.Plan(ctx, engine.Request{Job: "web", Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true}})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -55,7 +55,7 @@ func TestFleetMemberMarkerLetsBothNamespacesRestart(t *testing.T) {
 		}
 	}
 	checkFleetOnce(t, ctx, c, e, f)
-	fleets := store.NewNomadFleets(nomadvars.New(admin, nomadvars.Options{}), store.NomadOptions{})
+	fleets := nomadstore.NewFleets(nomadvars.New(admin, nomadvars.Options{}), nomadstore.Options{})
 	m, err := fleets.Member(ctx, "team-b", f.ID)
 	if err != nil || m.Home != "default" || strings.Join(m.Jobs, ",") != "fb-0" {
 		t.Errorf("the fleet's member marker in team-b: %+v, %v; want home default, jobs [fb-0]", m, err)

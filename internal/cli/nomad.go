@@ -28,6 +28,8 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 )
 
 // parts are what restarts and fleets are driven and steered with on one cluster, built
@@ -40,7 +42,7 @@ type parts struct {
 	restarts  store.Store
 	fleets    store.Fleets
 	schedules *schedule.Store
-	discovery *store.NomadRestartLister
+	discovery *nomadstore.Lister
 	engine    *engine.Engine
 	// fleet drives fleets (nil without fleets); it drives their children in this process
 	// only with partsConfig.driveChildren (the agent leaves them to its adoption).
@@ -89,10 +91,10 @@ func buildParts(c partsConfig) parts {
 	if p.restarts == nil {
 		// One Variables client for every store: the records' pool, its retries and logger.
 		vars := nomadvars.New(storeClient, nomadvars.Options{Logger: c.logger})
-		p.restarts = store.NewNomad(vars, store.NomadOptions{Logger: c.logger, SharedWatch: c.sharedWatch})
-		p.fleets = store.NewNomadFleets(vars, store.NomadOptions{Logger: c.logger})
+		p.restarts = nomadstore.NewRestarts(vars, nomadstore.Options{Logger: c.logger, SharedWatch: c.sharedWatch})
+		p.fleets = nomadstore.NewFleets(vars, nomadstore.Options{Logger: c.logger})
 		p.schedules = schedule.NewStore(vars, "")
-		p.discovery = store.NewNomadRestartLister(vars, "")
+		p.discovery = nomadstore.NewLister(vars, "")
 	}
 	p.engine = engine.New(engine.Config{Cluster: p.cluster, Store: p.restarts, Logger: c.logger, Holder: c.holder,
 		Health: c.health, Gates: c.gates, MaxFeeds: c.maxFeeds})
@@ -261,7 +263,7 @@ func (s *nomadSession) reachable(ctx context.Context) error {
 }
 
 func (s *nomadSession) probeNomad(ctx context.Context, namespace, job string) error {
-	return store.ProbeNomad(ctx, s.vars, namespace, job)
+	return nomadstore.Probe(ctx, s.vars, namespace, job)
 }
 
 // nomadStore is the Nomad Variables store of this session.
@@ -271,12 +273,12 @@ func (s *nomadSession) localStore() (store.Store, error) {
 	s.once.Do(func() {
 		dir := s.localDir
 		if dir == "" {
-			dir, s.localErr = store.DefaultLocalDir()
+			dir, s.localErr = localstore.DefaultDir()
 			if s.localErr != nil {
 				return
 			}
 		}
-		s.local, s.localErr = store.NewLocal(dir)
+		s.local, s.localErr = localstore.New(dir)
 	})
 	if s.localErr != nil {
 		return nil, s.localErr

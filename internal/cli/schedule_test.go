@@ -14,6 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -65,7 +66,7 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("the -at schedule: %+v", web)
 	}
 	// Scheduling writes no restart record.
-	recs, err := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}).List(ctx, store.Filter{Namespace: "*"})
+	recs, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).List(ctx, store.Filter{Namespace: "*"})
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("restart records after scheduling: %d, %v", len(recs), err)
 	}
@@ -160,10 +161,10 @@ func TestScheduleFleetCommands(t *testing.T) {
 		t.Fatalf("the -at fleet schedule: %+v", once)
 	}
 	// Scheduling writes no fleet and no restart record.
-	if fleets, err := store.NewNomadFleets(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}).List(ctx, "*", false); err != nil || len(fleets) != 0 {
+	if fleets, err := nomadstore.NewFleets(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).List(ctx, "*", false); err != nil || len(fleets) != 0 {
 		t.Errorf("fleets after scheduling: %d, %v", len(fleets), err)
 	}
-	if recs, err := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
+	if recs, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
 		t.Errorf("restart records after scheduling: %d, %v", len(recs), err)
 	}
 

@@ -16,6 +16,8 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -32,10 +34,10 @@ func startSim(t testing.TB, nomadStore bool) *simEnv {
 	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 1})
 	var s store.Store
 	if nomadStore {
-		s = store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
+		s = nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	} else {
 		var err error
-		if s, err = store.NewLocal(t.TempDir()); err != nil {
+		if s, err = localstore.New(t.TempDir()); err != nil {
 			t.Fatal(err)
 		}
 	}

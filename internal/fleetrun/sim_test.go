@@ -18,6 +18,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -37,9 +38,9 @@ func startEnv(t testing.TB) *env {
 	t.Helper()
 	sim, client := simtest.StartWithClient(t, nomadsim.Options{TimeScale: 50, Seed: 7})
 	nc := cluster.NewNomad(client)
-	restarts := store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{})
+	restarts := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: nc, Store: restarts, Holder: "fleet-test:1", Health: engine.HealthConfig{TimeScale: sim.TimeScale()}, MaxFeeds: 16})
-	return &env{sim: sim, client: client, nomad: nc, fleets: store.NewNomadFleets(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{}), restarts: restarts, eng: e}
+	return &env{sim: sim, client: client, nomad: nc, fleets: nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), restarts: restarts, eng: e}
 }
 
 func (e *env) driver(holder string, driveChildren bool) *Driver {

@@ -27,7 +27,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -63,8 +63,8 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*agent.Con
 func agentConfig(client *api.Client, holder string) agent.Config {
 	return agent.Config{
 		Cluster: cluster.NewNomad(client), Jobs: cluster.NewNomad(client),
-		Store: store.NewNomad(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{}), Discovery: store.NewNomadRestartLister(nomadvars.New(client, nomadvars.Options{}), ""),
-		Fleets: store.NewNomadFleets(nomadvars.New(client, nomadvars.Options{}), store.NomadOptions{}), Schedules: schedule.NewStore(nomadvars.New(client, nomadvars.Options{}), ""),
+		Store: nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), Discovery: nomadstore.NewLister(nomadvars.New(client, nomadvars.Options{}), ""),
+		Fleets: nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), Schedules: schedule.NewStore(nomadvars.New(client, nomadvars.Options{}), ""),
 		Address: client.Address(), Holder: holder,
 	}
 }
@@ -83,9 +83,9 @@ func (e *env) tokenActions(logger *slog.Logger) func(string) (page.Actions, erro
 		if err != nil {
 			return page.Actions{}, err
 		}
-		st := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{})
+		st := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
 		eng := engine.New(engine.Config{Cluster: cluster.NewNomad(cl), Store: st, Logger: logger, Holder: "page"})
-		fleets := fleetrun.New(fleetrun.Config{Fleets: store.NewNomadFleets(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{}), Restarts: st, Engine: eng, Logger: logger, Holder: "page"})
+		fleets := fleetrun.New(fleetrun.Config{Fleets: nomadstore.NewFleets(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}), Restarts: st, Engine: eng, Logger: logger, Holder: "page"})
 		return page.Actions{Steer: steer.Steerers{Restarts: eng.Steerer(), Fleets: fleets.Steerer()}, File: eng}, nil
 	}
 }

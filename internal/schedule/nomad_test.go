@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -126,7 +127,7 @@ func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
 	if err := sched.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	rs := store.NewNomad(nomadvars.New(cl, nomadvars.Options{}), store.NomadOptions{})
+	rs := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
 	rec := &restart.Record{Namespace: "default", JobID: "web", Status: restart.StatusPending}
 	if err := rs.Create(ctx, rec); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -67,8 +68,8 @@ func StartEnv(t testing.TB, opts nomadsim.Options) *Env {
 	sim := simtest.Start(t, opts)
 	client := simtest.ClientAs(t, sim, sim.BootstrapToken())
 	vars := nomadvars.New(client, nomadvars.Options{})
-	st := store.NewNomad(vars, store.NomadOptions{})
-	return &Env{Sim: sim, Client: client, Vars: vars, Store: st, Fleets: store.NewNomadFleets(vars, store.NomadOptions{}),
+	st := nomadstore.NewRestarts(vars, nomadstore.Options{})
+	return &Env{Sim: sim, Client: client, Vars: vars, Store: st, Fleets: nomadstore.NewFleets(vars, nomadstore.Options{}),
 		Planner: engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st, Holder: "cli:detached"})}
 }
 
