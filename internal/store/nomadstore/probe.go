@@ -36,6 +36,7 @@ func (n *Restarts) Probe(ctx context.Context, namespace, job string) error {
 	unrestricted, err := n.vars.Unrestricted(ctx, ns)
 	switch {
 	case err != nil && nomadvars.StatusOf(err) == http.StatusForbidden:
+		//lint:ignore ST1005 the sentence starts with a name, Nomad's, as users read it
 		return fmt.Errorf("Nomad refused the token (%v): check NOMAD_TOKEN or -token", err)
 	case err != nil:
 		if ctx.Err() != nil {
