@@ -23,7 +23,7 @@ type localLease struct {
 	lost chan struct{}
 }
 
-// AcquireLease implements Store.
+// AcquireLease implements store.Store.
 func (l *Store) AcquireLease(ctx context.Context, namespace, id, holder string) (store.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -80,11 +80,11 @@ func (ll *localLease) Release(ctx context.Context) error {
 	return err
 }
 
-// LeaseExpiry implements Records: a local lease is a file lock, free as soon as its holder
+// LeaseExpiry implements store.Records: a local lease is a file lock, free as soon as its holder
 // dies.
 func (l *Store) LeaseExpiry() (ttl, lockDelay time.Duration) { return 0, 0 }
 
-// LeaseHolder implements Records: the holder written beside the lock file.
+// LeaseHolder implements store.Records: the holder written beside the lock file.
 func (l *Store) LeaseHolder(ctx context.Context, namespace, id string) (string, error) {
 	rec, err := l.Get(ctx, namespace, id)
 	if err != nil {

@@ -98,7 +98,7 @@ func New(dir string) (*Store, error) {
 // Dir is the store's directory.
 func (l *Store) Dir() string { return l.dir }
 
-// Kind implements Store.
+// Kind implements store.Store.
 func (l *Store) Kind() string { return "local" }
 
 func (l *Store) recordPath(ns, id string) string {
@@ -242,13 +242,13 @@ func (l *Store) jobBusy(ns, job string) (string, error) {
 	return id, nil
 }
 
-// Create implements Store.
+// Create implements store.Store.
 func (l *Store) Create(ctx context.Context, rec *restart.Record) error {
 	_, err := l.create(ctx, rec, false, "")
 	return err
 }
 
-// CreateLeased implements Store: the lease's file lock is taken for holder within the
+// CreateLeased implements store.Store: the lease's file lock is taken for holder within the
 // store's lock, before the record is written, so that no reader finds the record with its
 // lease free. A process that dies between the two leaves a lease file without a record,
 // whose lock the kernel freed; the next creation in its namespace deletes it.
@@ -334,7 +334,7 @@ func (l *Store) writeNew(rec *restart.Record) error {
 	return nil
 }
 
-// Get implements Store. With namespace "" or "*" it looks in every namespace.
+// Get implements store.Store. With namespace "" or "*" it looks in every namespace.
 func (l *Store) Get(ctx context.Context, namespace, id string) (*restart.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -365,7 +365,7 @@ func (l *Store) recordFiles(namespace string) ([]string, error) {
 	return paths, nil
 }
 
-// Find implements Store.
+// Find implements store.Store.
 func (l *Store) Find(ctx context.Context, namespace, prefix string) (*restart.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -398,7 +398,7 @@ func (l *Store) Find(ctx context.Context, namespace, prefix string) (*restart.Re
 	return nil, &store.AmbiguousIDError{Prefix: prefix, Matches: ids}
 }
 
-// List implements Store.
+// List implements store.Store.
 func (l *Store) List(ctx context.Context, f store.Filter) ([]*restart.Record, error) {
 	paths, err := l.recordFiles(f.Namespace)
 	if err != nil {
@@ -407,7 +407,7 @@ func (l *Store) List(ctx context.Context, f store.Filter) ([]*restart.Record, er
 	return store.ReadKept(ctx, paths, f, func(_ context.Context, p string) (*restart.Record, error) { return l.readRecord(p) })
 }
 
-// Update implements Store.
+// Update implements store.Store.
 func (l *Store) Update(ctx context.Context, rec *restart.Record) error {
 	if !store.ValidID(rec.ID) {
 		return store.ErrNotFound
@@ -454,12 +454,12 @@ func (l *Store) clearMarker(ns, job, id string) {
 	}
 }
 
-// WatchHead implements Store: a local record is read whole anyway, so it is Watch.
+// WatchHead implements store.Store: a local record is read whole anyway, so it is Watch.
 func (l *Store) WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
 	return l.Watch(ctx, namespace, id, afterIndex)
 }
 
-// WatchControl implements Store with Watch: every write wakes it, and a wake-up costs a
+// WatchControl implements store.Store with Watch: every write wakes it, and a wake-up costs a
 // file read, no request to anyone; the token is the record's ModifyIndex.
 func (l *Store) WatchControl(ctx context.Context, namespace, id string, token uint64) (*restart.Record, uint64, error) {
 	rec, err := l.Watch(ctx, namespace, id, token)
@@ -469,10 +469,10 @@ func (l *Store) WatchControl(ctx context.Context, namespace, id string, token ui
 	return rec, rec.ModifyIndex, nil
 }
 
-// Ring implements Store: Watch sees every write already.
+// Ring implements store.Store: Watch sees every write already.
 func (l *Store) Ring(context.Context, string, string) error { return nil }
 
-// Watch implements Store. There is no server to block on, so it watches the record file
+// Watch implements store.Store. There is no server to block on, so it watches the record file
 // with a cheap stat, at an interval that starts short (a driver obeys a pause or cancel
 // promptly) and backs off while nothing changes.
 func (l *Store) Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {

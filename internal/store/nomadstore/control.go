@@ -28,7 +28,7 @@ const bellName = "control"
 
 func (n *Restarts) bellPath(h headRef) string { return n.headPath(h.jobSeg, h.id) + "/" + bellName }
 
-// WatchControl implements Store: with token 0 it makes sure the bell exists and returns its
+// WatchControl implements store.Store: with token 0 it makes sure the bell exists and returns its
 // index (and no record: the caller reads the record after it); otherwise it waits until the
 // bell passes token, then reads the head (once) and returns it with the bell's index as the
 // next token.
@@ -147,7 +147,7 @@ func (n *Restarts) awaitBellShared(ctx context.Context, h headRef, token uint64)
 	}
 }
 
-// Ring implements Store: it writes the bell so that the record's driver reads the Control
+// Ring implements store.Store: it writes the bell so that the record's driver reads the Control
 // just stored. One check-and-set write after a read; a conflict means someone rang since
 // the read, which wakes the driver as well.
 func (n *Restarts) Ring(ctx context.Context, namespace, id string) error {

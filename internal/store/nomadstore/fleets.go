@@ -133,7 +133,7 @@ func (s *Fleets) home(ctx context.Context, ns, id string) (string, error) {
 	return "", store.ErrFleetNotFound
 }
 
-// CreateFleet implements Fleets. It gives f an ID when it has none and files it in
+// Create implements store.Fleets. It gives f an ID when it has none and files it in
 // f.Namespace ("" is "default"); then it deletes the namespace's finished fleets beyond
 // the newest Options.Keep, best effort.
 func (s *Fleets) Create(ctx context.Context, f *fleet.Record) error {
@@ -161,7 +161,7 @@ func (s *Fleets) Create(ctx context.Context, f *fleet.Record) error {
 	return nil
 }
 
-// CreateLeased implements Records, as the restart store's does: the fleet's lease is
+// CreateLeased implements store.Records, as the restart store's does: the fleet's lease is
 // locked for holder before its record is written, so that an agent never takes up a fleet
 // whose creator is about to drive it. A fleet that cannot be created releases the lease,
 // which deletes its variable (as every release of a fleet's lease does).
@@ -200,7 +200,7 @@ func (s *Fleets) prepareNew(f *fleet.Record) error {
 	return nil
 }
 
-// UpdateFleet implements Fleets.
+// Update implements store.Fleets.
 func (s *Fleets) Update(ctx context.Context, f *fleet.Record) error {
 	if f.ModifyIndex == 0 {
 		return fmt.Errorf("nomad fleet store: fleet %s has no ModifyIndex: read it (or create it) before updating it", f.ID)
@@ -230,7 +230,7 @@ func (s *Fleets) Update(ctx context.Context, f *fleet.Record) error {
 	return nil
 }
 
-// GetFleet implements Fleets.
+// Get implements store.Fleets.
 func (s *Fleets) Get(ctx context.Context, namespace, id string) (*fleet.Record, error) {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
@@ -243,7 +243,7 @@ func (s *Fleets) Get(ctx context.Context, namespace, id string) (*fleet.Record, 
 	return s.decode(v)
 }
 
-// FindFleet implements Fleets.
+// Find implements store.Fleets.
 func (s *Fleets) Find(ctx context.Context, namespace, prefix string) (*fleet.Record, error) {
 	refs, err := s.listFleets(ctx, namespace)
 	if err != nil {
@@ -254,7 +254,7 @@ func (s *Fleets) Find(ctx context.Context, namespace, prefix string) (*fleet.Rec
 		func(r fleetRef) (*fleet.Record, error) { return s.Get(ctx, r.ns, r.id) })
 }
 
-// ListFleets implements Fleets. It reads the listed fleets a few at a time; one deleted
+// List implements store.Fleets. It reads the listed fleets a few at a time; one deleted
 // since the listing is left out.
 func (s *Fleets) List(ctx context.Context, namespace string, active bool) ([]*fleet.Record, error) {
 	refs, err := s.listFleets(ctx, namespace)

@@ -11,7 +11,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// WatchFleet implements Fleets with blocking reads of the fleet's variable. Passing
+// Watch implements store.Fleets with blocking reads of the fleet's variable. Passing
 // failures do not end it (it is a long wait): it backs off as a restart's watch does.
 func (s *Fleets) Watch(ctx context.Context, namespace, id string, afterIndex uint64) (*fleet.Record, error) {
 	ns, err := s.home(ctx, namespace, id)
@@ -42,7 +42,7 @@ func (s *Fleets) Watch(ctx context.Context, namespace, id string, afterIndex uin
 	}
 }
 
-// WatchFleetControl implements Fleets with the fleet's control bell, as WatchControl does
+// WatchControl implements store.Fleets with the fleet's control bell, as WatchControl does
 // for a restart: the driver's UpdateFleet writes the record, never the bell, so only
 // RingFleet wakes it. With token 0 it creates the bell when needed and returns its index
 // with the fleet as read after it (so no change stored before the token is missed).
@@ -72,7 +72,7 @@ func (s *Fleets) WatchControl(ctx context.Context, namespace, id string, token u
 	return f, next, nil
 }
 
-// RingFleet implements Fleets: one write of the bell, as Ring for a restart.
+// Ring implements store.Fleets: one write of the bell, as Ring for a restart.
 func (s *Fleets) Ring(ctx context.Context, namespace, id string) error {
 	ns, err := s.home(ctx, namespace, id)
 	if err != nil {
@@ -81,7 +81,7 @@ func (s *Fleets) Ring(ctx context.Context, namespace, id string) error {
 	return plumbingErr(s.n.ringAt(ctx, ns, s.fleetPath(id, bellName)))
 }
 
-// AcquireFleetLease implements Fleets with the restart store's lease (a variable lock,
+// AcquireLease implements store.Fleets with the restart store's lease (a variable lock,
 // renewed at half its TTL; Lost closes when it cannot be renewed). A released fleet lease's
 // variable is deleted, so that FleetLeaseHolder says no one holds it.
 func (s *Fleets) AcquireLease(ctx context.Context, namespace, id, holder string) (store.Lease, error) {
@@ -109,7 +109,7 @@ func (l *nomadLease) dropReleased(ctx context.Context, index uint64) {
 	}
 }
 
-// LeaseHolder implements Records: the holder a driver wrote when it took the lease. It is
+// LeaseHolder implements store.Records: the holder a driver wrote when it took the lease. It is
 // for humans: a driver that died leaves its name until the next one takes the lease
 // (whether a lease is held at all is LeaseFree's answer).
 func (s *Fleets) LeaseHolder(ctx context.Context, namespace, id string) (string, error) {
@@ -131,10 +131,10 @@ func (s *Fleets) LeaseHolder(ctx context.Context, namespace, id string) (string,
 	return v.Items["holder"], nil
 }
 
-// LeaseExpiry implements Records: a fleet's lease is a lock as a restart's is.
+// LeaseExpiry implements store.Records: a fleet's lease is a lock as a restart's is.
 func (s *Fleets) LeaseExpiry() (ttl, lockDelay time.Duration) { return s.n.LeaseExpiry() }
 
-// WatchList implements Fleets: one blocking listing of the fleets' directory, which Nomad
+// WatchList implements store.Fleets: one blocking listing of the fleets' directory, which Nomad
 // answers when a variable under it changes (a fleet's record, bell or lease), not on every
 // change of the variables' table.
 func (s *Fleets) WatchList(ctx context.Context, namespace string, afterIndex uint64, wait time.Duration) (uint64, error) {

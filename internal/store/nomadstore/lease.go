@@ -27,7 +27,7 @@ type nomadLease struct {
 	release  sync.Once
 }
 
-// AcquireLease implements Store.
+// AcquireLease implements store.Store.
 func (n *Restarts) AcquireLease(ctx context.Context, namespace, id, holder string) (store.Lease, error) {
 	h, err := n.locate(ctx, namespace, id)
 	if err != nil {
@@ -156,13 +156,13 @@ func (n *Restarts) knows(h headRef) bool {
 	return ok
 }
 
-// LeaseExpiry implements Records: a dead driver's lock is free once its TTL (twice the
+// LeaseExpiry implements store.Records: a dead driver's lock is free once its TTL (twice the
 // renewal pace, as the renewals see it) and Nomad's lock delay have passed.
 func (n *Restarts) LeaseExpiry() (ttl, lockDelay time.Duration) {
 	return 2 * n.opts.RenewEvery, n.opts.LockDelay
 }
 
-// LeaseHolder implements Records: the holder a driver wrote in the lease variable, while
+// LeaseHolder implements store.Records: the holder a driver wrote in the lease variable, while
 // Nomad holds its lock.
 func (n *Restarts) LeaseHolder(ctx context.Context, namespace, id string) (string, error) {
 	h, err := n.locate(ctx, namespace, id)

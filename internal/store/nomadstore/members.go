@@ -27,11 +27,11 @@ const (
 	memberFormat     = "1"
 )
 
-// FleetMemberPath is the variable path of fleet id's member marker, in each namespace of
+// MemberPath is the variable path of fleet id's member marker, in each namespace of
 // its jobs but its home.
 func (s *Fleets) MemberPath(id string) string { return s.fleetPath(id, fleetMemberName) }
 
-// PutFleetMember implements Fleets: it writes (or overwrites) fleet id's member marker in
+// PutMember implements store.Fleets: it writes (or overwrites) fleet id's member marker in
 // namespace.
 func (s *Fleets) PutMember(ctx context.Context, namespace, id string, m store.Membership) error {
 	if !store.ValidID(id) {
@@ -55,7 +55,7 @@ func (s *Fleets) PutMember(ctx context.Context, namespace, id string, m store.Me
 	return s.fleetErr(s.n.vars.Overwrite(ctx, v))
 }
 
-// FleetMember implements Fleets: fleet id's member marker in namespace, ErrNoMember when
+// Member implements store.Fleets: fleet id's member marker in namespace, ErrNoMember when
 // there is none.
 func (s *Fleets) Member(ctx context.Context, namespace, id string) (store.Membership, error) {
 	if !store.ValidID(id) {
@@ -90,7 +90,7 @@ func decodeMember(v *nomadvars.Variable) (store.Membership, error) {
 	return m, nil
 }
 
-// DeleteFleetMember implements Fleets.
+// DeleteMember implements store.Fleets.
 func (s *Fleets) DeleteMember(ctx context.Context, namespace, id string) error {
 	if !store.ValidID(id) {
 		return nil

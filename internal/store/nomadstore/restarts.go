@@ -144,7 +144,7 @@ func NewRestarts(vars *nomadvars.Client, opts Options) *Restarts {
 		memos: map[string]*allocMemo{}}
 }
 
-// Kind implements Store.
+// Kind implements store.Store.
 func (n *Restarts) Kind() string { return "nomad" }
 
 // Prefix is the root of the store's variables.
@@ -333,7 +333,7 @@ func (n *Restarts) getAt(ctx context.Context, h headRef) (*restart.Record, error
 	}
 }
 
-// Get implements Store. With namespace "" or "*" it looks in every namespace.
+// Get implements store.Store. With namespace "" or "*" it looks in every namespace.
 func (n *Restarts) Get(ctx context.Context, namespace, id string) (*restart.Record, error) {
 	h, err := n.locate(ctx, namespace, id)
 	if err != nil {
@@ -353,7 +353,7 @@ func (n *Restarts) forget(h headRef) {
 	delete(n.heads, key(h.ns, h.id))
 }
 
-// Find implements Store.
+// Find implements store.Store.
 func (n *Restarts) Find(ctx context.Context, namespace, prefix string) (*restart.Record, error) {
 	listNS := namespace
 	if store.AllNamespaces(namespace) {
@@ -368,7 +368,7 @@ func (n *Restarts) Find(ctx context.Context, namespace, prefix string) (*restart
 		func(h headRef) (*restart.Record, error) { return n.getAt(ctx, h) })
 }
 
-// List implements Store.
+// List implements store.Store.
 func (n *Restarts) List(ctx context.Context, f store.Filter) ([]*restart.Record, error) {
 	listNS := f.Namespace
 	if store.AllNamespaces(listNS) {

@@ -12,7 +12,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// Watch implements Store with blocking queries on the record's head. A watch is a long
+// Watch implements store.Store with blocking queries on the record's head. A watch is a long
 // wait, so passing failures (a leader election, a restarted server: cluster.IsTransient)
 // do not end it: it keeps trying, backing off up to watchMaxBackoff, until ctx ends. Its
 // requests are tried once each (Nomad.watching): the loop is their only retry.
@@ -20,7 +20,7 @@ func (n *Restarts) Watch(ctx context.Context, namespace, id string, afterIndex u
 	return n.watch(ctx, namespace, id, afterIndex, true)
 }
 
-// WatchHead implements Store: the blocking query of Watch, decoding the head variable only
+// WatchHead implements store.Store: the blocking query of Watch, decoding the head variable only
 // (no chunk is read or decoded), so a driver woken by its own writes pays for the head alone.
 func (n *Restarts) WatchHead(ctx context.Context, namespace, id string, afterIndex uint64) (*restart.Record, error) {
 	return n.watch(ctx, namespace, id, afterIndex, false)

@@ -14,7 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// Create implements Store. The head is written first and the job's marker claimed second:
+// Create implements store.Store. The head is written first and the job's marker claimed second:
 // a marker then never names a record that does not exist yet, so a marker naming a missing
 // record can safely count as free.
 func (n *Restarts) Create(ctx context.Context, rec *restart.Record) error {
@@ -66,7 +66,7 @@ func (n *Restarts) Create(ctx context.Context, rec *restart.Record) error {
 // it: its holder is writing the record, or died before it and the lease expires.
 const leaseHeldRetry = 250 * time.Millisecond
 
-// CreateLeased implements Store. The lease variable (<record>/lease) is locked for holder
+// CreateLeased implements store.Store. The lease variable (<record>/lease) is locked for holder
 // before the head is written: a listing that shows the head shows its lease held, so an
 // agent never takes up a restart whose creator is about to drive it. A lease without its
 // head (a creator killed between the two writes) is left out of listings, expires with its
@@ -328,7 +328,7 @@ func (n *Restarts) rememberWrite(h headRef, modifyIndex uint64, enc *encodedReco
 	n.remember(key(h.ns, h.id), h.jobSeg, modifyIndex, names, raws, carried)
 }
 
-// Update implements Store. It writes the chunks that changed, then the head with
+// Update implements store.Store. It writes the chunks that changed, then the head with
 // check-and-set, and only then lets the replaced chunks go.
 func (n *Restarts) Update(ctx context.Context, rec *restart.Record) error {
 	if !store.ValidID(rec.ID) {
