@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
-
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
 // Runner is what Run runs: an agent (internal/agent's *Agent).
@@ -93,8 +91,14 @@ func do(req *http.Request) (int, string, error) {
 // value, with check-and-set at index (0: create), and returns its new ModifyIndex.
 func PutVar(t testing.TB, client *api.Client, path, value string, index uint64) uint64 {
 	t.Helper()
-	v := &nomadvars.Variable{Namespace: "default", Path: path, Items: map[string]string{"greeting": value}, ModifyIndex: index}
-	out, err := nomadvars.New(client, nomadvars.Options{}).Write(context.Background(), v)
+	v := &api.Variable{Namespace: "default", Path: path, Items: map[string]string{"greeting": value}, ModifyIndex: index}
+	var out *api.Variable
+	var err error
+	if index == 0 {
+		out, _, err = client.Variables().CheckedCreate(v, nil)
+	} else {
+		out, _, err = client.Variables().CheckedUpdate(v, nil)
+	}
 	if err != nil {
 		t.Fatalf("writing variable %s: %v", path, err)
 	}
