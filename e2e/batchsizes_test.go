@@ -103,7 +103,7 @@ func benchBatchSize(b *testing.B, bin string, n, size int, resched bool, scale f
 
 // varCounter is a reverse proxy in front of the cluster that counts the requests on
 // Nomad Variables by method and by what the variable is to the Nomad store (see
-// store.Nomad): the record's head, its chunks, the lease, the job's active marker, or
+// nomadstore.Restarts): the record's head, its chunks, the lease, the job's active marker, or
 // another (the list queries of /v1/vars are the cluster's own count).
 type varCounter struct {
 	srv *http.Server

@@ -9,9 +9,12 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -45,8 +48,8 @@ func runUnderFault(t *testing.T, c *nomadsim.Cluster, sc scenario, jobID string,
 	}
 	var st store.Store
 	if sc.state == "nomad" {
-		st = store.NewNomad(client, store.NomadOptions{})
-	} else if st, err = store.NewLocal(env.localDir()); err != nil {
+		st = nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
+	} else if st, err = localstore.New(env.localDir()); err != nil {
 		t.Fatal(err)
 	}
 	run := &faultRun{pre: pre}

@@ -13,8 +13,9 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -80,7 +81,7 @@ func benchFleet(b *testing.B, bin string, jobs, count, parallel int, scale float
 	if err != nil || code != 0 {
 		b.Fatalf("the fleet exited %d (%v):\n%s", code, err, tail(ch.out.String(), 4000))
 	}
-	fleets, err := store.NewNomadFleets(client, store.NomadOptions{}).List(ctx, "*", false)
+	fleets, err := nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}).List(ctx, "*", false)
 	if err != nil || len(fleets) != 1 || fleets[0].Status != "succeeded" || fleets[0].Counts()[fleet.JobSucceeded] != jobs {
 		b.Fatalf("the fleet did not succeed with %d jobs: %v %v", jobs, err, fleets)
 	}
@@ -107,7 +108,7 @@ func benchFleet(b *testing.B, bin string, jobs, count, parallel int, scale float
 // from the last allocation's end to the record's end; and the fleet's gap between a
 // child's end and the next child's creation.
 func logChildPhases(ctx context.Context, b *testing.B, client *api.Client, rec *fleet.Record, began, exited time.Time) {
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	var setup, work, tail, gaps []time.Duration
 	var ends []time.Time
 	var creates []time.Time

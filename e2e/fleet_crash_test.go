@@ -10,8 +10,10 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -39,7 +41,7 @@ func TestFleetCrashCampaign(t *testing.T) {
 	if err := register(ctx, c, newJob("other", "service", 3)); err != nil {
 		t.Fatal(err)
 	}
-	fleets := store.NewNomadFleets(client, store.NomadOptions{})
+	fleets := nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 
 	run, err := env.start("run", "-jobs", `Name matches "^fl-"`, "-max-parallel-jobs", "5", "-batch-size", "5",
 		"-health", "running", "-on-error", "fail", "-yes", "-detach")
@@ -145,7 +147,7 @@ func checkFleetFacts(ctx context.Context, t *testing.T, client *api.Client, rec 
 	if rec.Status != "succeeded" || len(rec.Jobs) != len(ids) {
 		t.Fatalf("fleet ended %s (%s) with %d jobs, want succeeded with %d", rec.Status, rec.Reason, len(rec.Jobs), len(ids))
 	}
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	var windows []simtest.Window
 	for _, j := range rec.Jobs {
 		child, err := st.Get(ctx, j.Namespace, j.RestartID)

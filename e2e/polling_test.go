@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -33,7 +34,7 @@ func TestNoFixedIntervalPolling(t *testing.T) {
 				t.Fatal(err)
 			}
 			client := apiClient(t, c)
-			st := store.NewNomad(client, store.NomadOptions{})
+			st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 			env := driverEnv{addr: c.Addr(), stateHome: t.TempDir()}
 			ch, err := env.start(sc.runArgs("patient")...)
 			if err != nil {

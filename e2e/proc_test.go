@@ -27,7 +27,7 @@ type driverEnv struct {
 	binary string
 }
 
-// localDir is where the children's local store lives (store.DefaultLocalDir under
+// localDir is where the children's local store lives (localstore.DefaultDir under
 // XDG_STATE_HOME).
 func (e driverEnv) localDir() string { return filepath.Join(e.stateHome, "nomad-restart") }
 

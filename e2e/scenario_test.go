@@ -9,8 +9,11 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -123,9 +126,9 @@ func drive(ctx context.Context, c *nomadsim.Cluster, client *api.Client, env dri
 	}
 	var st store.Store
 	if sc.state == "nomad" {
-		st = store.NewNomad(client, store.NomadOptions{})
+		st = nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	} else {
-		if st, err = store.NewLocal(env.localDir()); err != nil {
+		if st, err = localstore.New(env.localDir()); err != nil {
 			return nil, err
 		}
 	}

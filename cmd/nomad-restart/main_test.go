@@ -11,9 +11,11 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -59,7 +61,7 @@ func TestBrokenStdoutDetaches(t *testing.T) {
 		t.Errorf("stderr does not say it detached:\n%s", stderr.String())
 	}
 
-	st := store.NewNomad(simtest.Client(t, c), store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{})
 	recs, err := st.List(ctx, store.Filter{JobID: "web"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("records: %d, %v", len(recs), err)

@@ -19,9 +19,12 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -347,7 +350,7 @@ func TestACLShippedPoliciesSuffice(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{ACLs: true})
 	e.Register(t, "default", "web", 2, nil)
 	opClient := e.shippedClient(t, "operator")
-	opStore := store.NewNomad(opClient, store.NomadOptions{})
+	opStore := nomadstore.NewRestarts(nomadvars.New(opClient, nomadvars.Options{}), nomadstore.Options{})
 	operator := engine.New(engine.Config{Cluster: cluster.NewNomad(opClient), Store: opStore, Holder: "operator"})
 	ctx := agenttest.Context(t)
 	p, err := operator.Plan(ctx, engine.Request{Namespace: "default", Job: "web"})
@@ -449,7 +452,7 @@ func midRestart(t *testing.T, s store.Store, rec *restart.Record) {
 func TestAdoptsAfterDriverDiesLocalStore(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, nomadsim.Options{})
-	local, err := store.NewLocal(t.TempDir())
+	local, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +540,7 @@ func TestAdoptsARestartWhoseCreatorDiedBeforeDriving(t *testing.T) {
 	cl := cluster.NewNomad(e.Client)
 	// The creator's lock delay is short: the test waits it out once its lock expired.
 	creator := engine.New(engine.Config{Cluster: cl, Holder: "cli:killed",
-		Store: store.NewNomad(e.Client, store.NomadOptions{LockDelay: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})})
+		Store: nomadstore.NewRestarts(e.Vars, nomadstore.Options{LockDelay: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})})
 	p, err := creator.Plan(ctx, engine.Request{Namespace: "default", Job: "web", Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,9 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 )
 
 // BenchmarkAgentConcurrentRestarts has one agent adopt and drive N restarts at once (two
@@ -123,6 +124,6 @@ func productWiring(b *testing.B, e *env, c *Config, wrap func(*http.Transport) h
 	}
 	client := newClient(cluster.MaxConnsPerHost)
 	nomadParts(c, client)
-	c.Store = store.NewNomad(newClient(24), store.NomadOptions{SharedWatch: true})
+	c.Store = nomadstore.NewRestarts(nomadvars.New(newClient(24), nomadvars.Options{}), nomadstore.Options{SharedWatch: true})
 	return client
 }

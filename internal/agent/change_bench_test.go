@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -185,7 +186,7 @@ func changeBenchWiring(b *testing.B, e *env, c *Config, wire *wireLog) {
 		tr.DialContext = wire.dial(tr.DialContext)
 		return wire.wrap(tr)
 	})
-	c.Changes = &ChangeRollouts{Sources: sourcewatch.New(client, sourcewatch.Options{})}
+	c.Changes = &ChangeRollouts{Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{}), sourcewatch.Options{})}
 }
 
 func benchVarPath(job string) string { return "nomad/jobs/" + job + "/config" }

@@ -20,10 +20,12 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -38,7 +40,7 @@ func TestConfigChangeRollouts(t *testing.T) {
 	ctx := agenttest.Context(t)
 	registerTemplated(t, e, "bystander", 2, path, nil) // reads the variable, never opted in
 
-	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), rollingOn(e, sourcewatch.New(e.Client, sourcewatch.Options{})))
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), rollingOn(e, sourcewatch.New(e.Vars, sourcewatch.Options{})))
 	defer agenttest.Run(t, a)()
 
 	rollouts := func() []*restart.Record {
@@ -169,7 +171,7 @@ func TestConfigChangeRolloutsOnAConsulKey(t *testing.T) {
 	e.Sim.ConsulKVPut("web/flags", "a=1")
 	submitTemplated(t, e, templatedJob("flags", 2, `{{ key "web/flags" }}`, rolloutMeta("2s")), 2)
 
-	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), rollingOn(e, sourcewatch.New(e.Client, sourcewatch.Options{
+	a := e.newAgent(t, "agent-1", e.Sim.BootstrapToken(), rollingOn(e, sourcewatch.New(e.Vars, sourcewatch.Options{
 		Consul: func(string) (*consulapi.Client, error) {
 			return consulapi.NewClient(&consulapi.Config{Address: e.Sim.ConsulAddr()})
 		},
@@ -478,7 +480,7 @@ func (e *env) runChangeAgent(t *testing.T, holder, token string, tweak func(*Con
 		if tweak != nil {
 			tweak(c)
 		}
-		rollingOn(e, sourcewatch.New(net.client, sourcewatch.Options{}))(c)
+		rollingOn(e, sourcewatch.New(nomadvars.New(net.client, nomadvars.Options{}), sourcewatch.Options{}))(c)
 	})
 	stop := agenttest.Run(t, a)
 	for _, job := range jobs {
@@ -654,5 +656,5 @@ func (n *agentNet) wire(t *testing.T, e *env, c *Config, token string) {
 	n.next = c.Metrics.Transport(nil)
 	n.client = e.AgentClient(t, token, n)
 	nomadParts(c, n.client)
-	c.Store = store.NewNomad(n.client, store.NomadOptions{LockTTL: 10 * time.Second, LockDelay: 100 * time.Millisecond})
+	c.Store = nomadstore.NewRestarts(nomadvars.New(n.client, nomadvars.Options{}), nomadstore.Options{LockTTL: 10 * time.Second, LockDelay: 100 * time.Millisecond})
 }

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -214,7 +215,7 @@ func runLoggedAgent(t *testing.T, e *env, net *agentNet, logs *recordLog) *Agent
 	a := e.newAgent(t, "agent-1", token, func(c *Config) {
 		net.wire(t, e, c, token)
 		c.Logger = slog.New(logs)
-		rollingOn(e, sourcewatch.New(net.client, sourcewatch.Options{}))(c)
+		rollingOn(e, sourcewatch.New(nomadvars.New(net.client, nomadvars.Options{}), sourcewatch.Options{}))(c)
 	})
 	agenttest.Run(t, a)
 	return a

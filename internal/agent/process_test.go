@@ -16,6 +16,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -108,7 +109,7 @@ func TestProcessAgentAdoptsAfterCLIDriverSIGKILL(t *testing.T) {
 	t.Parallel()
 	e := startProcEnv(t, 4)
 	home := t.TempDir()
-	local, err := store.NewLocal(filepath.Join(home, "nomad-restart"))
+	local, err := localstore.New(filepath.Join(home, "nomad-restart"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -77,7 +78,7 @@ func renderBenchOnce(b *testing.B) {
 			tr.DialContext = wire.dial(tr.DialContext)
 			return wire.wrap(tr)
 		})
-		c.Changes = &ChangeRollouts{Sources: sourcewatch.New(client, sourcewatch.Options{}), Files: cluster.NewNomad(client)}
+		c.Changes = &ChangeRollouts{Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{}), sourcewatch.Options{}), Files: cluster.NewNomad(client)}
 	})
 	b.StartTimer()
 	stop := agenttest.Run(b, a)

@@ -34,7 +34,7 @@ func renderMeta(consent string) map[string]string {
 // followingRenders is rollingOn with the allocations' files read through the agent's client.
 func followingRenders(e *env, files cluster.FileReader) func(*Config) {
 	return func(c *Config) {
-		rollingOn(e, sourcewatch.New(e.Client, sourcewatch.Options{}))(c)
+		rollingOn(e, sourcewatch.New(e.Vars, sourcewatch.Options{}))(c)
 		c.Changes.Files = files
 	}
 }

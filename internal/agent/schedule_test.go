@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
@@ -28,7 +29,7 @@ func scheduleSpec() restart.Spec {
 	return restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, OnError: restart.OnErrorFail, Health: restart.HealthRunning}
 }
 
-func (e *env) schedules() *schedule.Store { return schedule.NewStore(e.Client, "") }
+func (e *env) schedules() *schedule.Store { return schedule.NewStore(e.Vars, "") }
 
 // Two agents over one cluster and an -every schedule firing every 4 simulated seconds:
 // every occurrence is accounted for exactly once (started, skipped while the job's restart
@@ -269,7 +270,7 @@ func TestScheduleShippedPoliciesSuffice(t *testing.T) {
 	due := e.Sim.Now().Add(10 * time.Second) // simulated: a fraction of a real second
 	sc := &schedule.Schedule{JobID: "nightly", At: due, Next: due, Grace: 5 * time.Minute}
 	sc.SetSpec(scheduleSpec())
-	if err := schedule.NewStore(opClient, "").Create(ctx, sc); err != nil {
+	if err := schedule.NewStore(nomadvars.New(opClient, nomadvars.Options{}), "").Create(ctx, sc); err != nil {
 		t.Fatalf("storing a schedule with the operator policy: %v", err)
 	}
 	agentToken := e.ShippedToken(t, "agent")

@@ -12,9 +12,10 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -49,7 +50,7 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 	m := NewMetrics()
 	client := e.AgentClient(t, token, m.Transport(nil))
 	c := Config{
-		Store:  store.NewNomad(client, store.NomadOptions{}),
+		Store:  nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}),
 		Holder: holder, Metrics: m,
 		MinListGap: 20 * time.Millisecond, ViewMaxAge: time.Millisecond,
 		RetryFailed: 100 * time.Millisecond,
@@ -72,9 +73,10 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 func nomadParts(c *Config, client *api.Client) {
 	c.Cluster = cluster.NewNomad(client)
 	c.Jobs = cluster.NewNomad(client)
-	c.Discovery = store.NewNomadRestartLister(client, "")
-	c.Schedules = schedule.NewStore(client, "")
-	c.Fleets = store.NewNomadFleets(client, store.NomadOptions{})
+	vars := nomadvars.New(client, nomadvars.Options{})
+	c.Discovery = nomadstore.NewLister(vars, "")
+	c.Schedules = schedule.NewStore(vars, "")
+	c.Fleets = nomadstore.NewFleets(vars, nomadstore.Options{})
 	c.Address = client.Address()
 }
 

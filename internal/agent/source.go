@@ -36,7 +36,7 @@ type source interface {
 	retryHeldEachPass() bool
 }
 
-// Discovery lists restart records with blocking queries: store.NomadRestartLister.
+// Discovery lists restart records with blocking queries: nomadstore.Lister.
 type Discovery interface {
 	// List lists the restarts in namespace ns ("*": every namespace) once the records'
 	// index passes after, or when wait has passed; after 0 answers at once.
@@ -46,7 +46,7 @@ type Discovery interface {
 }
 
 // nomadSource watches the store's variables with one blocking list query across the
-// namespaces (Config.Discovery: store.NomadRestartLister): it wakes when any record or lease changes
+// namespaces (Config.Discovery: nomadstore.Lister): it wakes when any record or lease changes
 // (created, updated, lock released or expired), never on a fixed interval.
 type nomadSource struct {
 	sourceReports

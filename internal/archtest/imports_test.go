@@ -68,7 +68,11 @@ func architecture() []rule {
 		// The metric gates' rules and loop, pure: the record keeps their types.
 		{pkg: "internal/gate", forbids: noIO(), forbidReason: "it must do no I/O (Prometheus is asked through gate/prometheus)"},
 		{pkg: "internal/gate/prometheus", mayImport: []string{"internal/gate", "internal/upstream"}, forbids: nomadAPIs(), forbidReason: "it reaches Prometheus only"},
-		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"}},
+		// What a store is, whatever keeps its records; the stores sit on it, each in a
+		// package of its own, and the one suite runs against every one.
+		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/steer", "internal/fleet", "internal/restart"}},
+		{pkg: "internal/store/nomadstore", mayImport: []string{"internal/store", "internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
+		{pkg: "internal/store/localstore", mayImport: []string{"internal/store", "internal/nomadvars", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
@@ -107,14 +111,14 @@ func architecture() []rule {
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream", "nomadsim", "nomadsim/traffic"},
+			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream", "nomadsim", "nomadsim/traffic"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.
 		{pkg: "internal/fuzztest"},
 		// The support of the tests that run an agent on nomadsim; it does not import the
 		// agent, so that the agent's own tests may use it.
-		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/store", "internal/cluster", "internal/fleet", "internal/restart"}},
+		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/store", "internal/store/nomadstore", "internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/archtest"},
 		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},
 		{pkg: "cmd/nomadsim", mayImport: []string{"nomadsim"}},

@@ -16,6 +16,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/page"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
 
 const helpAgent = `
@@ -231,11 +232,11 @@ func agentLocalStore(state string) (store.Store, error) {
 	if state != "local" {
 		return nil, nil
 	}
-	dir, err := store.DefaultLocalDir()
+	dir, err := localstore.DefaultDir()
 	if err != nil {
 		return nil, fmt.Errorf("finding the local state directory: %w", err)
 	}
-	return store.NewLocal(dir)
+	return localstore.New(dir)
 }
 
 // pageActions is what the agent's page acts through: for each request, the parts on a

@@ -18,9 +18,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -58,7 +60,7 @@ func TestRunBesideAnAgentDrivesItsOwnRestart(t *testing.T) {
 	if got := adoptions(t, metrics); got != 0 {
 		t.Errorf("the agent took up %v restarts that a run drove; want none", got)
 	}
-	st := store.NewNomad(adminClient(t, c), store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(adminClient(t, c), nomadvars.Options{}), nomadstore.Options{})
 	for _, j := range jobs {
 		recs, err := st.List(ctx, store.Filter{JobID: j})
 		if err != nil {

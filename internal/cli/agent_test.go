@@ -14,9 +14,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -56,7 +58,7 @@ func TestAgentCommandAdoptsDetachedRestart(t *testing.T) {
 	client := simtest.Client(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st})
 	var p *engine.Plan
 	simtest.WaitFor(t, ctx, "a plan (the job's deployment must end first)", func() bool {
@@ -138,7 +140,7 @@ func TestAgentCommandRollsOnChange(t *testing.T) {
 	})
 	index = agenttest.PutVar(t, client, path, "bonjour", index)
 
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	var rec *restart.Record
 	simtest.WaitFor(t, ctx, "the rollout", func() bool {
 		recs, err := st.List(ctx, store.Filter{JobID: "web"})
@@ -168,7 +170,7 @@ func TestAgentPageActsWithTheRequestsToken(t *testing.T) {
 	admin := adminClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	st := store.NewNomad(admin, store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(admin, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(admin), Store: st})
 	p, err := e.Plan(ctx, engine.Request{Job: "web", Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true}})
 	if err != nil {

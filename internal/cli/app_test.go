@@ -13,6 +13,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -69,7 +70,7 @@ func TestBadInput(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("setup run -detach: %d\n%s\n%s", code, out, errOut)
 	}
-	local, err := store.NewLocal(e.localDir)
+	local, err := localstore.New(e.localDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
 
 // The fakes below stand in for the engine so that the view (prompts, answers from another
@@ -193,7 +194,7 @@ func runFake(t *testing.T, ctx context.Context, ses *fakeSession, interactive bo
 
 func newFakeSession(t *testing.T) *fakeSession {
 	t.Helper()
-	st, err := store.NewLocal(t.TempDir())
+	st, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

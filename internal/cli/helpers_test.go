@@ -15,10 +15,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -159,9 +160,9 @@ func runRefused(t *testing.T, ctx context.Context, e cliEnv, sim *nomadsim.Clust
 }
 
 // findInNomad finds restart id in the Nomad store that opts configure.
-func findInNomad(t *testing.T, ctx context.Context, client *api.Client, id string, opts store.NomadOptions) (*store.Nomad, *restart.Record) {
+func findInNomad(t *testing.T, ctx context.Context, client *api.Client, id string, opts nomadstore.Options) (*nomadstore.Restarts, *restart.Record) {
 	t.Helper()
-	st := store.NewNomad(client, opts)
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), opts)
 	rec, err := st.Find(ctx, "", id)
 	if err != nil {
 		t.Fatalf("finding restart %s: %v", id, err)
@@ -382,7 +383,7 @@ func writeVariable(t *testing.T, client *api.Client, path, value string) *api.Va
 // (status end) frees the job for the next.
 func fileRollout(ctx context.Context, t *testing.T, client *api.Client, job string, triggers []restart.Trigger, end restart.Status) *restart.Record {
 	t.Helper()
-	st := store.NewNomad(client, store.NomadOptions{})
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st})
 	p, err := e.Plan(ctx, engine.Request{Job: job, Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}})
 	if err != nil {

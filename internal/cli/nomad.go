@@ -23,10 +23,13 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 )
 
 // parts are what restarts and fleets are driven and steered with on one cluster, built
@@ -39,7 +42,7 @@ type parts struct {
 	restarts  store.Store
 	fleets    store.Fleets
 	schedules *schedule.Store
-	discovery *store.NomadRestartLister
+	discovery *nomadstore.Lister
 	engine    *engine.Engine
 	// fleet drives fleets (nil without fleets); it drives their children in this process
 	// only with partsConfig.driveChildren (the agent leaves them to its adoption).
@@ -86,10 +89,12 @@ func buildParts(c partsConfig) parts {
 	}
 	p.restarts = c.local
 	if p.restarts == nil {
-		p.restarts = store.NewNomad(storeClient, store.NomadOptions{Logger: c.logger, SharedWatch: c.sharedWatch})
-		p.fleets = store.NewNomadFleets(storeClient, store.NomadOptions{Logger: c.logger})
-		p.schedules = schedule.NewStore(storeClient, "")
-		p.discovery = store.NewNomadRestartLister(storeClient, "")
+		// One Variables client for every store: the records' pool, its retries and logger.
+		vars := nomadvars.New(storeClient, nomadvars.Options{Logger: c.logger})
+		p.restarts = nomadstore.NewRestarts(vars, nomadstore.Options{Logger: c.logger, SharedWatch: c.sharedWatch})
+		p.fleets = nomadstore.NewFleets(vars, nomadstore.Options{Logger: c.logger})
+		p.schedules = schedule.NewStore(vars, "")
+		p.discovery = nomadstore.NewLister(vars, "")
 	}
 	p.engine = engine.New(engine.Config{Cluster: p.cluster, Store: p.restarts, Logger: c.logger, Holder: c.holder,
 		Health: c.health, Gates: c.gates, MaxFeeds: c.maxFeeds})
@@ -184,7 +189,7 @@ func changeRollouts(on bool, client *api.Client, env func(string) string, timeou
 	consul := consulFlags{}.config(env)
 	consul.RequestTimeout = timeout
 	return &agent.ChangeRollouts{
-		Sources: sourcewatch.New(client, sourcewatch.Options{Logger: logger, Consul: consulClient(consul, true)}),
+		Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{Logger: logger}), sourcewatch.Options{Logger: logger, Consul: consulClient(consul, true)}),
 		Files:   cluster.NewNomad(client),
 	}
 }
@@ -228,13 +233,16 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 	}
 	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
 		gates: engine.GatesConfig{Prometheus: cf.prometheusConfig}}
-	return &nomadSession{client: client, cfg: cfg, base: buildParts(cfg), localDir: b.localDir}, nil
+	return &nomadSession{client: client, vars: nomadvars.New(client, nomadvars.Options{Logger: logger}), cfg: cfg, base: buildParts(cfg), localDir: b.localDir}, nil
 }
 
 // nomadSession is a session on one Nomad cluster: its parts on the Nomad store, built once,
 // and on this machine's store when a command asks for it.
 type nomadSession struct {
-	client   *api.Client
+	client *api.Client
+	// vars is the Variables layer on client, for what reads variables outside the stores
+	// (the -state auto probe, the watches command's hub).
+	vars     *nomadvars.Client
 	cfg      partsConfig
 	base     parts
 	localDir string
@@ -255,7 +263,7 @@ func (s *nomadSession) reachable(ctx context.Context) error {
 }
 
 func (s *nomadSession) probeNomad(ctx context.Context, namespace, job string) error {
-	return store.ProbeNomad(ctx, s.client, namespace, job)
+	return nomadstore.Probe(ctx, s.vars, namespace, job)
 }
 
 // nomadStore is the Nomad Variables store of this session.
@@ -265,12 +273,12 @@ func (s *nomadSession) localStore() (store.Store, error) {
 	s.once.Do(func() {
 		dir := s.localDir
 		if dir == "" {
-			dir, s.localErr = store.DefaultLocalDir()
+			dir, s.localErr = localstore.DefaultDir()
 			if s.localErr != nil {
 				return
 			}
 		}
-		s.local, s.localErr = store.NewLocal(dir)
+		s.local, s.localErr = localstore.New(dir)
 	})
 	if s.localErr != nil {
 		return nil, s.localErr
@@ -314,7 +322,7 @@ func (s *nomadSession) fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.D
 // sourceHub is a hub of sourcewatch on the session's Nomad client, through which watches
 // reads the sources of config-change rollouts as the agent watches them.
 func (s *nomadSession) sourceHub(opts sourcewatch.Options) *sourcewatch.Hub {
-	return sourcewatch.New(s.client, opts)
+	return sourcewatch.New(s.vars, opts)
 }
 
 // demoJob is a service of demoCount instances: each task takes demoStartDelay to start,

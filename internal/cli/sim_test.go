@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -172,9 +172,9 @@ func newCLIEnvAs(t *testing.T, c *nomadsim.Cluster, name, rules string) cliEnv {
 }
 
 // localStore opens the environment's local store, where commands with -state local write.
-func (e cliEnv) localStore(t *testing.T) *store.Local {
+func (e cliEnv) localStore(t *testing.T) *localstore.Store {
 	t.Helper()
-	local, err := store.NewLocal(e.localDir)
+	local, err := localstore.New(e.localDir)
 	if err != nil {
 		t.Fatalf("opening the local store: %v", err)
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -184,7 +185,7 @@ func TestResumeWhileDrivenFollows(t *testing.T) {
 func ghostDriver(t *testing.T, ctx context.Context, c *nomadsim.Cluster, id string) (full string, die func()) {
 	t.Helper()
 	client := adminClient(t, c)
-	st, rec := findInNomad(t, ctx, client, id, store.NomadOptions{LockDelay: 100 * time.Millisecond})
+	st, rec := findInNomad(t, ctx, client, id, nomadstore.Options{LockDelay: 100 * time.Millisecond})
 	lease, err := st.AcquireLease(ctx, rec.Namespace, rec.ID, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)
@@ -443,7 +444,7 @@ func TestFleetResumeTakesOverFromDeadDriver(t *testing.T) {
 	c, e, ctx := startFleetEnv(t, "gh", 2, 1)
 	short, _ := detachFleet(t, ctx, e, "gh", "-on-error=fail")
 	id := fleetOf(t, ctx, e, short).ID
-	ghost := store.NewNomadFleets(adminClient(t, c), store.NomadOptions{LockDelay: 100 * time.Millisecond})
+	ghost := nomadstore.NewFleets(nomadvars.New(adminClient(t, c), nomadvars.Options{}), nomadstore.Options{LockDelay: 100 * time.Millisecond})
 	lease, err := ghost.AcquireLease(ctx, "default", id, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)

@@ -11,10 +11,13 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -32,10 +35,10 @@ func startSim(t testing.TB, nomadStore bool) *simEnv {
 	client := simtest.Client(t, sim)
 	var s store.Store
 	if nomadStore {
-		s = store.NewNomad(client, store.NomadOptions{})
+		s = nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	} else {
 		var err error
-		if s, err = store.NewLocal(t.TempDir()); err != nil {
+		if s, err = localstore.New(t.TempDir()); err != nil {
 			t.Fatal(err)
 		}
 	}

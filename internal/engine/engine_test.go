@@ -12,6 +12,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
 
 const testTimeout = 20 * time.Second
@@ -25,7 +26,7 @@ func newTestEngine(t *testing.T, c cluster.Cluster) (*Engine, store.Store) {
 
 func newLocalEngine(t *testing.T, c cluster.Cluster) (*Engine, store.Store) {
 	t.Helper()
-	s, err := store.NewLocal(t.TempDir())
+	s, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

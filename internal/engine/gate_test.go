@@ -19,6 +19,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -40,7 +41,7 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 	t.Helper()
 	sim := simtest.Start(t, nomadsim.Options{TimeScale: scale, Seed: 3})
 	client := simtest.Client(t, sim)
-	s, err := store.NewLocal(t.TempDir())
+	s, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -631,7 +632,7 @@ func TestSurgeWithoutScalePermission(t *testing.T) {
 	mgmt := simtest.ClientAs(t, sim, sim.BootstrapToken())
 	token := simtest.Token(t, sim, "operator", `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle"] }`)
 	client := simtest.ClientAs(t, sim, token)
-	s, err := store.NewLocal(t.TempDir())
+	s, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -37,9 +39,9 @@ func startEnv(t testing.TB) *env {
 	sim := simtest.Start(t, nomadsim.Options{Seed: 7})
 	client := simtest.Client(t, sim)
 	nc := cluster.NewNomad(client)
-	restarts := store.NewNomad(client, store.NomadOptions{})
+	restarts := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	e := engine.New(engine.Config{Cluster: nc, Store: restarts, Holder: "fleet-test:1", Health: engine.HealthConfig{TimeScale: sim.TimeScale()}, MaxFeeds: 16})
-	return &env{sim: sim, client: client, nomad: nc, fleets: store.NewNomadFleets(client, store.NomadOptions{}), restarts: restarts, eng: e}
+	return &env{sim: sim, client: client, nomad: nc, fleets: nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), restarts: restarts, eng: e}
 }
 
 func (e *env) driver(holder string, driveChildren bool) *Driver {

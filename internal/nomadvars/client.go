@@ -88,26 +88,28 @@ type Wait struct {
 }
 
 // Read returns the variable at path in namespace ns; ErrNotFound when there is none.
-func (c *Client) Read(ctx context.Context, ns, path string) (*api.Variable, error) {
+func (c *Client) Read(ctx context.Context, ns, path string) (*Variable, error) {
 	v, _, err := c.ReadAfter(ctx, ns, path, Wait{})
 	return v, err
 }
 
 // ReadAfter is Read as a blocking query (see Wait); it also returns the query's index.
-func (c *Client) ReadAfter(ctx context.Context, ns, path string, w Wait) (*api.Variable, uint64, error) {
-	return query(ctx, c, opRead, ns, path, w, c.api.Variables().Read)
+func (c *Client) ReadAfter(ctx context.Context, ns, path string, w Wait) (*Variable, uint64, error) {
+	v, index, err := query(ctx, c, opRead, ns, path, w, c.api.Variables().Read)
+	return fromAPI(v), index, err
 }
 
 // List returns the metadata (path and indexes, no items) of the variables under prefix in
 // namespace ns ("*": every namespace the token may list).
-func (c *Client) List(ctx context.Context, ns, prefix string) ([]*api.VariableMetadata, error) {
+func (c *Client) List(ctx context.Context, ns, prefix string) ([]*Metadata, error) {
 	metas, _, err := c.ListAfter(ctx, ns, prefix, Wait{})
 	return metas, err
 }
 
 // ListAfter is List as a blocking query (see Wait); it also returns the listing's index.
-func (c *Client) ListAfter(ctx context.Context, ns, prefix string, w Wait) ([]*api.VariableMetadata, uint64, error) {
-	return query(ctx, c, opList, ns, prefix, w, c.api.Variables().PrefixList)
+func (c *Client) ListAfter(ctx context.Context, ns, prefix string, w Wait) ([]*Metadata, uint64, error) {
+	metas, index, err := query(ctx, c, opList, ns, prefix, w, c.api.Variables().PrefixList)
+	return metadataFromAPI(metas), index, err
 }
 
 // query runs one read of path (a variable, or a prefix to list) as do does, as a blocking

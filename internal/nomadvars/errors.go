@@ -64,7 +64,7 @@ type ConflictError struct {
 	CheckIndex      uint64
 	// Current is the variable as Nomad holds it now; nil when it does not exist. Its Items
 	// are nil when the token may not read it.
-	Current *api.Variable
+	Current *Variable
 	Err     error
 }
 
@@ -117,7 +117,7 @@ func newConflict(ns, path string, c api.ErrCASConflict) *ConflictError {
 	if cur != nil && cur.ModifyIndex == 0 {
 		cur = nil
 	}
-	return &ConflictError{Namespace: ns, Path: path, CheckIndex: c.CheckIndex, Current: cur, Err: c}
+	return &ConflictError{Namespace: ns, Path: path, CheckIndex: c.CheckIndex, Current: fromAPI(cur), Err: c}
 }
 
 // StatusOf returns the HTTP status of an error of the api client, or 0.

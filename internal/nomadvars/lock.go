@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -17,17 +18,18 @@ type Lock struct {
 }
 
 // AcquireLock takes the lock of the variable v names (creating the variable with v's items
-// if needed); v.Lock sets its TTL and lock delay. It returns the variable as written and
-// the Lock, or ErrLockHeld when another holds it.
+// if needed), to live ttl unrenewed and to be free lockDelay after it expired. It returns
+// the variable as written and the Lock, or ErrLockHeld when another holds it.
 //
 // It is retried on passing failures. Were a first try to land and its answer be lost, the
 // retry finds the lock held and says so; that lock then expires after its TTL.
-func (c *Client) AcquireLock(ctx context.Context, v *api.Variable) (*api.Variable, Lock, error) {
+func (c *Client) AcquireLock(ctx context.Context, v *Variable, ttl, lockDelay time.Duration) (*Variable, Lock, error) {
 	ns := Namespace(v.Namespace)
 	got, err := do(ctx, c, opWrite, ns, v.Path, func(ctx context.Context) (*api.Variable, error) {
-		in := *v
+		in := v.toAPI()
 		in.Namespace = ns
-		got, _, err := c.api.Variables().AcquireLock(&in, c.writeOptions(ctx, ns))
+		in.Lock = &api.VariableLock{TTL: ttl.String(), LockDelay: lockDelay.String()}
+		got, _, err := c.api.Variables().AcquireLock(in, c.writeOptions(ctx, ns))
 		if StatusOf(err) == http.StatusConflict || (err == nil && got.LockID() == "") {
 			return nil, ErrLockHeld
 		}
@@ -36,7 +38,7 @@ func (c *Client) AcquireLock(ctx context.Context, v *api.Variable) (*api.Variabl
 	if err != nil {
 		return nil, Lock{}, err
 	}
-	return got, Lock{Namespace: ns, Path: v.Path, ID: got.LockID()}, nil
+	return fromAPI(got), Lock{Namespace: ns, Path: v.Path, ID: got.LockID()}, nil
 }
 
 // RenewLock extends l's TTL, or returns ErrLockLost when Nomad says l is no longer held.
@@ -53,13 +55,14 @@ func (c *Client) RenewLock(ctx context.Context, l Lock) error {
 // ReleaseLock frees l so another may take it at once, keeping the variable; it returns the
 // variable as released (without its items: Nomad answers a release without them), or
 // ErrLockLost when l was no longer held.
-func (c *Client) ReleaseLock(ctx context.Context, l Lock) (*api.Variable, error) {
-	return do(ctx, c, opWrite, l.Namespace, l.Path, func(ctx context.Context) (*api.Variable, error) {
+func (c *Client) ReleaseLock(ctx context.Context, l Lock) (*Variable, error) {
+	out, err := do(ctx, c, opWrite, l.Namespace, l.Path, func(ctx context.Context) (*api.Variable, error) {
 		// Nomad refuses items on a release: the lock ID alone says whose it is.
 		v := &api.Variable{Namespace: l.Namespace, Path: l.Path, Lock: &api.VariableLock{ID: l.ID}}
 		out, _, err := c.api.Variables().ReleaseLock(v, c.writeOptions(ctx, l.Namespace))
 		return out, lockErr(err)
 	})
+	return fromAPI(out), err
 }
 
 // lockErr maps Nomad's answers meaning "this lock is not yours (any more)" to ErrLockLost:

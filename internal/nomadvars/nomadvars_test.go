@@ -64,7 +64,7 @@ func TestEscapeRoundTrip(t *testing.T) {
 			t.Errorf("EscapeSegment(%q) = %q is reserved", name, seg)
 		}
 		path := "test/" + seg + "/v"
-		if _, err := vars.Write(ctx, &api.Variable{Path: path, Items: map[string]string{"name": name}}); err != nil {
+		if _, err := vars.Write(ctx, &nomadvars.Variable{Path: path, Items: map[string]string{"name": name}}); err != nil {
 			t.Fatalf("writing %q: %v", path, err)
 		}
 		metas, err := vars.List(ctx, "default", "test/"+seg+"/")
@@ -92,20 +92,20 @@ func TestReadNotFound(t *testing.T) {
 func TestCheckAndSet(t *testing.T) {
 	_, vars := newClient(t)
 	ctx := ctxT(t)
-	v1, err := vars.Write(ctx, &api.Variable{Path: "cas/a", Items: map[string]string{"k": "1"}})
+	v1, err := vars.Write(ctx, &nomadvars.Variable{Path: "cas/a", Items: map[string]string{"k": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var conflict *nomadvars.ConflictError
-	_, err = vars.Write(ctx, &api.Variable{Path: "cas/a", Items: map[string]string{"k": "other"}})
+	_, err = vars.Write(ctx, &nomadvars.Variable{Path: "cas/a", Items: map[string]string{"k": "other"}})
 	if !errors.As(err, &conflict) || conflict.Current == nil || conflict.Current.Items["k"] != "1" || conflict.Current.ModifyIndex != v1.ModifyIndex {
 		t.Fatalf("create over an existing variable: %v, want a conflict carrying it", err)
 	}
-	v2, err := vars.Write(ctx, &api.Variable{Path: "cas/a", Items: map[string]string{"k": "2"}, ModifyIndex: v1.ModifyIndex})
+	v2, err := vars.Write(ctx, &nomadvars.Variable{Path: "cas/a", Items: map[string]string{"k": "2"}, ModifyIndex: v1.ModifyIndex})
 	if err != nil || v2.ModifyIndex <= v1.ModifyIndex {
 		t.Fatalf("update at the current index: %v, %v", v2, err)
 	}
-	_, err = vars.Write(ctx, &api.Variable{Path: "cas/a", Items: map[string]string{"k": "3"}, ModifyIndex: v1.ModifyIndex})
+	_, err = vars.Write(ctx, &nomadvars.Variable{Path: "cas/a", Items: map[string]string{"k": "3"}, ModifyIndex: v1.ModifyIndex})
 	if !errors.As(err, &conflict) || conflict.CheckIndex != v1.ModifyIndex || conflict.Current.Items["k"] != "2" {
 		t.Fatalf("update at a stale index: %v, want a conflict carrying the current variable", err)
 	}
@@ -118,7 +118,7 @@ func TestCheckAndSet(t *testing.T) {
 	if _, err := vars.Read(ctx, "", "cas/a"); !errors.Is(err, nomadvars.ErrNotFound) {
 		t.Fatalf("read after delete: %v", err)
 	}
-	_, err = vars.Write(ctx, &api.Variable{Path: "cas/a", Items: map[string]string{"k": "4"}, ModifyIndex: v2.ModifyIndex})
+	_, err = vars.Write(ctx, &nomadvars.Variable{Path: "cas/a", Items: map[string]string{"k": "4"}, ModifyIndex: v2.ModifyIndex})
 	if !errors.As(err, &conflict) || conflict.Current != nil {
 		t.Fatalf("update of a deleted variable: %v, want a conflict with no current variable", err)
 	}
@@ -164,12 +164,12 @@ func TestLostAnswersRecognised(t *testing.T) {
 	ctx := ctxT(t)
 	puts := &loseAnswers{match: func(r *http.Request) bool { return r.Method != http.MethodGet }, n: 1}
 	vars := sendThrough(t, c, func(next http.RoundTripper) http.RoundTripper { puts.next = next; return puts })
-	v, err := vars.Write(ctx, &api.Variable{Path: "lost/a", Items: map[string]string{"k": "1"}})
+	v, err := vars.Write(ctx, &nomadvars.Variable{Path: "lost/a", Items: map[string]string{"k": "1"}})
 	if err != nil || v.Items["k"] != "1" {
 		t.Fatalf("create whose answer was lost: %v, %v", v, err)
 	}
 	puts.n = 1
-	v2, err := vars.Write(ctx, &api.Variable{Path: "lost/a", Items: map[string]string{"k": "2"}, ModifyIndex: v.ModifyIndex})
+	v2, err := vars.Write(ctx, &nomadvars.Variable{Path: "lost/a", Items: map[string]string{"k": "2"}, ModifyIndex: v.ModifyIndex})
 	if err != nil || v2.Items["k"] != "2" {
 		t.Fatalf("update whose answer was lost: %v, %v", v2, err)
 	}
@@ -186,7 +186,7 @@ func TestLostAnswersRecognised(t *testing.T) {
 func TestRetriesTransient(t *testing.T) {
 	c, vars := newClient(t)
 	ctx := ctxT(t)
-	if _, err := vars.Write(ctx, &api.Variable{Path: "retry/a", Items: map[string]string{"k": "1"}}); err != nil {
+	if _, err := vars.Write(ctx, &nomadvars.Variable{Path: "retry/a", Items: map[string]string{"k": "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusInternalServerError} {
@@ -208,13 +208,13 @@ func TestRetriesTransient(t *testing.T) {
 func TestLocks(t *testing.T) {
 	_, vars := newClient(t)
 	ctx := ctxT(t)
-	v := &api.Variable{Path: "locks/a", Items: map[string]string{"holder": "one"}, Lock: &api.VariableLock{TTL: "15s", LockDelay: "15s"}}
-	got, lock, err := vars.AcquireLock(ctx, v)
+	v := &nomadvars.Variable{Path: "locks/a", Items: map[string]string{"holder": "one"}}
+	got, lock, err := vars.AcquireLock(ctx, v, 15*time.Second, 15*time.Second)
 	if err != nil || lock.ID == "" || got.Items["holder"] != "one" || lock.Namespace != "default" {
 		t.Fatalf("AcquireLock: %v, %+v, %v", got, lock, err)
 	}
-	other := &api.Variable{Path: "locks/a", Items: map[string]string{"holder": "two"}, Lock: &api.VariableLock{TTL: "15s", LockDelay: "15s"}}
-	if _, _, err := vars.AcquireLock(ctx, other); !errors.Is(err, nomadvars.ErrLockHeld) {
+	other := &nomadvars.Variable{Path: "locks/a", Items: map[string]string{"holder": "two"}}
+	if _, _, err := vars.AcquireLock(ctx, other, 15*time.Second, 15*time.Second); !errors.Is(err, nomadvars.ErrLockHeld) {
 		t.Fatalf("AcquireLock of a held lock: %v, want ErrLockHeld", err)
 	}
 	if err := vars.RenewLock(ctx, lock); err != nil {
@@ -229,7 +229,7 @@ func TestLocks(t *testing.T) {
 	if _, err := vars.ReleaseLock(ctx, lock); !errors.Is(err, nomadvars.ErrLockLost) {
 		t.Fatalf("ReleaseLock after the release: %v, want ErrLockLost", err)
 	}
-	if _, _, err := vars.AcquireLock(ctx, other); err != nil {
+	if _, _, err := vars.AcquireLock(ctx, other, 15*time.Second, 15*time.Second); err != nil {
 		t.Fatalf("AcquireLock of a released lock: %v", err)
 	}
 }
@@ -241,7 +241,7 @@ func TestPermissionError(t *testing.T) {
 	tok := simtest.Token(t, c, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	vars := nomadvars.New(simtest.ClientAs(t, c, tok), nomadvars.Options{})
 	ctx := ctxT(t)
-	_, err := vars.Write(ctx, &api.Variable{Path: "acl/a", Items: map[string]string{"k": "1"}})
+	_, err := vars.Write(ctx, &nomadvars.Variable{Path: "acl/a", Items: map[string]string{"k": "1"}})
 	var perm *nomadvars.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Path != "acl/a" || perm.Namespace != "default" {
 		t.Fatalf("write without rights: %v, want a PermissionError for write", err)
@@ -269,7 +269,7 @@ func TestListAndWait(t *testing.T) {
 	if _, err := simtest.Client(t, c).Namespaces().Register(&api.Namespace{Name: "other"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []*api.Variable{
+	for _, v := range []*nomadvars.Variable{
 		{Path: "list/a", Items: map[string]string{"k": "1"}},
 		{Path: "list/b/c", Items: map[string]string{"k": "1"}},
 		{Path: "listing/x", Items: map[string]string{"k": "1"}},
@@ -296,7 +296,7 @@ func TestListAndWait(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
-	if _, err := vars.Write(ctx, &api.Variable{Path: "list/e", Items: map[string]string{"k": "1"}}); err != nil {
+	if _, err := vars.Write(ctx, &nomadvars.Variable{Path: "list/e", Items: map[string]string{"k": "1"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -315,7 +315,7 @@ func TestInRegion(t *testing.T) {
 	c, vars := newClient(t)
 	ctx := ctxT(t)
 	home := vars.InRegion(c.Region())
-	if _, err := home.Write(ctx, &api.Variable{Path: "region/a", Items: map[string]string{"k": "1"}}); err != nil {
+	if _, err := home.Write(ctx, &nomadvars.Variable{Path: "region/a", Items: map[string]string{"k": "1"}}); err != nil {
 		t.Fatalf("writing in the cluster's own region: %v", err)
 	}
 	if metas, err := home.Watching().List(ctx, "default", "region/"); err != nil || len(metas) != 1 {

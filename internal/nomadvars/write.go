@@ -17,16 +17,16 @@ import (
 // sent again; when that meets a conflict with a variable holding exactly v's items, the
 // first one landed and Write succeeds. Callers make that safe by writing items no other
 // writer writes (a record holds its write time; a chunk's name is fresh).
-func (c *Client) Write(ctx context.Context, v *api.Variable) (*api.Variable, error) {
-	in := *v
+func (c *Client) Write(ctx context.Context, v *Variable) (*Variable, error) {
+	in := v.toAPI()
 	in.Namespace = Namespace(v.Namespace)
 	lost := false
-	return do(ctx, c, opWrite, in.Namespace, in.Path, func(ctx context.Context) (*api.Variable, error) {
+	out, err := do(ctx, c, opWrite, in.Namespace, in.Path, func(ctx context.Context) (*api.Variable, error) {
 		var (
 			out *api.Variable
 			err error
 		)
-		attempt := in // the api client may change what it sends
+		attempt := *in // the api client may change what it sends
 		if in.ModifyIndex == 0 {
 			out, _, err = c.api.Variables().CheckedCreate(&attempt, c.writeOptions(ctx, in.Namespace))
 		} else {
@@ -37,11 +37,12 @@ func (c *Client) Write(ctx context.Context, v *api.Variable) (*api.Variable, err
 		case err == nil:
 			return out, nil
 		case lost && errors.As(err, &conflict):
-			return c.landed(ctx, &in, conflict)
+			return c.landed(ctx, in, conflict)
 		}
 		lost = lost || !errors.As(err, &conflict)
 		return nil, err
 	})
+	return fromAPI(out), err
 }
 
 // landed is Write's answer to a conflict met after a lost answer: the variable as written
@@ -101,7 +102,7 @@ func (c *Client) DeleteAt(ctx context.Context, ns, path string, index uint64) er
 // at the stored index, for a variable with one writer at a time (a marker written by a
 // fleet's or schedule's creator). It gives up, with an error, when the variable keeps
 // changing under it.
-func (c *Client) Overwrite(ctx context.Context, v *api.Variable) error {
+func (c *Client) Overwrite(ctx context.Context, v *Variable) error {
 	for range 5 {
 		_, err := c.Write(ctx, v)
 		var conflict *ConflictError

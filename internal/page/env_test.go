@@ -22,11 +22,12 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/page"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -62,8 +63,8 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*agent.Con
 func agentConfig(client *api.Client, holder string) agent.Config {
 	return agent.Config{
 		Cluster: cluster.NewNomad(client), Jobs: cluster.NewNomad(client),
-		Store: store.NewNomad(client, store.NomadOptions{}), Discovery: store.NewNomadRestartLister(client, ""),
-		Fleets: store.NewNomadFleets(client, store.NomadOptions{}), Schedules: schedule.NewStore(client, ""),
+		Store: nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), Discovery: nomadstore.NewLister(nomadvars.New(client, nomadvars.Options{}), ""),
+		Fleets: nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), Schedules: schedule.NewStore(nomadvars.New(client, nomadvars.Options{}), ""),
 		Address: client.Address(), Holder: holder,
 	}
 }
@@ -82,9 +83,9 @@ func (e *env) tokenActions(logger *slog.Logger) func(string) (page.Actions, erro
 		if err != nil {
 			return page.Actions{}, err
 		}
-		st := store.NewNomad(cl, store.NomadOptions{})
+		st := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
 		eng := engine.New(engine.Config{Cluster: cluster.NewNomad(cl), Store: st, Logger: logger, Holder: "page"})
-		fleets := fleetrun.New(fleetrun.Config{Fleets: store.NewNomadFleets(cl, store.NomadOptions{}), Restarts: st, Engine: eng, Logger: logger, Holder: "page"})
+		fleets := fleetrun.New(fleetrun.Config{Fleets: nomadstore.NewFleets(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}), Restarts: st, Engine: eng, Logger: logger, Holder: "page"})
 		return page.Actions{Steer: steer.Steerers{Restarts: eng.Steerer(), Fleets: fleets.Steerer()}, File: eng}, nil
 	}
 }

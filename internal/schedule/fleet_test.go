@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -70,7 +71,7 @@ func TestFleetScheduleJSON(t *testing.T) {
 // and no fleet, both, or a fleet it could never start.
 func TestStoreFleetSchedule(t *testing.T) {
 	_, cl, ctx := startWithProd(t, nomadsim.Options{})
-	st := schedule.NewStore(cl, "")
+	st := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	target := &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "prod", Filter: `Type == "service"`}, Options: fleet.DefaultOptions()}
 	fl := &schedule.Schedule{Namespace: "prod", Fleet: target, Cron: "0 2 * * *", Next: t0}

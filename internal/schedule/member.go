@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
@@ -55,7 +53,7 @@ func (s *Store) PutMember(ctx context.Context, namespace, id string, m Member) e
 	if err != nil {
 		return fmt.Errorf("schedule store: encoding the member marker of schedule %s: %w", id, err)
 	}
-	v := &api.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.MemberPath(id), Items: api.VariableItems{memberName: string(raw)}}
+	v := &nomadvars.Variable{Namespace: nomadvars.Namespace(namespace), Path: s.MemberPath(id), Items: map[string]string{memberName: string(raw)}}
 	if err := s.vars.Overwrite(ctx, v); err != nil {
 		return s.storeErr(err)
 	}

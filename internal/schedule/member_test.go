@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
@@ -17,7 +18,7 @@ import (
 // there is refused with a PermissionError.
 func TestScheduleMemberMarker(t *testing.T) {
 	c, admin, ctx := startWithProd(t, nomadsim.Options{ACLs: true})
-	s := schedule.NewStore(admin, "")
+	s := schedule.NewStore(nomadvars.New(admin, nomadvars.Options{}), "")
 	due := time.Now().Add(time.Hour).UTC()
 	sc := &schedule.Schedule{At: due, Next: due, Namespace: "default",
 		Fleet: &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "*", Filter: `Name matches "^api-"`}, Options: fleet.DefaultOptions()}}
@@ -51,7 +52,7 @@ func TestScheduleMemberMarker(t *testing.T) {
 	token := simtest.Token(t, c, "default-writer", `
 namespace "default" { variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } } }`)
 	var perm *schedule.PermissionError
-	if err := schedule.NewStore(simtest.ClientAs(t, c, token), "").PutMember(ctx, "prod", sc.ID, want); !errors.As(err, &perm) || perm.Namespace != "prod" {
+	if err := schedule.NewStore(nomadvars.New(simtest.ClientAs(t, c, token), nomadvars.Options{}), "").PutMember(ctx, "prod", sc.ID, want); !errors.As(err, &perm) || perm.Namespace != "prod" {
 		t.Fatalf("PutMember in prod with a default-only token: got %v, want a PermissionError in prod", err)
 	}
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
@@ -69,14 +68,13 @@ type Store struct {
 	prefix   string
 }
 
-// NewStore returns a store on client under prefix ("" is "nomad-restart", the restart
-// store's default).
-func NewStore(client *api.Client, prefix string) *Store {
+// NewStore returns a store on vars's cluster under prefix ("" is "nomad-restart", the
+// restart store's default).
+func NewStore(vars *nomadvars.Client, prefix string) *Store {
 	prefix = strings.Trim(prefix, "/")
 	if prefix == "" {
 		prefix = "nomad-restart"
 	}
-	vars := nomadvars.New(client, nomadvars.Options{})
 	return &Store{vars: vars, watching: vars.Watching(), prefix: prefix}
 }
 
@@ -268,15 +266,15 @@ func (s *Store) Mutate(ctx context.Context, namespace, id string, change func(*S
 		func(sc *Schedule) error { return s.Update(ctx, sc) })
 }
 
-func (s *Store) encode(sc *Schedule) (*api.Variable, error) {
+func (s *Store) encode(sc *Schedule) (*nomadvars.Variable, error) {
 	raw, err := json.Marshal(sc)
 	if err != nil {
 		return nil, fmt.Errorf("schedule store: encoding schedule %s: %w", sc.ID, err)
 	}
-	return &api.Variable{Namespace: nomadvars.Namespace(sc.Namespace), Path: s.Path(sc.ID), Items: api.VariableItems{item: string(raw)}}, nil
+	return &nomadvars.Variable{Namespace: nomadvars.Namespace(sc.Namespace), Path: s.Path(sc.ID), Items: map[string]string{item: string(raw)}}, nil
 }
 
-func (s *Store) decode(v *api.Variable) (*Schedule, error) {
+func (s *Store) decode(v *nomadvars.Variable) (*Schedule, error) {
 	sc := &Schedule{}
 	if err := json.Unmarshal([]byte(v.Items[item]), sc); err != nil {
 		return nil, fmt.Errorf("schedule store: variable %q in namespace %q is not a schedule: %w", v.Path, v.Namespace, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -36,7 +37,7 @@ func ctxT(t *testing.T) context.Context {
 
 func TestStoreRoundTripAndCAS(t *testing.T) {
 	_, cl, ctx := startWithProd(t, nomadsim.Options{})
-	st := schedule.NewStore(cl, "")
+	st := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	spec := restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, OnError: restart.OnErrorFail, MinHealthyTime: 3 * time.Second, MinHealthyTimeGiven: true}
 	a := &schedule.Schedule{JobID: "web", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Next: t0, Grace: time.Minute}
@@ -100,7 +101,7 @@ func TestStoreRoundTripAndCAS(t *testing.T) {
 	if err := st.Delete(ctx, &stale); !errors.Is(err, schedule.ErrConflict) {
 		t.Fatalf("stale delete: %v, want ErrConflict", err)
 	}
-	after, err := schedule.NewStore(cl, "").Mutate(ctx, "default", a.ID, func(s *schedule.Schedule) (bool, error) {
+	after, err := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "").Mutate(ctx, "default", a.ID, func(s *schedule.Schedule) (bool, error) {
 		s.Missed++
 		return true, nil
 	})
@@ -122,11 +123,11 @@ func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
 	cl := simtest.ClientAs(t, c, c.BootstrapToken())
 	ctx := ctxT(t)
-	sched := schedule.NewStore(cl, "")
+	sched := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
 	if err := sched.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	rs := store.NewNomad(cl, store.NomadOptions{})
+	rs := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
 	rec := &restart.Record{Namespace: "default", JobID: "web", Status: restart.StatusPending}
 	if err := rs.Create(ctx, rec); err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestStorePermissionDenied(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	tok := simtest.Token(t, c, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	ctx := ctxT(t)
-	st := schedule.NewStore(simtest.ClientAs(t, c, tok), "")
+	st := schedule.NewStore(nomadvars.New(simtest.ClientAs(t, c, tok), nomadvars.Options{}), "")
 	err := st.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)})
 	var perm *schedule.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" {

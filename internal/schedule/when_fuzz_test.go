@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/fuzztest"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 )
 
 // fuzzNow is a moment between 2000 and about 2090 from any number: cron's years end at
@@ -122,7 +121,7 @@ func checkPlan(t *testing.T, what string, s *Schedule, now time.Time) {
 // schedule; one that decodes plans at any moment with an answer or an error, never a
 // panic or a hang.
 func FuzzScheduleRecord(f *testing.F) {
-	st := NewStore(nil, "")
+	st := NewStore(nomadvars.New(nil, nomadvars.Options{}), "")
 	const id = "6f1c3d2e-8a4b-4c5d-9e6f-0a1b2c3d4e5f"
 	for _, sc := range []*Schedule{
 		{ID: id, JobID: "web", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Status: StatusActive, Next: time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), Grace: 5 * time.Minute},
@@ -140,7 +139,7 @@ func FuzzScheduleRecord(f *testing.F) {
 	f.Add(`{"ID":"x"}`, st.Path(id), int64(0))
 	f.Add(`[]`, "nomad-restart/schedules/x/schedule", int64(0))
 	f.Fuzz(func(t *testing.T, item, path string, now int64) {
-		v := &api.Variable{Namespace: "default", Path: path, Items: api.VariableItems{"schedule": item}}
+		v := &nomadvars.Variable{Namespace: "default", Path: path, Items: map[string]string{"schedule": item}}
 		fuzztest.Bound(t, "decoding and planning a schedule", func() {
 			sc, err := st.decode(v)
 			if err != nil {

@@ -28,7 +28,6 @@ import (
 	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
@@ -103,8 +102,8 @@ type Hub struct {
 	groups map[groupKey]*group
 }
 
-// New returns a Hub that reads Nomad through nomad.
-func New(nomad *api.Client, opts Options) *Hub {
+// New returns a Hub that reads Nomad's variables through vars (nil: no Nomad).
+func New(vars *nomadvars.Client, opts Options) *Hub {
 	if opts.MinGap <= 0 {
 		opts.MinGap = defaultMinGap
 	}
@@ -115,9 +114,8 @@ func New(nomad *api.Client, opts Options) *Hub {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{opts: opts, slowRetry: defaultSlowRetry, readRetry: defaultReadRetry(), groups: map[groupKey]*group{}}
-	if nomad != nil {
-		h.vars = nomadvars.New(nomad, nomadvars.Options{Logger: opts.Logger})
-		h.watching = h.vars.Watching()
+	if vars != nil {
+		h.vars, h.watching = vars, vars.Watching()
 	}
 	return h
 }

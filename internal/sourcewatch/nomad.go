@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
@@ -85,11 +83,11 @@ func (f *failureStreak) lasted(d time.Duration) bool {
 }
 
 // listing is one answer of a group's listing, ordered by path for range lookups.
-type listing []*api.VariableMetadata
+type listing []*nomadvars.Metadata
 
 // newListing orders metas (in place), leaving out nil entries (a null in Nomad's answer).
-func newListing(metas []*api.VariableMetadata) listing {
-	l := listing(slices.DeleteFunc(metas, func(m *api.VariableMetadata) bool { return m == nil }))
+func newListing(metas []*nomadvars.Metadata) listing {
+	l := listing(slices.DeleteFunc(metas, func(m *nomadvars.Metadata) bool { return m == nil }))
 	sort.Slice(l, func(i, j int) bool { return l[i].Path < l[j].Path })
 	return l
 }
@@ -97,9 +95,9 @@ func newListing(metas []*api.VariableMetadata) listing {
 // covered returns the entries src covers: its exact path for a variable, everything
 // under its path for a prefix, except the product's own records (under records) unless
 // the prefix itself lies there.
-func (l listing) covered(src onchange.Source, records string) []*api.VariableMetadata {
+func (l listing) covered(src onchange.Source, records string) []*nomadvars.Metadata {
 	from := sort.Search(len(l), func(i int) bool { return l[i].Path >= src.Path })
-	var out []*api.VariableMetadata
+	var out []*nomadvars.Metadata
 	skipRecords := !strings.HasPrefix(src.Path, records)
 	for _, m := range l[from:] {
 		if src.Kind == onchange.NomadVariable && m.Path != src.Path {
@@ -122,14 +120,12 @@ func (l listing) covered(src onchange.Source, records string) []*api.VariableMet
 func (h *Hub) nomadAnswer(l listing, now time.Time) answerFunc {
 	return func(src onchange.Source, prev State, known bool) State {
 		var st State
-		var newest int64
 		for _, m := range l.covered(src, h.opts.RecordsPrefix) {
 			st.Count++
 			st.Index = max(st.Index, m.ModifyIndex)
-			newest = max(newest, m.ModifyTime)
-		}
-		if newest > 0 {
-			st.ChangedAt = time.Unix(0, newest)
+			if m.ModifyTime.After(st.ChangedAt) {
+				st.ChangedAt = m.ModifyTime
+			}
 		}
 		if known && st.Count < prev.Count {
 			st.ChangedAt = now

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -24,7 +23,7 @@ func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 	c, writer, ctx := startWriter(t)
 	first := put(t, writer, "nomad/jobs/web/config", "1")
 	put(t, writer, "nomad-restart/web/abc", "record")
-	h := New(simtest.Client(t, c), Options{MinGap: testGap})
+	h := New(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), Options{MinGap: testGap})
 
 	web := h.Watch(ctx, variable("nomad/jobs/web/config"))
 	under := h.Watch(ctx, prefix("nomad/jobs/web/"))
@@ -80,7 +79,7 @@ func TestTwoHundredSourcesShareOneQuery(t *testing.T) {
 	for i := range n {
 		put(t, writer, path(i), "1")
 	}
-	h := New(client, Options{MinGap: testGap})
+	h := New(nomadvars.New(client, nomadvars.Options{}), Options{MinGap: testGap})
 	watchCtx, stop := context.WithCancel(ctx)
 	chans := make([]<-chan State, n)
 	for i := range n {
@@ -126,7 +125,7 @@ func TestLeavingKeepsTheGroupForOthers(t *testing.T) {
 	t.Parallel()
 	_, writer, client, tr, ctx := startTracked(t)
 	put(t, writer, "nomad/jobs/a/config", "1")
-	h := New(client, Options{MinGap: testGap})
+	h := New(nomadvars.New(client, nomadvars.Options{}), Options{MinGap: testGap})
 	leaverCtx, leave := context.WithCancel(ctx)
 	leaver := h.Watch(leaverCtx, variable("nomad/jobs/a/config"))
 	stayer := h.Watch(ctx, variable("nomad/jobs/a/config"))
@@ -157,7 +156,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 		failures++ // one request at a time: the group's loop is the only caller
 		return simtest.StatusAnswer(r, http.StatusServiceUnavailable)
 	})
-	h := New(client, Options{MinGap: testGap})
+	h := New(nomadvars.New(client, nomadvars.Options{}), Options{MinGap: testGap})
 	st := next(t, ctx, "the first State", h.Watch(ctx, variable("nomad/jobs/a/config")))
 	if st.Err != nil || st.Index != v.ModifyIndex {
 		t.Errorf("after two 503s: %+v, want Index %d and no error", st, v.ModifyIndex)
@@ -202,7 +201,7 @@ func TestACLs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := next(t, ctx, "the first State", New(simtest.ClientAs(t, c, tc.token), Options{MinGap: testGap}).Watch(ctx, src))
+			st := next(t, ctx, "the first State", New(nomadvars.New(simtest.ClientAs(t, c, tc.token), nomadvars.Options{}), Options{MinGap: testGap}).Watch(ctx, src))
 			if msg := tc.check(st); msg != "" {
 				t.Errorf("%+v: %s", st, msg)
 			}
@@ -217,7 +216,7 @@ func TestDenialIsRetried(t *testing.T) {
 	_, writer, client, tr, ctx := startTracked(t)
 	v := put(t, writer, "nomad/jobs/a/config", "1")
 	tr.SetFail(func(r *http.Request) *http.Response { return simtest.StatusAnswer(r, http.StatusForbidden) })
-	h := New(client, Options{MinGap: testGap})
+	h := New(nomadvars.New(client, nomadvars.Options{}), Options{MinGap: testGap})
 	h.slowRetry = 20 * time.Millisecond
 	ch := h.Watch(ctx, variable("nomad/jobs/a/config"))
 	if st := next(t, ctx, "the denial", ch); !contains(st.Err, "list") {
@@ -276,10 +275,10 @@ func TestCovered(t *testing.T) {
 }
 
 // metas are listing entries at paths, with increasing indexes.
-func metas(paths ...string) []*api.VariableMetadata {
-	out := make([]*api.VariableMetadata, len(paths))
+func metas(paths ...string) []*nomadvars.Metadata {
+	out := make([]*nomadvars.Metadata, len(paths))
 	for i, p := range paths {
-		out[i] = &api.VariableMetadata{Namespace: "default", Path: p, ModifyIndex: uint64(i + 1)}
+		out[i] = &nomadvars.Metadata{Namespace: "default", Path: p, ModifyIndex: uint64(i + 1)}
 	}
 	return out
 }
@@ -305,7 +304,7 @@ func TestIndexGoingBackwardsStartsOver(t *testing.T) {
 		}
 		return resp, err
 	}))
-	ch := New(client, Options{MinGap: testGap}).Watch(ctx, variable("nomad/jobs/a/config"))
+	ch := New(nomadvars.New(client, nomadvars.Options{}), Options{MinGap: testGap}).Watch(ctx, variable("nomad/jobs/a/config"))
 	next(t, ctx, "the first State", ch)
 	simtest.WaitFor(t, ctx, "the blocking listing", func() bool { mu.Lock(); defer mu.Unlock(); return len(indexes) == 2 })
 	v := put(t, writer, "nomad/jobs/a/config", "2")

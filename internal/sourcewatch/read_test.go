@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -39,7 +40,7 @@ func TestRead(t *testing.T) {
 		return nil
 	})
 	consul := &consulClients{addr: c.ConsulAddr()}
-	h := New(client, Options{Consul: consul.client})
+	h := New(nomadvars.New(client, nomadvars.Options{}), Options{Consul: consul.client})
 
 	exact, missing, tree, all := variable("nomad/jobs/web/config"), variable("nomad/jobs/web/extra"), prefix("nomad/jobs/web/"), prefix("")
 	key, noKey, keys := consulKey("app/config"), consulKey("app/nosuch"), consulPrefix("app/")
@@ -95,7 +96,7 @@ func TestReadErrors(t *testing.T) {
 	unknown := simtest.ClientAs(t, c, "3f2a7a8e-0000-4000-8000-000000000000")
 	src := prefix("nomad/jobs/")
 	var denied *DeniedError
-	st := New(unknown, Options{}).Read(ctx, []onchange.Source{src})[src]
+	st := New(nomadvars.New(unknown, nomadvars.Options{}), Options{}).Read(ctx, []onchange.Source{src})[src]
 	if !errors.As(st.Err, &denied) || !errors.Is(st.Err, cluster.ErrPermissionDenied) ||
 		denied.Rule() != `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }` {
 		t.Errorf("an unknown token: %v, want a denial naming the list rule", st.Err)
@@ -136,10 +137,10 @@ func TestReadErrors(t *testing.T) {
 // prefix itself lies among them.
 func TestNomadAnswerIsTheNewestCovered(t *testing.T) {
 	t.Parallel()
-	meta := func(path string, index uint64) *api.VariableMetadata {
-		return &api.VariableMetadata{Path: path, ModifyIndex: index, ModifyTime: int64(index) * int64(time.Second)}
+	meta := func(path string, index uint64) *nomadvars.Metadata {
+		return &nomadvars.Metadata{Path: path, ModifyIndex: index, ModifyTime: time.Unix(int64(index), 0)}
 	}
-	answer := New(nil, Options{}).nomadAnswer(newListing([]*api.VariableMetadata{
+	answer := New(nil, Options{}).nomadAnswer(newListing([]*nomadvars.Metadata{
 		meta("nomad/jobs/web", 5),
 		meta("nomad/jobs/web/config", 7),
 		meta("nomad/jobs/web/config2", 12),

@@ -21,7 +21,7 @@ type Fleets interface {
 	List(ctx context.Context, namespace string, active bool) ([]*fleet.Record, error)
 	// PutMember writes fleet id's member marker in namespace, a namespace of its jobs
 	// other than its home: the consent, by a token that may write there, that the fleet
-	// restarts m's jobs of that namespace (see fleet_member.go).
+	// restarts m's jobs of that namespace (see nomadstore/members.go).
 	PutMember(ctx context.Context, namespace, id string, m Membership) error
 	// Member reads fleet id's member marker in namespace; ErrNoMember if none.
 	Member(ctx context.Context, namespace, id string) (Membership, error)

@@ -9,9 +9,9 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// validID reports whether id can name a record: restart IDs are UUIDs, and anything outside
+// ValidID reports whether id can name a record: restart IDs are UUIDs, and anything outside
 // [a-zA-Z0-9-] would be unsafe in a file name or a variable path.
-func validID(id string) bool {
+func ValidID(id string) bool {
 	if id == "" || len(id) > 64 {
 		return false
 	}
@@ -24,17 +24,17 @@ func validID(id string) bool {
 	return true
 }
 
-// allNamespaces reports whether ns asks for every namespace.
-func allNamespaces(ns string) bool { return ns == "" || ns == "*" }
+// AllNamespaces reports whether ns asks for every namespace.
+func AllNamespaces(ns string) bool { return ns == "" || ns == "*" }
 
-// prepareNew gives a record about to be created an ID when it has none, and checks what
+// PrepareNew gives a record about to be created an ID when it has none, and checks what
 // every store needs of it; store names the store in the error.
-func prepareNew(store string, rec *restart.Record) error {
+func PrepareNew(store string, rec *restart.Record) error {
 	if rec.ID == "" {
 		rec.ID = uuid.NewString()
 	}
 	switch {
-	case !validID(rec.ID):
+	case !ValidID(rec.ID):
 		return fmt.Errorf("%s: invalid restart ID %q", store, rec.ID)
 	case rec.JobID == "":
 		return fmt.Errorf("%s: a restart record needs a JobID", store)
@@ -42,9 +42,9 @@ func prepareNew(store string, rec *restart.Record) error {
 	return nil
 }
 
-// stampTimes sets a new record's times: its creation's when the caller set none (an import,
+// StampTimes sets a new record's times: its creation's when the caller set none (an import,
 // a test), and its modification's now.
-func stampTimes(created, modified *time.Time, now time.Time) {
+func StampTimes(created, modified *time.Time, now time.Time) {
 	if created.IsZero() {
 		*created = now
 	}

@@ -1,6 +1,8 @@
-// Package store keeps restart records durable. Store is the interface; the Nomad Variables
-// implementation keeps records in the cluster (any machine can attach, steer or resume), the
-// local one in a file under the user's state directory. One shared suite tests both.
+// Package store says what a store of restart and fleet records is, whatever keeps them: the
+// Store, Fleets and Records interfaces, their errors, and the logic every store shares
+// (IDs, filters, steering through Mutate, the cluster scope). The stores live beside it:
+// nomadstore in Nomad Variables, localstore in files on this machine; storetest is the one
+// suite every store passes.
 package store
 
 import (
@@ -46,6 +48,10 @@ type Filter struct {
 	// Active keeps only records whose status is not terminal.
 	Active bool
 }
+
+// DefaultKeep is how many ended restarts of each job a store keeps by default: older ones
+// are deleted when a new restart of the job is created.
+const DefaultKeep = 20
 
 // Errors of stores, to be matched with errors.Is / errors.As.
 var (
@@ -97,7 +103,8 @@ func Unhurried(ctx context.Context) context.Context {
 	return context.WithValue(ctx, unhurriedKey{}, true)
 }
 
-func unhurried(ctx context.Context) bool {
+// IsUnhurried reports whether ctx marks an Unhurried write.
+func IsUnhurried(ctx context.Context) bool {
 	v, _ := ctx.Value(unhurriedKey{}).(bool)
 	return v
 }

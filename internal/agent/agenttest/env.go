@@ -23,8 +23,10 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -43,6 +45,8 @@ func Context(t testing.TB) context.Context {
 type Env struct {
 	Sim    *nomadsim.Cluster
 	Client *api.Client // the bootstrap token's
+	// Vars is the Variables layer on Client, which the stores are built on.
+	Vars   *nomadvars.Client
 	Store  store.Store // the restarts' records in Nomad Variables
 	Fleets store.Fleets
 	// Planner files restarts as `run -detach` does: plan, create, no driver.
@@ -58,8 +62,9 @@ func StartEnv(t testing.TB, opts nomadsim.Options) *Env {
 	}
 	sim := simtest.Start(t, opts)
 	client := simtest.ClientAs(t, sim, sim.BootstrapToken())
-	st := store.NewNomad(client, store.NomadOptions{})
-	return &Env{Sim: sim, Client: client, Store: st, Fleets: store.NewNomadFleets(client, store.NomadOptions{}),
+	vars := nomadvars.New(client, nomadvars.Options{})
+	st := nomadstore.NewRestarts(vars, nomadstore.Options{})
+	return &Env{Sim: sim, Client: client, Vars: vars, Store: st, Fleets: nomadstore.NewFleets(vars, nomadstore.Options{}),
 		Planner: engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st, Holder: "cli:detached"})}
 }
 
