@@ -83,24 +83,17 @@ func jobArgs(args []string) ([]string, error) {
 	return out, nil
 }
 
-// jobsSession is a session whose Nomad reads jobs, their allocations and the allocations'
-// files (stale, run -stale-only, watches).
-type jobsSession interface {
-	session
-	jobCluster() *cluster.Nomad
-}
-
 // openJobs connects and returns the session's Nomad.
 func (a *app) openJobs(ctx context.Context, cf clientFlags) (*cluster.Nomad, error) {
 	ses, err := a.connect(ctx, cf)
 	if err != nil {
 		return nil, err
 	}
-	js, ok := ses.(jobsSession)
-	if !ok {
+	nomad := ses.jobCluster()
+	if nomad == nil {
 		return nil, errors.New("reading jobs' allocations and files needs Nomad's client, and this session has none")
 	}
-	return js.jobCluster(), nil
+	return nomad, nil
 }
 
 // staleSpecs reads the specifications of the named jobs (IDs or unique prefixes, resolved
@@ -332,11 +325,10 @@ func quotedList(items []string) string {
 // so that the plan keeps none); o.job and the namespace become the job found, so that the
 // plan reads the job that was read.
 func (a *app) selectStale(ctx context.Context, p *printer, ses session, o *runOptions) error {
-	js, ok := ses.(jobsSession)
-	if !ok {
+	nomad := ses.jobCluster()
+	if nomad == nil {
 		return errors.New("-stale-only reads the allocations' template files, and this session has no Nomad client")
 	}
-	nomad := js.jobCluster()
 	job, err := resolveJobSpec(ctx, nomad, o.client.namespace, o.job)
 	if err != nil {
 		return err

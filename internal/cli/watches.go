@@ -65,15 +65,6 @@ func oneJob(args []string) (string, error) {
 	return job, nil
 }
 
-// watchSession is what watches needs of a session: its Nomad, through which jobs are
-// read, and a hub of sourcewatch on it, through which the sources are read as the agent
-// reads them.
-type watchSession interface {
-	session
-	jobCluster() *cluster.Nomad
-	sourceHub(sourcewatch.Options) *sourcewatch.Hub
-}
-
 // openWatches connects and prepares the reader of the listing's facts: the sources through
 // sourcewatch (Consul's from the -consul-* flags and the CONSUL_* environment), the
 // rollouts from the stores `status` reads (Nomad's, and this machine's records of the
@@ -83,8 +74,8 @@ func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad
 	if err != nil {
 		return nil, watchFacts{}, err
 	}
-	ws, ok := ses.(watchSession)
-	if !ok {
+	nomad := ses.jobCluster()
+	if nomad == nil {
 		return nil, watchFacts{}, errors.New("watches reads job specifications, and this session has no Nomad client")
 	}
 	stores, err := a.stores(ctx, ses, stateAuto)
@@ -95,8 +86,8 @@ func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad
 	if err != nil {
 		return nil, watchFacts{}, err
 	}
-	hub := ws.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
-	return ws.jobCluster(), watchFacts{sources: hub, stores: stores, files: ws.jobCluster()}, nil
+	hub := ses.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
+	return nomad, watchFacts{sources: hub, stores: stores, files: nomad}, nil
 }
 
 // explainWatches resolves job as run does (ID or unique prefix, -namespace), reads its full
