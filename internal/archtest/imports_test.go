@@ -99,15 +99,19 @@ func architecture() []rule {
 			forbids:      nomadAPIs(),
 			forbidReason: "it is handed its parts assembled on Nomad by internal/cli/nomad.go",
 		},
+		// The demo's simulated cluster and its measure: the only product package that
+		// imports nomadsim and its load balancer nomadsim/traffic (see nomadsimImporters);
+		// Nomad's api module only for the sample job it registers there. The restarts it
+		// measures are the command line's, handed in.
+		{pkg: "internal/demo", mayImport: []string{"internal/cluster", "internal/restart", "nomadsim", "nomadsim/traffic"}},
 		// Nomad's client is made and wired in one file, nomad.go: every command reaches
-		// Nomad through the parts it assembles. nomadsim, and its load balancer
-		// nomadsim/traffic, only from demo.go: see nomadsimImporters.
+		// Nomad through the parts it assembles.
 		{
 			pkg:             "internal/cli",
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream", "nomadsim", "nomadsim/traffic"},
+			mayImport:       []string{"internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.
@@ -126,7 +130,7 @@ func architecture() []rule {
 
 // nomadsimImporters are the only files and packages outside nomadsim and the test support
 // whose non-test files may import nomadsim: the embedded demo and the simulator's command.
-func nomadsimImporters() []string { return []string{"internal/cli/demo.go", "cmd/nomadsim/..."} }
+func nomadsimImporters() []string { return []string{"internal/demo", "cmd/nomadsim/..."} }
 
 // testSupport are the packages of test support: they may import nomadsim, and no non-test
 // file outside them may import them.

@@ -4,29 +4,25 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/demo"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
-	"github.com/nomad-restart/nomad-restart/nomadsim/traffic"
 )
 
-// demoJobID is the sample job the demo restarts.
-const demoJobID = "demo-web"
-
-// The sample service: instances that answer some seconds after they start, as the design's
-// observation of a real service (3 s to answer) had it, behind a Nomad health check.
+// The sample job, as nomad.go's demoJob describes it to the simulator: the demo's.
 const (
-	demoCount         = 4
-	demoStartDelay    = time.Second     // the driver starts the task (nomadsim.start_delay)
-	demoWarmUp        = 2 * time.Second // then its check fails until it has warmed up
-	demoCheckInterval = time.Second
-	demoMinHealthy    = time.Second // the group's update block: min_healthy_time
+	demoJobID         = demo.JobID
+	demoCount         = demo.Count
+	demoStartDelay    = demo.StartDelay
+	demoWarmUp        = demo.WarmUp
+	demoCheckInterval = demo.CheckInterval
+	demoMinHealthy    = demo.MinHealthy
 )
 
 // demoOptions are demo's options: run's, which shape nomad-restart's restart, and its own.
@@ -95,7 +91,7 @@ func (a *app) cmdDemo(ctx context.Context, args []string) error {
 	}
 	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSim()
-	sim, err := startDemoCluster(simCtx, ctx, d.scale)
+	sim, err := demo.Start(simCtx, ctx, d.scale, demoJob())
 	if err != nil {
 		return err
 	}
@@ -114,29 +110,8 @@ func (a *app) cmdDemo(ctx context.Context, args []string) error {
 	return a.endDemo(ctx, res, sim.Addr(), ln, o)
 }
 
-// startDemoCluster starts nomadsim on simCtx and registers the sample job, waiting (on
-// ctx) until its allocations run. Its instances answer HTTP on their service ports, as
-// their checks say (ServeInstances), for the demo's load balancer.
-func startDemoCluster(simCtx, ctx context.Context, scale float64) (*nomadsim.Cluster, error) {
-	sim, err := nomadsim.Start(simCtx, nomadsim.Options{TimeScale: scale, ServeInstances: true})
-	if err != nil {
-		return nil, fmt.Errorf("starting the simulated cluster: %w", err)
-	}
-	if _, err := sim.RegisterJob(demoJob()); err != nil {
-		sim.Close()
-		return nil, fmt.Errorf("registering the sample job: %w", err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := sim.WaitJobRunning(waitCtx, "default", demoJobID); err != nil {
-		sim.Close()
-		return nil, fmt.Errorf("waiting for the sample job to run: %w", err)
-	}
-	return sim, nil
-}
-
 // runDemo opens a session on the simulated cluster as `run` does and compares the restarts.
-func (a *app) runDemo(ctx context.Context, p *printer, sim *nomadsim.Cluster, o *runOptions) (*demoResult, error) {
+func (a *app) runDemo(ctx context.Context, p *printer, sim *demo.Cluster, o *runOptions) (*demo.Result, error) {
 	dir, err := os.MkdirTemp("", "nomad-restart-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the demo's state directory: %w", err)
@@ -152,36 +127,60 @@ func (a *app) runDemo(ctx context.Context, p *printer, sim *nomadsim.Cluster, o 
 	if err != nil {
 		return nil, err
 	}
-	client, err := cluster.NewClient(cluster.ClientConfig{Address: sim.Addr()})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the simulated cluster: %w", err)
+	cmp := demo.Comparison{Spec: o.spec, Restart: func(ctx context.Context, spec restart.Spec) (*restart.Record, error) {
+		withSpec := *o
+		withSpec.spec = spec
+		return a.quietRestart(ctx, ses, &withSpec)
+	}}
+	if !o.json {
+		cmp.Out = demoPrinter{p: p, now: a.now}
 	}
-	dc := demoCluster{ses: ses, probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: demoJobID},
-		clock: sim.Now, scale: sim.TimeScale(), count: demoCount,
-		balancer: func() loadBalancer { return newDemoBalancer(sim) }}
-	return a.compareRestarts(ctx, p, dc, o)
+	return sim.Compare(ctx, cmp)
 }
 
-// demoBalancer is nomadsim/traffic's load balancer in front of the sample service, as the
-// comparison uses it (demo.go alone may import the simulator's packages). The sample
-// service is of Nomad's provider, so the balancer reads Nomad's service table, as
-// Traefik's Nomad provider does: every registered instance, no health.
-type demoBalancer struct{ *traffic.Balancer }
-
-func newDemoBalancer(sim *nomadsim.Cluster) demoBalancer {
-	b := traffic.NomadBalancer(sim, demoJobID)
-	b.Every = demoRequestEvery(sim.TimeScale())
-	return demoBalancer{b}
+// demoPrinter is the comparison's demo.Printer: the command's printer.
+type demoPrinter struct {
+	p   *printer
+	now func() time.Time
 }
 
-func (b demoBalancer) stop() requestCounts {
-	r := b.Stop()
-	return requestCounts{requests: r.Requests, failed: r.Failed}
+func (d demoPrinter) Header(msg string) { d.p.header(d.now(), msg) }
+func (d demoPrinter) Plain(text string) { d.p.plain(text) }
+func (d demoPrinter) Options(spec restart.Spec) {
+	d.p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(spec))
+}
+
+// quietRestart plans, records and drives a restart with run's own steps, printing nothing
+// on stdout: the demo shows what the instances did instead. Errors still reach stderr. It
+// returns the restart's final record; a restart that did not succeed is an error.
+func (a *app) quietRestart(ctx context.Context, ses session, o *runOptions) (*restart.Record, error) {
+	quiet := &app{stdin: a.stdin, stdout: io.Discard, stderr: a.stderr, env: a.env, backend: a.backend, now: a.now}
+	p := quiet.printer(false, false)
+	plan, err := quiet.planRestart(ctx, p, ses, o)
+	if err != nil {
+		return nil, err
+	}
+	rec := plan.Record
+	if len(rec.Allocs) == 0 {
+		return nil, fmt.Errorf("no allocations of job %q to restart with these options", o.job)
+	}
+	eng, st, h, err := quiet.recordRestart(ctx, p, ses, rec, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := quiet.drive(ctx, p, eng, st, rec, false, h.Drive); err != nil {
+		return nil, err
+	}
+	final, err := st.Get(ctx, rec.Namespace, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading restart %s back: %w", shortID(rec.ID, false), err)
+	}
+	return final, nil
 }
 
 // endDemo prints the figures and how to look at the restarts, then with -http-addr serves
 // the agent's page until Ctrl-C.
-func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln net.Listener, o *runOptions) error {
+func (a *app) endDemo(ctx context.Context, res *demo.Result, nomadAddr string, ln net.Listener, o *runOptions) error {
 	pageURL := ""
 	if ln != nil {
 		pageURL = "http://" + ln.Addr().String() + "/"
@@ -191,7 +190,7 @@ func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln
 			return err
 		}
 	} else {
-		printComparison(a.stdout, res)
+		demo.PrintComparison(a.stdout, res)
 		fmt.Fprint(a.stdout, demoLookHint(res, nomadAddr, pageURL, o.verbose))
 	}
 	if ln == nil {
@@ -205,4 +204,22 @@ func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln
 		return err
 	}
 	return a.serveDemoPage(ctx, ln, nomadAddr, logger)
+}
+
+// demoLookHint says how to look at the restarts: where the demo keeps its cluster up (with
+// -http-addr), the command and the page; otherwise how to keep it up.
+func demoLookHint(r *demo.Result, nomadAddr, pageURL string, verbose bool) string {
+	id, nid := shortID(r.NomadRestart.RestartID, verbose), shortID(r.Nomad.RestartID, verbose)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRestart %s is nomad-restart's (%s is the one done as Nomad does); both are recorded in the\n", id, nid)
+	b.WriteString("simulated cluster's Nomad Variables, as on a real cluster.\n")
+	if pageURL == "" {
+		fmt.Fprintf(&b, "The simulated cluster ends with the demo: keep it up with `nomad-restart demo -http-addr 127.0.0.1:9646`\n")
+		fmt.Fprintf(&b, "to look at them with `nomad-restart status %s` and on the agent's page.\n", id)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "The simulated cluster stays up until Ctrl-C. Look at them:\n")
+	fmt.Fprintf(&b, "    NOMAD_ADDR=%s nomad-restart status %s\n", nomadAddr, id)
+	fmt.Fprintf(&b, "    %s    (the agent's page)\n", pageURL)
+	return b.String()
 }
