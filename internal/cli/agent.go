@@ -144,7 +144,15 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 // agentStoreMaxConns bounds the agent's connections for its records.
 const agentStoreMaxConns = 24
 
-func (a *app) cmdAgent(ctx context.Context, args []string) error {
+// agentCommand is `nomad-restart agent`.
+type agentCommand struct{}
+
+func (agentCommand) Synopsis() string {
+	return "Drive detached and orphaned restarts; serve metrics and a status page"
+}
+func (agentCommand) Help() string { return helpAgent }
+
+func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 	o, err := parseAgentFlags(args)
 	if err != nil {
 		return err

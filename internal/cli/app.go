@@ -69,28 +69,39 @@ func fd(v any) (int, bool) {
 	return int(f.Fd()), true
 }
 
-// command is one subcommand.
-type command struct {
-	name, synopsis, help string
-	run                  func(a *app, ctx context.Context, args []string) error
+// command is one subcommand, as Nomad's command/ has them (mitchellh/cli's Command): its
+// one-line synopsis for the usage, its help (`<command> -help`), and what it does with the
+// invocation it is handed (stdin, stdout, stderr, the environment, the terminal, the
+// backend). Each command's type, flags, help and Run are in its file.
+type command interface {
+	Synopsis() string
+	Help() string
+	Run(ctx context.Context, a *app, args []string) error
 }
 
-func commands() []command {
-	return []command{
-		{"run", "Restart every allocation of a job, in batches", helpRun, (*app).cmdRun},
-		{"status", "List restarts, or show one in detail", helpStatus, (*app).cmdStatus},
-		{"attach", "Follow a restart's progress live", helpAttach, (*app).cmdAttach},
-		{"pause", "Hold a restart after the batch in flight", helpPause, (*app).cmdPause},
-		{"resume", "Continue a paused or detached restart", helpResume, (*app).cmdResume},
-		{"cancel", "Stop a restart: no more allocations are restarted", helpCancel, (*app).cmdCancel},
-		{"answer", "Answer the question a restart waits on", helpAnswer, (*app).cmdAnswer},
-		{"demo", "Restart a sample job on a simulated Nomad cluster", helpDemo, (*app).cmdDemo},
-		{"agent", "Drive detached and orphaned restarts; serve metrics and a status page", helpAgent, (*app).cmdAgent},
-		{"schedules", "List scheduled restarts (run -at, run -every)", helpSchedules, (*app).cmdSchedules},
-		{"unschedule", "Remove a scheduled restart", helpUnschedule, (*app).cmdUnschedule},
-		{"watches", "List jobs opted in to config-change rollouts, or explain one", helpWatches, (*app).cmdWatches},
-		{"stale", "List allocations running with templates re-rendered since they started", helpStale, (*app).cmdStale},
-		{"version", "Print the version", helpVersion, (*app).cmdVersion},
+// namedCommand is a row of the command table: the name a user types, and its command.
+type namedCommand struct {
+	name string
+	command
+}
+
+// commands is the command table, in the order the usage lists them.
+func commands() []namedCommand {
+	return []namedCommand{
+		{"run", runCommand{}},
+		{"status", statusCommand{}},
+		{"attach", attachCommand{}},
+		{"pause", pauseCommand{}},
+		{"resume", resumeCommand{}},
+		{"cancel", cancelCommand{}},
+		{"answer", answerCommand{}},
+		{"demo", demoCommand{}},
+		{"agent", agentCommand{}},
+		{"schedules", schedulesCommand{}},
+		{"unschedule", unscheduleCommand{}},
+		{"watches", watchesCommand{}},
+		{"stale", staleCommand{}},
+		{"version", versionCommand{}},
 	}
 }
 
@@ -113,7 +124,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		if c.name != name {
 			continue
 		}
-		err := c.run(a, ctx, args[1:])
+		err := c.Run(ctx, a, args[1:])
 		if outputClosed(ctx, err) {
 			return 0
 		}
@@ -140,7 +151,7 @@ func (a *app) help(args []string) int {
 	}
 	for _, c := range commands() {
 		if c.name == name {
-			fmt.Fprintln(a.stdout, strings.TrimSpace(c.help))
+			fmt.Fprintln(a.stdout, strings.TrimSpace(c.Help()))
 			return 0
 		}
 	}
@@ -178,7 +189,7 @@ func (a *app) exit(c command, err error) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(a.stdout, strings.TrimSpace(c.help))
+		fmt.Fprintln(a.stdout, strings.TrimSpace(c.Help()))
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
@@ -233,7 +244,7 @@ func (a *app) usage() string {
 	b.WriteString("Usage: nomad-restart <command> [options] [args]\n\n")
 	b.WriteString("Durable, graceful rolling restarts of Nomad jobs.\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "    %-10s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(&b, "    %-10s %s\n", c.name, c.Synopsis())
 	}
 	b.WriteString("\nRun `nomad-restart <command> -help` (or `nomad-restart help <command>`) for a command's options.\n")
 	return b.String()

@@ -15,7 +15,24 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-func (a *app) cmdAttach(ctx context.Context, args []string) error {
+const helpAttach = `
+Usage: nomad-restart attach [options] <id>
+
+  Follow a restart live, with the same output as "run". Exits 0 when the
+  restart succeeded, 1 otherwise. Ctrl-C stops following; the restart goes
+  on. On a terminal, questions the restart waits on are asked here. A
+  fleet's ID follows the fleet and its running restarts until it ends.
+
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+
+// attachCommand is `nomad-restart attach`.
+type attachCommand struct{}
+
+func (attachCommand) Synopsis() string { return "Follow a restart's progress live" }
+func (attachCommand) Help() string     { return helpAttach }
+
+func (attachCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var jsonOut bool
 	rest, err := a.parseIDFlags("attach", &o, args, func(fs *flag.FlagSet) { fs.BoolVar(&jsonOut, "json", false, "") })

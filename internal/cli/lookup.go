@@ -13,6 +13,15 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
+// idOptionsHelp ends the help of the commands that take a restart's or fleet's ID.
+const idOptionsHelp = `
+Options:
+
+  -state=<auto|nomad|local>, -verbose, and Nomad's -address, -region,
+  -namespace, -token and TLS options, and -request-timeout (see
+  "nomad-restart run -help").
+`
+
 // idOptions are the options every command addressing restarts takes.
 type idOptions struct {
 	client  clientFlags

@@ -255,8 +255,14 @@ func scheduleTarget(sc *schedule.Schedule) string {
 	return fmt.Sprintf("job %q", sc.JobID)
 }
 
-// cmdSchedules is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
-func (a *app) cmdSchedules(ctx context.Context, args []string) error {
+// schedulesCommand is `nomad-restart schedules`.
+type schedulesCommand struct{}
+
+func (schedulesCommand) Synopsis() string { return "List scheduled restarts (run -at, run -every)" }
+func (schedulesCommand) Help() string     { return helpSchedules }
+
+// Run is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
+func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var jsonOut, verbose bool
 	var job string
@@ -328,8 +334,14 @@ func missedSummary(s *schedule.Schedule) string {
 	return fmt.Sprintf("%d (last due %s)", s.Missed, formatTime(s.LastMissed))
 }
 
-// cmdUnschedule is `nomad-restart unschedule <schedule-id-or-prefix>`.
-func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
+// unscheduleCommand is `nomad-restart unschedule`.
+type unscheduleCommand struct{}
+
+func (unscheduleCommand) Synopsis() string { return "Remove a scheduled restart" }
+func (unscheduleCommand) Help() string     { return helpUnschedule }
+
+// Run is `nomad-restart unschedule <schedule-id-or-prefix>`.
+func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var verbose bool
 	fs := newFlagSet("unschedule")

@@ -21,12 +21,71 @@ type staleOptions struct {
 	verbose bool
 }
 
-// cmdStale is `nomad-restart stale [options] [job...]`: the running allocations with a
+const helpStale = `
+Usage: nomad-restart stale [options] [job...]
+
+  List the running allocations that run with a stale render: Nomad re-rendered
+  one of their templates after their tasks last started, so the tasks still
+  run with what the template held before (the environment of an env = true
+  template, a file the application reads once at its start). Each is listed
+  with the template, when it was re-rendered, when its task started, and for
+  how long it has been stale (by this machine's clock). Restart exactly those
+  allocations with "nomad-restart run -stale-only <job>".
+
+  Without jobs, every job of the namespace that has a template is read (every
+  namespace the token may list with -namespace '*'); otherwise the jobs named,
+  each an ID or a unique prefix, as "run" takes them. Every template is judged
+  whatever the job's meta says:
+
+    - change_mode noop: by its destination file's modification time, read
+      through Nomad's allocation filesystem API (one listing per allocation
+      and template directory). Nomad writes the file only when its content
+      changed.
+    - change_mode signal or script: by the task events Nomad records after
+      the re-render.
+    - change_mode restart is not followed: Nomad restarts the task itself at
+      each re-render. Nor is a destination outside the allocation directory,
+      which the filesystem API cannot read. Both are listed as not followed.
+
+  Reading the files needs the namespace's read-fs capability. When the token
+  lacks it everywhere it was needed, stale says so in one line and exits 1
+  rather than call the allocations up to date; when some jobs' files were
+  read, the others are named in a warning on stderr (and FilesDenied in
+  -json) and the command goes on.
+
+  Exits 0 whether or not allocations are stale (count them with -json); 1
+  when a job cannot be read or found, or on bad input. Nothing is written.
+
+General Options: Nomad's -address, -region, -namespace, -token and TLS
+options, -request-timeout and -log-level (see "nomad-restart run -help").
+
+Stale Options:
+
+  -json
+    Output an array of the jobs read, each with its Namespace, JobID, Allocs
+    (each stale allocation's ID, Name, Group, StaleSince, StaleFor in
+    nanoseconds, and Templates: Task, Destination, By "file" or "events",
+    RenderedAt, TaskStartedAt), NotFollowed (Group, Task, Template,
+    Destination, Reason) and FilesDenied. See docs/json.md.
+
+  -verbose
+    Full allocation IDs.
+`
+
+// staleCommand is `nomad-restart stale`.
+type staleCommand struct{}
+
+func (staleCommand) Synopsis() string {
+	return "List allocations running with templates re-rendered since they started"
+}
+func (staleCommand) Help() string { return helpStale }
+
+// Run is `nomad-restart stale [options] [job...]`: the running allocations with a
 // template that Nomad re-rendered after their tasks last started, which therefore run with
 // what the template held before (an environment file, a file read once at start). It only
 // reads: jobs, their allocations and, for change_mode noop templates, the modification
 // time of each destination file through Nomad's allocation filesystem API.
-func (a *app) cmdStale(ctx context.Context, args []string) error {
+func (staleCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o staleOptions
 	fs := newFlagSet("stale")
 	o.client.add(fs)

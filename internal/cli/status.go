@@ -24,8 +24,29 @@ const childReaders = 8
 
 // recentEvents is how many of a restart's latest events `status <id>` shows (all with -verbose).
 const recentEvents = 10
+const helpStatus = `
+Usage: nomad-restart status [options] [id]
 
-func (a *app) cmdStatus(ctx context.Context, args []string) error {
+  Without an ID, list the restarts, newest first, and the fleets. With an ID
+  (or a unique prefix), show one restart in detail: its allocations with
+  their batch, state, replacement, error and what each waits for, and its
+  latest events. A fleet's ID shows the fleet: its jobs done, running,
+  pending, failed, skipped and canceled, the allocations of its started
+  jobs, its jobs with their restart IDs, and its latest events.
+
+  -json    Print the record (or an array of records) as JSON, each with its
+           Kind: "restart" or "fleet" (a fleet's Jobs list each selected job
+           with its Namespace, JobID, RestartID once started, and Status).
+  -job=J   List only the restarts of job J.
+` + idOptionsHelp
+
+// statusCommand is `nomad-restart status`.
+type statusCommand struct{}
+
+func (statusCommand) Synopsis() string { return "List restarts, or show one in detail" }
+func (statusCommand) Help() string     { return helpStatus }
+
+func (statusCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var jsonOut bool
 	var job string

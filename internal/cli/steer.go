@@ -18,11 +18,39 @@ import (
 // of the record's Control through its steerer (steer.Steerer), then what the kind does
 // with it (subject.go).
 
-func (a *app) cmdPause(ctx context.Context, args []string) error {
+const helpPause = `
+Usage: nomad-restart pause [options] <id>
+
+  Hold a restart: the batch in flight finishes, then no new batch starts
+  until "nomad-restart resume <id>". A fleet's ID holds the fleet: no new
+  job starts, and its running restarts hold after their batch.
+` + idOptionsHelp
+
+// pauseCommand is `nomad-restart pause`.
+type pauseCommand struct{}
+
+func (pauseCommand) Synopsis() string { return "Hold a restart after the batch in flight" }
+func (pauseCommand) Help() string     { return helpPause }
+
+func (pauseCommand) Run(ctx context.Context, a *app, args []string) error {
 	return a.steer(ctx, "pause", args, steer.Steerer.Pause)
 }
 
-func (a *app) cmdCancel(ctx context.Context, args []string) error {
+const helpCancel = `
+Usage: nomad-restart cancel [options] <id>
+
+  Cancel a restart: requests in flight finish and are recorded, no more
+  allocations are restarted. A fleet's ID cancels the fleet: no new job
+  starts, and its running restarts are canceled.
+` + idOptionsHelp
+
+// cancelCommand is `nomad-restart cancel`.
+type cancelCommand struct{}
+
+func (cancelCommand) Synopsis() string { return "Stop a restart: no more allocations are restarted" }
+func (cancelCommand) Help() string     { return helpCancel }
+
+func (cancelCommand) Run(ctx context.Context, a *app, args []string) error {
 	return a.steer(ctx, "cancel", args, steer.Steerer.Cancel)
 }
 
@@ -67,7 +95,24 @@ func lastSeq(events []restart.Event) uint64 {
 	return 0
 }
 
-func (a *app) cmdAnswer(ctx context.Context, args []string) error {
+const helpAnswer = `
+Usage: nomad-restart answer [options] <id> yes|no|<duration>
+
+  Answer the question a restart waits on ("-batch-wait ask" or
+  "-on-error ask"): yes proceeds, no stops the restart, and a duration
+  (where the question offers one) proceeds and becomes the new wait
+  between batches. A fleet's ID answers the fleet's own question (its
+  -max-failed-jobs spent: yes starts the remaining jobs, no ends it), else
+  the question each of its running restarts waits on.
+` + idOptionsHelp
+
+// answerCommand is `nomad-restart answer`.
+type answerCommand struct{}
+
+func (answerCommand) Synopsis() string { return "Answer the question a restart waits on" }
+func (answerCommand) Help() string     { return helpAnswer }
+
+func (answerCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	rest, err := a.parseIDFlags("answer", &o, args, nil)
 	if err != nil {
@@ -117,7 +162,26 @@ func answerChoices(q *restart.Question) string {
 	return "yes or no"
 }
 
-func (a *app) cmdResume(ctx context.Context, args []string) error {
+const helpResume = `
+Usage: nomad-restart resume [options] <id>
+
+  Continue a paused, detached or abandoned restart. Unless another process
+  drives it, this process becomes its driver, with live output (Ctrl-C
+  detaches again). Allocations already restarted are not restarted again.
+  A fleet's ID resumes the fleet and the restarts it paused, and drives
+  them here; a job already restarted by the fleet is not restarted again.
+
+  -detach  Only set the restart to run; do not drive it here.
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+
+// resumeCommand is `nomad-restart resume`.
+type resumeCommand struct{}
+
+func (resumeCommand) Synopsis() string { return "Continue a paused or detached restart" }
+func (resumeCommand) Help() string     { return helpResume }
+
+func (resumeCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var detach, jsonOut bool
 	rest, err := a.parseIDFlags("resume", &o, args, func(fs *flag.FlagSet) {

@@ -33,7 +33,13 @@ type versionOutput struct {
 	NomadAPIVersion string
 }
 
-func (a *app) cmdVersion(_ context.Context, args []string) error {
+// versionCommand is `nomad-restart version`.
+type versionCommand struct{}
+
+func (versionCommand) Synopsis() string { return "Print the version" }
+func (versionCommand) Help() string     { return helpVersion }
+
+func (versionCommand) Run(_ context.Context, a *app, args []string) error {
 	fs := newFlagSet("version")
 	var jsonOut bool
 	fs.BoolVar(&jsonOut, "json", false, "")

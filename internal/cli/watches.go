@@ -18,11 +18,96 @@ type watchesOptions struct {
 	json    bool
 }
 
-// cmdWatches is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
+const helpWatches = `
+Usage: nomad-restart watches [options]
+       nomad-restart watches -explain [options] <job>
+
+  Config-change rollouts: a job opts in with meta "nomad-restart.on-change"
+  ("auto", or a comma-separated list of sources) at job or group level, and
+  the agent restarts its allocations in health-gated batches when a Nomad
+  variable or Consul key that its templates read changes. A template is also
+  followed by its re-renders ("rendered": every template; "auto": those that
+  read what cannot be watched by path, such as a Vault secret): when Nomad
+  re-renders it after a task started, the allocations that run it stale are
+  restarted ("nomad-restart stale" lists them). change_mode noop templates
+  are followed by their file's modification time, read every
+  "nomad-restart.render-interval" (default 30s, at least 5s); signal and
+  script ones by their task events; restart ones are not followed. The options of
+  "run" are read from the same meta under their flag's name
+  ("nomad-restart.batch-size", ".health", ".max-unavailable", ".surge",
+  ".batch-wait", ".on-error" (default fail), ".min-healthy-time",
+  ".healthy-deadline"), plus "nomad-restart.debounce" (default 10s), and
+  metric gates as "nomad-restart.gate.<name>" = "<PromQL> <op> <number>"
+  (judged after each batch as run's -gate is, on the Prometheus of the
+  agent's -prometheus-address).
+
+  Without -explain, list the jobs of the namespace (every namespace with
+  -namespace '*') that opt in, with each source of each opted-in group,
+  watched or not and why. Jobs launched from a periodic or parameterized job
+  are listed through their parent. Last Change is the newest modify index
+  of what the source covers, and its time for Nomad variables: read from
+  Nomad's variable listing (metadata only: no read of a secret is needed),
+  where a variable missing and one the token may not list look alike ("none
+  (missing, or not listable by this token)"), or from Consul (with no
+  Consul address given, "unknown (no Consul configured)"). Last Rollout is
+  the job's newest config-change rollout, its ID and status, from the
+  records "nomad-restart status" lists.
+
+  With -explain, show for one job (an ID or a unique prefix), before it opts
+  in, what the agent would do: per group, whether it opted in and where, the
+  options a rollout would use, each source it would watch (Nomad variable or
+  Consul key or prefix, where it lives, and the task, template, function and
+  change_mode that read it), what it would not watch and why, warnings (a
+  template with change_mode restart, signal or script makes Nomad act on
+  every allocation at once: use change_mode = "noop") and problems (invalid
+  meta values: no rollout until they are fixed), the templates followed by
+  their re-renders and how (file or task events), and those that cannot be
+  and why. The last line says what a change would do. Problems are part of
+  the explanation: the command still exits 0; it exits 1 only when the job
+  cannot be read. Before that line, the last change of each source, the
+  job's last rollout and, where a template is followed by its file, whether
+  this token may read the allocations' files (tried once on one running
+  allocation; the read-fs capability, which the agent's token needs too).
+
+  Nothing is written: both forms only read jobs, variables' metadata,
+  Consul keys and restart records.
+
+General Options: Nomad's -address, -region, -namespace, -token and TLS
+options, -request-timeout and -log-level (see "nomad-restart run -help").
+
+Watches Options:
+
+  -explain
+    Explain one job instead of listing the opted-in jobs.
+
+  -json
+    Output the explanation (or the list of explanations of the opted-in
+    jobs) in its JSON format, with per job Sources (each Source with its
+    LastChange, {Index, Time} or null, and a Note saying why when null),
+    LastRollout ({ID, Status} or null) and, where a template is followed
+    by its file, FileAccess ("readable", "denied" or "unknown") and
+    FileAccessNote; per group Followed, NotFollowed and RenderInterval.
+
+  -consul-address=<addr>, -consul-token=<token>, -consul-ca-cert=<path>,
+  -consul-client-cert=<path>, -consul-client-key=<path>,
+  -consul-tls-server-name=<name>, -consul-tls-skip-verify
+    Where Consul is, for the last change of Consul keys; unset values come
+    from CONSUL_HTTP_ADDR and the other CONSUL_* variables, as for "run".
+`
+
+// watchesCommand is `nomad-restart watches`.
+type watchesCommand struct{}
+
+func (watchesCommand) Synopsis() string {
+	return "List jobs opted in to config-change rollouts, or explain one"
+}
+func (watchesCommand) Help() string { return helpWatches }
+
+// Run is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
 // `nomad-restart watches -explain [options] <job>` (what the agent would watch and do for
 // one job). Both only read (jobs, the variables' metadata, Consul keys and the restart
 // records): nothing is written anywhere.
-func (a *app) cmdWatches(ctx context.Context, args []string) error {
+func (watchesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o watchesOptions
 	fs := newFlagSet("watches")
 	o.client.add(fs)
