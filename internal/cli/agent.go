@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
@@ -182,14 +183,14 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 	clock := health.NewOffsetClock(nil)
 	client, err := newCountingClient(cc.APIConfig(), metrics, 0, clock.Observe, cc.RequestTimeout)
 	if err != nil {
-		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+		return usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	// The records get a pool of their own, so that lease renewals never wait behind the
 	// restarts' requests (cluster.StoreMaxConns; more for the many drivers of an agent,
 	// still under Nomad's 100 per client address with the cluster's).
 	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns, clock.Observe, cc.RequestTimeout)
 	if err != nil {
-		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+		return usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	if err := cluster.Reachable(ctx, client); err != nil {
 		return flat(err)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
@@ -194,7 +195,7 @@ func (a *app) exit(c command, err error) int {
 	case errors.As(err, &ee):
 		return ee.code
 	}
-	fmt.Fprintln(a.stderr, oneLine(errorLine(err)))
+	fmt.Fprintln(a.stderr, output.OneLine(errorLine(err)))
 	return 1
 }
 
@@ -216,20 +217,11 @@ func errorLine(err error) string {
 // found (errorLine finds upstream's line in it).
 type flatError struct{ err error }
 
-func (e flatError) Error() string { return oneLine(e.err.Error()) }
+func (e flatError) Error() string { return output.OneLine(e.err.Error()) }
 func (e flatError) Unwrap() error { return e.err }
 
 // flat is err as one line (flatError).
 func flat(err error) error { return flatError{err} }
-
-// oneLine joins a multi-line error into one line, so that every failure is one line.
-func oneLine(s string) string {
-	fields := strings.Split(strings.TrimSpace(s), "\n")
-	for i := range fields {
-		fields[i] = strings.TrimSpace(fields[i])
-	}
-	return strings.Join(fields, " ")
-}
 
 func commandNames() string {
 	var names []string

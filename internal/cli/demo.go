@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/demo"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -126,7 +127,7 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 	o := d.run
 	p := a.printer(o.verbose, o.json)
 	if !o.json {
-		p.plain("This is a simulated Nomad cluster (nomadsim); nothing real is restarted.")
+		p.Plain("This is a simulated Nomad cluster (nomadsim); nothing real is restarted.")
 	}
 	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSim()
@@ -136,7 +137,7 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	defer sim.Close()
 	if !o.json {
-		p.header(a.now(), fmt.Sprintf("Simulated Nomad at %s; job %q runs %d instances that serve %s after they start (%s to start, %s to warm up), checked every %s",
+		p.Header(a.now(), fmt.Sprintf("Simulated Nomad at %s; job %q runs %d instances that serve %s after they start (%s to start, %s to warm up), checked every %s",
 			sim.Addr(), demoJobID, demoCount, demoStartDelay+demoWarmUp, demoStartDelay, demoWarmUp, demoCheckInterval))
 	}
 	res, err := a.runDemo(ctx, p, sim, o)
@@ -150,7 +151,7 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 }
 
 // runDemo opens a session on the simulated cluster as `run` does and compares the restarts.
-func (a *app) runDemo(ctx context.Context, p *printer, sim *demo.Cluster, o *runOptions) (*demo.Result, error) {
+func (a *app) runDemo(ctx context.Context, p *output.Printer, sim *demo.Cluster, o *runOptions) (*demo.Result, error) {
 	dir, err := os.MkdirTemp("", "nomad-restart-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the demo's state directory: %w", err)
@@ -179,14 +180,14 @@ func (a *app) runDemo(ctx context.Context, p *printer, sim *demo.Cluster, o *run
 
 // demoPrinter is the comparison's demo.Printer: the command's printer.
 type demoPrinter struct {
-	p   *printer
+	p   *output.Printer
 	now func() time.Time
 }
 
-func (d demoPrinter) Header(msg string) { d.p.header(d.now(), msg) }
-func (d demoPrinter) Plain(text string) { d.p.plain(text) }
+func (d demoPrinter) Header(msg string) { d.p.Header(d.now(), msg) }
+func (d demoPrinter) Plain(text string) { d.p.Plain(text) }
 func (d demoPrinter) Options(spec restart.Spec) {
-	d.p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(spec))
+	d.p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + "Options: " + describeSpec(spec))
 }
 
 // quietRestart plans, records and drives a restart with run's own steps, printing nothing
@@ -212,7 +213,7 @@ func (a *app) quietRestart(ctx context.Context, ses session, o *runOptions) (*re
 	}
 	final, err := st.Get(ctx, rec.Namespace, rec.ID)
 	if err != nil {
-		return nil, fmt.Errorf("reading restart %s back: %w", shortID(rec.ID, false), err)
+		return nil, fmt.Errorf("reading restart %s back: %w", output.ShortID(rec.ID, false), err)
 	}
 	return final, nil
 }
@@ -225,7 +226,7 @@ func (a *app) endDemo(ctx context.Context, res *demo.Result, nomadAddr string, l
 		pageURL = "http://" + ln.Addr().String() + "/"
 	}
 	if o.json {
-		if err := writeJSON(a.stdout, res); err != nil {
+		if err := output.WriteJSON(a.stdout, res); err != nil {
 			return err
 		}
 	} else {
@@ -248,7 +249,7 @@ func (a *app) endDemo(ctx context.Context, res *demo.Result, nomadAddr string, l
 // demoLookHint says how to look at the restarts: where the demo keeps its cluster up (with
 // -http-addr), the command and the page; otherwise how to keep it up.
 func demoLookHint(r *demo.Result, nomadAddr, pageURL string, verbose bool) string {
-	id, nid := shortID(r.NomadRestart.RestartID, verbose), shortID(r.Nomad.RestartID, verbose)
+	id, nid := output.ShortID(r.NomadRestart.RestartID, verbose), output.ShortID(r.Nomad.RestartID, verbose)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nRestart %s is nomad-restart's (%s is the one done as Nomad does); both are recorded in the\n", id, nid)
 	b.WriteString("simulated cluster's Nomad Variables, as on a real cluster.\n")

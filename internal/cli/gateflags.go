@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -94,22 +95,22 @@ func describeGatePolicy(p gate.Policy) string {
 
 // printGateValues shows what each gate's query gives now (run -dry-run). A gate that
 // fails now does not fail the dry run: it measures the service before the restart.
-func printGateValues(p *printer, ms []gate.Measurement, policy gate.Policy, asJSON bool) {
+func printGateValues(p *output.Printer, ms []gate.Measurement, policy gate.Policy, asJSON bool) {
 	if len(ms) == 0 {
 		return
 	}
 	if asJSON {
 		for _, m := range ms {
-			p.jsonLine(m)
+			p.JSONLine(m)
 		}
 		return
 	}
-	p.plain("\nGates after each batch, as the 1st batch's would measure now:")
+	p.Plain("\nGates after each batch, as the 1st batch's would measure now:")
 	for _, m := range ms {
 		now := ""
 		switch m.Verdict {
 		case gate.VerdictError:
-			now = "query failed: " + oneLine(m.Error)
+			now = "query failed: " + output.OneLine(m.Error)
 		case gate.VerdictNoData:
 			now = "no data, " + string(gate.VerdictFail)
 			if policy.NoData == gate.NoDataPass {
@@ -118,7 +119,7 @@ func printGateValues(p *printer, ms []gate.Measurement, policy gate.Policy, asJS
 		default:
 			now = fmt.Sprintf("%s, %s", gate.FormatValue(m.Value), m.Verdict)
 		}
-		p.plain(fmt.Sprintf("    %s: %s\n        now: %s", m.Gate, m.Query, now))
+		p.Plain(fmt.Sprintf("    %s: %s\n        now: %s", m.Gate, m.Query, now))
 	}
 }
 
@@ -127,7 +128,7 @@ func printGateValues(p *printer, ms []gate.Measurement, policy gate.Policy, asJS
 func gatesAnswered(ms []gate.Measurement) error {
 	for _, m := range ms {
 		if m.Verdict == gate.VerdictError {
-			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, oneLine(m.Error))
+			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, output.OneLine(m.Error))
 		}
 	}
 	return nil
@@ -135,12 +136,12 @@ func gatesAnswered(ms []gate.Measurement) error {
 
 // printGateRuns shows, per batch, how its metric gates ended and what they measured.
 func printGateRuns(w io.Writer, runs []restart.GateRun) {
-	_ = writeSection(w, "Gates", runs, "Batch\tOutcome\tMeasurements\tReason", func(g restart.GateRun) string {
+	_ = output.WriteSection(w, "Gates", runs, "Batch\tOutcome\tMeasurements\tReason", func(g restart.GateRun) string {
 		ms := make([]string, 0, len(g.Measurements))
 		for _, m := range g.Measurements {
 			ms = append(ms, describeGateMeasurement(m))
 		}
-		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, orDash(strings.Join(ms, ", ")), orDash(oneLine(g.Reason)))
+		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, orDash(strings.Join(ms, ", ")), orDash(output.OneLine(g.Reason)))
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
@@ -26,7 +27,7 @@ func errorText(err error) string {
 // stepCommand is the command that takes step on restart id, quoted as the CLI prints
 // commands.
 func stepCommand(step engine.NextStep, id string) string {
-	id = shortID(id, false)
+	id = output.ShortID(id, false)
 	switch step {
 	case engine.StepStatus:
 		return "`nomad-restart status " + id + "`"

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -333,7 +335,7 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		if len(o.spec.OnlyAllocs) == 0 && !o.json {
 			// One line, and no plan to print: -json prints the empty plan, as run does
 			// when nothing is to be restarted.
-			p.plain(fmt.Sprintf("No allocation of job %q runs with a template re-rendered after its tasks started: nothing to restart", o.job))
+			p.Plain(fmt.Sprintf("No allocation of job %q runs with a template re-rendered after its tasks started: nothing to restart", o.job))
 			return nil
 		}
 	}
@@ -344,9 +346,9 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	rec := plan.Record
 	if len(rec.Allocs) == 0 {
 		if o.json {
-			p.jsonLine(rec)
+			p.JSONLine(rec)
 		} else {
-			p.plain("No allocations to restart")
+			p.Plain("No allocations to restart")
 		}
 		return nil
 	}
@@ -376,12 +378,12 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 
 // printNotes says, once the plan stands, where a default adapted to where run is (no
 // terminal: -on-error fail), ahead of the plan.
-func (a *app) printNotes(p *printer, o *runOptions) {
+func (a *app) printNotes(p *output.Printer, o *runOptions) {
 	if o.json {
 		return
 	}
 	for _, n := range o.notes {
-		p.header(a.now(), "Note: "+n)
+		p.Header(a.now(), "Note: "+n)
 	}
 }
 
@@ -405,7 +407,7 @@ func (a *app) connect(ctx context.Context, cf clientFlags) (session, error) {
 // planRestart plans the restart and, with -verbose, says which allocations it skips.
 // The plan reads the cluster only; it is made with the store Create will use when that is
 // already known, so that nothing is written before the operator confirmed.
-func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOptions) (*planned, error) {
+func (a *app) planRestart(ctx context.Context, p *output.Printer, ses session, o *runOptions) (*planned, error) {
 	planStore, err := a.storeForPlan(ses, o.state)
 	if err != nil {
 		return nil, err
@@ -417,13 +419,13 @@ func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOp
 	a.printNotes(p, o)
 	if !o.json {
 		for _, w := range plan.Warnings {
-			p.header(a.now(), "Warning: "+w)
+			p.Header(a.now(), "Warning: "+w)
 		}
 	}
 	if o.verbose && !o.json {
 		for _, s := range plan.Skipped {
 			if s.Alloc != nil {
-				p.detail(a.now(), fmt.Sprintf("Skipping allocation %q because %s", shortID(s.Alloc.ID, true), s.Reason))
+				p.Detail(a.now(), fmt.Sprintf("Skipping allocation %q because %s", output.ShortID(s.Alloc.ID, true), s.Reason))
 			}
 		}
 	}
@@ -435,7 +437,7 @@ func (a *app) planRestart(ctx context.Context, p *printer, ses session, o *runOp
 // this process's lease on it (held), for this process to drive: an agent, which takes up
 // every restart no process drives, never takes it up first. With -detach, held is nil and
 // the restart waits for a driver.
-func (a *app) recordRestart(ctx context.Context, p *printer, ses session, rec *restart.Record, o *runOptions) (eng restarter, st store.Store, h held, err error) {
+func (a *app) recordRestart(ctx context.Context, p *output.Printer, ses session, rec *restart.Record, o *runOptions) (eng restarter, st store.Store, h held, err error) {
 	st, why, err := a.chooseStore(ctx, ses, o.state, rec.Namespace, rec.JobID, o.verbose)
 	if err != nil {
 		return nil, nil, nil, err
@@ -455,26 +457,26 @@ func (a *app) recordRestart(ctx context.Context, p *printer, ses session, rec *r
 	}
 	if o.json {
 		for _, ev := range rec.Events {
-			p.jsonLine(ev)
+			p.JSONLine(ev)
 		}
 		return eng, st, h, nil
 	}
 	if why != "" {
-		p.detail(a.now(), why)
+		p.Detail(a.now(), why)
 	}
-	p.header(a.now(), fmt.Sprintf("Restart %s of job %q created (state: %s)", shortID(rec.ID, o.verbose), rec.JobID, st.Kind()))
+	p.Header(a.now(), fmt.Sprintf("Restart %s of job %q created (state: %s)", output.ShortID(rec.ID, o.verbose), rec.JobID, st.Kind()))
 	return eng, st, h, nil
 }
 
 // printDetached says how to follow and drive a detached restart.
-func (a *app) printDetached(p *printer, rec *restart.Record, o *runOptions) {
+func (a *app) printDetached(p *output.Printer, rec *restart.Record, o *runOptions) {
 	if o.json {
-		p.jsonLine(rec)
+		p.JSONLine(rec)
 		return
 	}
-	id := shortID(rec.ID, o.verbose)
-	p.plain(fmt.Sprintf("\nRestart %s is recorded and waits for a driver. Drive it with `nomad-restart resume %s`,", id, id))
-	p.plain(fmt.Sprintf("watch it with `nomad-restart attach %s`, or cancel it with `nomad-restart cancel %s`.", id, id))
+	id := output.ShortID(rec.ID, o.verbose)
+	p.Plain(fmt.Sprintf("\nRestart %s is recorded and waits for a driver. Drive it with `nomad-restart resume %s`,", id, id))
+	p.Plain(fmt.Sprintf("watch it with `nomad-restart attach %s`, or cancel it with `nomad-restart cancel %s`.", id, id))
 }
 
 // planError keeps the engine's one-line refusals as they are.
@@ -486,25 +488,25 @@ func planError(err error) error {
 // multi-region and -yes was not given, and says canceled when the answer is no. Without a
 // terminal it refuses,
 // since there is nobody to answer (Nomad reads an empty answer and exits 0).
-func (a *app) confirmMultiRegion(ctx context.Context, p *printer, plan *planned, o *runOptions, canceled string) (bool, error) {
+func (a *app) confirmMultiRegion(ctx context.Context, p *output.Printer, plan *planned, o *runOptions, canceled string) (bool, error) {
 	if plan.Job == nil || !plan.Job.MultiRegion || o.spec.Yes {
 		return true, nil
 	}
 	ok, err := a.askMultiRegion(ctx, p, plan.Record.JobID, o.json)
 	if err == nil && !ok {
-		p.plain("\n" + canceled)
+		p.Plain("\n" + canceled)
 	}
 	return ok, err
 }
 
 // askMultiRegion asks whether to restart a multi-region job in one region.
-func (a *app) askMultiRegion(ctx context.Context, p *printer, jobID string, jsonOut bool) (bool, error) {
+func (a *app) askMultiRegion(ctx context.Context, p *output.Printer, jobID string, jsonOut bool) (bool, error) {
 	if !a.interactive || jsonOut {
 		return false, usageErrorf("job %q is multi-region and only this region would be restarted; confirm with -yes", jobID)
 	}
 	q := &restart.Question{Text: fmt.Sprintf("Are you sure you want to restart multi-region job %q in a single region?", jobID), Options: "y/N", Default: "n"}
 	for {
-		fmt.Fprintf(a.stdout, "==> %s: %s ", formatTime(a.now()), indent(q.Prompt(), timestampPrefixLen))
+		fmt.Fprintf(a.stdout, "==> %s: %s ", output.FormatTime(a.now()), output.Indent(q.Prompt(), output.TimestampPrefixLen))
 		line, ok := a.readLine(ctx)
 		if !ok {
 			fmt.Fprintln(a.stdout)
@@ -512,7 +514,7 @@ func (a *app) askMultiRegion(ctx context.Context, p *printer, jobID string, json
 		}
 		ans, err := restart.ParseAnswer(q, restart.AtPrompt(q, line))
 		if err != nil || ans.Wait != nil {
-			p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Invalid answer %q", strings.TrimSpace(line)))
+			p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Invalid answer %q", strings.TrimSpace(line)))
 			continue
 		}
 		return ans.Proceed, nil
@@ -547,11 +549,11 @@ func (a *app) chooseStore(ctx context.Context, ses session, state, namespace, jo
 	if perr := ses.probeNomad(ctx, namespace, jobID); perr != nil {
 		st, err = ses.localStore()
 		if err != nil {
-			return nil, "", fmt.Errorf("cannot keep the restart in Nomad Variables (%s) nor locally (%w); fix one of them", oneLine(perr.Error()), err)
+			return nil, "", fmt.Errorf("cannot keep the restart in Nomad Variables (%s) nor locally (%w); fix one of them", output.OneLine(perr.Error()), err)
 		}
 		why := fmt.Sprintf("Keeping the restart record on this machine: this token may not keep it in Nomad Variables of namespace %q (see -verbose, or use -state local)", namespace)
 		if verbose {
-			why = "Keeping the restart record on this machine: " + oneLine(perr.Error())
+			why = "Keeping the restart record on this machine: " + output.OneLine(perr.Error())
 		}
 		return st, why, nil
 	}
@@ -617,15 +619,15 @@ func selectionError(err error) error {
 	var empty *fleetrun.EmptySelectionError
 	switch {
 	case errors.As(err, &fe):
-		return usageErrorf("Invalid -jobs expression %q: %s; fix it (Nomad's filter syntax, as for `nomad job list -filter`)", fe.Expr, oneLine(fe.Message))
+		return usageErrorf("Invalid -jobs expression %q: %s; fix it (Nomad's filter syntax, as for `nomad job list -filter`)", fe.Expr, output.OneLine(fe.Message))
 	case errors.As(err, &empty):
 		return usageErrorf("%s", empty.Error())
 	case errors.Is(err, cluster.ErrPermissionDenied):
-		return fmt.Errorf("listing the jobs -jobs selects: %s; the token needs list-jobs in the namespace (or -namespace naming one it may list)", oneLine(err.Error()))
+		return fmt.Errorf("listing the jobs -jobs selects: %s; the token needs list-jobs in the namespace (or -namespace naming one it may list)", output.OneLine(err.Error()))
 	case errors.Is(err, context.Canceled):
 		return err
 	}
-	return usageErrorf("%s", oneLine(err.Error()))
+	return usageErrorf("%s", output.OneLine(err.Error()))
 }
 
 // probeChildNamespaces checks, without writing anything, that the token may keep each
@@ -669,76 +671,76 @@ func fleetStoreErrorText(err error) string {
 		return fmt.Sprintf("%s: fleets keep their records and their jobs' restarts in Nomad Variables, and the token's ACL policy needs %s",
 			denied.Error(), denied.Policy(perm.Prefix))
 	}
-	return oneLine(err.Error())
+	return output.OneLine(err.Error())
 }
 
 // printFleetCreated says the fleet is recorded, and which matching jobs it left out.
-func (a *app) printFleetCreated(p *printer, rec *fleet.Record, leftOut []string) {
-	if p.json {
+func (a *app) printFleetCreated(p *output.Printer, rec *fleet.Record, leftOut []string) {
+	if p.JSON {
 		for _, ev := range rec.Events {
-			p.jsonLine(fleetrun.Event{Fleet: rec.ID, Event: ev})
+			p.JSONLine(fleetrun.Event{Fleet: rec.ID, Event: ev})
 		}
 		return
 	}
-	p.header(a.now(), fmt.Sprintf("Fleet %s created: %s selected by %s, at most %d at once (recorded in Nomad Variables of namespace %q)",
-		shortID(rec.ID, p.verbose), plural(len(rec.Jobs), "job", "jobs"), describeSelection(rec.Selection), rec.Options.MaxParallelJobs, rec.Namespace))
+	p.Header(a.now(), fmt.Sprintf("Fleet %s created: %s selected by %s, at most %d at once (recorded in Nomad Variables of namespace %q)",
+		output.ShortID(rec.ID, p.Verbose), output.Plural(len(rec.Jobs), "job", "jobs"), describeSelection(rec.Selection), rec.Options.MaxParallelJobs, rec.Namespace))
 	if len(leftOut) > 0 {
-		p.detail(a.now(), fmt.Sprintf("Left out %s matching the filter, whose launches are jobs of their own: %s",
-			plural(len(leftOut), "periodic or parameterized job", "periodic or parameterized jobs"), joinFew(leftOut, 5)))
+		p.Detail(a.now(), fmt.Sprintf("Left out %s matching the filter, whose launches are jobs of their own: %s",
+			output.Plural(len(leftOut), "periodic or parameterized job", "periodic or parameterized jobs"), joinFew(leftOut, 5)))
 	}
 }
 
 // printFleetDetached says how to drive, follow and steer a detached fleet.
-func (a *app) printFleetDetached(p *printer, rec *fleet.Record) {
-	if p.json {
-		p.jsonLine(newFleetEntry(rec))
+func (a *app) printFleetDetached(p *output.Printer, rec *fleet.Record) {
+	if p.JSON {
+		p.JSONLine(newFleetEntry(rec))
 		return
 	}
-	id := shortID(rec.ID, p.verbose)
-	p.plain(fmt.Sprintf("\nFleet %s is recorded and waits for a driver. Drive it with `nomad-restart resume %s`,", id, id))
-	p.plain(fmt.Sprintf("watch it with `nomad-restart attach %s`, pause it with `nomad-restart pause %s`, or cancel it with `nomad-restart cancel %s`.", id, id, id))
+	id := output.ShortID(rec.ID, p.Verbose)
+	p.Plain(fmt.Sprintf("\nFleet %s is recorded and waits for a driver. Drive it with `nomad-restart resume %s`,", id, id))
+	p.Plain(fmt.Sprintf("watch it with `nomad-restart attach %s`, pause it with `nomad-restart pause %s`, or cancel it with `nomad-restart cancel %s`.", id, id, id))
 }
 
 // driveFleet drives the fleet in this process, with its children, printing the fleet's
 // events and its children's, until it ends or ctx ends (Ctrl-C: a detach), with the lease
 // its creation took.
-func (a *app) driveFleet(ctx context.Context, p *printer, fs session, drv *fleetrun.Driver, rec *fleet.Record, lease store.Lease) error {
+func (a *app) driveFleet(ctx context.Context, p *output.Printer, fs session, drv *fleetrun.Driver, rec *fleet.Record, lease store.Lease) error {
 	ended, err := a.runFleetHere(ctx, p, fs.fleetStore(), drv, rec, lease)
 	return a.fleetFinish(ctx, p, rec.ID, ended, err)
 }
 
 // fleetFinish prints the end of a driven fleet and returns its exit status.
-func (a *app) fleetFinish(ctx context.Context, p *printer, id string, rec *fleet.Record, err error) error {
-	sid := shortID(id, p.verbose)
+func (a *app) fleetFinish(ctx context.Context, p *output.Printer, id string, rec *fleet.Record, err error) error {
+	sid := output.ShortID(id, p.Verbose)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			if p.json && rec != nil {
-				p.jsonLine(newFleetEntry(rec))
+			if p.JSON && rec != nil {
+				p.JSONLine(newFleetEntry(rec))
 			}
 			fmt.Fprintf(a.stderr, "Detached from fleet %s; neither it nor its running restarts are driven now. Resume it with `nomad-restart resume %s`\n", sid, sid)
 			return &exitError{code: 1}
 		case errors.Is(err, store.ErrLeaseHeld):
-			return fleetLeaseHeldError(id, p.verbose)
+			return fleetLeaseHeldError(id, p.Verbose)
 		}
-		return fmt.Errorf("driving fleet %s: %s; resume it with `nomad-restart resume %s`", sid, oneLine(errorText(err)), sid)
+		return fmt.Errorf("driving fleet %s: %s; resume it with `nomad-restart resume %s`", sid, output.OneLine(errorText(err)), sid)
 	}
 	return a.fleetReport(p, rec)
 }
 
 // fleetLeaseHeldError says another process drives the fleet; it matches store.ErrLeaseHeld.
 func fleetLeaseHeldError(id string, verbose bool) error {
-	sid := shortID(id, verbose)
+	sid := output.ShortID(id, verbose)
 	return fmt.Errorf("fleet %s is driven by another process; follow it with `nomad-restart attach %s`: %w", sid, sid, store.ErrLeaseHeld)
 }
 
 // fleetReport prints a finished fleet's outcome: 0 when it succeeded, 1 otherwise (as `run`
 // for a restart that did not restart every allocation).
-func (a *app) fleetReport(p *printer, rec *fleet.Record) error {
-	if p.json {
-		p.jsonLine(newFleetEntry(rec))
+func (a *app) fleetReport(p *output.Printer, rec *fleet.Record) error {
+	if p.JSON {
+		p.JSONLine(newFleetEntry(rec))
 	} else if rec.Status == restart.StatusSucceeded {
-		p.plain(fmt.Sprintf("\nFleet restarted %s successfully!", plural(len(rec.Jobs), "job", "jobs")))
+		p.Plain(fmt.Sprintf("\nFleet restarted %s successfully!", output.Plural(len(rec.Jobs), "job", "jobs")))
 	} else {
 		a.printFleetFailure(p, rec)
 	}
@@ -750,17 +752,17 @@ func (a *app) fleetReport(p *printer, rec *fleet.Record) error {
 
 // printFleetFailure names, on stderr, how the fleet ended and the jobs that were not
 // restarted.
-func (a *app) printFleetFailure(p *printer, rec *fleet.Record) {
-	msg := fmt.Sprintf("\nFleet %s %s", shortID(rec.ID, p.verbose), rec.Status)
+func (a *app) printFleetFailure(p *output.Printer, rec *fleet.Record) {
+	msg := fmt.Sprintf("\nFleet %s %s", output.ShortID(rec.ID, p.Verbose), rec.Status)
 	if rec.Reason != "" {
-		msg += ": " + p.ids(rec.Reason)
+		msg += ": " + p.IDs(rec.Reason)
 	}
 	fmt.Fprintln(a.stderr, msg)
 	for _, j := range rec.Jobs {
 		if j.Status == fleet.JobFailed || j.Status == fleet.JobCanceled {
 			line := fmt.Sprintf("* job %q (namespace %q) %s", j.JobID, j.Namespace, j.Status)
 			if j.Reason != "" {
-				line += ": " + p.ids(j.Reason)
+				line += ": " + p.IDs(j.Reason)
 			}
 			fmt.Fprintln(a.stderr, line)
 		}

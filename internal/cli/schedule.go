@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
@@ -137,14 +138,14 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	if o.json {
-		return writeJSON(a.stdout, sc)
+		return output.WriteJSON(a.stdout, sc)
 	}
-	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), cronSuffix(sc)))
+	p.Header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", output.ShortID(sc.ID, o.verbose), sc.JobID, output.FormatTime(sc.Next), cronSuffix(sc)))
 	if len(rec.Allocs) == 0 {
-		p.plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
+		p.Plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
 	}
-	id := shortID(sc.ID, o.verbose)
-	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a detached restart. List schedules with\n`nomad-restart schedules`, remove this one with `nomad-restart unschedule %s`.", id))
+	id := output.ShortID(sc.ID, o.verbose)
+	p.Plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a detached restart. List schedules with\n`nomad-restart schedules`, remove this one with `nomad-restart unschedule %s`.", id))
 	return nil
 }
 
@@ -184,13 +185,13 @@ func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	if o.json {
-		return writeJSON(a.stdout, sc)
+		return output.WriteJSON(a.stdout, sc)
 	}
 	p := a.printer(o.verbose, o.json)
-	p.header(now, fmt.Sprintf("Schedule %s of a fleet created: %s selected by %s now; next due %s%s (recorded in Nomad Variables of namespace %q)",
-		shortID(sc.ID, o.verbose), plural(len(got.Jobs), "job", "jobs"), describeSelection(sel), formatTime(sc.Next), cronSuffix(sc), sc.Namespace))
-	id := shortID(sc.ID, o.verbose)
-	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a fleet of the jobs the filter selects then\n"+
+	p.Header(now, fmt.Sprintf("Schedule %s of a fleet created: %s selected by %s now; next due %s%s (recorded in Nomad Variables of namespace %q)",
+		output.ShortID(sc.ID, o.verbose), output.Plural(len(got.Jobs), "job", "jobs"), describeSelection(sel), output.FormatTime(sc.Next), cronSuffix(sc), sc.Namespace))
+	id := output.ShortID(sc.ID, o.verbose)
+	p.Plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a fleet of the jobs the filter selects then\n"+
 		"(listed with the agent's token). List schedules with `nomad-restart schedules`, remove this one with\n`nomad-restart unschedule %s`.", id))
 	return nil
 }
@@ -289,9 +290,9 @@ func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listing schedules: %w", flat(err))
 	}
-	return writeList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
+	return output.WriteList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
 		func(s *schedule.Schedule) string {
-			next := formatTime(s.Next)
+			next := output.FormatTime(s.Next)
 			if s.Status == schedule.StatusDone {
 				next = "done"
 			}
@@ -299,7 +300,7 @@ func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 			if s.IsFleet() {
 				ns = s.Fleet.Selection.Namespace // where its jobs are selected ("*": every namespace)
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(s.ID, verbose), s.Target(), ns, s.When(), next, lastRun(s, verbose), missedSummary(s))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", output.ShortID(s.ID, verbose), s.Target(), ns, s.When(), next, lastRun(s, verbose), missedSummary(s))
 		})
 }
 
@@ -312,17 +313,17 @@ func lastRun(s *schedule.Schedule, verbose bool) string {
 		started = "fleet"
 	}
 	if s.Pending != nil {
-		return fmt.Sprintf("starting %s (%s %s)", formatTime(s.Pending.Due), started, shortID(s.Pending.RestartID, verbose))
+		return fmt.Sprintf("starting %s (%s %s)", output.FormatTime(s.Pending.Due), started, output.ShortID(s.Pending.RestartID, verbose))
 	}
 	switch s.LastResult {
 	case "":
 		return "-"
 	case schedule.ResultStarted:
-		return fmt.Sprintf("started %s (%s %s)", formatTime(s.LastDue), started, shortID(s.LastRestartID, verbose))
+		return fmt.Sprintf("started %s (%s %s)", output.FormatTime(s.LastDue), started, output.ShortID(s.LastRestartID, verbose))
 	}
-	out := fmt.Sprintf("%s %s", s.LastResult, formatTime(s.LastDue))
+	out := fmt.Sprintf("%s %s", s.LastResult, output.FormatTime(s.LastDue))
 	if s.LastReason != "" {
-		out += ": " + oneLine(s.LastReason)
+		out += ": " + output.OneLine(s.LastReason)
 	}
 	return out
 }
@@ -331,7 +332,7 @@ func missedSummary(s *schedule.Schedule) string {
 	if s.Missed == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%d (last due %s)", s.Missed, formatTime(s.LastMissed))
+	return fmt.Sprintf("%d (last due %s)", s.Missed, output.FormatTime(s.LastMissed))
 }
 
 // unscheduleCommand is `nomad-restart unschedule`.
@@ -384,7 +385,7 @@ func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 			continue // an agent recorded an occurrence meanwhile: read it again
 		}
 		if err != nil {
-			return fmt.Errorf("removing schedule %s: %w", shortID(sc.ID, verbose), flat(err))
+			return fmt.Errorf("removing schedule %s: %w", output.ShortID(sc.ID, verbose), flat(err))
 		}
 		started := "restarts"
 		if sc.IsFleet() {
@@ -393,7 +394,7 @@ func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 			// schedule that no longer exists (a new one gets a new ID).
 			_ = ss.DeleteMembers(ctx, sc.ID)
 		}
-		fmt.Fprintf(a.stdout, "Schedule %s of %s removed (%s); %s it already started are not affected\n", shortID(sc.ID, verbose), scheduleTarget(sc), sc.When(), started)
+		fmt.Fprintf(a.stdout, "Schedule %s of %s removed (%s); %s it already started are not affected\n", output.ShortID(sc.ID, verbose), scheduleTarget(sc), sc.When(), started)
 		return nil
 	}
 }

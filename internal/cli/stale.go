@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -120,7 +121,7 @@ func (staleCommand) Run(ctx context.Context, a *app, args []string) error {
 		}
 	}
 	if o.json {
-		return writeJSON(a.stdout, list)
+		return output.WriteJSON(a.stdout, list)
 	}
 	printStale(a.stdout, list, o.client.namespace, len(jobs) > 0, o.verbose)
 	return nil
@@ -180,9 +181,9 @@ func staleSpecs(ctx context.Context, nomad *cluster.Nomad, namespace string, job
 	refs, err := nomad.ListJobs(ctx, namespace)
 	if err != nil {
 		if errors.Is(err, cluster.ErrPermissionDenied) {
-			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace, or name the jobs", oneLine(err.Error()))
+			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace, or name the jobs", output.OneLine(err.Error()))
 		}
-		return nil, fmt.Errorf("%s; check -address and -namespace", oneLine(err.Error()))
+		return nil, fmt.Errorf("%s; check -address and -namespace", output.OneLine(err.Error()))
 	}
 	for _, ref := range refs {
 		spec, err := nomad.JobSpec(ctx, ref.Namespace, ref.ID)
@@ -317,7 +318,7 @@ func readStale(ctx context.Context, c staleCluster, job onchange.JobSpec, now ti
 		return staleJob{}, err
 	}
 	if err := firstFileFailure(read); err != nil && !read.Denied {
-		return staleJob{}, fmt.Errorf("reading the template files of job %q: %s; check that the allocations' clients are connected (nomad node status), then try again", job.ID, oneLine(err.Error()))
+		return staleJob{}, fmt.Errorf("reading the template files of job %q: %s; check that the allocations' clients are connected (nomad node status), then try again", job.ID, output.OneLine(err.Error()))
 	}
 	out.FilesDenied = read.Denied
 	out.filesRead = len(read.Times) > 0
@@ -342,7 +343,7 @@ func firstFileFailure(read cluster.FileTimesRead) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return fmt.Errorf("allocation %s: %w", shortID(ids[0], false), read.Failed[ids[0]])
+	return fmt.Errorf("allocation %s: %w", output.ShortID(ids[0], false), read.Failed[ids[0]])
 }
 
 // allFilesDenied is the one-line refusal of a reading whose every file read was denied: a
@@ -383,7 +384,7 @@ func quotedList(items []string) string {
 // `stale` reads them, become the spec's OnlyAllocs (empty, not nil, when none is stale,
 // so that the plan keeps none); o.job and the namespace become the job found, so that the
 // plan reads the job that was read.
-func (a *app) selectStale(ctx context.Context, p *printer, ses session, o *runOptions) error {
+func (a *app) selectStale(ctx context.Context, p *output.Printer, ses session, o *runOptions) error {
 	nomad := ses.jobCluster()
 	if nomad == nil {
 		return errors.New("-stale-only reads the allocations' template files, and this session has no Nomad client")
@@ -410,15 +411,15 @@ func (a *app) selectStale(ctx context.Context, p *printer, ses session, o *runOp
 	if len(j.Allocs) == 0 || o.json {
 		return nil
 	}
-	p.header(a.now(), fmt.Sprintf("Found %s of job %q running with templates re-rendered after their tasks started",
-		plural(len(j.Allocs), "allocation", "allocations"), j.JobID))
+	p.Header(a.now(), fmt.Sprintf("Found %s of job %q running with templates re-rendered after their tasks started",
+		output.Plural(len(j.Allocs), "allocation", "allocations"), j.JobID))
 	if o.verbose {
 		for _, s := range j.Allocs {
 			var refs []string
 			for _, t := range s.Templates {
-				refs = append(refs, fmt.Sprintf("%s/%s re-rendered at %s", t.Task, t.Destination, formatTime(t.RenderedAt)))
+				refs = append(refs, fmt.Sprintf("%s/%s re-rendered at %s", t.Task, t.Destination, output.FormatTime(t.RenderedAt)))
 			}
-			p.detail(a.now(), fmt.Sprintf("Allocation %q: %s", shortID(s.ID, true), strings.Join(refs, ", ")))
+			p.Detail(a.now(), fmt.Sprintf("Allocation %q: %s", output.ShortID(s.ID, true), strings.Join(refs, ", ")))
 		}
 	}
 	return nil

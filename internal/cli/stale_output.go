@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 )
 
 // printStale prints, per job with stale allocations, a table of their re-rendered
@@ -29,8 +31,8 @@ func printStale(w io.Writer, list []staleJob, namespace string, named, verbose b
 		fmt.Fprintln(tw, "Alloc ID\tGroup\tTask\tTemplate\tBy\tRendered At\tTask Started\tStale For")
 		for _, a := range j.Allocs {
 			for _, t := range a.Templates {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(a.ID, verbose), a.Group, t.Task, t.Destination, t.By,
-					formatTime(t.RenderedAt), formatTime(t.TaskStartedAt), roundDuration(a.StaleFor))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", output.ShortID(a.ID, verbose), a.Group, t.Task, t.Destination, t.By,
+					output.FormatTime(t.RenderedAt), output.FormatTime(t.TaskStartedAt), roundDuration(a.StaleFor))
 			}
 		}
 		_ = tw.Flush()
@@ -39,11 +41,11 @@ func printStale(w io.Writer, list []staleJob, namespace string, named, verbose b
 	printStaleNotFollowed(w, list, named)
 	if allocs == 0 {
 		fmt.Fprintf(w, "No stale allocations: no running allocation of the %s read has a template re-rendered after its tasks started.\n",
-			plural(len(list), "job", "jobs"))
+			output.Plural(len(list), "job", "jobs"))
 		return
 	}
 	fmt.Fprintf(w, "%s of %s run with templates re-rendered after their tasks started. Restart only those with:\n",
-		plural(allocs, "allocation", "allocations"), plural(jobs, "job", "jobs"))
+		output.Plural(allocs, "allocation", "allocations"), output.Plural(jobs, "job", "jobs"))
 	for _, j := range list {
 		if len(j.Allocs) > 0 {
 			fmt.Fprintf(w, "    %s\n", staleOnlyCommand(j, namespace))

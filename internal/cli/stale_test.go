@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -106,12 +107,12 @@ func TestStaleAndRunStaleOnly(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("stale web: exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, s := range []string{shortID(stale[0], false), shortID(stale[1], false), staleDest, "2 allocations of 1 job run with templates re-rendered", "    nomad-restart run -stale-only web\n"} {
+	for _, s := range []string{output.ShortID(stale[0], false), output.ShortID(stale[1], false), staleDest, "2 allocations of 1 job run with templates re-rendered", "    nomad-restart run -stale-only web\n"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("stale lacks %q:\n%s", s, out)
 		}
 	}
-	if strings.Contains(out, shortID(allocs[1].ID, false)) {
+	if strings.Contains(out, output.ShortID(allocs[1].ID, false)) {
 		t.Errorf("stale lists %s, which was not re-rendered:\n%s", allocs[1].ID, out)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
@@ -75,11 +76,11 @@ func (a *app) steer(ctx context.Context, cmd string, args []string, do func(stee
 		return steerError(s, cmd, err, o.verbose)
 	}
 	p := a.printer(o.verbose, false)
-	p.header(a.now(), s.steered(cmd, h, o.verbose))
+	p.Header(a.now(), s.steered(cmd, h, o.verbose))
 	// What this command itself did on the way (a cancel scaling a surge back): its events.
 	for _, ev := range h.Events {
 		if ev.Seq > lastSeq(before.Events) && ev.Type == restart.EventSurge {
-			p.event(ev)
+			p.Event(ev)
 		}
 	}
 	if !h.Status.Terminal() {
@@ -127,13 +128,13 @@ func (answerCommand) Run(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	h := s.head()
-	id := shortID(h.ID, o.verbose)
+	id := output.ShortID(h.ID, o.verbose)
 	if h.Status.Terminal() {
 		return endedError(s, "answer", o.verbose)
 	}
 	if h.Status == restart.StatusWaiting && h.Question != nil {
 		if _, err := restart.ParseAnswer(h.Question, text); err != nil {
-			return usageErrorf("Invalid answer %q to %q: answer %s", text, oneLine(h.Question.Text), answerChoices(h.Question))
+			return usageErrorf("Invalid answer %q to %q: answer %s", text, output.OneLine(h.Question.Text), answerChoices(h.Question))
 		}
 	}
 	answered, err := s.steerer().Answer(ctx, h.Namespace, h.ID, text, a.by())
@@ -143,14 +144,14 @@ func (answerCommand) Run(ctx context.Context, a *app, args []string) error {
 	case errors.Is(err, steer.ErrNoQuestion):
 		return usageErrorf("restart %s is not waiting for an answer (status: %s); there is nothing to answer; see `nomad-restart status %s`", id, h.Status, id)
 	case err != nil:
-		return fmt.Errorf("answering %s %s: %s", h.Kind, id, oneLine(errorText(err)))
+		return fmt.Errorf("answering %s %s: %s", h.Kind, id, output.OneLine(errorText(err)))
 	}
 	p := a.printer(o.verbose, false)
 	if h.Kind == steer.KindFleet {
-		p.header(a.now(), answeredFleet(text, id, answered.Restarts, o.verbose))
+		p.Header(a.now(), answeredFleet(text, id, answered.Restarts, o.verbose))
 		return nil
 	}
-	p.header(a.now(), fmt.Sprintf("Answered %q to restart %s of job %q (status: %s)", text, id, h.JobID, h.Status))
+	p.Header(a.now(), fmt.Sprintf("Answered %q to restart %s of job %q (status: %s)", text, id, h.JobID, h.Status))
 	return nil
 }
 
@@ -204,17 +205,17 @@ func (resumeCommand) Run(ctx context.Context, a *app, args []string) error {
 // driveOrTakeOver drives the restart here; when another process holds its lease, it
 // follows the restart and takes over as soon as the lease is free (its driver let go, or
 // died and its lease expired), so that resuming an orphan never waits forever.
-func (a *app) driveOrTakeOver(ctx context.Context, p *printer, eng restarter, s *restartSubject) error {
+func (a *app) driveOrTakeOver(ctx context.Context, p *output.Printer, eng restarter, s *restartSubject) error {
 	driveHere := func(ctx context.Context, sink func(restart.Event)) (*restart.Record, error) {
 		return eng.Drive(ctx, s.rec.Namespace, s.rec.ID, sink)
 	}
-	return takeOver(ctx, a, p, s, func() error { return a.drive(ctx, p, eng, s.st, s.rec, p.verbose, driveHere) },
+	return takeOver(ctx, a, p, s, func() error { return a.drive(ctx, p, eng, s.st, s.rec, p.Verbose, driveHere) },
 		func() { s.refresh(ctx) },
 		func(ctx context.Context, free <-chan struct{}) error { return a.follow(ctx, p, s, true, free) })
 }
 
 // driveOrTakeOverFleet is driveOrTakeOver for a fleet, driven here with its children.
-func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetrun.Driver, s *fleetSubject) error {
+func (a *app) driveOrTakeOverFleet(ctx context.Context, p *output.Printer, drv *fleetrun.Driver, s *fleetSubject) error {
 	return takeOver(ctx, a, p, s, func() error {
 		ended, err := a.runFleetHere(ctx, p, s.ses.fleetStore(), drv, s.rec, nil)
 		if errors.Is(err, store.ErrLeaseHeld) {
@@ -227,7 +228,7 @@ func (a *app) driveOrTakeOverFleet(ctx context.Context, p *printer, drv *fleetru
 
 // takeOver drives s here with drive; while another process holds its lease, it follows s
 // with follow (refreshed first) until the lease is free, says so, and drives it again.
-func takeOver(ctx context.Context, a *app, p *printer, s subject, drive func() error, refresh func(),
+func takeOver(ctx context.Context, a *app, p *output.Printer, s subject, drive func() error, refresh func(),
 	follow func(ctx context.Context, free <-chan struct{}) error) error {
 	said := false
 	for {
@@ -237,14 +238,14 @@ func takeOver(ctx context.Context, a *app, p *printer, s subject, drive func() e
 		}
 		refresh()
 		l := s.lease()
-		what := capitalized(s.name(p.verbose))
-		if !said && !p.json {
+		what := capitalized(s.name(p.Verbose))
+		if !said && !p.JSON {
 			said = true
 			who, _ := l.holder(ctx)
 			if who == "" {
 				who = s.driverName()
 			}
-			p.header(a.now(), l.waitingForDriver(what, who))
+			p.Header(a.now(), l.waitingForDriver(what, who))
 		}
 		wctx, stop := context.WithCancel(ctx)
 		err = follow(wctx, l.watch(wctx, a.by()))
@@ -253,8 +254,8 @@ func takeOver(ctx context.Context, a *app, p *printer, s subject, drive func() e
 			return err
 		}
 		refresh()
-		if !p.json {
-			p.header(a.now(), fmt.Sprintf("%s: its lease is free; taking over", what))
+		if !p.JSON {
+			p.Header(a.now(), fmt.Sprintf("%s: its lease is free; taking over", what))
 		}
 	}
 }
@@ -314,5 +315,5 @@ func untilLeaseFree(ctx context.Context, ttl time.Duration, free func() (bool, e
 
 // leaseHeldError says that Drive found the lease taken; it matches store.ErrLeaseHeld.
 func leaseHeldError(id string, verbose bool) error {
-	return fmt.Errorf("restart %s is driven by another process; follow it with `nomad-restart attach %s`: %w", shortID(id, verbose), shortID(id, verbose), store.ErrLeaseHeld)
+	return fmt.Errorf("restart %s is driven by another process; follow it with `nomad-restart attach %s`: %w", output.ShortID(id, verbose), output.ShortID(id, verbose), store.ErrLeaseHeld)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/buildinfo"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 )
 
 const helpVersion = `
@@ -58,7 +59,7 @@ func (versionCommand) Run(_ context.Context, a *app, args []string) error {
 		if !info.BuildDate.IsZero() {
 			out.BuildDate = info.BuildDate.Format(time.RFC3339)
 		}
-		return writeJSON(a.stdout, out)
+		return output.WriteJSON(a.stdout, out)
 	}
 	fmt.Fprint(a.stdout, versionText(info))
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -189,7 +190,7 @@ func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix strin
 	}
 	w := facts.jobs(ctx, []onchange.Explain{onchange.Analyze(jobOnChange(job))})[0]
 	if o.json {
-		return writeJSON(a.stdout, w)
+		return output.WriteJSON(a.stdout, w)
 	}
 	printExplain(a.stdout, job.spec, w)
 	return nil
@@ -235,7 +236,7 @@ func jobLookupError(job, namespace string, err error) error {
 		//lint:ignore ST1005 Nomad's own wording, as run says it
 		return fmt.Errorf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", job, namespaceName(namespace))
 	case errors.Is(err, cluster.ErrPermissionDenied):
-		return fmt.Errorf("reading job %q: %s; the token needs read-job (and list-jobs for a prefix) in the namespace", job, oneLine(err.Error()))
+		return fmt.Errorf("reading job %q: %s; the token needs read-job (and list-jobs for a prefix) in the namespace", job, output.OneLine(err.Error()))
 	}
 	return fmt.Errorf("reading job %q: %w", job, flat(err))
 }

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
@@ -245,8 +246,8 @@ func templateText(index int, dest string) string {
 
 // printNotWatched lists what templates read that the agent does not watch, with why.
 func printNotWatched(w io.Writer, g onchange.Group) {
-	_ = writeSection(w, "Not Watched", g.NotWatched, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), oneLine(n.What), notWatchedReason(g, n))
+	_ = output.WriteSection(w, "Not Watched", g.NotWatched, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), output.OneLine(n.What), notWatchedReason(g, n))
 	})
 }
 
@@ -274,7 +275,7 @@ func printFollowed(w io.Writer, g onchange.Group) {
 			title, onchange.ConsentAuto, onchange.ConsentRendered)
 		return
 	}
-	_ = writeSection(w, title, g.Followed, "Task\tTemplate\tChange Mode\tFollowed By", func(f onchange.Followed) string {
+	_ = output.WriteSection(w, title, g.Followed, "Task\tTemplate\tChange Mode\tFollowed By", func(f onchange.Followed) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s", f.Task, templateText(f.Template, f.Destination), f.ChangeMode, followedByText(f))
 	})
 }
@@ -289,7 +290,7 @@ func followedByText(f onchange.Followed) string {
 
 // printNotFollowed lists the templates whose re-renders cannot be followed, with why.
 func printNotFollowed(w io.Writer, list []onchange.NotFollowed) {
-	_ = writeSection(w, "Not Followed", list, "Task\tTemplate\tReason", func(n onchange.NotFollowed) string {
+	_ = output.WriteSection(w, "Not Followed", list, "Task\tTemplate\tReason", func(n onchange.NotFollowed) string {
 		return fmt.Sprintf("%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), n.Reason)
 	})
 }

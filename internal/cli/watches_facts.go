@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -156,9 +157,9 @@ func sourceNote(src onchange.Source, err error) string {
 	case errors.Is(err, sourcewatch.ErrNoConsul):
 		return noConsul
 	case src.Kind.Nomad():
-		return fmt.Sprintf("unknown (listing variables under %q: %s)", src.Path, oneLine(err.Error()))
+		return fmt.Sprintf("unknown (listing variables under %q: %s)", src.Path, output.OneLine(err.Error()))
 	}
-	return fmt.Sprintf("unknown (reading Consul: %s; check -consul-address or CONSUL_HTTP_ADDR)", oneLine(err.Error()))
+	return fmt.Sprintf("unknown (reading Consul: %s; check -consul-address or CONSUL_HTTP_ADDR)", output.OneLine(err.Error()))
 }
 
 // lastRollout is the newest record of the job that config-change triggers started, over
@@ -169,7 +170,7 @@ func (f watchFacts) lastRollout(ctx context.Context, namespace, job string) (*ro
 	for _, st := range f.stores {
 		recs, err := st.List(ctx, store.Filter{Namespace: namespace, JobID: job})
 		if err != nil {
-			return nil, fmt.Sprintf("unknown (listing restarts in the %s store: %s)", st.Kind(), oneLine(err.Error()))
+			return nil, fmt.Sprintf("unknown (listing restarts in the %s store: %s)", st.Kind(), output.OneLine(err.Error()))
 		}
 		if r := newestTriggered(recs); r != nil && (newest == nil || r.CreateTime.After(newest.CreateTime)) {
 			newest = r
@@ -201,14 +202,14 @@ func changeText(f sourceFact) string {
 	case f.LastChange.Time == nil:
 		return fmt.Sprintf("index %d", f.LastChange.Index)
 	}
-	return fmt.Sprintf("index %d at %s", f.LastChange.Index, formatTime(*f.LastChange.Time))
+	return fmt.Sprintf("index %d at %s", f.LastChange.Index, output.FormatTime(*f.LastChange.Time))
 }
 
 // rolloutText is the job's last rollout in a table cell: short ID and status.
 func (j watchedJob) rolloutText() string {
 	switch {
 	case j.LastRollout != nil:
-		return fmt.Sprintf("%s (%s)", shortID(j.LastRollout.ID, false), j.LastRollout.Status)
+		return fmt.Sprintf("%s (%s)", output.ShortID(j.LastRollout.ID, false), j.LastRollout.Status)
 	case j.LastRolloutNote != "":
 		return j.LastRolloutNote
 	}
@@ -241,7 +242,7 @@ func (f watchFacts) fileAccess(ctx context.Context, e onchange.Explain) (string,
 	}
 	allocs, _, err := f.files.JobAllocations(ctx, e.Namespace, e.JobID)
 	if err != nil {
-		return filesUnknown, fmt.Sprintf("listing the job's allocations: %s", oneLine(err.Error()))
+		return filesUnknown, fmt.Sprintf("listing the job's allocations: %s", output.OneLine(err.Error()))
 	}
 	for _, a := range allocs {
 		p := paths[a.Group]
@@ -257,7 +258,7 @@ func (f watchFacts) fileAccess(ctx context.Context, e onchange.Explain) (string,
 		case errors.Is(err, cluster.ErrAllocNotFound):
 			continue // gone since the listing: try the next one
 		}
-		return filesUnknown, fmt.Sprintf("reading the files of allocation %s: %s", shortID(a.ID, false), oneLine(err.Error()))
+		return filesUnknown, fmt.Sprintf("reading the files of allocation %s: %s", output.ShortID(a.ID, false), output.OneLine(err.Error()))
 	}
 	return filesUnknown, "no running allocation to read"
 }

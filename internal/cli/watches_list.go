@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 )
@@ -26,7 +27,7 @@ func (a *app) listWatches(ctx context.Context, o watchesOptions) error {
 	}
 	list := facts.jobs(ctx, explained)
 	if o.json {
-		return writeJSON(a.stdout, list)
+		return output.WriteJSON(a.stdout, list)
 	}
 	if len(list) == 0 {
 		fmt.Fprintf(a.stdout, "No jobs opt in to config-change rollouts in namespace %q (see `nomad-restart watches -explain <job>`)\n", namespaceName(o.client.namespace))
@@ -43,9 +44,9 @@ func optedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([
 	refs, err := nomad.ListJobs(ctx, namespace)
 	if err != nil {
 		if errors.Is(err, cluster.ErrPermissionDenied) {
-			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace", oneLine(err.Error()))
+			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace", output.OneLine(err.Error()))
 		}
-		return nil, fmt.Errorf("%s; check -address and -namespace", oneLine(err.Error()))
+		return nil, fmt.Errorf("%s; check -address and -namespace", output.OneLine(err.Error()))
 	}
 	var out []onchange.Explain
 	for _, ref := range refs {
@@ -116,7 +117,7 @@ func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
 		row("-", why, "-")
 	}
 	for _, n := range g.NotWatched {
-		row(oneLine(n.What), "no: "+notWatchedReason(g, n), "-")
+		row(output.OneLine(n.What), "no: "+notWatchedReason(g, n), "-")
 	}
 	for _, f := range g.Followed {
 		followed := "yes: by its re-renders, " + followedByText(f)

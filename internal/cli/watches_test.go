@@ -12,6 +12,7 @@ import (
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -386,8 +387,8 @@ func TestWatchesLastChangeAndRollout(t *testing.T) {
 	if f.config.ModifyIndex <= f.first {
 		t.Fatalf("the second write's index %d is not above the first's %d", f.config.ModifyIndex, f.first)
 	}
-	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, formatTime(time.Unix(0, f.config.ModifyTime)))
-	wantRollout := shortID(f.rollout.ID, false) + " (succeeded)"
+	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, output.FormatTime(time.Unix(0, f.config.ModifyTime)))
+	wantRollout := output.ShortID(f.rollout.ID, false) + " (succeeded)"
 	checks := []struct{ job, source, want string }{
 		{"web", `"nomad/jobs/web/config"`, wantChange},
 		{"web", `"nomad/jobs/web/config"`, wantRollout},
@@ -395,7 +396,7 @@ func TestWatchesLastChangeAndRollout(t *testing.T) {
 		{"web", `"nomad/jobs/web/extra"`, wantRollout},
 		{"web-loud", `"nomad/jobs/web-loud"`, noneNomad},
 		{"web-kv", `Consul key "web/config"`, fmt.Sprintf("index %d ", f.kvIndex)},
-		{"web-list", `Nomad variables under "nomad/jobs/web/"`, fmt.Sprintf("index %d at %s", f.under.ModifyIndex, formatTime(time.Unix(0, f.under.ModifyTime)))},
+		{"web-list", `Nomad variables under "nomad/jobs/web/"`, fmt.Sprintf("index %d at %s", f.under.ModifyIndex, output.FormatTime(time.Unix(0, f.under.ModifyTime)))},
 	}
 	for _, ck := range checks {
 		if row := rowOf(t, out, ck.job, ck.source); !strings.Contains(row, ck.want) {
@@ -405,7 +406,7 @@ func TestWatchesLastChangeAndRollout(t *testing.T) {
 	if row := rowOf(t, out, "web-loud", "web-loud"); !strings.HasSuffix(strings.TrimSpace(row), "  none") {
 		t.Errorf("web-loud has no rollout, its row should end with none: %q", row)
 	}
-	if strings.Contains(out, shortID(f.operator.ID, false)) {
+	if strings.Contains(out, output.ShortID(f.operator.ID, false)) {
 		t.Errorf("the operator's restart, which has no triggers, is shown as a rollout:\n%s", out)
 	}
 	assertNoMutationsSince(t, f.c, before)
@@ -498,8 +499,8 @@ func TestWatchesExplainLastFacts(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, formatTime(time.Unix(0, f.config.ModifyTime)))
-	for _, s := range []string{"\nLast Changes\n", wantChange, noneNomad, "Last Rollout = " + shortID(f.rollout.ID, false) + " (succeeded)"} {
+	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, output.FormatTime(time.Unix(0, f.config.ModifyTime)))
+	for _, s := range []string{"\nLast Changes\n", wantChange, noneNomad, "Last Rollout = " + output.ShortID(f.rollout.ID, false) + " (succeeded)"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("explain lacks %q:\n%s", s, out)
 		}
@@ -606,7 +607,7 @@ func TestFactTexts(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"nomad change", changeText(sourceFact{LastChange: &changeFact{Index: 42, Time: &at}}), "index 42 at " + formatTime(at)},
+		{"nomad change", changeText(sourceFact{LastChange: &changeFact{Index: 42, Time: &at}}), "index 42 at " + output.FormatTime(at)},
 		{"consul change", changeText(sourceFact{LastChange: &changeFact{Index: 7}}), "index 7"},
 		{"missing", changeText(sourceFact{Note: noneNomad}), noneNomad},
 		{"rollout", (watchedJob{LastRollout: &rolloutFact{ID: "0b0c3e52-7a3f-4a55-9d3e-2f4c6a1b9e10", Status: restart.StatusRunning}}).rolloutText(), "0b0c3e52 (running)"},
@@ -637,7 +638,7 @@ func TestNewSourceFact(t *testing.T) {
 		got  sourceFact
 		want string
 	}{
-		{"nomad", newSourceFact(nomad, sourcewatch.State{Index: 42, Count: 1, ChangedAt: at}), "index 42 at " + formatTime(at)},
+		{"nomad", newSourceFact(nomad, sourcewatch.State{Index: 42, Count: 1, ChangedAt: at}), "index 42 at " + output.FormatTime(at)},
 		{"consul", newSourceFact(consul, sourcewatch.State{Index: 7, Count: 1}), "index 7"},
 		{"nomad none", newSourceFact(nomad, sourcewatch.State{}), noneNomad},
 		{"consul none", newSourceFact(consul, sourcewatch.State{}), noneConsul},

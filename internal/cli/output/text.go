@@ -1,0 +1,40 @@
+package output
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// FormatTime is Nomad's CLI timestamp (command/helpers.go formatTime).
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.RFC3339)
+}
+
+// ShortID is an ID as Nomad prints it: 8 characters unless verbose.
+func ShortID(id string, verbose bool) string {
+	if verbose || len(id) <= 8 {
+		return id
+	}
+	return id[:8]
+}
+
+// OneLine joins a multi-line error into one line, so that every failure is one line.
+func OneLine(s string) string {
+	fields := strings.Split(strings.TrimSpace(s), "\n")
+	for i := range fields {
+		fields[i] = strings.TrimSpace(fields[i])
+	}
+	return strings.Join(fields, " ")
+}
+
+// Plural is n with its noun, one or many: "1 allocation", "3 allocations".
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
