@@ -107,6 +107,9 @@ func architecture() []rule {
 		// How the command line writes (Nomad's lines, IDs and timestamps, tables, -json):
 		// a leaf of the command line that knows records only as the domain's types.
 		{pkg: "internal/cli/output", mayImport: []string{"internal/restart"}},
+		// The watches and stale commands' reads and reports: they only read, through the
+		// cluster, the sources' hub and the stores the command hands them.
+		{pkg: "internal/cli/changereport", mayImport: []string{"internal/cli/output", "internal/engine", "internal/health", "internal/store", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}, forbids: nomadAPIs(), forbidReason: "it reads Nomad through cluster.Nomad and the sources through sourcewatch"},
 		// Nomad's client is made and wired in one file, nomad.go: every command reaches
 		// Nomad through the parts it assembles.
 		{
@@ -114,7 +117,7 @@ func architecture() []rule {
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
+			mayImport:       []string{"internal/cli/changereport", "internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.

@@ -193,7 +193,7 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		return usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	if err := cluster.Reachable(ctx, client); err != nil {
-		return flat(err)
+		return output.Flat(err)
 	}
 	holder := "agent@" + a.holder()
 	local, err := agentLocalStore(o.state)

@@ -213,16 +213,6 @@ func errorLine(err error) string {
 	return err.Error()
 }
 
-// flatError is an error as one line that still unwraps to it, so that what it carries is
-// found (errorLine finds upstream's line in it).
-type flatError struct{ err error }
-
-func (e flatError) Error() string { return output.OneLine(e.err.Error()) }
-func (e flatError) Unwrap() error { return e.err }
-
-// flat is err as one line (flatError).
-func flat(err error) error { return flatError{err} }
-
 func commandNames() string {
 	var names []string
 	for _, c := range commands() {
@@ -295,3 +285,7 @@ func (a *app) by() string {
 	}
 	return "nomad-restart"
 }
+
+// flat is err as one line that still unwraps to it (output.Flat), by the name the
+// assembly (nomad.go) calls it.
+func flat(err error) error { return output.Flat(err) }

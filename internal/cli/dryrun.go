@@ -43,7 +43,7 @@ func (a *app) printPlan(p *output.Printer, rec *restart.Record, o *runOptions) {
 		p.Plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), output.Plural(len(idx), "allocation", "allocations"), gateText(s, len(idx), order, b == rec.Batches)))
 		for _, i := range idx {
 			ap := rec.Allocs[i]
-			p.Plain(fmt.Sprintf("    %s  %s  group %s  node %s", output.ShortID(ap.ID, o.verbose), ap.Name, ap.Group, orDash(output.ShortID(ap.NodeID, o.verbose))))
+			p.Plain(fmt.Sprintf("    %s  %s  group %s  node %s", output.ShortID(ap.ID, o.verbose), ap.Name, ap.Group, output.OrDash(output.ShortID(ap.NodeID, o.verbose))))
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // fleetSink prints the events of a fleet and of its children as they come: the fleet's
 // own as headers, a child's prefixed with its job. prompting says that this terminal asks
-// the questions (fleet_prompt.go): no need to say how to answer them elsewhere.
+// the questions (prompt.go): no need to say how to answer them elsewhere.
 func (a *app) fleetSink(p *output.Printer, rec *fleet.Record, prompting bool) func(fleetrun.Event) {
 	across := rec.Selection.Namespace == "*"
 	return func(e fleetrun.Event) { a.printFleetEvent(p, e, across, !prompting) }
@@ -30,7 +30,7 @@ func (a *app) printFleetEvent(p *output.Printer, e fleetrun.Event, across, hint 
 	}
 	fid := output.ShortID(e.Fleet, p.Verbose)
 	if !hint && e.Type == restart.EventQuestion {
-		return // this terminal asks it (fleet_prompt.go), and its answer's event repeats it
+		return // this terminal asks it (prompt.go), and its answer's event repeats it
 	}
 	if e.JobID == "" {
 		p.Header(e.Time, e.Message)
@@ -120,7 +120,7 @@ func fleetPlanTable(plans []fleetrun.JobPlan) string {
 	fmt.Fprintln(tw, "Order\tJob\tNamespace\tType\tPriority\tAllocations\tBatches\tOptions From Meta\tProblem")
 	for i, jp := range plans {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", i+1, jp.Job.JobID, jp.Job.Namespace, jp.Job.Type, jp.Job.Priority,
-			jp.Allocs, jp.Batches, orDash(metaOptions(jp.Job.Meta)), orDash(jp.Problem))
+			jp.Allocs, jp.Batches, output.OrDash(metaOptions(jp.Job.Meta)), output.OrDash(jp.Problem))
 	}
 	_ = tw.Flush()
 	return strings.TrimRight(b.String(), "\n")

@@ -69,10 +69,10 @@ func (fp *fleetProgress) line(now time.Time) string {
 		return b.String()
 	}
 	elapsed := now.Sub(fp.start)
-	fmt.Fprintf(&b, "  elapsed %s", roundDuration(elapsed))
+	fmt.Fprintf(&b, "  elapsed %s", output.RoundDuration(elapsed))
 	if ended := fp.total - pending - fp.counts[fleet.JobRunning]; ended > 0 && ended < fp.total {
 		left := time.Duration(float64(elapsed) * float64(fp.total-ended) / float64(ended))
-		fmt.Fprintf(&b, "  ~%s left", roundDuration(left))
+		fmt.Fprintf(&b, "  ~%s left", output.RoundDuration(left))
 	}
 	return b.String()
 }
@@ -181,10 +181,10 @@ func (t *tracker) line(now time.Time) string {
 		fmt.Fprintf(&b, ", %d skipped", skipped)
 	}
 	if !t.start.IsZero() {
-		fmt.Fprintf(&b, "  elapsed %s", roundDuration(now.Sub(t.start)))
+		fmt.Fprintf(&b, "  elapsed %s", output.RoundDuration(now.Sub(t.start)))
 	}
 	if est, ok := t.estimate(now); ok && est > 0 {
-		fmt.Fprintf(&b, "  ~%s left", roundDuration(est))
+		fmt.Fprintf(&b, "  ~%s left", output.RoundDuration(est))
 	}
 	// What the restart waits for: the first thing an operator asks when it stalls.
 	if len(t.waiting) > 0 {
@@ -223,14 +223,4 @@ func (t *tracker) estimate(now time.Time) (time.Duration, bool) {
 		left = 0
 	}
 	return left, true
-}
-
-func roundDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return 0
-	}
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }

@@ -481,7 +481,7 @@ func (a *app) printDetached(p *output.Printer, rec *restart.Record, o *runOption
 
 // planError keeps the engine's one-line refusals as they are.
 func planError(err error) error {
-	return flat(err)
+	return output.Flat(err)
 }
 
 // confirmMultiRegion asks Nomad's multi-region question when the plan's job is
@@ -542,7 +542,7 @@ func (a *app) chooseStore(ctx context.Context, ses session, state, namespace, jo
 		return st, "", nil
 	case stateNomad:
 		if err := ses.probeNomad(ctx, namespace, jobID); err != nil {
-			return nil, "", fmt.Errorf("cannot keep the restart in Nomad Variables (-state nomad): %w", flat(err))
+			return nil, "", fmt.Errorf("cannot keep the restart in Nomad Variables (-state nomad): %w", output.Flat(err))
 		}
 		return ses.nomadStore(), "", nil
 	}

@@ -234,9 +234,9 @@ func storeSchedule(ctx context.Context, ss *schedule.Store, sc *schedule.Schedul
 	case errors.As(err, &perm):
 		return errors.New(perm.Error())
 	case sc.IsFleet():
-		return fmt.Errorf("storing the schedule of the fleet of %s: %w", describeSelection(sc.Fleet.Selection), flat(err))
+		return fmt.Errorf("storing the schedule of the fleet of %s: %w", describeSelection(sc.Fleet.Selection), output.Flat(err))
 	}
-	return fmt.Errorf("storing the schedule of job %q: %w", sc.JobID, flat(err))
+	return fmt.Errorf("storing the schedule of job %q: %w", sc.JobID, output.Flat(err))
 }
 
 // cronSuffix is " (<cron> (<zone>))" for an -every schedule, "" for an -at one.
@@ -288,7 +288,7 @@ func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	list, err := ss.List(ctx, ns, job)
 	if err != nil {
-		return fmt.Errorf("listing schedules: %w", flat(err))
+		return fmt.Errorf("listing schedules: %w", output.Flat(err))
 	}
 	return output.WriteList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
 		func(s *schedule.Schedule) string {
@@ -378,14 +378,14 @@ func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 		case errors.Is(err, schedule.ErrNotFound):
 			return fmt.Errorf("no schedule matches ID %q; list schedules with `nomad-restart schedules`", prefix)
 		case err != nil:
-			return fmt.Errorf("finding schedule %q: %w", prefix, flat(err))
+			return fmt.Errorf("finding schedule %q: %w", prefix, output.Flat(err))
 		}
 		err = ss.Delete(ctx, sc)
 		if errors.Is(err, schedule.ErrConflict) && attempt < 10 {
 			continue // an agent recorded an occurrence meanwhile: read it again
 		}
 		if err != nil {
-			return fmt.Errorf("removing schedule %s: %w", output.ShortID(sc.ID, verbose), flat(err))
+			return fmt.Errorf("removing schedule %s: %w", output.ShortID(sc.ID, verbose), output.Flat(err))
 		}
 		started := "restarts"
 		if sc.IsFleet() {

@@ -167,8 +167,8 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	fmt.Fprintln(tw, "ID\tName\tGroup\tNode\tBatch\tState\tReplacement\tError\tWaiting For")
 	for _, ap := range r.Allocs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			output.ShortID(ap.ID, verbose), ap.Name, ap.Group, orDash(output.ShortID(ap.NodeID, verbose)), ap.Batch, ap.State,
-			orDash(output.ShortID(ap.Replacement, verbose)), orDash(output.OneLine(p.IDs(ap.Error))), orDash(output.OneLine(p.IDs(ap.Waiting))))
+			output.ShortID(ap.ID, verbose), ap.Name, ap.Group, output.OrDash(output.ShortID(ap.NodeID, verbose)), ap.Batch, ap.State,
+			output.OrDash(output.ShortID(ap.Replacement, verbose)), output.OrDash(output.OneLine(p.IDs(ap.Error))), output.OrDash(output.OneLine(p.IDs(ap.Waiting))))
 	}
 	_ = tw.Flush()
 
@@ -192,7 +192,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 // restore it.
 func printSurge(w io.Writer, p *output.Printer, surge []restart.SurgeGroup) {
 	_ = output.WriteSection(w, "Surge", surge, "Group\tFrom\tTo\tPhase\tNote", func(g restart.SurgeGroup) string {
-		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", g.Group, g.From, g.To, g.Phase, orDash(output.OneLine(p.IDs(g.Note))))
+		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", g.Group, g.From, g.To, g.Phase, output.OrDash(output.OneLine(p.IDs(g.Note))))
 	})
 }
 
@@ -203,12 +203,8 @@ func byWhom(by string) string {
 	return " (by " + by + ")"
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+// orDash is output.OrDash, by the name gateflags.go calls it.
+func orDash(s string) string { return output.OrDash(s) }
 
 // hasKind says whether one of stores is of kind ("nomad" or "local").
 func hasKind(stores []store.Store, kind string) bool {
@@ -356,7 +352,7 @@ func (a *app) printFleetJobs(p *output.Printer, r *fleet.Record, children map[st
 			pr := child.Progress(a.now())
 			allocs = fmt.Sprintf("%d/%d", pr.Done, pr.Total)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Namespace, j.Status, orDash(output.ShortID(j.RestartID, verbose)), allocs, orDash(output.OneLine(p.IDs(j.Reason))))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Namespace, j.Status, output.OrDash(output.ShortID(j.RestartID, verbose)), allocs, output.OrDash(output.OneLine(p.IDs(j.Reason))))
 	}
 	_ = tw.Flush()
 	if hidden < len(r.Jobs) {

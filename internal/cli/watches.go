@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/changereport"
 	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
@@ -155,25 +156,25 @@ func oneJob(args []string) (string, error) {
 // sourcewatch (Consul's from the -consul-* flags and the CONSUL_* environment), the
 // rollouts from the stores `status` reads (Nomad's, and this machine's records of the
 // cluster).
-func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad, watchFacts, error) {
+func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad, changereport.Facts, error) {
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
-		return nil, watchFacts{}, err
+		return nil, changereport.Facts{}, err
 	}
 	nomad := ses.jobCluster()
 	if nomad == nil {
-		return nil, watchFacts{}, errors.New("watches reads job specifications, and this session has no Nomad client")
+		return nil, changereport.Facts{}, errors.New("watches reads job specifications, and this session has no Nomad client")
 	}
 	stores, err := a.stores(ctx, ses, stateAuto)
 	if err != nil {
-		return nil, watchFacts{}, err
+		return nil, changereport.Facts{}, err
 	}
 	log, err := a.logger(o.client.logLevel)
 	if err != nil {
-		return nil, watchFacts{}, err
+		return nil, changereport.Facts{}, err
 	}
 	hub := ses.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
-	return nomad, watchFacts{sources: hub, stores: stores, files: nomad}, nil
+	return nomad, changereport.Facts{Sources: hub, Stores: stores, Files: nomad}, nil
 }
 
 // explainWatches resolves job as run does (ID or unique prefix, -namespace), reads its full
@@ -184,67 +185,39 @@ func (a *app) explainWatches(ctx context.Context, o watchesOptions, prefix strin
 	if err != nil {
 		return err
 	}
-	job, err := resolveJobSpec(ctx, nomad, o.client.namespace, prefix)
+	job, err := changereport.ResolveJob(ctx, nomad, o.client.namespace, prefix)
 	if err != nil {
 		return err
 	}
-	w := facts.jobs(ctx, []onchange.Explain{onchange.Analyze(jobOnChange(job))})[0]
+	w := facts.Jobs(ctx, []onchange.Explain{onchange.Analyze(job.OnChange())})[0]
 	if o.json {
 		return output.WriteJSON(a.stdout, w)
 	}
-	printExplain(a.stdout, job.spec, w)
+	changereport.PrintExplain(a.stdout, job.Spec, w)
 	return nil
 }
 
-// resolveJobSpec finds the job by ID or unique prefix and reads its full specification.
-func resolveJobSpec(ctx context.Context, nomad *cluster.Nomad, namespace, prefix string) (resolvedJob, error) {
-	found, err := nomad.ResolveJob(ctx, namespace, prefix)
+// listWatches lists the jobs of the namespace (every one with -namespace '*') whose meta
+// opts in, with each source of each opted-in group, watched or not and why, its last
+// change and the job's last rollout. It reads every job's specification: Nomad's job list
+// carries no group meta nor templates.
+func (a *app) listWatches(ctx context.Context, o watchesOptions) error {
+	nomad, facts, err := a.openWatches(ctx, o)
 	if err != nil {
-		return resolvedJob{}, jobLookupError(prefix, namespace, err)
+		return err
 	}
-	spec, err := nomad.JobSpec(ctx, found.Namespace, found.ID)
+	explained, err := changereport.OptedInJobs(ctx, nomad, o.client.namespace)
 	if err != nil {
-		return resolvedJob{}, jobLookupError(found.ID, found.Namespace, err)
+		return err
 	}
-	return resolvedJob{spec: spec, namespace: found.Namespace}, nil
-}
-
-// resolvedJob is a job's specification and the namespace it was found in (a specification
-// may name none).
-type resolvedJob struct {
-	spec      *cluster.JobSpec
-	namespace string
-}
-
-// jobOnChange is the job as config-change rollouts read it, in the namespace it was found in.
-func jobOnChange(job resolvedJob) onchange.JobSpec {
-	oc := job.spec.OnChange()
-	if oc.Namespace == "" {
-		oc.Namespace = job.namespace
+	list := facts.Jobs(ctx, explained)
+	if o.json {
+		return output.WriteJSON(a.stdout, list)
 	}
-	return oc
-}
-
-// jobLookupError turns a failed lookup into one line that says what to do, in the words
-// `run` uses for the same failures.
-func jobLookupError(job, namespace string, err error) error {
-	var amb *cluster.AmbiguousJobError
-	switch {
-	case errors.As(err, &amb):
-		return fmt.Errorf("job prefix %q matched multiple jobs (%s); give the full job ID, or -namespace to pick one", job, strings.Join(amb.Matches, ", "))
-	case errors.Is(err, cluster.ErrJobNotFound):
-		//lint:ignore ST1005 Nomad's own wording, as run says it
-		return fmt.Errorf("No job(s) with prefix or ID %q found in namespace %q; check the job ID and -namespace", job, namespaceName(namespace))
-	case errors.Is(err, cluster.ErrPermissionDenied):
-		return fmt.Errorf("reading job %q: %s; the token needs read-job (and list-jobs for a prefix) in the namespace", job, output.OneLine(err.Error()))
+	if len(list) == 0 {
+		fmt.Fprintf(a.stdout, "No jobs opt in to config-change rollouts in namespace %q (see `nomad-restart watches -explain <job>`)\n", changereport.NamespaceName(o.client.namespace))
+		return nil
 	}
-	return fmt.Errorf("reading job %q: %w", job, flat(err))
-}
-
-// namespaceName names a namespace in messages: the client's default is "default".
-func namespaceName(ns string) string {
-	if ns == "" {
-		return "default"
-	}
-	return ns
+	changereport.PrintWatchList(a.stdout, list)
+	return nil
 }

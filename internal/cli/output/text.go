@@ -38,3 +38,33 @@ func Plural(n int, one, many string) string {
 	}
 	return fmt.Sprintf("%d %s", n, many)
 }
+
+// oneLineError is an error as one line that still unwraps to it, so that what it carries is
+// found (the command line finds upstream's line in it).
+type oneLineError struct{ err error }
+
+func (e oneLineError) Error() string { return OneLine(e.err.Error()) }
+func (e oneLineError) Unwrap() error { return e.err }
+
+// Flat is err as one line (oneLineError).
+func Flat(err error) error { return oneLineError{err} }
+
+// RoundDuration rounds d as the progress lines and tables show it: tenths of a second
+// under 10s, whole seconds above; never negative.
+func RoundDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+// OrDash is s, or "-" for an empty table cell.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
