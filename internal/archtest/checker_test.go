@@ -100,20 +100,14 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 			},
 		},
 		{
-			name:  "a product file other than the demo importing nomadsim",
-			files: []goFile{{path: "internal/cli/run.go", imports: []string{project("nomadsim")}}},
-			wantBad: []string{
-				"internal/cli/run.go imports nomadsim: internal/cli may import only",
-				"internal/cli/run.go imports nomadsim: the product must not depend on the simulated Nomad",
-			},
+			name:    "a product file other than the demo importing nomadsim",
+			files:   []goFile{{path: "internal/cli/run.go", imports: []string{project("nomadsim")}}},
+			wantBad: []string{"internal/cli/run.go imports nomadsim: internal/cli may import only", "internal/cli/run.go imports nomadsim: the product must not depend on the simulated Nomad"},
 		},
 		{
-			name:  "a product file other than the demo importing the simulator's load balancer",
-			files: []goFile{{path: "internal/cli/run.go", imports: []string{project("nomadsim/traffic")}}},
-			wantBad: []string{
-				"internal/cli/run.go imports nomadsim/traffic: internal/cli may import only",
-				"internal/cli/run.go imports nomadsim/traffic: the product must not depend on the simulated Nomad",
-			},
+			name:    "a product file other than the demo importing the simulator's load balancer",
+			files:   []goFile{{path: "internal/cli/run.go", imports: []string{project("nomadsim/traffic")}}},
+			wantBad: []string{"internal/cli/run.go imports nomadsim/traffic: internal/cli may import only", "internal/cli/run.go imports nomadsim/traffic: the product must not depend on the simulated Nomad"},
 		},
 		{
 			name:  "the engine importing nomadsim breaks the table and the nomadsim rule",

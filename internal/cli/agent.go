@@ -19,7 +19,71 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-const helpAgent = `
+type agentOptions struct {
+	client       clientFlags
+	namespace    string
+	concurrency  int
+	httpAddr     string
+	state        string
+	logFormat    string
+	rollOnChange bool
+}
+
+func parseAgentFlags(args []string) (*agentOptions, error) {
+	o := &agentOptions{}
+	fs := newFlagSet("agent")
+	o.client.add(fs)
+	fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
+	fs.StringVar(&o.state, "state", "nomad", "")
+	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
+	// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
+	o.client.prometheus.add(fs)
+	if err := parseFlags(fs, "agent", args); err != nil {
+		return nil, err
+	}
+	if err := o.client.prometheus.validate(); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(fs.Args(), " "))
+	}
+	// -namespace is the agent's scope, not the client's default namespace (see the help).
+	o.namespace = strings.TrimSpace(o.client.namespace)
+	if o.namespace == "" {
+		o.namespace = "*"
+	}
+	if o.concurrency < 1 {
+		return nil, usageErrorf("-concurrency must be at least 1, got %d", o.concurrency)
+	}
+	switch o.state {
+	case "nomad", "local":
+	default:
+		return nil, usageErrorf("Invalid -state value %q: valid options are nomad and local", o.state)
+	}
+	switch o.logFormat {
+	case "text", "json":
+	default:
+		return nil, usageErrorf("Invalid -log-format value %q: valid options are text and json", o.logFormat)
+	}
+	if o.httpAddr != "" {
+		if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
+			return nil, usageErrorf("Invalid -http-addr value %q: want host:port, like 127.0.0.1:9646", o.httpAddr)
+		}
+	}
+	return o, nil
+}
+
+// agentStoreMaxConns bounds the agent's connections for its records.
+const agentStoreMaxConns = 24
+
+// agentCommand is `nomad-restart agent`.
+type agentCommand struct{}
+
+// Help is `nomad-restart agent -help`.
+func (agentCommand) Help() string {
+	return `
 Usage: nomad-restart agent [options]
 
   Run the agent: a long-running process that drives restarts nobody drives, those
@@ -85,73 +149,11 @@ Agent Options:
     and of restarts whose record names none; as "run" reads them, with the same
     NOMAD_RESTART_PROMETHEUS_* environment.
 `
-
-type agentOptions struct {
-	client       clientFlags
-	namespace    string
-	concurrency  int
-	httpAddr     string
-	state        string
-	logFormat    string
-	rollOnChange bool
 }
-
-func parseAgentFlags(args []string) (*agentOptions, error) {
-	o := &agentOptions{}
-	fs := newFlagSet("agent")
-	o.client.add(fs)
-	fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
-	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
-	fs.StringVar(&o.state, "state", "nomad", "")
-	fs.StringVar(&o.logFormat, "log-format", "text", "")
-	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
-	// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
-	o.client.prometheus.add(fs)
-	if err := parseFlags(fs, "agent", args); err != nil {
-		return nil, err
-	}
-	if err := o.client.prometheus.validate(); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(fs.Args(), " "))
-	}
-	// -namespace is the agent's scope, not the client's default namespace (see the help).
-	o.namespace = strings.TrimSpace(o.client.namespace)
-	if o.namespace == "" {
-		o.namespace = "*"
-	}
-	if o.concurrency < 1 {
-		return nil, usageErrorf("-concurrency must be at least 1, got %d", o.concurrency)
-	}
-	switch o.state {
-	case "nomad", "local":
-	default:
-		return nil, usageErrorf("Invalid -state value %q: valid options are nomad and local", o.state)
-	}
-	switch o.logFormat {
-	case "text", "json":
-	default:
-		return nil, usageErrorf("Invalid -log-format value %q: valid options are text and json", o.logFormat)
-	}
-	if o.httpAddr != "" {
-		if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
-			return nil, usageErrorf("Invalid -http-addr value %q: want host:port, like 127.0.0.1:9646", o.httpAddr)
-		}
-	}
-	return o, nil
-}
-
-// agentStoreMaxConns bounds the agent's connections for its records.
-const agentStoreMaxConns = 24
-
-// agentCommand is `nomad-restart agent`.
-type agentCommand struct{}
 
 func (agentCommand) Synopsis() string {
 	return "Drive detached and orphaned restarts; serve metrics and a status page"
 }
-func (agentCommand) Help() string { return helpAgent }
 
 func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 	o, err := parseAgentFlags(args)

@@ -16,7 +16,12 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-const helpAttach = `
+// attachCommand is `nomad-restart attach`.
+type attachCommand struct{}
+
+// Help is `nomad-restart attach -help`.
+func (attachCommand) Help() string {
+	return `
 Usage: nomad-restart attach [options] <id>
 
   Follow a restart live, with the same output as "run". Exits 0 when the
@@ -26,12 +31,9 @@ Usage: nomad-restart attach [options] <id>
 
   -json    Print one JSON event per line, then the final record.
 ` + idOptionsHelp
-
-// attachCommand is `nomad-restart attach`.
-type attachCommand struct{}
+}
 
 func (attachCommand) Synopsis() string { return "Follow a restart's progress live" }
-func (attachCommand) Help() string     { return helpAttach }
 
 func (attachCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions

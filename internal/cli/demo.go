@@ -75,7 +75,12 @@ func parseDemoArgs(args []string) (*demoOptions, error) {
 	return d, nil
 }
 
-const helpDemo = `
+// demoCommand is `nomad-restart demo`.
+type demoCommand struct{}
+
+// Help is `nomad-restart demo -help`.
+func (demoCommand) Help() string {
+	return `
 Usage: nomad-restart demo [options]
 
   Start a simulated Nomad cluster (nomadsim) in this process with a sample
@@ -107,12 +112,9 @@ Usage: nomad-restart demo [options]
   nomad-restart's restart as in "run"; the first restart takes the same
   batches with Nomad's gate.
 `
-
-// demoCommand is `nomad-restart demo`.
-type demoCommand struct{}
+}
 
 func (demoCommand) Synopsis() string { return "Restart a sample job on a simulated Nomad cluster" }
-func (demoCommand) Help() string     { return helpDemo }
 
 // Run starts an embedded nomadsim with a sample service whose instances take seconds
 // to serve, restarts it as `nomad job restart` does and as nomad-restart does while probing

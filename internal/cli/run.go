@@ -19,7 +19,12 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-const helpRun = `
+// runCommand is `nomad-restart run`.
+type runCommand struct{}
+
+// Help is `nomad-restart run -help`.
+func (runCommand) Help() string {
+	return `
 Usage: nomad-restart run [options] <job>
        nomad-restart run -jobs '<filter>' [options]
 
@@ -291,12 +296,9 @@ Fleet Options:
   its jobs' restarts are asked here; elsewhere, answer them with
   "nomad-restart answer <fleet-id> yes|no". Ctrl-C detaches.
 `
-
-// runCommand is `nomad-restart run`.
-type runCommand struct{}
+}
 
 func (runCommand) Synopsis() string { return "Restart every allocation of a job, in batches" }
-func (runCommand) Help() string     { return helpRun }
 
 // Run is `nomad-restart run [options] <job>`.
 func (runCommand) Run(ctx context.Context, a *app, args []string) error {

@@ -259,8 +259,37 @@ func scheduleTarget(sc *schedule.Schedule) string {
 // schedulesCommand is `nomad-restart schedules`.
 type schedulesCommand struct{}
 
+// Help is `nomad-restart schedules -help`.
+func (schedulesCommand) Help() string {
+	return `
+Usage: nomad-restart schedules [options]
+
+  List the scheduled restarts (nomad-restart run -at / -every) that the token
+  may read: ID, job, namespace, the time or cron expression, the next due
+  time, the last occurrence (started with its restart ID, skipped, failed)
+  and how many occurrences were missed (due while no agent ran). A scheduled
+  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
+  job, the namespace its jobs are selected in, and the fleet it last started.
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
+
+Schedules Options:
+
+  -job=<job>
+    Only the schedules of this job (its full ID); scheduled fleets are left
+    out.
+
+  -json
+    Output the schedules in their JSON format.
+
+  -verbose
+    Show full IDs.
+`
+}
+
 func (schedulesCommand) Synopsis() string { return "List scheduled restarts (run -at, run -every)" }
-func (schedulesCommand) Help() string     { return helpSchedules }
 
 // Run is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
 func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
@@ -338,8 +367,27 @@ func missedSummary(s *schedule.Schedule) string {
 // unscheduleCommand is `nomad-restart unschedule`.
 type unscheduleCommand struct{}
 
+// Help is `nomad-restart unschedule -help`.
+func (unscheduleCommand) Help() string {
+	return `
+Usage: nomad-restart unschedule [options] <schedule-id>
+
+  Remove a scheduled restart, by its ID or a unique prefix. No further
+  occurrence starts; a restart it already started is not affected (cancel it
+  with "nomad-restart cancel <restart-id>").
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
+
+Unschedule Options:
+
+  -verbose
+    Show full IDs.
+`
+}
+
 func (unscheduleCommand) Synopsis() string { return "Remove a scheduled restart" }
-func (unscheduleCommand) Help() string     { return helpUnschedule }
 
 // Run is `nomad-restart unschedule <schedule-id-or-prefix>`.
 func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
@@ -411,47 +459,3 @@ func (a *app) openSchedules(ctx context.Context, cf clientFlags) (*schedule.Stor
 	}
 	return ss, ses, nil
 }
-
-const helpSchedules = `
-Usage: nomad-restart schedules [options]
-
-  List the scheduled restarts (nomad-restart run -at / -every) that the token
-  may read: ID, job, namespace, the time or cron expression, the next due
-  time, the last occurrence (started with its restart ID, skipped, failed)
-  and how many occurrences were missed (due while no agent ran). A scheduled
-  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
-  job, the namespace its jobs are selected in, and the fleet it last started.
-
-General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, -request-timeout and -log-level (see
-"nomad-restart run -help").
-
-Schedules Options:
-
-  -job=<job>
-    Only the schedules of this job (its full ID); scheduled fleets are left
-    out.
-
-  -json
-    Output the schedules in their JSON format.
-
-  -verbose
-    Show full IDs.
-`
-
-const helpUnschedule = `
-Usage: nomad-restart unschedule [options] <schedule-id>
-
-  Remove a scheduled restart, by its ID or a unique prefix. No further
-  occurrence starts; a restart it already started is not affected (cancel it
-  with "nomad-restart cancel <restart-id>").
-
-General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, -request-timeout and -log-level (see
-"nomad-restart run -help").
-
-Unschedule Options:
-
-  -verbose
-    Show full IDs.
-`

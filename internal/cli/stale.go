@@ -19,7 +19,12 @@ type staleOptions struct {
 	verbose bool
 }
 
-const helpStale = `
+// staleCommand is `nomad-restart stale`.
+type staleCommand struct{}
+
+// Help is `nomad-restart stale -help`.
+func (staleCommand) Help() string {
+	return `
 Usage: nomad-restart stale [options] [job...]
 
   List the running allocations that run with a stale render: Nomad re-rendered
@@ -69,14 +74,11 @@ Stale Options:
   -verbose
     Full allocation IDs.
 `
-
-// staleCommand is `nomad-restart stale`.
-type staleCommand struct{}
+}
 
 func (staleCommand) Synopsis() string {
 	return "List allocations running with templates re-rendered since they started"
 }
-func (staleCommand) Help() string { return helpStale }
 
 // Run is `nomad-restart stale [options] [job...]`: the running allocations with a
 // template that Nomad re-rendered after their tasks last started, which therefore run with

@@ -23,7 +23,13 @@ const childReaders = 8
 
 // recentEvents is how many of a restart's latest events `status <id>` shows (all with -verbose).
 const recentEvents = 10
-const helpStatus = `
+
+// statusCommand is `nomad-restart status`.
+type statusCommand struct{}
+
+// Help is `nomad-restart status -help`.
+func (statusCommand) Help() string {
+	return `
 Usage: nomad-restart status [options] [id]
 
   Without an ID, list the restarts, newest first, and the fleets. With an ID
@@ -38,12 +44,9 @@ Usage: nomad-restart status [options] [id]
            with its Namespace, JobID, RestartID once started, and Status).
   -job=J   List only the restarts of job J.
 ` + idOptionsHelp
-
-// statusCommand is `nomad-restart status`.
-type statusCommand struct{}
+}
 
 func (statusCommand) Synopsis() string { return "List restarts, or show one in detail" }
-func (statusCommand) Help() string     { return helpStatus }
 
 func (statusCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions

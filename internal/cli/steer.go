@@ -19,37 +19,41 @@ import (
 // of the record's Control through its steerer (steer.Steerer), then what the kind does
 // with it (subject.go).
 
-const helpPause = `
+// pauseCommand is `nomad-restart pause`.
+type pauseCommand struct{}
+
+// Help is `nomad-restart pause -help`.
+func (pauseCommand) Help() string {
+	return `
 Usage: nomad-restart pause [options] <id>
 
   Hold a restart: the batch in flight finishes, then no new batch starts
   until "nomad-restart resume <id>". A fleet's ID holds the fleet: no new
   job starts, and its running restarts hold after their batch.
 ` + idOptionsHelp
-
-// pauseCommand is `nomad-restart pause`.
-type pauseCommand struct{}
+}
 
 func (pauseCommand) Synopsis() string { return "Hold a restart after the batch in flight" }
-func (pauseCommand) Help() string     { return helpPause }
 
 func (pauseCommand) Run(ctx context.Context, a *app, args []string) error {
 	return a.steer(ctx, "pause", args, steer.Steerer.Pause)
 }
 
-const helpCancel = `
+// cancelCommand is `nomad-restart cancel`.
+type cancelCommand struct{}
+
+// Help is `nomad-restart cancel -help`.
+func (cancelCommand) Help() string {
+	return `
 Usage: nomad-restart cancel [options] <id>
 
   Cancel a restart: requests in flight finish and are recorded, no more
   allocations are restarted. A fleet's ID cancels the fleet: no new job
   starts, and its running restarts are canceled.
 ` + idOptionsHelp
-
-// cancelCommand is `nomad-restart cancel`.
-type cancelCommand struct{}
+}
 
 func (cancelCommand) Synopsis() string { return "Stop a restart: no more allocations are restarted" }
-func (cancelCommand) Help() string     { return helpCancel }
 
 func (cancelCommand) Run(ctx context.Context, a *app, args []string) error {
 	return a.steer(ctx, "cancel", args, steer.Steerer.Cancel)
@@ -96,7 +100,12 @@ func lastSeq(events []restart.Event) uint64 {
 	return 0
 }
 
-const helpAnswer = `
+// answerCommand is `nomad-restart answer`.
+type answerCommand struct{}
+
+// Help is `nomad-restart answer -help`.
+func (answerCommand) Help() string {
+	return `
 Usage: nomad-restart answer [options] <id> yes|no|<duration>
 
   Answer the question a restart waits on ("-batch-wait ask" or
@@ -106,12 +115,9 @@ Usage: nomad-restart answer [options] <id> yes|no|<duration>
   -max-failed-jobs spent: yes starts the remaining jobs, no ends it), else
   the question each of its running restarts waits on.
 ` + idOptionsHelp
-
-// answerCommand is `nomad-restart answer`.
-type answerCommand struct{}
+}
 
 func (answerCommand) Synopsis() string { return "Answer the question a restart waits on" }
-func (answerCommand) Help() string     { return helpAnswer }
 
 func (answerCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
@@ -163,7 +169,12 @@ func answerChoices(q *restart.Question) string {
 	return "yes or no"
 }
 
-const helpResume = `
+// resumeCommand is `nomad-restart resume`.
+type resumeCommand struct{}
+
+// Help is `nomad-restart resume -help`.
+func (resumeCommand) Help() string {
+	return `
 Usage: nomad-restart resume [options] <id>
 
   Continue a paused, detached or abandoned restart. Unless another process
@@ -175,12 +186,9 @@ Usage: nomad-restart resume [options] <id>
   -detach  Only set the restart to run; do not drive it here.
   -json    Print one JSON event per line, then the final record.
 ` + idOptionsHelp
-
-// resumeCommand is `nomad-restart resume`.
-type resumeCommand struct{}
+}
 
 func (resumeCommand) Synopsis() string { return "Continue a paused or detached restart" }
-func (resumeCommand) Help() string     { return helpResume }
 
 func (resumeCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions

@@ -10,19 +10,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 )
 
-const helpVersion = `
-Usage: nomad-restart version [-json]
-
-  Print the version of nomad-restart, as "nomad version" prints Nomad's: the
-  version, the date of the commit it was built from and its revision, then
-  the Go toolchain and the version of Nomad's API module it was built with.
-  A development build (not from a release) says "dev" and, when the toolchain
-  recorded them, the revision and date of the checkout it was built from.
-  "nomad-restart -version" is the same.
-
-  -json    Print the same as one JSON object.
-`
-
 // versionOutput is `version -json`.
 type versionOutput struct {
 	Version         string
@@ -37,8 +24,23 @@ type versionOutput struct {
 // versionCommand is `nomad-restart version`.
 type versionCommand struct{}
 
+// Help is `nomad-restart version -help`.
+func (versionCommand) Help() string {
+	return `
+Usage: nomad-restart version [-json]
+
+  Print the version of nomad-restart, as "nomad version" prints Nomad's: the
+  version, the date of the commit it was built from and its revision, then
+  the Go toolchain and the version of Nomad's API module it was built with.
+  A development build (not from a release) says "dev" and, when the toolchain
+  recorded them, the revision and date of the checkout it was built from.
+  "nomad-restart -version" is the same.
+
+  -json    Print the same as one JSON object.
+`
+}
+
 func (versionCommand) Synopsis() string { return "Print the version" }
-func (versionCommand) Help() string     { return helpVersion }
 
 func (versionCommand) Run(_ context.Context, a *app, args []string) error {
 	fs := newFlagSet("version")

@@ -20,7 +20,12 @@ type watchesOptions struct {
 	json    bool
 }
 
-const helpWatches = `
+// watchesCommand is `nomad-restart watches`.
+type watchesCommand struct{}
+
+// Help is `nomad-restart watches -help`.
+func (watchesCommand) Help() string {
+	return `
 Usage: nomad-restart watches [options]
        nomad-restart watches -explain [options] <job>
 
@@ -96,14 +101,11 @@ Watches Options:
     Where Consul is, for the last change of Consul keys; unset values come
     from CONSUL_HTTP_ADDR and the other CONSUL_* variables, as for "run".
 `
-
-// watchesCommand is `nomad-restart watches`.
-type watchesCommand struct{}
+}
 
 func (watchesCommand) Synopsis() string {
 	return "List jobs opted in to config-change rollouts, or explain one"
 }
-func (watchesCommand) Help() string { return helpWatches }
 
 // Run is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
 // `nomad-restart watches -explain [options] <job>` (what the agent would watch and do for
