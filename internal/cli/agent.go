@@ -81,80 +81,6 @@ const agentStoreMaxConns = 24
 // agentCommand is `nomad-restart agent`.
 type agentCommand struct{}
 
-// Help is `nomad-restart agent -help`.
-func (agentCommand) Help() string {
-	return `
-Usage: nomad-restart agent [options]
-
-  Run the agent: a long-running process that drives restarts nobody drives, those
-  started with "run -detach" and those whose driver died (a killed CI job, a closed
-  laptop), continuing each exactly once from its record. Several agents (a Nomad
-  service job with count 3, see deploy/agent.nomad.hcl) share the work through each
-  restart's lease, with no leader. On SIGTERM or Ctrl-C each restart in flight is
-  detached at its next step and its lease released, so another agent takes over at
-  once.
-
-  The agent serves a live web page of the restarts (with a timeline of each, and
-  pause, resume, cancel and answer performed with the Nomad token the user enters in
-  the page), /healthz and Prometheus /metrics on -http-addr. Logs are structured (JSON with -log-format=json).
-
-General Options:
-
-  -address=<addr>     The address of the Nomad server (NOMAD_ADDR).
-  -region=<region>    The region of the Nomad servers (NOMAD_REGION).
-  -token=<token>      The SecretID of an ACL token (NOMAD_TOKEN).
-  -ca-cert, -ca-path, -client-cert, -client-key, -tls-server-name, -tls-skip-verify
-                      TLS options, as for Nomad's CLI (NOMAD_CACERT and the like).
-  -request-timeout=<duration>
-                      How long a request to Nomad, Consul or Prometheus waits for
-                      its answer (NOMAD_RESTART_REQUEST_TIMEOUT; default 10s). See
-                      "nomad-restart run -help".
-
-Agent Options:
-
-  -namespace=<ns>
-    The namespace whose restarts the agent drives; "*" (the default) is every
-    namespace the token may list. NOMAD_NAMESPACE is not read: inside a Nomad task
-    it names the agent's own namespace.
-
-  -concurrency=<n>
-    The most restarts driven at once (default 500).
-
-  -http-addr=<host:port>
-    Where to serve the web page, /healthz and /metrics (default 127.0.0.1:9646);
-    "" turns the listener off.
-
-  -state=<nomad|local>
-    Where restarts are recorded: "nomad" (Nomad Variables, the default; needed to
-    share work between agents) or "local" (this machine's state directory).
-
-  -log-level=<level>
-    debug, info (the default), warn or error (NOMAD_RESTART_LOG_LEVEL).
-
-  -log-format=<text|json>
-    The log lines' format (default text).
-
-  -roll-on-change=<bool>
-    Config-change rollouts (default true): the agent follows the jobs whose meta opts
-    in ("nomad-restart.on-change") and, when a Nomad variable or Consul key their
-    templates read changes, files a restart of them that agents then drive in
-    health-gated batches. See docs/config-change.md; "nomad-restart watches" lists what
-    is followed. Consul keys are watched through CONSUL_HTTP_ADDR and the CONSUL_*
-    environment.
-
-  -prometheus-address=<url>, -prometheus-token-file=<path>,
-  -prometheus-ca-cert=<path>, -prometheus-client-cert=<path>,
-  -prometheus-client-key=<path>, -prometheus-tls-skip-verify
-    Prometheus, for the metric gates of the jobs' meta ("nomad-restart.gate.<name>")
-    and of restarts whose record names none; as "run" reads them, with the same
-    NOMAD_RESTART_PROMETHEUS_* environment.
-`
-}
-
-func (agentCommand) Synopsis() string {
-	return "Drive detached and orphaned restarts; serve metrics and a status page"
-}
-
 func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 	o, err := parseAgentFlags(args)
 	if err != nil {
@@ -235,6 +161,79 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		logger.Info("serving the web page, /healthz and /metrics", "addr", "http://"+ln.Addr().String())
 	}
 	return ag.Run(ctx)
+}
+
+// Help is `nomad-restart agent -help`.
+func (agentCommand) Help() string {
+	return `Usage: nomad-restart agent [options]
+
+  Run the agent: a long-running process that drives restarts nobody drives, those
+  started with "run -detach" and those whose driver died (a killed CI job, a closed
+  laptop), continuing each exactly once from its record. Several agents (a Nomad
+  service job with count 3, see deploy/agent.nomad.hcl) share the work through each
+  restart's lease, with no leader. On SIGTERM or Ctrl-C each restart in flight is
+  detached at its next step and its lease released, so another agent takes over at
+  once.
+
+  The agent serves a live web page of the restarts (with a timeline of each, and
+  pause, resume, cancel and answer performed with the Nomad token the user enters in
+  the page), /healthz and Prometheus /metrics on -http-addr. Logs are structured (JSON with -log-format=json).
+
+General Options:
+
+  -address=<addr>     The address of the Nomad server (NOMAD_ADDR).
+  -region=<region>    The region of the Nomad servers (NOMAD_REGION).
+  -token=<token>      The SecretID of an ACL token (NOMAD_TOKEN).
+  -ca-cert, -ca-path, -client-cert, -client-key, -tls-server-name, -tls-skip-verify
+                      TLS options, as for Nomad's CLI (NOMAD_CACERT and the like).
+  -request-timeout=<duration>
+                      How long a request to Nomad, Consul or Prometheus waits for
+                      its answer (NOMAD_RESTART_REQUEST_TIMEOUT; default 10s). See
+                      "nomad-restart run -help".
+
+Agent Options:
+
+  -namespace=<ns>
+    The namespace whose restarts the agent drives; "*" (the default) is every
+    namespace the token may list. NOMAD_NAMESPACE is not read: inside a Nomad task
+    it names the agent's own namespace.
+
+  -concurrency=<n>
+    The most restarts driven at once (default 500).
+
+  -http-addr=<host:port>
+    Where to serve the web page, /healthz and /metrics (default 127.0.0.1:9646);
+    "" turns the listener off.
+
+  -state=<nomad|local>
+    Where restarts are recorded: "nomad" (Nomad Variables, the default; needed to
+    share work between agents) or "local" (this machine's state directory).
+
+  -log-level=<level>
+    debug, info (the default), warn or error (NOMAD_RESTART_LOG_LEVEL).
+
+  -log-format=<text|json>
+    The log lines' format (default text).
+
+  -roll-on-change=<bool>
+    Config-change rollouts (default true): the agent follows the jobs whose meta opts
+    in ("nomad-restart.on-change") and, when a Nomad variable or Consul key their
+    templates read changes, files a restart of them that agents then drive in
+    health-gated batches. See docs/config-change.md; "nomad-restart watches" lists what
+    is followed. Consul keys are watched through CONSUL_HTTP_ADDR and the CONSUL_*
+    environment.
+
+  -prometheus-address=<url>, -prometheus-token-file=<path>,
+  -prometheus-ca-cert=<path>, -prometheus-client-cert=<path>,
+  -prometheus-client-key=<path>, -prometheus-tls-skip-verify
+    Prometheus, for the metric gates of the jobs' meta ("nomad-restart.gate.<name>")
+    and of restarts whose record names none; as "run" reads them, with the same
+    NOMAD_RESTART_PROMETHEUS_* environment.
+`
+}
+
+func (agentCommand) Synopsis() string {
+	return "Drive detached and orphaned restarts; serve metrics and a status page"
 }
 
 // agentLocalStore is the local store of -state local; nil with -state nomad.

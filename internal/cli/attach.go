@@ -19,22 +19,6 @@ import (
 // attachCommand is `nomad-restart attach`.
 type attachCommand struct{}
 
-// Help is `nomad-restart attach -help`.
-func (attachCommand) Help() string {
-	return `
-Usage: nomad-restart attach [options] <id>
-
-  Follow a restart live, with the same output as "run". Exits 0 when the
-  restart succeeded, 1 otherwise. Ctrl-C stops following; the restart goes
-  on. On a terminal, questions the restart waits on are asked here. A
-  fleet's ID follows the fleet and its running restarts until it ends.
-
-  -json    Print one JSON event per line, then the final record.
-` + idOptionsHelp
-}
-
-func (attachCommand) Synopsis() string { return "Follow a restart's progress live" }
-
 func (attachCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var jsonOut bool
@@ -48,6 +32,21 @@ func (attachCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	return s.attach(ctx, a, a.printer(o.verbose, jsonOut))
 }
+
+// Help is `nomad-restart attach -help`.
+func (attachCommand) Help() string {
+	return `Usage: nomad-restart attach [options] <id>
+
+  Follow a restart live, with the same output as "run". Exits 0 when the
+  restart succeeded, 1 otherwise. Ctrl-C stops following; the restart goes
+  on. On a terminal, questions the restart waits on are asked here. A
+  fleet's ID follows the fleet and its running restarts until it ends.
+
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+}
+
+func (attachCommand) Synopsis() string { return "Follow a restart's progress live" }
 
 // follow shows a restart from its record as it changes (store.Watch), with the same output
 // as `run`, until it ends or ctx ends (which stops the viewer only). It exits 0 only when

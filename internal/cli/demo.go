@@ -78,44 +78,6 @@ func parseDemoArgs(args []string) (*demoOptions, error) {
 // demoCommand is `nomad-restart demo`.
 type demoCommand struct{}
 
-// Help is `nomad-restart demo -help`.
-func (demoCommand) Help() string {
-	return `
-Usage: nomad-restart demo [options]
-
-  Start a simulated Nomad cluster (nomadsim) in this process with a sample
-  service whose 4 instances need 3s to serve after they start, behind a health
-  check. Restart it as "nomad job restart" does (-health none), then as
-  nomad-restart does, probing every instance while a load balancer reading
-  the catalog sends steady traffic, and print side by side the fewest
-  instances serving, the share of time with none serving, the requests that
-  failed through the balancer and the total time. Nothing real is restarted
-  and nothing is asked.
-
-  -json
-    Print the figures as one JSON object: {"count": N, "nomad": {...},
-    "nomad_restart": {...}}, each with min_serving, none_serving_share (0 to 1),
-    seconds (until every instance serves again), restart_seconds,
-    requests and failed_requests (sent through the balancer, and failed), and
-    restart_id.
-
-  -http-addr=<host:port>
-    After the figures, keep the simulated cluster up and serve the agent's page
-    of its restarts on this address until Ctrl-C.
-
-  -time-scale=<n>
-    Simulated seconds per real second (default 1); the figures are simulated
-    seconds.
-
-  -batch-size, -batch-wait, -health, -min-healthy-time, -max-unavailable,
-  -surge, -reschedule, -group, -task, -all-tasks and -verbose shape
-  nomad-restart's restart as in "run"; the first restart takes the same
-  batches with Nomad's gate.
-`
-}
-
-func (demoCommand) Synopsis() string { return "Restart a sample job on a simulated Nomad cluster" }
-
 // Run starts an embedded nomadsim with a sample service whose instances take seconds
 // to serve, restarts it as `nomad job restart` does and as nomad-restart does while probing
 // every instance, and prints what each restart did to the service. With -http-addr it then
@@ -157,6 +119,43 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	return a.endDemo(ctx, res, sim.Addr(), ln, o)
 }
+
+// Help is `nomad-restart demo -help`.
+func (demoCommand) Help() string {
+	return `Usage: nomad-restart demo [options]
+
+  Start a simulated Nomad cluster (nomadsim) in this process with a sample
+  service whose 4 instances need 3s to serve after they start, behind a health
+  check. Restart it as "nomad job restart" does (-health none), then as
+  nomad-restart does, probing every instance while a load balancer reading
+  the catalog sends steady traffic, and print side by side the fewest
+  instances serving, the share of time with none serving, the requests that
+  failed through the balancer and the total time. Nothing real is restarted
+  and nothing is asked.
+
+  -json
+    Print the figures as one JSON object: {"count": N, "nomad": {...},
+    "nomad_restart": {...}}, each with min_serving, none_serving_share (0 to 1),
+    seconds (until every instance serves again), restart_seconds,
+    requests and failed_requests (sent through the balancer, and failed), and
+    restart_id.
+
+  -http-addr=<host:port>
+    After the figures, keep the simulated cluster up and serve the agent's page
+    of its restarts on this address until Ctrl-C.
+
+  -time-scale=<n>
+    Simulated seconds per real second (default 1); the figures are simulated
+    seconds.
+
+  -batch-size, -batch-wait, -health, -min-healthy-time, -max-unavailable,
+  -surge, -reschedule, -group, -task, -all-tasks and -verbose shape
+  nomad-restart's restart as in "run"; the first restart takes the same
+  batches with Nomad's gate.
+`
+}
+
+func (demoCommand) Synopsis() string { return "Restart a sample job on a simulated Nomad cluster" }
 
 // runDemo opens a session on the simulated cluster as `run` does and compares the restarts.
 func (a *app) runDemo(ctx context.Context, p *output.Printer, sim *demo.Cluster, o *runOptions) (*demo.Result, error) {

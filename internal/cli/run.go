@@ -22,10 +22,24 @@ import (
 // runCommand is `nomad-restart run`.
 type runCommand struct{}
 
+// Run is `nomad-restart run [options] <job>`.
+func (runCommand) Run(ctx context.Context, a *app, args []string) error {
+	o, err := parseRunArgs(args, a.interactive)
+	if err != nil {
+		return err
+	}
+	if o.sched.scheduled() {
+		return a.runSchedule(ctx, o) // -at / -every: store a schedule (schedule.go)
+	}
+	if o.fleet.selected() {
+		return a.runFleet(ctx, o) // -jobs: a fleet restart (fleet_run.go)
+	}
+	return a.runRestart(ctx, o, nil)
+}
+
 // Help is `nomad-restart run -help`.
 func (runCommand) Help() string {
-	return `
-Usage: nomad-restart run [options] <job>
+	return `Usage: nomad-restart run [options] <job>
        nomad-restart run -jobs '<filter>' [options]
 
   Restart every allocation of a job, in batches, as "nomad job restart" does,
@@ -299,21 +313,6 @@ Fleet Options:
 }
 
 func (runCommand) Synopsis() string { return "Restart every allocation of a job, in batches" }
-
-// Run is `nomad-restart run [options] <job>`.
-func (runCommand) Run(ctx context.Context, a *app, args []string) error {
-	o, err := parseRunArgs(args, a.interactive)
-	if err != nil {
-		return err
-	}
-	if o.sched.scheduled() {
-		return a.runSchedule(ctx, o) // -at / -every: store a schedule (schedule.go)
-	}
-	if o.fleet.selected() {
-		return a.runFleet(ctx, o) // -jobs: a fleet restart (fleet_run.go)
-	}
-	return a.runRestart(ctx, o, nil)
-}
 
 // runRestart is the flow of `run` (and `demo`): connect, plan, confirm, record, then drive
 // or detach. Every refusal before Create leaves the cluster and the stores unchanged.

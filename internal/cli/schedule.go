@@ -259,38 +259,6 @@ func scheduleTarget(sc *schedule.Schedule) string {
 // schedulesCommand is `nomad-restart schedules`.
 type schedulesCommand struct{}
 
-// Help is `nomad-restart schedules -help`.
-func (schedulesCommand) Help() string {
-	return `
-Usage: nomad-restart schedules [options]
-
-  List the scheduled restarts (nomad-restart run -at / -every) that the token
-  may read: ID, job, namespace, the time or cron expression, the next due
-  time, the last occurrence (started with its restart ID, skipped, failed)
-  and how many occurrences were missed (due while no agent ran). A scheduled
-  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
-  job, the namespace its jobs are selected in, and the fleet it last started.
-
-General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, -request-timeout and -log-level (see
-"nomad-restart run -help").
-
-Schedules Options:
-
-  -job=<job>
-    Only the schedules of this job (its full ID); scheduled fleets are left
-    out.
-
-  -json
-    Output the schedules in their JSON format.
-
-  -verbose
-    Show full IDs.
-`
-}
-
-func (schedulesCommand) Synopsis() string { return "List scheduled restarts (run -at, run -every)" }
-
 // Run is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
 func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
@@ -333,6 +301,37 @@ func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 		})
 }
 
+// Help is `nomad-restart schedules -help`.
+func (schedulesCommand) Help() string {
+	return `Usage: nomad-restart schedules [options]
+
+  List the scheduled restarts (nomad-restart run -at / -every) that the token
+  may read: ID, job, namespace, the time or cron expression, the next due
+  time, the last occurrence (started with its restart ID, skipped, failed)
+  and how many occurrences were missed (due while no agent ran). A scheduled
+  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
+  job, the namespace its jobs are selected in, and the fleet it last started.
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
+
+Schedules Options:
+
+  -job=<job>
+    Only the schedules of this job (its full ID); scheduled fleets are left
+    out.
+
+  -json
+    Output the schedules in their JSON format.
+
+  -verbose
+    Show full IDs.
+`
+}
+
+func (schedulesCommand) Synopsis() string { return "List scheduled restarts (run -at, run -every)" }
+
 // lastRun is the latest occurrence's outcome: "started <due> (restart 1a2b3c4d)" (a fleet
 // schedule's: "(fleet 1a2b3c4d)"), "skipped <due>: <why>", "starting <due>" while
 // claimed, "-" before the first.
@@ -366,28 +365,6 @@ func missedSummary(s *schedule.Schedule) string {
 
 // unscheduleCommand is `nomad-restart unschedule`.
 type unscheduleCommand struct{}
-
-// Help is `nomad-restart unschedule -help`.
-func (unscheduleCommand) Help() string {
-	return `
-Usage: nomad-restart unschedule [options] <schedule-id>
-
-  Remove a scheduled restart, by its ID or a unique prefix. No further
-  occurrence starts; a restart it already started is not affected (cancel it
-  with "nomad-restart cancel <restart-id>").
-
-General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, -request-timeout and -log-level (see
-"nomad-restart run -help").
-
-Unschedule Options:
-
-  -verbose
-    Show full IDs.
-`
-}
-
-func (unscheduleCommand) Synopsis() string { return "Remove a scheduled restart" }
 
 // Run is `nomad-restart unschedule <schedule-id-or-prefix>`.
 func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
@@ -446,6 +423,27 @@ func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 		return nil
 	}
 }
+
+// Help is `nomad-restart unschedule -help`.
+func (unscheduleCommand) Help() string {
+	return `Usage: nomad-restart unschedule [options] <schedule-id>
+
+  Remove a scheduled restart, by its ID or a unique prefix. No further
+  occurrence starts; a restart it already started is not affected (cancel it
+  with "nomad-restart cancel <restart-id>").
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
+
+Unschedule Options:
+
+  -verbose
+    Show full IDs.
+`
+}
+
+func (unscheduleCommand) Synopsis() string { return "Remove a scheduled restart" }
 
 // openSchedules connects for the schedule commands.
 func (a *app) openSchedules(ctx context.Context, cf clientFlags) (*schedule.Store, session, error) {

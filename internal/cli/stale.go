@@ -22,10 +22,55 @@ type staleOptions struct {
 // staleCommand is `nomad-restart stale`.
 type staleCommand struct{}
 
+// Run is `nomad-restart stale [options] [job...]`: the running allocations with a
+// template that Nomad re-rendered after their tasks last started, which therefore run with
+// what the template held before (an environment file, a file read once at start). It only
+// reads: jobs, their allocations and, for change_mode noop templates, the modification
+// time of each destination file through Nomad's allocation filesystem API.
+func (staleCommand) Run(ctx context.Context, a *app, args []string) error {
+	var o staleOptions
+	fs := newFlagSet("stale")
+	o.client.add(fs)
+	fs.BoolVar(&o.json, "json", false, "")
+	fs.BoolVar(&o.verbose, "verbose", false, "")
+	if err := parseFlags(fs, "stale", args); err != nil {
+		return err
+	}
+	o.client = o.client.withEnv(a.env)
+	jobs, err := jobArgs(fs.Args())
+	if err != nil {
+		return err
+	}
+	nomad, err := a.openJobs(ctx, o.client)
+	if err != nil {
+		return err
+	}
+	specs, err := changereport.StaleSpecs(ctx, nomad, o.client.namespace, jobs)
+	if err != nil {
+		return err
+	}
+	list, err := changereport.ReadStaleJobs(ctx, nomad, specs, a.now())
+	if err != nil {
+		return err
+	}
+	if err := changereport.AllFilesDenied(list); err != nil {
+		return err
+	}
+	for _, j := range list {
+		if j.FilesDenied {
+			fmt.Fprintf(a.stderr, "Warning: %s\n", changereport.FilesDeniedText(j))
+		}
+	}
+	if o.json {
+		return output.WriteJSON(a.stdout, list)
+	}
+	changereport.PrintStale(a.stdout, list, o.client.namespace, len(jobs) > 0, o.verbose)
+	return nil
+}
+
 // Help is `nomad-restart stale -help`.
 func (staleCommand) Help() string {
-	return `
-Usage: nomad-restart stale [options] [job...]
+	return `Usage: nomad-restart stale [options] [job...]
 
   List the running allocations that run with a stale render: Nomad re-rendered
   one of their templates after their tasks last started, so the tasks still
@@ -78,52 +123,6 @@ Stale Options:
 
 func (staleCommand) Synopsis() string {
 	return "List allocations running with templates re-rendered since they started"
-}
-
-// Run is `nomad-restart stale [options] [job...]`: the running allocations with a
-// template that Nomad re-rendered after their tasks last started, which therefore run with
-// what the template held before (an environment file, a file read once at start). It only
-// reads: jobs, their allocations and, for change_mode noop templates, the modification
-// time of each destination file through Nomad's allocation filesystem API.
-func (staleCommand) Run(ctx context.Context, a *app, args []string) error {
-	var o staleOptions
-	fs := newFlagSet("stale")
-	o.client.add(fs)
-	fs.BoolVar(&o.json, "json", false, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
-	if err := parseFlags(fs, "stale", args); err != nil {
-		return err
-	}
-	o.client = o.client.withEnv(a.env)
-	jobs, err := jobArgs(fs.Args())
-	if err != nil {
-		return err
-	}
-	nomad, err := a.openJobs(ctx, o.client)
-	if err != nil {
-		return err
-	}
-	specs, err := changereport.StaleSpecs(ctx, nomad, o.client.namespace, jobs)
-	if err != nil {
-		return err
-	}
-	list, err := changereport.ReadStaleJobs(ctx, nomad, specs, a.now())
-	if err != nil {
-		return err
-	}
-	if err := changereport.AllFilesDenied(list); err != nil {
-		return err
-	}
-	for _, j := range list {
-		if j.FilesDenied {
-			fmt.Fprintf(a.stderr, "Warning: %s\n", changereport.FilesDeniedText(j))
-		}
-	}
-	if o.json {
-		return output.WriteJSON(a.stdout, list)
-	}
-	changereport.PrintStale(a.stdout, list, o.client.namespace, len(jobs) > 0, o.verbose)
-	return nil
 }
 
 // jobArgs takes the job IDs or prefixes stale reads, each once, in order; none means every

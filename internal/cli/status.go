@@ -27,27 +27,6 @@ const recentEvents = 10
 // statusCommand is `nomad-restart status`.
 type statusCommand struct{}
 
-// Help is `nomad-restart status -help`.
-func (statusCommand) Help() string {
-	return `
-Usage: nomad-restart status [options] [id]
-
-  Without an ID, list the restarts, newest first, and the fleets. With an ID
-  (or a unique prefix), show one restart in detail: its allocations with
-  their batch, state, replacement, error and what each waits for, and its
-  latest events. A fleet's ID shows the fleet: its jobs done, running,
-  pending, failed, skipped and canceled, the allocations of its started
-  jobs, its jobs with their restart IDs, and its latest events.
-
-  -json    Print the record (or an array of records) as JSON, each with its
-           Kind: "restart" or "fleet" (a fleet's Jobs list each selected job
-           with its Namespace, JobID, RestartID once started, and Status).
-  -job=J   List only the restarts of job J.
-` + idOptionsHelp
-}
-
-func (statusCommand) Synopsis() string { return "List restarts, or show one in detail" }
-
 func (statusCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var jsonOut bool
@@ -116,6 +95,26 @@ func (statusCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	return a.printFleetList(fleets, o.verbose)
 }
+
+// Help is `nomad-restart status -help`.
+func (statusCommand) Help() string {
+	return `Usage: nomad-restart status [options] [id]
+
+  Without an ID, list the restarts, newest first, and the fleets. With an ID
+  (or a unique prefix), show one restart in detail: its allocations with
+  their batch, state, replacement, error and what each waits for, and its
+  latest events. A fleet's ID shows the fleet: its jobs done, running,
+  pending, failed, skipped and canceled, the allocations of its started
+  jobs, its jobs with their restart IDs, and its latest events.
+
+  -json    Print the record (or an array of records) as JSON, each with its
+           Kind: "restart" or "fleet" (a fleet's Jobs list each selected job
+           with its Namespace, JobID, RestartID once started, and Status).
+  -job=J   List only the restarts of job J.
+` + idOptionsHelp
+}
+
+func (statusCommand) Synopsis() string { return "List restarts, or show one in detail" }
 
 // printRecord shows one restart in detail: its fields, a table of its allocations, and its
 // latest events. driver says whether a process drives r now (a dead driver's name stays in

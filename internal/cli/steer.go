@@ -22,10 +22,13 @@ import (
 // pauseCommand is `nomad-restart pause`.
 type pauseCommand struct{}
 
+func (pauseCommand) Run(ctx context.Context, a *app, args []string) error {
+	return a.steer(ctx, "pause", args, steer.Steerer.Pause)
+}
+
 // Help is `nomad-restart pause -help`.
 func (pauseCommand) Help() string {
-	return `
-Usage: nomad-restart pause [options] <id>
+	return `Usage: nomad-restart pause [options] <id>
 
   Hold a restart: the batch in flight finishes, then no new batch starts
   until "nomad-restart resume <id>". A fleet's ID holds the fleet: no new
@@ -35,17 +38,16 @@ Usage: nomad-restart pause [options] <id>
 
 func (pauseCommand) Synopsis() string { return "Hold a restart after the batch in flight" }
 
-func (pauseCommand) Run(ctx context.Context, a *app, args []string) error {
-	return a.steer(ctx, "pause", args, steer.Steerer.Pause)
-}
-
 // cancelCommand is `nomad-restart cancel`.
 type cancelCommand struct{}
 
+func (cancelCommand) Run(ctx context.Context, a *app, args []string) error {
+	return a.steer(ctx, "cancel", args, steer.Steerer.Cancel)
+}
+
 // Help is `nomad-restart cancel -help`.
 func (cancelCommand) Help() string {
-	return `
-Usage: nomad-restart cancel [options] <id>
+	return `Usage: nomad-restart cancel [options] <id>
 
   Cancel a restart: requests in flight finish and are recorded, no more
   allocations are restarted. A fleet's ID cancels the fleet: no new job
@@ -54,10 +56,6 @@ Usage: nomad-restart cancel [options] <id>
 }
 
 func (cancelCommand) Synopsis() string { return "Stop a restart: no more allocations are restarted" }
-
-func (cancelCommand) Run(ctx context.Context, a *app, args []string) error {
-	return a.steer(ctx, "cancel", args, steer.Steerer.Cancel)
-}
 
 // steer runs pause or cancel: one write of the record's Control (a cancel of a record no
 // process drives also ends it here).
@@ -103,22 +101,6 @@ func lastSeq(events []restart.Event) uint64 {
 // answerCommand is `nomad-restart answer`.
 type answerCommand struct{}
 
-// Help is `nomad-restart answer -help`.
-func (answerCommand) Help() string {
-	return `
-Usage: nomad-restart answer [options] <id> yes|no|<duration>
-
-  Answer the question a restart waits on ("-batch-wait ask" or
-  "-on-error ask"): yes proceeds, no stops the restart, and a duration
-  (where the question offers one) proceeds and becomes the new wait
-  between batches. A fleet's ID answers the fleet's own question (its
-  -max-failed-jobs spent: yes starts the remaining jobs, no ends it), else
-  the question each of its running restarts waits on.
-` + idOptionsHelp
-}
-
-func (answerCommand) Synopsis() string { return "Answer the question a restart waits on" }
-
 func (answerCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	rest, err := a.parseIDFlags("answer", &o, args, nil)
@@ -161,6 +143,21 @@ func (answerCommand) Run(ctx context.Context, a *app, args []string) error {
 	return nil
 }
 
+// Help is `nomad-restart answer -help`.
+func (answerCommand) Help() string {
+	return `Usage: nomad-restart answer [options] <id> yes|no|<duration>
+
+  Answer the question a restart waits on ("-batch-wait ask" or
+  "-on-error ask"): yes proceeds, no stops the restart, and a duration
+  (where the question offers one) proceeds and becomes the new wait
+  between batches. A fleet's ID answers the fleet's own question (its
+  -max-failed-jobs spent: yes starts the remaining jobs, no ends it), else
+  the question each of its running restarts waits on.
+` + idOptionsHelp
+}
+
+func (answerCommand) Synopsis() string { return "Answer the question a restart waits on" }
+
 // answerChoices names the answers a question accepts.
 func answerChoices(q *restart.Question) string {
 	if strings.Contains(q.Options, "<wait duration>") {
@@ -171,24 +168,6 @@ func answerChoices(q *restart.Question) string {
 
 // resumeCommand is `nomad-restart resume`.
 type resumeCommand struct{}
-
-// Help is `nomad-restart resume -help`.
-func (resumeCommand) Help() string {
-	return `
-Usage: nomad-restart resume [options] <id>
-
-  Continue a paused, detached or abandoned restart. Unless another process
-  drives it, this process becomes its driver, with live output (Ctrl-C
-  detaches again). Allocations already restarted are not restarted again.
-  A fleet's ID resumes the fleet and the restarts it paused, and drives
-  them here; a job already restarted by the fleet is not restarted again.
-
-  -detach  Only set the restart to run; do not drive it here.
-  -json    Print one JSON event per line, then the final record.
-` + idOptionsHelp
-}
-
-func (resumeCommand) Synopsis() string { return "Continue a paused or detached restart" }
 
 func (resumeCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
@@ -209,6 +188,23 @@ func (resumeCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	return s.resume(ctx, a, a.printer(o.verbose, jsonOut), detach)
 }
+
+// Help is `nomad-restart resume -help`.
+func (resumeCommand) Help() string {
+	return `Usage: nomad-restart resume [options] <id>
+
+  Continue a paused, detached or abandoned restart. Unless another process
+  drives it, this process becomes its driver, with live output (Ctrl-C
+  detaches again). Allocations already restarted are not restarted again.
+  A fleet's ID resumes the fleet and the restarts it paused, and drives
+  them here; a job already restarted by the fleet is not restarted again.
+
+  -detach  Only set the restart to run; do not drive it here.
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+}
+
+func (resumeCommand) Synopsis() string { return "Continue a paused or detached restart" }
 
 // driveOrTakeOver drives the restart here; when another process holds its lease, it
 // follows the restart and takes over as soon as the lease is free (its driver let go, or

@@ -23,10 +23,41 @@ type watchesOptions struct {
 // watchesCommand is `nomad-restart watches`.
 type watchesCommand struct{}
 
+// Run is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
+// `nomad-restart watches -explain [options] <job>` (what the agent would watch and do for
+// one job). Both only read (jobs, the variables' metadata, Consul keys and the restart
+// records): nothing is written anywhere.
+func (watchesCommand) Run(ctx context.Context, a *app, args []string) error {
+	var o watchesOptions
+	fs := newFlagSet("watches")
+	o.client.add(fs)
+	o.client.consul.add(fs)
+	fs.BoolVar(&o.explain, "explain", false, "")
+	fs.BoolVar(&o.json, "json", false, "")
+	if err := parseFlags(fs, "watches", args); err != nil {
+		return err
+	}
+	if err := o.client.consul.validate(); err != nil {
+		return err
+	}
+	o.client = o.client.withEnv(a.env)
+	rest := fs.Args()
+	if !o.explain {
+		if len(rest) > 0 {
+			return usageErrorf("unexpected arguments %q: to explain one job, use `nomad-restart watches -explain %s` (options go before the job)", strings.Join(rest, " "), rest[0])
+		}
+		return a.listWatches(ctx, o)
+	}
+	job, err := oneJob(rest)
+	if err != nil {
+		return err
+	}
+	return a.explainWatches(ctx, o, job)
+}
+
 // Help is `nomad-restart watches -help`.
 func (watchesCommand) Help() string {
-	return `
-Usage: nomad-restart watches [options]
+	return `Usage: nomad-restart watches [options]
        nomad-restart watches -explain [options] <job>
 
   Config-change rollouts: a job opts in with meta "nomad-restart.on-change"
@@ -105,38 +136,6 @@ Watches Options:
 
 func (watchesCommand) Synopsis() string {
 	return "List jobs opted in to config-change rollouts, or explain one"
-}
-
-// Run is `nomad-restart watches [options]` (the opted-in jobs and their sources) and
-// `nomad-restart watches -explain [options] <job>` (what the agent would watch and do for
-// one job). Both only read (jobs, the variables' metadata, Consul keys and the restart
-// records): nothing is written anywhere.
-func (watchesCommand) Run(ctx context.Context, a *app, args []string) error {
-	var o watchesOptions
-	fs := newFlagSet("watches")
-	o.client.add(fs)
-	o.client.consul.add(fs)
-	fs.BoolVar(&o.explain, "explain", false, "")
-	fs.BoolVar(&o.json, "json", false, "")
-	if err := parseFlags(fs, "watches", args); err != nil {
-		return err
-	}
-	if err := o.client.consul.validate(); err != nil {
-		return err
-	}
-	o.client = o.client.withEnv(a.env)
-	rest := fs.Args()
-	if !o.explain {
-		if len(rest) > 0 {
-			return usageErrorf("unexpected arguments %q: to explain one job, use `nomad-restart watches -explain %s` (options go before the job)", strings.Join(rest, " "), rest[0])
-		}
-		return a.listWatches(ctx, o)
-	}
-	job, err := oneJob(rest)
-	if err != nil {
-		return err
-	}
-	return a.explainWatches(ctx, o, job)
 }
 
 // oneJob takes exactly one job ID or prefix from args.
