@@ -41,7 +41,7 @@ func TestMarshalJSONAddsTheFormatVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			if string(got) != tc.want {
-				t.Errorf("marshalJSON:\n got %s\nwant %s", got, tc.want)
+				t.Errorf("Marshal:\n got %s\nwant %s", got, tc.want)
 			}
 		})
 	}
@@ -64,7 +64,7 @@ func TestWriteJSONIsIndented(t *testing.T) {
 		``,
 	}, "\n")
 	if b.String() != want {
-		t.Errorf("writeJSON wrote:\n%s\nwant:\n%s", b.String(), want)
+		t.Errorf("WriteJSON wrote:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
 
@@ -74,6 +74,6 @@ func TestJSONLineIsOneLine(t *testing.T) {
 	p := &Printer{Out: &b, JSON: true}
 	p.JSONLine(map[string]string{"Message": "two\nlines"})
 	if got, want := b.String(), `{"FormatVersion":1,"Message":"two\nlines"}`+"\n"; got != want {
-		t.Errorf("jsonLine wrote %q, want %q", got, want)
+		t.Errorf("JSONLine wrote %q, want %q", got, want)
 	}
 }
