@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
-	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -159,7 +158,7 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 	if !strings.HasPrefix(base.Address, "unix://") {
 		shared = &http.Client{Transport: cluster.NewTransport()}
 		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
-			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, output.OneLine(err.Error()))
+			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
 		}
 		shared.Transport = cluster.Guard(shared.Transport, base.Address, cc.RequestTimeout)
 	}
@@ -219,13 +218,13 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 	}
 	client, err := cluster.NewClient(cc)
 	if err != nil {
-		return nil, usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
+		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	// The records get a client of their own (cluster.StoreMaxConns).
 	cc.MaxConns = cluster.StoreMaxConns
 	storeClient, err := cluster.NewClient(cc)
 	if err != nil {
-		return nil, usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
+		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
 		gates: engine.GatesConfig{Prometheus: cf.prometheusConfig}}
