@@ -23,7 +23,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 			files: []goFile{
 				{path: "internal/engine/run.go", imports: []string{"context", project("internal/store"), project("internal/restart")}},
 				{path: "internal/restart/spec.go", imports: []string{"time", "fmt"}},
-				{path: "internal/cli/demo.go", imports: []string{project("nomadsim"), project("nomadsim/traffic")}},
+				{path: "internal/demo/demo.go", imports: []string{project("nomadsim"), project("nomadsim/traffic")}},
 				{path: "internal/cli/nomad.go", imports: []string{"github.com/hashicorp/nomad/api", project("internal/agent")}},
 				{path: "cmd/nomadsim/main.go", imports: []string{"os", project("nomadsim")}},
 				{path: "internal/simtest/simtest.go", imports: []string{project("nomadsim"), "github.com/hashicorp/nomad/api"}},
@@ -102,12 +102,12 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 		{
 			name:    "a product file other than the demo importing nomadsim",
 			files:   []goFile{{path: "internal/cli/run.go", imports: []string{project("nomadsim")}}},
-			wantBad: []string{"internal/cli/run.go imports nomadsim: the product must not depend on the simulated Nomad"},
+			wantBad: []string{"internal/cli/run.go imports nomadsim: internal/cli may import only", "internal/cli/run.go imports nomadsim: the product must not depend on the simulated Nomad"},
 		},
 		{
 			name:    "a product file other than the demo importing the simulator's load balancer",
 			files:   []goFile{{path: "internal/cli/run.go", imports: []string{project("nomadsim/traffic")}}},
-			wantBad: []string{"internal/cli/run.go imports nomadsim/traffic: the product must not depend on the simulated Nomad"},
+			wantBad: []string{"internal/cli/run.go imports nomadsim/traffic: internal/cli may import only", "internal/cli/run.go imports nomadsim/traffic: the product must not depend on the simulated Nomad"},
 		},
 		{
 			name:  "the engine importing nomadsim breaks the table and the nomadsim rule",

@@ -6,7 +6,7 @@
 //     domain: facts in, decisions out), and internal/onchange likewise, but for the types
 //     of Nomad's api;
 //   - a product package imports nomadsim, the simulated Nomad, outside the embedded demo
-//     (internal/cli/demo.go) and cmd/nomadsim;
+//     (internal/demo) and cmd/nomadsim;
 //   - a file outside internal/simtest that is not a test imports internal/simtest;
 //   - a package imports a project package that the architecture's table does not allow, or a
 //     package appears that the table does not name (add it to the table in imports_test.go

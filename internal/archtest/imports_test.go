@@ -103,15 +103,25 @@ func architecture() []rule {
 			forbids:      nomadAPIs(),
 			forbidReason: "it is handed its parts assembled on Nomad by internal/cli/nomad.go",
 		},
+		// The demo's simulated cluster and its measure: the only product package that
+		// imports nomadsim and its load balancer nomadsim/traffic (see nomadsimImporters);
+		// Nomad's api module only for the sample job it registers there. The restarts it
+		// measures are the command line's, handed in.
+		{pkg: "internal/demo", mayImport: []string{"internal/cluster", "internal/restart", "nomadsim", "nomadsim/traffic"}},
+		// How the command line writes (Nomad's lines, IDs and timestamps, tables, -json):
+		// a leaf of the command line that knows records only as the domain's types.
+		{pkg: "internal/cli/output", mayImport: []string{"internal/restart"}},
+		// The watches and stale commands' reads and reports: they only read, through the
+		// cluster, the sources' hub and the stores the command hands them.
+		{pkg: "internal/cli/changereport", mayImport: []string{"internal/cli/output", "internal/engine", "internal/health", "internal/store", "internal/cluster", "internal/restart", "internal/onchange", "internal/sourcewatch"}, forbids: nomadAPIs(), forbidReason: "it reads Nomad through cluster.Nomad and the sources through sourcewatch"},
 		// Nomad's client is made and wired in one file, nomad.go: every command reaches
-		// Nomad through the parts it assembles. nomadsim, and its load balancer
-		// nomadsim/traffic, only from demo.go: see nomadsimImporters.
+		// Nomad through the parts it assembles.
 		{
 			pkg:             "internal/cli",
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream", "nomadsim", "nomadsim/traffic"},
+			mayImport:       []string{"internal/cli/changereport", "internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.
@@ -134,7 +144,7 @@ func architecture() []rule {
 
 // nomadsimImporters are the only files and packages outside nomadsim and the test support
 // whose non-test files may import nomadsim: the embedded demo and the simulator's command.
-func nomadsimImporters() []string { return []string{"internal/cli/demo.go", "cmd/nomadsim/..."} }
+func nomadsimImporters() []string { return []string{"internal/demo", "cmd/nomadsim/..."} }
 
 // testSupport are the packages of test support: they may import nomadsim, and no non-test
 // file outside them may import them.

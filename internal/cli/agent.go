@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
@@ -19,8 +20,153 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
 
-const helpAgent = `
-Usage: nomad-restart agent [options]
+type agentOptions struct {
+	client       clientFlags
+	namespace    string
+	concurrency  int
+	httpAddr     string
+	state        string
+	logFormat    string
+	rollOnChange bool
+}
+
+func parseAgentFlags(args []string) (*agentOptions, error) {
+	o := &agentOptions{}
+	fs := newFlagSet("agent")
+	o.client.add(fs)
+	fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
+	fs.StringVar(&o.state, "state", "nomad", "")
+	fs.StringVar(&o.logFormat, "log-format", "text", "")
+	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
+	// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
+	o.client.prometheus.add(fs)
+	if err := parseFlags(fs, "agent", args); err != nil {
+		return nil, err
+	}
+	if err := o.client.prometheus.validate(); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(fs.Args(), " "))
+	}
+	// -namespace is the agent's scope, not the client's default namespace (see the help).
+	o.namespace = strings.TrimSpace(o.client.namespace)
+	if o.namespace == "" {
+		o.namespace = "*"
+	}
+	if o.concurrency < 1 {
+		return nil, usageErrorf("-concurrency must be at least 1, got %d", o.concurrency)
+	}
+	switch o.state {
+	case "nomad", "local":
+	default:
+		return nil, usageErrorf("Invalid -state value %q: valid options are nomad and local", o.state)
+	}
+	switch o.logFormat {
+	case "text", "json":
+	default:
+		return nil, usageErrorf("Invalid -log-format value %q: valid options are text and json", o.logFormat)
+	}
+	if o.httpAddr != "" {
+		if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
+			return nil, usageErrorf("Invalid -http-addr value %q: want host:port, like 127.0.0.1:9646", o.httpAddr)
+		}
+	}
+	return o, nil
+}
+
+// agentStoreMaxConns bounds the agent's connections for its records.
+const agentStoreMaxConns = 24
+
+// agentCommand is `nomad-restart agent`.
+type agentCommand struct{}
+
+func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
+	o, err := parseAgentFlags(args)
+	if err != nil {
+		return err
+	}
+	env := a.env
+	scopeNS := o.namespace
+	o.client = o.client.withEnv(func(k string) string {
+		if k == "NOMAD_NAMESPACE" {
+			return ""
+		}
+		return env(k)
+	})
+	logger, err := a.agentLogger(o)
+	if err != nil {
+		return err
+	}
+	if o.client.timeoutErr != nil {
+		return o.client.timeoutErr
+	}
+	metrics := agent.NewMetrics()
+	cc := cluster.ClientConfig{
+		Address: o.client.address, Region: o.client.region, Token: o.client.token,
+		CACert: o.client.caCert, CAPath: o.client.caPath, ClientCert: o.client.clientCert, ClientKey: o.client.clientKey,
+		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure, RequestTimeout: o.client.timeout,
+	}
+	// Nomad's clock for the health gates, estimated from the times of its answers.
+	clock := health.NewOffsetClock(nil)
+	client, err := newCountingClient(cc.APIConfig(), metrics, 0, clock.Observe, cc.RequestTimeout)
+	if err != nil {
+		return usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
+	}
+	// The records get a pool of their own, so that lease renewals never wait behind the
+	// restarts' requests (cluster.StoreMaxConns; more for the many drivers of an agent,
+	// still under Nomad's 100 per client address with the cluster's).
+	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns, clock.Observe, cc.RequestTimeout)
+	if err != nil {
+		return usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
+	}
+	if err := cluster.Reachable(ctx, client); err != nil {
+		return output.Flat(err)
+	}
+	holder := "agent@" + a.holder()
+	local, err := agentLocalStore(o.state)
+	if err != nil {
+		return err
+	}
+	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
+	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: health.ConsulConfig{RequestTimeout: o.client.timeout}}, sharedWatch: true, gates: gates})
+	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
+	if err != nil {
+		return err
+	}
+	cfg := p.agentConfig(agent.Config{Namespace: scopeNS, Concurrency: o.concurrency, Holder: holder, Logger: logger,
+		Metrics: metrics, Changes: changeRollouts(o.rollOnChange, client, env, o.client.timeout, logger)})
+	cfg.Actions = pageActions(pagePartsFor, local == nil)
+	ag, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	if o.httpAddr != "" {
+		ln, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			return fmt.Errorf("listening on -http-addr %s: %w; choose a free address", o.httpAddr, err)
+		}
+		srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("http server", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		logger.Info("serving the web page, /healthz and /metrics", "addr", "http://"+ln.Addr().String())
+	}
+	return ag.Run(ctx)
+}
+
+// Help is `nomad-restart agent -help`.
+func (agentCommand) Help() string {
+	return `Usage: nomad-restart agent [options]
 
   Run the agent: a long-running process that drives restarts nobody drives, those
   started with "run -detach" and those whose driver died (a killed CI job, a closed
@@ -85,146 +231,10 @@ Agent Options:
     and of restarts whose record names none; as "run" reads them, with the same
     NOMAD_RESTART_PROMETHEUS_* environment.
 `
-
-type agentOptions struct {
-	client       clientFlags
-	namespace    string
-	concurrency  int
-	httpAddr     string
-	state        string
-	logFormat    string
-	rollOnChange bool
 }
 
-func parseAgentFlags(args []string) (*agentOptions, error) {
-	o := &agentOptions{}
-	fs := newFlagSet("agent")
-	o.client.add(fs)
-	fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
-	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
-	fs.StringVar(&o.state, "state", "nomad", "")
-	fs.StringVar(&o.logFormat, "log-format", "text", "")
-	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
-	// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
-	o.client.prometheus.add(fs)
-	if err := parseFlags(fs, "agent", args); err != nil {
-		return nil, err
-	}
-	if err := o.client.prometheus.validate(); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(fs.Args(), " "))
-	}
-	// -namespace is the agent's scope, not the client's default namespace (see the help).
-	o.namespace = strings.TrimSpace(o.client.namespace)
-	if o.namespace == "" {
-		o.namespace = "*"
-	}
-	if o.concurrency < 1 {
-		return nil, usageErrorf("-concurrency must be at least 1, got %d", o.concurrency)
-	}
-	switch o.state {
-	case "nomad", "local":
-	default:
-		return nil, usageErrorf("Invalid -state value %q: valid options are nomad and local", o.state)
-	}
-	switch o.logFormat {
-	case "text", "json":
-	default:
-		return nil, usageErrorf("Invalid -log-format value %q: valid options are text and json", o.logFormat)
-	}
-	if o.httpAddr != "" {
-		if _, _, err := net.SplitHostPort(o.httpAddr); err != nil {
-			return nil, usageErrorf("Invalid -http-addr value %q: want host:port, like 127.0.0.1:9646", o.httpAddr)
-		}
-	}
-	return o, nil
-}
-
-// agentStoreMaxConns bounds the agent's connections for its records.
-const agentStoreMaxConns = 24
-
-func (a *app) cmdAgent(ctx context.Context, args []string) error {
-	o, err := parseAgentFlags(args)
-	if err != nil {
-		return err
-	}
-	env := a.env
-	scopeNS := o.namespace
-	o.client = o.client.withEnv(func(k string) string {
-		if k == "NOMAD_NAMESPACE" {
-			return ""
-		}
-		return env(k)
-	})
-	logger, err := a.agentLogger(o)
-	if err != nil {
-		return err
-	}
-	if o.client.timeoutErr != nil {
-		return o.client.timeoutErr
-	}
-	metrics := agent.NewMetrics()
-	cc := cluster.ClientConfig{
-		Address: o.client.address, Region: o.client.region, Token: o.client.token,
-		CACert: o.client.caCert, CAPath: o.client.caPath, ClientCert: o.client.clientCert, ClientKey: o.client.clientKey,
-		TLSServerName: o.client.tlsServerName, Insecure: o.client.insecure, RequestTimeout: o.client.timeout,
-	}
-	// Nomad's clock for the health gates, estimated from the times of its answers.
-	clock := health.NewOffsetClock(nil)
-	client, err := newCountingClient(cc.APIConfig(), metrics, 0, clock.Observe, cc.RequestTimeout)
-	if err != nil {
-		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
-	}
-	// The records get a pool of their own, so that lease renewals never wait behind the
-	// restarts' requests (cluster.StoreMaxConns; more for the many drivers of an agent,
-	// still under Nomad's 100 per client address with the cluster's).
-	storeClient, err := newCountingClient(cc.APIConfig(), metrics, agentStoreMaxConns, clock.Observe, cc.RequestTimeout)
-	if err != nil {
-		return usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
-	}
-	if err := cluster.Reachable(ctx, client); err != nil {
-		return flat(err)
-	}
-	holder := "agent@" + a.holder()
-	local, err := agentLocalStore(o.state)
-	if err != nil {
-		return err
-	}
-	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
-	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: health.ConsulConfig{RequestTimeout: o.client.timeout}}, sharedWatch: true, gates: gates})
-	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
-	if err != nil {
-		return err
-	}
-	cfg := p.agentConfig(agent.Config{Namespace: scopeNS, Concurrency: o.concurrency, Holder: holder, Logger: logger,
-		Metrics: metrics, Changes: changeRollouts(o.rollOnChange, client, env, o.client.timeout, logger)})
-	cfg.Actions = pageActions(pagePartsFor, local == nil)
-	ag, err := agent.New(cfg)
-	if err != nil {
-		return err
-	}
-	if o.httpAddr != "" {
-		ln, err := net.Listen("tcp", o.httpAddr)
-		if err != nil {
-			return fmt.Errorf("listening on -http-addr %s: %w; choose a free address", o.httpAddr, err)
-		}
-		srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("http server", "err", err)
-			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
-		logger.Info("serving the web page, /healthz and /metrics", "addr", "http://"+ln.Addr().String())
-	}
-	return ag.Run(ctx)
+func (agentCommand) Synopsis() string {
+	return "Drive detached and orphaned restarts; serve metrics and a status page"
 }
 
 // agentLocalStore is the local store of -state local; nil with -state nomad.

@@ -26,6 +26,19 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
+// besideAnAgent slows the writes of variables on c as a real cluster's Raft does (a round
+// trip among the servers: it takes longer than a read, which gives an agent's listing time
+// to see a record between two writes of its creator) and starts an eager agent on it: the
+// command line's environment, a context bounding the test, and the agent's metrics.
+func besideAnAgent(t *testing.T, c *nomadsim.Cluster) (cliEnv, context.Context, string) {
+	t.Helper()
+	c.SetFault(nomadsim.Fault{Method: http.MethodPut, Path: "/v1/var/", Latency: 20 * time.Millisecond})
+	e := newCLIEnv(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return e, ctx, startEagerAgent(t, c)
+}
+
 // With an agent running, as the docs recommend, every `run` in the foreground drives the
 // restart it files from its first write: the agent, which adopts the restarts no process
 // drives, never takes one up, so no pipeline's `run` ends "driven by another process".
@@ -36,14 +49,7 @@ func TestRunBesideAnAgentDrivesItsOwnRestart(t *testing.T) {
 	for _, j := range jobs {
 		register(t, c, simpleJob(j, api.JobTypeService, 1))
 	}
-	// A write of a variable goes through Raft on a real cluster, a round trip among the
-	// servers: it takes longer than a read, which gives an agent's listing time to see a
-	// record between two writes of its creator.
-	c.SetFault(nomadsim.Fault{Method: http.MethodPut, Path: "/v1/var/", Latency: 20 * time.Millisecond})
-	e := newCLIEnv(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	metrics := startEagerAgent(t, c)
+	e, ctx, metrics := besideAnAgent(t, c)
 
 	// 50 runs in all: each job's one after the other (a job has one restart at a time),
 	// the two jobs' side by side.
@@ -96,11 +102,7 @@ func TestRunBesideAnAgentDrivesItsOwnRestart(t *testing.T) {
 func TestRunFleetBesideAnAgentDrivesItsOwnChildren(t *testing.T) {
 	c := startSim(t, nomadsim.Options{})
 	registerFleetJobs(t, c, "", "svc", 4, 1)
-	c.SetFault(nomadsim.Fault{Method: http.MethodPut, Path: "/v1/var/", Latency: 20 * time.Millisecond})
-	e := newCLIEnv(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	metrics := startEagerAgent(t, c)
+	e, ctx, metrics := besideAnAgent(t, c)
 
 	const fleets = 5
 	for n := range fleets {

@@ -221,8 +221,8 @@ func TestAgentPageActsWithTheRequestsToken(t *testing.T) {
 	}
 }
 
-// agentCommand is `nomad-restart agent` running in the test's process, its page at addr.
-type agentCommand struct {
+// runningAgent is `nomad-restart agent` running in the test's process, its page at addr.
+type runningAgent struct {
 	addr      string
 	out, errb simtest.SyncBuffer
 	done      chan int
@@ -231,11 +231,11 @@ type agentCommand struct {
 
 // startAgentCommand runs `nomad-restart agent -http-addr <a free address> args...` until
 // ctx ends or stopAndWait, with the environment env (what it lacks is unset).
-func startAgentCommand(t *testing.T, ctx context.Context, env map[string]string, args ...string) *agentCommand {
+func startAgentCommand(t *testing.T, ctx context.Context, env map[string]string, args ...string) *runningAgent {
 	t.Helper()
 	agentCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	a := &agentCommand{addr: simtest.ClosedAddr(t), done: make(chan int, 1), stop: stop}
+	a := &runningAgent{addr: simtest.ClosedAddr(t), done: make(chan int, 1), stop: stop}
 	go func() {
 		a.done <- Run(agentCtx, append([]string{"agent", "-http-addr", a.addr}, args...), strings.NewReader(""), &a.out, &a.errb,
 			func(k string) string { return env[k] })
@@ -244,7 +244,7 @@ func startAgentCommand(t *testing.T, ctx context.Context, env map[string]string,
 }
 
 // stopAndWait cancels the agent, as SIGTERM does, and checks that it exits 0.
-func (a *agentCommand) stopAndWait(t *testing.T, ctx context.Context) {
+func (a *runningAgent) stopAndWait(t *testing.T, ctx context.Context) {
 	t.Helper()
 	a.stop()
 	select {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
@@ -69,28 +70,39 @@ func fd(v any) (int, bool) {
 	return int(f.Fd()), true
 }
 
-// command is one subcommand.
-type command struct {
-	name, synopsis, help string
-	run                  func(a *app, ctx context.Context, args []string) error
+// command is one subcommand, as Nomad's command/ has them (mitchellh/cli's Command): its
+// one-line synopsis for the usage, its help (`<command> -help`), and what it does with the
+// invocation it is handed (stdin, stdout, stderr, the environment, the terminal, the
+// backend). Each command's type, flags, help and Run are in its file.
+type command interface {
+	Synopsis() string
+	Help() string
+	Run(ctx context.Context, a *app, args []string) error
 }
 
-func commands() []command {
-	return []command{
-		{"run", "Restart every allocation of a job, in batches", helpRun, (*app).cmdRun},
-		{"status", "List restarts, or show one in detail", helpStatus, (*app).cmdStatus},
-		{"attach", "Follow a restart's progress live", helpAttach, (*app).cmdAttach},
-		{"pause", "Hold a restart after the batch in flight", helpPause, (*app).cmdPause},
-		{"resume", "Continue a paused or detached restart", helpResume, (*app).cmdResume},
-		{"cancel", "Stop a restart: no more allocations are restarted", helpCancel, (*app).cmdCancel},
-		{"answer", "Answer the question a restart waits on", helpAnswer, (*app).cmdAnswer},
-		{"demo", "Restart a sample job on a simulated Nomad cluster", helpDemo, (*app).cmdDemo},
-		{"agent", "Drive detached and orphaned restarts; serve metrics and a status page", helpAgent, (*app).cmdAgent},
-		{"schedules", "List scheduled restarts (run -at, run -every)", helpSchedules, (*app).cmdSchedules},
-		{"unschedule", "Remove a scheduled restart", helpUnschedule, (*app).cmdUnschedule},
-		{"watches", "List jobs opted in to config-change rollouts, or explain one", helpWatches, (*app).cmdWatches},
-		{"stale", "List allocations running with templates re-rendered since they started", helpStale, (*app).cmdStale},
-		{"version", "Print the version", helpVersion, (*app).cmdVersion},
+// namedCommand is a row of the command table: the name a user types, and its command.
+type namedCommand struct {
+	name string
+	command
+}
+
+// commands is the command table, in the order the usage lists them.
+func commands() []namedCommand {
+	return []namedCommand{
+		{"run", runCommand{}},
+		{"status", statusCommand{}},
+		{"attach", attachCommand{}},
+		{"pause", pauseCommand{}},
+		{"resume", resumeCommand{}},
+		{"cancel", cancelCommand{}},
+		{"answer", answerCommand{}},
+		{"demo", demoCommand{}},
+		{"agent", agentCommand{}},
+		{"schedules", schedulesCommand{}},
+		{"unschedule", unscheduleCommand{}},
+		{"watches", watchesCommand{}},
+		{"stale", staleCommand{}},
+		{"version", versionCommand{}},
 	}
 }
 
@@ -113,7 +125,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		if c.name != name {
 			continue
 		}
-		err := c.run(a, ctx, args[1:])
+		err := c.Run(ctx, a, args[1:])
 		if outputClosed(ctx, err) {
 			return 0
 		}
@@ -140,7 +152,7 @@ func (a *app) help(args []string) int {
 	}
 	for _, c := range commands() {
 		if c.name == name {
-			fmt.Fprintln(a.stdout, strings.TrimSpace(c.help))
+			fmt.Fprintln(a.stdout, strings.TrimSpace(c.Help()))
 			return 0
 		}
 	}
@@ -178,12 +190,12 @@ func (a *app) exit(c command, err error) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(a.stdout, strings.TrimSpace(c.help))
+		fmt.Fprintln(a.stdout, strings.TrimSpace(c.Help()))
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
 	}
-	fmt.Fprintln(a.stderr, oneLine(errorLine(err)))
+	fmt.Fprintln(a.stderr, output.OneLine(errorLine(err)))
 	return 1
 }
 
@@ -201,25 +213,6 @@ func errorLine(err error) string {
 	return err.Error()
 }
 
-// flatError is an error as one line that still unwraps to it, so that what it carries is
-// found (errorLine finds upstream's line in it).
-type flatError struct{ err error }
-
-func (e flatError) Error() string { return oneLine(e.err.Error()) }
-func (e flatError) Unwrap() error { return e.err }
-
-// flat is err as one line (flatError).
-func flat(err error) error { return flatError{err} }
-
-// oneLine joins a multi-line error into one line, so that every failure is one line.
-func oneLine(s string) string {
-	fields := strings.Split(strings.TrimSpace(s), "\n")
-	for i := range fields {
-		fields[i] = strings.TrimSpace(fields[i])
-	}
-	return strings.Join(fields, " ")
-}
-
 func commandNames() string {
 	var names []string
 	for _, c := range commands() {
@@ -233,7 +226,7 @@ func (a *app) usage() string {
 	b.WriteString("Usage: nomad-restart <command> [options] [args]\n\n")
 	b.WriteString("Durable, graceful rolling restarts of Nomad jobs.\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "    %-10s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(&b, "    %-10s %s\n", c.name, c.Synopsis())
 	}
 	b.WriteString("\nRun `nomad-restart <command> -help` (or `nomad-restart help <command>`) for a command's options.\n")
 	return b.String()
@@ -292,3 +285,9 @@ func (a *app) by() string {
 	}
 	return "nomad-restart"
 }
+
+// flat, oneLine and shortID are output's Flat, OneLine and ShortID by the names the
+// assembly's files (nomad.go, storehints.go, gateflags.go) call them.
+func flat(err error) error                   { return output.Flat(err) }
+func oneLine(s string) string                { return output.OneLine(s) }
+func shortID(id string, verbose bool) string { return output.ShortID(id, verbose) }

@@ -316,7 +316,7 @@ func TestHelpCommand(t *testing.T) {
 	for _, c := range commands() {
 		code, out, errOut := runCLI("help", c.name)
 		_, viaFlag, _ := runCLI(c.name, "-help")
-		if code != 0 || out != strings.TrimSpace(c.help)+"\n" || errOut != "" {
+		if code != 0 || out != strings.TrimSpace(c.Help())+"\n" || errOut != "" {
 			t.Errorf("help %s: exit %d, stderr %q, stdout starts %q; want its help, exit 0", c.name, code, errOut, firstLine(out))
 		}
 		if out != viaFlag {

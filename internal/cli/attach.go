@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -15,7 +16,10 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-func (a *app) cmdAttach(ctx context.Context, args []string) error {
+// attachCommand is `nomad-restart attach`.
+type attachCommand struct{}
+
+func (attachCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var jsonOut bool
 	rest, err := a.parseIDFlags("attach", &o, args, func(fs *flag.FlagSet) { fs.BoolVar(&jsonOut, "json", false, "") })
@@ -29,19 +33,34 @@ func (a *app) cmdAttach(ctx context.Context, args []string) error {
 	return s.attach(ctx, a, a.printer(o.verbose, jsonOut))
 }
 
+// Help is `nomad-restart attach -help`.
+func (attachCommand) Help() string {
+	return `Usage: nomad-restart attach [options] <id>
+
+  Follow a restart live, with the same output as "run". Exits 0 when the
+  restart succeeded, 1 otherwise. Ctrl-C stops following; the restart goes
+  on. On a terminal, questions the restart waits on are asked here. A
+  fleet's ID follows the fleet and its running restarts until it ends.
+
+  -json    Print one JSON event per line, then the final record.
+` + idOptionsHelp
+}
+
+func (attachCommand) Synopsis() string { return "Follow a restart's progress live" }
+
 // follow shows a restart from its record as it changes (store.Watch), with the same output
 // as `run`, until it ends or ctx ends (which stops the viewer only). It exits 0 only when
 // the restart succeeded. skipOld skips the events the caller has already shown. When free
 // (may be nil) closes, follow returns errLeaseFree so that the caller may take over.
-func (a *app) follow(ctx context.Context, p *printer, t *restartSubject, skipOld bool, free <-chan struct{}) error {
-	rec, verbose := t.rec, p.verbose
+func (a *app) follow(ctx context.Context, p *output.Printer, t *restartSubject, skipOld bool, free <-chan struct{}) error {
+	rec, verbose := t.rec, p.Verbose
 	v := a.newView(p, t.ses.engine(t.st), t.st, rec)
 	v.hinted = free != nil // a resume waiting to take over: "no process drives it" is not so
 	if !skipOld {
 		v.lastSeq = 0
-		id := shortID(rec.ID, verbose)
-		if !p.json {
-			p.header(a.now(), fmt.Sprintf("Attached to restart %s of job %q (status: %s, state: %s)", id, rec.JobID, rec.Status, t.st.Kind()))
+		id := output.ShortID(rec.ID, verbose)
+		if !p.JSON {
+			p.Header(a.now(), fmt.Sprintf("Attached to restart %s of job %q (status: %s, state: %s)", id, rec.JobID, rec.Status, t.st.Kind()))
 		}
 	}
 	a.showRecord(ctx, v, rec)
@@ -77,15 +96,15 @@ func (a *app) follow(ctx context.Context, p *printer, t *restartSubject, skipOld
 		}
 		select {
 		case <-ctx.Done():
-			p.clearProgress()
+			p.ClearProgress()
 			a.stoppedFollowing(ctx, &restartSubject{ses: t.ses, st: t.st, rec: rec}, verbose)
 			return &exitError{code: 1}
 		case <-free:
-			p.clearProgress()
+			p.ClearProgress()
 			return errLeaseFree
 		case err := <-errs:
-			p.clearProgress()
-			return fmt.Errorf("following restart %s: %s; try `nomad-restart attach %s` again", shortID(rec.ID, verbose), oneLine(err.Error()), shortID(rec.ID, verbose))
+			p.ClearProgress()
+			return fmt.Errorf("following restart %s: %s; try `nomad-restart attach %s` again", output.ShortID(rec.ID, verbose), output.OneLine(err.Error()), output.ShortID(rec.ID, verbose))
 		case next := <-recs:
 			rec = next
 			a.showRecord(ctx, v, rec)
@@ -93,11 +112,11 @@ func (a *app) follow(ctx context.Context, p *printer, t *restartSubject, skipOld
 			v.line(ctx, text, ok)
 		case <-ticker.C:
 			if v.asking == nil {
-				p.setProgress(rec.Progress(a.now()).String())
+				p.SetProgress(rec.Progress(a.now()).String())
 			}
 		}
 	}
-	p.clearProgress()
+	p.ClearProgress()
 	code := 1
 	if rec.Status == restart.StatusSucceeded && len(failedAllocs(rec)) == 0 {
 		code = 0
@@ -113,8 +132,8 @@ func (a *app) showRecord(ctx context.Context, v *view, rec *restart.Record) {
 		if ev.Type == restart.EventQuestion {
 			// An open question is shown by v.question below, as a prompt where possible.
 			v.lastSeq = ev.Seq
-			if v.p.json || rec.Status != restart.StatusWaiting {
-				v.p.event(ev)
+			if v.p.JSON || rec.Status != restart.StatusWaiting {
+				v.p.Event(ev)
 			}
 			continue
 		}
@@ -128,20 +147,20 @@ func (a *app) showRecord(ctx context.Context, v *view, rec *restart.Record) {
 	if rec.Status == restart.StatusWaiting {
 		v.question(ctx, rec)
 	}
-	if rec.Status == restart.StatusPending && rec.Driver == "" && !v.p.json && !v.hinted {
+	if rec.Status == restart.StatusPending && rec.Driver == "" && !v.p.JSON && !v.hinted {
 		v.hinted = true
-		id := shortID(rec.ID, v.p.verbose)
-		v.p.detail(a.now(), fmt.Sprintf("No process drives this restart; continue it with `nomad-restart resume %s`", id))
+		id := output.ShortID(rec.ID, v.p.Verbose)
+		v.p.Detail(a.now(), fmt.Sprintf("No process drives this restart; continue it with `nomad-restart resume %s`", id))
 	}
 	if v.asking == nil {
-		v.p.setProgress(rec.Progress(a.now()).String())
+		v.p.SetProgress(rec.Progress(a.now()).String())
 	}
 }
 
 // fleetFollower shows a fleet's events and its running children's as they are stored.
 type fleetFollower struct {
 	a        *app
-	p        *printer
+	p        *output.Printer
 	fs       *fleetSubject
 	across   bool
 	progress *fleetProgress
@@ -157,7 +176,7 @@ type fleetFollower struct {
 // running child from its own record, until the fleet ends (exit 0 only if it succeeded) or
 // ctx ends (which stops the viewer only). skipOld skips the events already stored. When
 // free (may be nil) closes, it returns errLeaseFree so that the caller may take over.
-func (a *app) followFleet(ctx context.Context, p *printer, fs *fleetSubject, skipOld bool, free <-chan struct{}) error {
+func (a *app) followFleet(ctx context.Context, p *output.Printer, fs *fleetSubject, skipOld bool, free <-chan struct{}) error {
 	rec := fs.rec
 	f := &fleetFollower{a: a, p: p, fs: fs, across: rec.Selection.Namespace == "*", last: map[string]uint64{}, jobs: map[string]fleet.Job{},
 		progress: newFleetProgress(rec)}
@@ -176,7 +195,7 @@ func (a *app) followFleet(ctx context.Context, p *printer, fs *fleetSubject, ski
 			stopChildren()
 			f.wg.Wait()
 			f.flushChildren(ctx)
-			p.clearProgress()
+			p.ClearProgress()
 			return a.fleetReport(p, rec)
 		}
 		next, err := f.next(ctx, rec, free)
@@ -200,7 +219,7 @@ func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan
 		next, err := f.fs.ses.fleetStore().Watch(wctx, rec.Namespace, rec.ID, rec.ModifyIndex)
 		done <- result{next, err}
 	}()
-	id := shortID(rec.ID, f.p.verbose)
+	id := output.ShortID(rec.ID, f.p.Verbose)
 	tick := time.NewTicker(time.Second) // the progress line's elapsed time moves on
 	defer tick.Stop()
 	for {
@@ -208,17 +227,17 @@ func (f *fleetFollower) next(ctx context.Context, rec *fleet.Record, free <-chan
 		case <-tick.C:
 			f.drawProgress(rec)
 		case <-ctx.Done():
-			f.p.clearProgress()
-			f.a.stoppedFollowing(ctx, &fleetSubject{ses: f.fs.ses, rec: rec}, f.p.verbose)
+			f.p.ClearProgress()
+			f.a.stoppedFollowing(ctx, &fleetSubject{ses: f.fs.ses, rec: rec}, f.p.Verbose)
 			return nil, &exitError{code: 1}
 		case <-free:
-			f.p.clearProgress()
+			f.p.ClearProgress()
 			return nil, errLeaseFree
 		case r := <-done:
 			if r.err != nil {
-				f.p.clearProgress()
+				f.p.ClearProgress()
 				if ctx.Err() != nil {
-					f.a.stoppedFollowing(ctx, &fleetSubject{ses: f.fs.ses, rec: rec}, f.p.verbose)
+					f.a.stoppedFollowing(ctx, &fleetSubject{ses: f.fs.ses, rec: rec}, f.p.Verbose)
 					return nil, &exitError{code: 1}
 				}
 				return nil, fmt.Errorf("following fleet %s: %s; try `nomad-restart attach %s` again", id, fleetStoreErrorText(r.err), id)
@@ -244,8 +263,8 @@ func (f *fleetFollower) showFleet(rec *fleet.Record, lastSeq uint64) uint64 {
 
 // drawProgress redraws the fleet's progress line, on a terminal, while the fleet runs.
 func (f *fleetFollower) drawProgress(rec *fleet.Record) {
-	if f.p.showsProgress() && !rec.Status.Terminal() {
-		f.p.setProgress(f.progress.line(f.a.now()))
+	if f.p.ShowsProgress() && !rec.Status.Terminal() {
+		f.p.SetProgress(f.progress.line(f.a.now()))
 	}
 }
 

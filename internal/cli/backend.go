@@ -4,10 +4,13 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
+	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -41,18 +44,13 @@ type driveFunc func(ctx context.Context, sink func(restart.Event)) (*restart.Rec
 type planned struct {
 	Record  *restart.Record
 	Job     *restart.Job
-	Skipped []skippedAlloc
+	Skipped []engine.Skip
 	// Gates are the metric gates' queries asked once at planning, as the first batch's
 	// would be now.
 	Gates []gate.Measurement
 	// Warnings say where requests will be lost whatever the restart does, and how to
 	// avoid it (also in the record's events).
 	Warnings []string
-}
-
-type skippedAlloc struct {
-	Alloc  *restart.Alloc
-	Reason string
 }
 
 // backend builds sessions from Nomad's client options.
@@ -80,4 +78,11 @@ type session interface {
 	// fleetDriver is a driver whose engine holds up to maxFeeds event streams at once and,
 	// with driveChildren, drives the fleet's children in this process.
 	fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.Driver
+	// jobCluster is the session's Nomad, through which jobs, their allocations and the
+	// allocations' files are read (stale, run -stale-only, watches): nil where the session
+	// has no Nomad client.
+	jobCluster() *cluster.Nomad
+	// sourceHub is a hub of sourcewatch on the session's Nomad, through which watches reads
+	// the sources of config-change rollouts as the agent does: nil where jobCluster is.
+	sourceHub(sourcewatch.Options) *sourcewatch.Hub
 }

@@ -2,31 +2,34 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/agent"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/demo"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
-	"github.com/nomad-restart/nomad-restart/nomadsim/traffic"
 )
 
-// demoJobID is the sample job the demo restarts.
-const demoJobID = "demo-web"
-
-// The sample service: instances that answer some seconds after they start, as the design's
-// observation of a real service (3 s to answer) had it, behind a Nomad health check.
+// The sample job, as nomad.go's demoJob describes it to the simulator: the demo's.
 const (
-	demoCount         = 4
-	demoStartDelay    = time.Second     // the driver starts the task (nomadsim.start_delay)
-	demoWarmUp        = 2 * time.Second // then its check fails until it has warmed up
-	demoCheckInterval = time.Second
-	demoMinHealthy    = time.Second // the group's update block: min_healthy_time
+	demoJobID         = demo.JobID
+	demoCount         = demo.Count
+	demoStartDelay    = demo.StartDelay
+	demoWarmUp        = demo.WarmUp
+	demoCheckInterval = demo.CheckInterval
+	demoMinHealthy    = demo.MinHealthy
 )
 
 // demoOptions are demo's options: run's, which shape nomad-restart's restart, and its own.
@@ -72,11 +75,14 @@ func parseDemoArgs(args []string) (*demoOptions, error) {
 	return d, nil
 }
 
-// cmdDemo starts an embedded nomadsim with a sample service whose instances take seconds
+// demoCommand is `nomad-restart demo`.
+type demoCommand struct{}
+
+// Run starts an embedded nomadsim with a sample service whose instances take seconds
 // to serve, restarts it as `nomad job restart` does and as nomad-restart does while probing
 // every instance, and prints what each restart did to the service. With -http-addr it then
 // serves the agent's page of the demo's cluster until Ctrl-C.
-func (a *app) cmdDemo(ctx context.Context, args []string) error {
+func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 	d, err := parseDemoArgs(args)
 	if err != nil {
 		return err
@@ -91,17 +97,17 @@ func (a *app) cmdDemo(ctx context.Context, args []string) error {
 	o := d.run
 	p := a.printer(o.verbose, o.json)
 	if !o.json {
-		p.plain("This is a simulated Nomad cluster (nomadsim); nothing real is restarted.")
+		p.Plain("This is a simulated Nomad cluster (nomadsim); nothing real is restarted.")
 	}
 	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSim()
-	sim, err := startDemoCluster(simCtx, ctx, d.scale)
+	sim, err := demo.Start(simCtx, ctx, d.scale, demoJob())
 	if err != nil {
 		return err
 	}
 	defer sim.Close()
 	if !o.json {
-		p.header(a.now(), fmt.Sprintf("Simulated Nomad at %s; job %q runs %d instances that serve %s after they start (%s to start, %s to warm up), checked every %s",
+		p.Header(a.now(), fmt.Sprintf("Simulated Nomad at %s; job %q runs %d instances that serve %s after they start (%s to start, %s to warm up), checked every %s",
 			sim.Addr(), demoJobID, demoCount, demoStartDelay+demoWarmUp, demoStartDelay, demoWarmUp, demoCheckInterval))
 	}
 	res, err := a.runDemo(ctx, p, sim, o)
@@ -114,29 +120,45 @@ func (a *app) cmdDemo(ctx context.Context, args []string) error {
 	return a.endDemo(ctx, res, sim.Addr(), ln, o)
 }
 
-// startDemoCluster starts nomadsim on simCtx and registers the sample job, waiting (on
-// ctx) until its allocations run. Its instances answer HTTP on their service ports, as
-// their checks say (ServeInstances), for the demo's load balancer.
-func startDemoCluster(simCtx, ctx context.Context, scale float64) (*nomadsim.Cluster, error) {
-	sim, err := nomadsim.Start(simCtx, nomadsim.Options{TimeScale: scale, ServeInstances: true})
-	if err != nil {
-		return nil, fmt.Errorf("starting the simulated cluster: %w", err)
-	}
-	if _, err := sim.RegisterJob(demoJob()); err != nil {
-		sim.Close()
-		return nil, fmt.Errorf("registering the sample job: %w", err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := sim.WaitJobRunning(waitCtx, "default", demoJobID); err != nil {
-		sim.Close()
-		return nil, fmt.Errorf("waiting for the sample job to run: %w", err)
-	}
-	return sim, nil
+// Help is `nomad-restart demo -help`.
+func (demoCommand) Help() string {
+	return `Usage: nomad-restart demo [options]
+
+  Start a simulated Nomad cluster (nomadsim) in this process with a sample
+  service whose 4 instances need 3s to serve after they start, behind a health
+  check. Restart it as "nomad job restart" does (-health none), then as
+  nomad-restart does, probing every instance while a load balancer reading
+  the catalog sends steady traffic, and print side by side the fewest
+  instances serving, the share of time with none serving, the requests that
+  failed through the balancer and the total time. Nothing real is restarted
+  and nothing is asked.
+
+  -json
+    Print the figures as one JSON object: {"count": N, "nomad": {...},
+    "nomad_restart": {...}}, each with min_serving, none_serving_share (0 to 1),
+    seconds (until every instance serves again), restart_seconds,
+    requests and failed_requests (sent through the balancer, and failed), and
+    restart_id.
+
+  -http-addr=<host:port>
+    After the figures, keep the simulated cluster up and serve the agent's page
+    of its restarts on this address until Ctrl-C.
+
+  -time-scale=<n>
+    Simulated seconds per real second (default 1); the figures are simulated
+    seconds.
+
+  -batch-size, -batch-wait, -health, -min-healthy-time, -max-unavailable,
+  -surge, -reschedule, -group, -task, -all-tasks and -verbose shape
+  nomad-restart's restart as in "run"; the first restart takes the same
+  batches with Nomad's gate.
+`
 }
 
+func (demoCommand) Synopsis() string { return "Restart a sample job on a simulated Nomad cluster" }
+
 // runDemo opens a session on the simulated cluster as `run` does and compares the restarts.
-func (a *app) runDemo(ctx context.Context, p *printer, sim *nomadsim.Cluster, o *runOptions) (*demoResult, error) {
+func (a *app) runDemo(ctx context.Context, p *output.Printer, sim *demo.Cluster, o *runOptions) (*demo.Result, error) {
 	dir, err := os.MkdirTemp("", "nomad-restart-demo-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the demo's state directory: %w", err)
@@ -152,46 +174,70 @@ func (a *app) runDemo(ctx context.Context, p *printer, sim *nomadsim.Cluster, o 
 	if err != nil {
 		return nil, err
 	}
-	client, err := cluster.NewClient(cluster.ClientConfig{Address: sim.Addr()})
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the simulated cluster: %w", err)
+	cmp := demo.Comparison{Spec: o.spec, Restart: func(ctx context.Context, spec restart.Spec) (*restart.Record, error) {
+		withSpec := *o
+		withSpec.spec = spec
+		return a.quietRestart(ctx, ses, &withSpec)
+	}}
+	if !o.json {
+		cmp.Out = demoPrinter{p: p, now: a.now}
 	}
-	dc := demoCluster{ses: ses, probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: demoJobID},
-		clock: sim.Now, scale: sim.TimeScale(), count: demoCount,
-		balancer: func() loadBalancer { return newDemoBalancer(sim) }}
-	return a.compareRestarts(ctx, p, dc, o)
+	return sim.Compare(ctx, cmp)
 }
 
-// demoBalancer is nomadsim/traffic's load balancer in front of the sample service, as the
-// comparison uses it (demo.go alone may import the simulator's packages). The sample
-// service is of Nomad's provider, so the balancer reads Nomad's service table, as
-// Traefik's Nomad provider does: every registered instance, no health.
-type demoBalancer struct{ *traffic.Balancer }
-
-func newDemoBalancer(sim *nomadsim.Cluster) demoBalancer {
-	b := traffic.NomadBalancer(sim, demoJobID)
-	b.Every = demoRequestEvery(sim.TimeScale())
-	return demoBalancer{b}
+// demoPrinter is the comparison's demo.Printer: the command's printer.
+type demoPrinter struct {
+	p   *output.Printer
+	now func() time.Time
 }
 
-func (b demoBalancer) stop() requestCounts {
-	r := b.Stop()
-	return requestCounts{requests: r.Requests, failed: r.Failed}
+func (d demoPrinter) Header(msg string) { d.p.Header(d.now(), msg) }
+func (d demoPrinter) Plain(text string) { d.p.Plain(text) }
+func (d demoPrinter) Options(spec restart.Spec) {
+	d.p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + "Options: " + describeSpec(spec))
+}
+
+// quietRestart plans, records and drives a restart with run's own steps, printing nothing
+// on stdout: the demo shows what the instances did instead. Errors still reach stderr. It
+// returns the restart's final record; a restart that did not succeed is an error.
+func (a *app) quietRestart(ctx context.Context, ses session, o *runOptions) (*restart.Record, error) {
+	quiet := &app{stdin: a.stdin, stdout: io.Discard, stderr: a.stderr, env: a.env, backend: a.backend, now: a.now}
+	p := quiet.printer(false, false)
+	plan, err := quiet.planRestart(ctx, p, ses, o)
+	if err != nil {
+		return nil, err
+	}
+	rec := plan.Record
+	if len(rec.Allocs) == 0 {
+		return nil, fmt.Errorf("no allocations of job %q to restart with these options", o.job)
+	}
+	eng, st, h, err := quiet.recordRestart(ctx, p, ses, rec, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := quiet.drive(ctx, p, eng, st, rec, false, h.Drive); err != nil {
+		return nil, err
+	}
+	final, err := st.Get(ctx, rec.Namespace, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading restart %s back: %w", output.ShortID(rec.ID, false), err)
+	}
+	return final, nil
 }
 
 // endDemo prints the figures and how to look at the restarts, then with -http-addr serves
 // the agent's page until Ctrl-C.
-func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln net.Listener, o *runOptions) error {
+func (a *app) endDemo(ctx context.Context, res *demo.Result, nomadAddr string, ln net.Listener, o *runOptions) error {
 	pageURL := ""
 	if ln != nil {
 		pageURL = "http://" + ln.Addr().String() + "/"
 	}
 	if o.json {
-		if err := writeJSON(a.stdout, res); err != nil {
+		if err := output.WriteJSON(a.stdout, res); err != nil {
 			return err
 		}
 	} else {
-		printComparison(a.stdout, res)
+		demo.PrintComparison(a.stdout, res)
 		fmt.Fprint(a.stdout, demoLookHint(res, nomadAddr, pageURL, o.verbose))
 	}
 	if ln == nil {
@@ -205,4 +251,71 @@ func (a *app) endDemo(ctx context.Context, res *demoResult, nomadAddr string, ln
 		return err
 	}
 	return a.serveDemoPage(ctx, ln, nomadAddr, logger)
+}
+
+// demoLookHint says how to look at the restarts: where the demo keeps its cluster up (with
+// -http-addr), the command and the page; otherwise how to keep it up.
+func demoLookHint(r *demo.Result, nomadAddr, pageURL string, verbose bool) string {
+	id, nid := output.ShortID(r.NomadRestart.RestartID, verbose), output.ShortID(r.Nomad.RestartID, verbose)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRestart %s is nomad-restart's (%s is the one done as Nomad does); both are recorded in the\n", id, nid)
+	b.WriteString("simulated cluster's Nomad Variables, as on a real cluster.\n")
+	if pageURL == "" {
+		fmt.Fprintf(&b, "The simulated cluster ends with the demo: keep it up with `nomad-restart demo -http-addr 127.0.0.1:9646`\n")
+		fmt.Fprintf(&b, "to look at them with `nomad-restart status %s` and on the agent's page.\n", id)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "The simulated cluster stays up until Ctrl-C. Look at them:\n")
+	fmt.Fprintf(&b, "    NOMAD_ADDR=%s nomad-restart status %s\n", nomadAddr, id)
+	fmt.Fprintf(&b, "    %s    (the agent's page)\n", pageURL)
+	return b.String()
+}
+
+// listenDemoPage opens -http-addr before the demo starts, so that an address in use is
+// refused before anything runs.
+func listenDemoPage(addr string) (net.Listener, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, usageErrorf("Invalid -http-addr value %q: want host:port, like 127.0.0.1:9646", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on -http-addr %s: %w; choose a free address", addr, err)
+	}
+	return ln, nil
+}
+
+// serveDemoPage serves the agent's page (the restarts recorded in the demo's cluster) on ln
+// until ctx ends (Ctrl-C), running an agent on the demo's cluster as `nomad-restart agent`
+// would: its page follows the records as the agent's does.
+func (a *app) serveDemoPage(ctx context.Context, ln net.Listener, nomadAddr string, logger *slog.Logger) error {
+	cc := cluster.ClientConfig{Address: nomadAddr}
+	client, err := cluster.NewClient(cc)
+	if err != nil {
+		return fmt.Errorf("connecting the page to the simulated cluster: %w", err)
+	}
+	// The page steers as the agent's does; the demo's cluster has no ACLs, so no token is
+	// needed.
+	holder := "agent@" + a.holder()
+	partsFor, err := tokenParts(cc, nil, logger, holder, engine.GatesConfig{})
+	if err != nil {
+		return fmt.Errorf("preparing the page's actions: %w", err)
+	}
+	cfg := buildParts(partsConfig{client: client, logger: logger, holder: holder, sharedWatch: true}).agentConfig(
+		agent.Config{Namespace: "*", Holder: holder, Logger: logger})
+	cfg.Actions = pageActions(partsFor, false)
+	ag, err := agent.New(cfg)
+	if err != nil {
+		return fmt.Errorf("starting the agent's page: %w", err)
+	}
+	srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	runErr := ag.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving the agent's page on %s: %w", ln.Addr(), err)
+	}
+	return runErr
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/demo"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
@@ -46,9 +46,9 @@ func TestDemoJSON(t *testing.T) {
 	}
 	dec := json.NewDecoder(strings.NewReader(out.String()))
 	var got struct {
-		Count        int            `json:"count"`
-		Nomad        servingFigures `json:"nomad"`
-		NomadRestart servingFigures `json:"nomad_restart"`
+		Count        int          `json:"count"`
+		Nomad        demo.Figures `json:"nomad"`
+		NomadRestart demo.Figures `json:"nomad_restart"`
 	}
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("demo -json is not JSON: %v\n%s", err, out.String())
@@ -73,7 +73,7 @@ func TestDemoJSON(t *testing.T) {
 	if n.RestartID == "" || g.RestartID == "" || n.RestartID == g.RestartID {
 		t.Errorf("restart IDs %q and %q", n.RestartID, g.RestartID)
 	}
-	for name, f := range map[string]servingFigures{"as Nomad does": n, "nomad-restart": g} {
+	for name, f := range map[string]demo.Figures{"as Nomad does": n, "nomad-restart": g} {
 		if f.Requests <= 0 || f.FailedRequests < 0 || f.FailedRequests > f.Requests {
 			t.Errorf("%s: %d of %d requests failed; want some requests, and no more failed than sent", name, f.FailedRequests, f.Requests)
 		}
@@ -88,7 +88,7 @@ func TestDemoJSON(t *testing.T) {
 }
 
 // failedShare is the share of f's requests that failed.
-func failedShare(f servingFigures) float64 {
+func failedShare(f demo.Figures) float64 {
 	if f.Requests == 0 {
 		return 0
 	}
@@ -178,107 +178,5 @@ func TestDemoBadInput(t *testing.T) {
 				t.Fatalf("demo %q: exit %d\nstderr: %s\nstdout: %s", tc.args, code, errOut.String(), out.String())
 			}
 		})
-	}
-}
-
-func TestFiguresOf(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	cases := []struct {
-		name    string
-		samples []servingSample
-		ended   time.Time
-		want    servingFigures
-	}{
-		{"no samples", nil, t0, servingFigures{}},
-		{"one sample", []servingSample{{t0, 4}}, t0, servingFigures{MinServing: 4}},
-		{"never down", []servingSample{{at(0), 4}, {at(1000), 3}, {at(3000), 4}}, at(3000),
-			servingFigures{MinServing: 3, Seconds: 3, RestartSeconds: 3}},
-		// None serve from 1 s to 3 s (the sample at 1 s holds until the next): 2 s of 4.
-		{"an outage outlasting the restart", []servingSample{{at(0), 4}, {at(1000), 0}, {at(2000), 0}, {at(3000), 2}, {at(4000), 4}}, at(500),
-			servingFigures{MinServing: 0, NoneServingShare: 0.5, Seconds: 4, RestartSeconds: 0.5}},
-		// Time-weighted, not counted: one long sample of none among many short ones.
-		{"weighted by time", []servingSample{{at(0), 2}, {at(100), 2}, {at(200), 0}, {at(2200), 2}}, at(2200),
-			servingFigures{MinServing: 0, NoneServingShare: 0.909, Seconds: 2.2, RestartSeconds: 2.2}},
-		{"a last sample of none does not count", []servingSample{{at(0), 1}, {at(1000), 0}}, at(1000),
-			servingFigures{MinServing: 0, Seconds: 1, RestartSeconds: 1}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := figuresOf(tc.samples, tc.ended); got != tc.want {
-				t.Fatalf("figuresOf = %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestHealthy(t *testing.T) {
-	started := time.Date(2026, 12, 2, 10, 0, 0, 400e6, time.UTC) // the tasks' latest start
-	ran := started.Add(time.Second).Truncate(time.Second)        // a probe run in the next second
-	check := func(mode, status string) cluster.CheckResult {
-		return cluster.CheckResult{Mode: mode, Status: status, Time: ran}
-	}
-	stale := func(at time.Time) cluster.CheckResult {
-		return cluster.CheckResult{Mode: "healthiness", Status: "success", Time: at}
-	}
-	cases := []struct {
-		name   string
-		checks []cluster.CheckResult
-		want   bool
-	}{
-		{"passed before the restart", []cluster.CheckResult{stale(started.Add(-5 * time.Second).Truncate(time.Second))}, false},
-		{"passed in the second of the start", []cluster.CheckResult{stale(started.Truncate(time.Second))}, false},
-		{"no checks", nil, false},
-		{"passing", []cluster.CheckResult{check("healthiness", "success")}, true},
-		{"failing", []cluster.CheckResult{check("healthiness", "failure")}, false},
-		{"not probed yet", []cluster.CheckResult{check("healthiness", "pending")}, false},
-		{"one of two failing", []cluster.CheckResult{check("healthiness", "success"), check("healthiness", "failure")}, false},
-		{"a failing readiness check does not count", []cluster.CheckResult{check("healthiness", "success"), check("readiness", "failure")}, true},
-		{"readiness checks only", []cluster.CheckResult{check("readiness", "success")}, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := healthy(tc.checks, started); got != tc.want {
-				t.Fatalf("healthy = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestFailedOf(t *testing.T) {
-	cases := map[string]servingFigures{
-		"0 of 0 (0%)":                {},
-		"412 of 1,020 (40%)":         {Requests: 1020, FailedRequests: 412},
-		"1 of 2,900 (<1%)":           {Requests: 2900, FailedRequests: 1},
-		"999 of 999 (100%)":          {Requests: 999, FailedRequests: 999},
-		"0 of 1,234,567 (0%)":        {Requests: 1234567},
-		"100,000 of 1,000,000 (10%)": {Requests: 1000000, FailedRequests: 100000},
-	}
-	for want, f := range cases {
-		if got := failedOf(f); got != want {
-			t.Errorf("failedOf(%+v) = %q, want %q", f, got, want)
-		}
-	}
-}
-
-func TestSharePercent(t *testing.T) {
-	for share, want := range map[float64]string{0: "0%", 0.001: "<1%", 0.005: "<1%", 0.01: "1%", 0.5: "50%", 0.987: "99%", 1: "100%"} {
-		if got := sharePercent(share); got != want {
-			t.Errorf("sharePercent(%v) = %q, want %q", share, got, want)
-		}
-	}
-}
-
-// TestAsNomadDoes keeps what the operator chose (batches, tasks) and takes Nomad's gate:
-// none, with no availability budget and no surge.
-func TestAsNomadDoes(t *testing.T) {
-	two := restart.BatchSize{N: 2}
-	in := restart.Spec{BatchSizes: []restart.BatchSize{two}, Health: restart.HealthChecks, MaxUnavailable: &two, Surge: 1, Tasks: []string{"server"}}
-	got := asNomadDoes(in)
-	if got.Health != restart.HealthNone || got.MaxUnavailable == nil || *got.MaxUnavailable != (restart.BatchSize{N: 100, Percent: true}) || got.Surge != 0 {
-		t.Fatalf("asNomadDoes = %+v", got)
-	}
-	if len(got.BatchSizes) != 1 || got.BatchSizes[0] != two || got.Tasks[0] != "server" || in.Health != restart.HealthChecks || *in.MaxUnavailable != two {
-		t.Fatalf("asNomadDoes changed the operator's options or its input: %+v, input %+v", got, in)
 	}
 }

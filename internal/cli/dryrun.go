@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // printPlan prints what a restart would do (-dry-run): its batches with each allocation's
 // ID, name, group and node, and what gates each batch; nothing is recorded or restarted.
-func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
+func (a *app) printPlan(p *output.Printer, rec *restart.Record, o *runOptions) {
 	if o.json {
-		p.jsonLine(rec)
+		p.JSONLine(rec)
 		return
 	}
 	s := rec.Spec
@@ -19,14 +20,14 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 	if o.detach {
 		driven = ", recorded for an agent to drive (-detach)"
 	}
-	p.header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %s%s; nothing is changed",
-		rec.JobID, plural(len(rec.Allocs), "allocation", "allocations"), plural(rec.Batches, "batch", "batches"), driven))
-	p.plain(strings.Repeat(" ", timestampPrefixLen) + "Options: " + describeSpec(s))
+	p.Header(a.now(), fmt.Sprintf("Dry run: restart of job %q would restart %s in %s%s; nothing is changed",
+		rec.JobID, output.Plural(len(rec.Allocs), "allocation", "allocations"), output.Plural(rec.Batches, "batch", "batches"), driven))
+	p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + "Options: " + describeSpec(s))
 	if s.Surge > 0 {
-		p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Surge: before the 1st batch, scale each targeted group up by %d and wait until the new allocations are healthy; they are not restarted; scale each group back to its count before the restart ends", s.Surge))
+		p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Surge: before the 1st batch, scale each targeted group up by %d and wait until the new allocations are healthy; they are not restarted; scale each group back to its count before the restart ends", s.Surge))
 	}
 	if s.Drain > 0 {
-		p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Drain: before each allocation's request, take its instances of the Consul services stopped with no delay out of Consul's passing answers for %s (a critical check through the catalog), then put them back", s.Drain))
+		p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Drain: before each allocation's request, take its instances of the Consul services stopped with no delay out of Consul's passing answers for %s (a critical check through the catalog), then put them back", s.Drain))
 	}
 	for b := 1; b <= rec.Batches; b++ {
 		idx := rec.BatchAllocs(b)
@@ -39,10 +40,10 @@ func (a *app) printPlan(p *printer, rec *restart.Record, o *runOptions) {
 			}
 			groups[g]++
 		}
-		p.plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), plural(len(idx), "allocation", "allocations"), gateText(s, len(idx), order, b == rec.Batches)))
+		p.Plain(fmt.Sprintf("\n%s batch, %s; %s", restart.Ordinal(b), output.Plural(len(idx), "allocation", "allocations"), gateText(s, len(idx), order, b == rec.Batches)))
 		for _, i := range idx {
 			ap := rec.Allocs[i]
-			p.plain(fmt.Sprintf("    %s  %s  group %s  node %s", shortID(ap.ID, o.verbose), ap.Name, ap.Group, orDash(shortID(ap.NodeID, o.verbose))))
+			p.Plain(fmt.Sprintf("    %s  %s  group %s  node %s", output.ShortID(ap.ID, o.verbose), ap.Name, ap.Group, output.OrDash(output.ShortID(ap.NodeID, o.verbose))))
 		}
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
@@ -44,6 +46,10 @@ func (s *fakeSession) fleetStore() store.Fleets               { return nil }
 func (s *fakeSession) jobLister() fleetrun.Lister             { return nil }
 func (s *fakeSession) schedules() *schedule.Store             { return nil }
 func (s *fakeSession) fleetDriver(int, bool) *fleetrun.Driver { return nil }
+
+// The fake has no Nomad: the commands that read jobs say so.
+func (s *fakeSession) jobCluster() *cluster.Nomad                     { return nil }
+func (s *fakeSession) sourceHub(sourcewatch.Options) *sourcewatch.Hub { return nil }
 
 type fakeEngine struct {
 	st  store.Store

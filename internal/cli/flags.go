@@ -35,6 +35,59 @@ func (s *stringsFlag) Set(v string) error {
 	return nil
 }
 
+// generalOptions is the help of clientFlags' options (and -state and -log-level), which
+// run's help ends with and the other commands' help points to.
+const generalOptions = `General Options:
+
+  -address=<addr>
+    The address of the Nomad server. Overrides the NOMAD_ADDR environment
+    variable if set. Default = http://127.0.0.1:4646
+
+  -region=<region>
+    The region of the Nomad servers to forward commands to. Overrides the
+    NOMAD_REGION environment variable if set.
+
+  -namespace=<namespace>
+    The target namespace for queries and actions bound to a namespace.
+    Overrides the NOMAD_NAMESPACE environment variable if set.
+
+  -token=<token>
+    The SecretID of an ACL token to use to authenticate API requests with.
+    Overrides the NOMAD_TOKEN environment variable if set.
+
+  -ca-cert=<path>, -ca-path=<path>, -client-cert=<path>, -client-key=<path>
+    TLS files, as for the nomad command (NOMAD_CACERT, NOMAD_CAPATH,
+    NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY).
+
+  -tls-server-name=<value>
+    The server name to use as the SNI host when connecting via TLS
+    (NOMAD_TLS_SERVER_NAME).
+
+  -tls-skip-verify
+    Do not verify TLS certificates. This is highly not recommended
+    (NOMAD_SKIP_VERIFY).
+
+  -request-timeout=<duration>
+    How long a request to Nomad, Consul or Prometheus waits for its answer,
+    and an answer for its next bytes, before it is given up with one line
+    naming the address; a read is tried three times. Blocking queries wait
+    their wait (and the server's jitter) on top; Nomad's event stream is
+    reconnected when it stays silent well past Nomad's heartbeat; an
+    in-place restart's answer, which comes once the tasks stopped, is
+    bounded by the healthy deadline. Overrides the
+    NOMAD_RESTART_REQUEST_TIMEOUT environment variable if set. Default = 10s
+
+  -state=<auto|nomad|local>
+    Where restart records live. "nomad" keeps them in Nomad Variables under
+    nomad-restart/<job>/<id> in the job's namespace, so any machine can
+    attach, steer or resume them; "local" keeps them in a file on this
+    machine; "auto" (the default) uses Nomad Variables where the token may
+    write them, else the local store.
+
+  -log-level=<debug|info|warn|error>
+    Write debug logs to stderr. Off by default.
+`
+
 // clientFlags are Nomad's general client options (command/meta.go FlagSetClient). Empty
 // values fall back to the NOMAD_* environment, as Nomad's CLI does.
 type clientFlags struct {

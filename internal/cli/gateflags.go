@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -94,17 +95,17 @@ func describeGatePolicy(p gate.Policy) string {
 
 // printGateValues shows what each gate's query gives now (run -dry-run). A gate that
 // fails now does not fail the dry run: it measures the service before the restart.
-func printGateValues(p *printer, ms []gate.Measurement, policy gate.Policy, asJSON bool) {
+func printGateValues(p *output.Printer, ms []gate.Measurement, policy gate.Policy, asJSON bool) {
 	if len(ms) == 0 {
 		return
 	}
 	if asJSON {
 		for _, m := range ms {
-			p.jsonLine(m)
+			p.JSONLine(m)
 		}
 		return
 	}
-	p.plain("\nGates after each batch, as the 1st batch's would measure now:")
+	p.Plain("\nGates after each batch, as the 1st batch's would measure now:")
 	for _, m := range ms {
 		now := ""
 		switch m.Verdict {
@@ -118,7 +119,7 @@ func printGateValues(p *printer, ms []gate.Measurement, policy gate.Policy, asJS
 		default:
 			now = fmt.Sprintf("%s, %s", gate.FormatValue(m.Value), m.Verdict)
 		}
-		p.plain(fmt.Sprintf("    %s: %s\n        now: %s", m.Gate, m.Query, now))
+		p.Plain(fmt.Sprintf("    %s: %s\n        now: %s", m.Gate, m.Query, now))
 	}
 }
 
@@ -135,7 +136,7 @@ func gatesAnswered(ms []gate.Measurement) error {
 
 // printGateRuns shows, per batch, how its metric gates ended and what they measured.
 func printGateRuns(w io.Writer, runs []restart.GateRun) {
-	_ = writeSection(w, "Gates", runs, "Batch\tOutcome\tMeasurements\tReason", func(g restart.GateRun) string {
+	_ = output.WriteSection(w, "Gates", runs, "Batch\tOutcome\tMeasurements\tReason", func(g restart.GateRun) string {
 		ms := make([]string, 0, len(g.Measurements))
 		for _, m := range g.Measurements {
 			ms = append(ms, describeGateMeasurement(m))

@@ -8,10 +8,20 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
+
+// idOptionsHelp ends the help of the commands that take a restart's or fleet's ID.
+const idOptionsHelp = `
+Options:
+
+  -state=<auto|nomad|local>, -verbose, and Nomad's -address, -region,
+  -namespace, -token and TLS options, and -request-timeout (see
+  "nomad-restart run -help").
+`
 
 // idOptions are the options every command addressing restarts takes.
 type idOptions struct {
@@ -117,7 +127,7 @@ func (a *app) stores(ctx context.Context, ses session, state string) ([]store.St
 		return nil, nomadErr
 	default:
 		// Never silently: restarts kept in Nomad would look absent.
-		what := oneLine(errorLine(nomadErr))
+		what := output.OneLine(errorLine(nomadErr))
 		if _, ok := upstream.Find(nomadErr); !ok {
 			what = "Nomad at " + ses.address() + ": " + what
 		}
@@ -157,7 +167,7 @@ func (a *app) find(ctx context.Context, stores []store.Store, namespace, prefix 
 			if _, ok := upstream.Find(err); ok && unanswered == nil {
 				unanswered = err
 			}
-			readErrs = append(readErrs, fmt.Sprintf("the %s store could not be read: %s", st.Kind(), oneLine(err.Error())))
+			readErrs = append(readErrs, fmt.Sprintf("the %s store could not be read: %s", st.Kind(), output.OneLine(err.Error())))
 		}
 	}
 	if unanswered != nil {
@@ -184,9 +194,9 @@ func (a *app) listAll(ctx context.Context, stores []store.Store, f store.Filter)
 			if _, ok := upstream.Find(err); ok {
 				lastErr = err // its one line says it all (errorLine)
 			} else {
-				lastErr = fmt.Errorf("listing restarts in the %s store: %s", st.Kind(), oneLine(err.Error()))
+				lastErr = fmt.Errorf("listing restarts in the %s store: %s", st.Kind(), output.OneLine(err.Error()))
 			}
-			unread = append(unread, fmt.Sprintf("the %s store could not be read (%s)", st.Kind(), oneLine(errorLine(err))))
+			unread = append(unread, fmt.Sprintf("the %s store could not be read (%s)", st.Kind(), output.OneLine(errorLine(err))))
 			continue
 		}
 		read++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -55,7 +56,7 @@ func putScheduleMembers(ctx context.Context, ss *schedule.Store, sc *schedule.Sc
 		case errors.As(err, &perm):
 			return fmt.Errorf("recording the schedule's consent to restart its jobs of namespace %q: %s", ns, perm.Error())
 		case err != nil:
-			return fmt.Errorf("recording the schedule's consent to restart its jobs of namespace %q: %w", ns, flat(err))
+			return fmt.Errorf("recording the schedule's consent to restart its jobs of namespace %q: %w", ns, output.Flat(err))
 		}
 	}
 	return nil

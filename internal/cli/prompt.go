@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -22,8 +24,8 @@ type fleetRun struct {
 // On a terminal (without -json) it also asks the questions they wait on, and sends each
 // answer as `nomad-restart answer <fleet-id>` would. lease is the fleet's when this process
 // created it with its lease (nil: the drive takes it).
-func (a *app) runFleetHere(ctx context.Context, p *printer, fleets store.Fleets, drv *fleetrun.Driver, rec *fleet.Record, lease store.Lease) (*fleet.Record, error) {
-	prompting := a.interactive && !p.json
+func (a *app) runFleetHere(ctx context.Context, p *output.Printer, fleets store.Fleets, drv *fleetrun.Driver, rec *fleet.Record, lease store.Lease) (*fleet.Record, error) {
+	prompting := a.interactive && !p.JSON
 	sink := a.fleetSink(p, rec, prompting)
 	run := func(sink func(fleetrun.Event)) (*fleet.Record, error) {
 		if lease != nil {
@@ -55,7 +57,7 @@ type fleetPrompt struct {
 	redraw chan struct{}
 
 	a      *app
-	p      *printer
+	p      *output.Printer
 	fleets store.Fleets
 	drv    *fleetrun.Driver
 	rec    *fleet.Record
@@ -95,7 +97,7 @@ func (fp *fleetPrompt) serve(ctx context.Context, done <-chan fleetRun) fleetRun
 	for {
 		select {
 		case res := <-done:
-			fp.p.clearProgress()
+			fp.p.ClearProgress()
 			return res
 		case <-fp.redraw:
 		case <-tick.C:
@@ -117,7 +119,7 @@ func (fp *fleetPrompt) serve(ctx context.Context, done <-chan fleetRun) fleetRun
 		}
 		if fp.asking == nil {
 			lines = nil
-			fp.p.setProgress(fp.progress.line(fp.a.now()))
+			fp.p.SetProgress(fp.progress.line(fp.a.now()))
 		}
 	}
 }
@@ -133,7 +135,7 @@ func (fp *fleetPrompt) note(e fleetrun.Event) {
 	fp.pending = dropWhere(fp.pending, same)
 	if fp.asking != nil && same(*fp.asking) {
 		fp.asking = nil
-		fp.p.clearProgress()
+		fp.p.ClearProgress()
 	}
 }
 
@@ -168,7 +170,7 @@ func (fp *fleetPrompt) prompt() {
 	if q.JobID != "" {
 		label = "[" + q.JobID + "] "
 	}
-	fp.p.header(fp.a.now(), label+q.Message)
+	fp.p.Header(fp.a.now(), label+q.Message)
 	fp.reprompt()
 }
 
@@ -177,7 +179,7 @@ func (fp *fleetPrompt) reprompt() {
 	if fp.asking.JobID != "" {
 		label = fp.asking.JobID
 	}
-	fp.p.setProgress(fmt.Sprintf("    Answer for %s: ", label))
+	fp.p.SetProgress(fmt.Sprintf("    Answer for %s: ", label))
 }
 
 // answer sends a typed line as the answer to the question asked (end of input: "no", as
@@ -189,14 +191,47 @@ func (fp *fleetPrompt) answer(ctx context.Context, text string, ok bool) {
 	if !ok {
 		text = "n"
 	}
-	fp.p.clearProgress()
+	fp.p.ClearProgress()
 	_, err := fp.drv.Answer(ctx, fp.rec.Namespace, fp.rec.ID, strings.TrimSpace(text), fp.a.by())
 	if err != nil {
-		fp.p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Answer %q not taken: %s", strings.TrimSpace(text), oneLine(err.Error())))
+		fp.p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Answer %q not taken: %s", strings.TrimSpace(text), output.OneLine(err.Error())))
 		if ok {
 			fp.reprompt()
 		}
 		return
 	}
 	fp.asking = nil
+}
+
+// inputLines starts, once, a reader of stdin lines. The channel is closed at end of input.
+// The reader goroutine may outlive the command while it waits on a terminal; that is the
+// cost of a prompt that a detach (Ctrl-C) or an answer from elsewhere must be able to abandon.
+func (a *app) inputLines() <-chan string {
+	if a.lines != nil {
+		return a.lines
+	}
+	ch := make(chan string)
+	a.lines = ch
+	if a.stdin == nil {
+		close(ch)
+		return ch
+	}
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(a.stdin)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}
+
+// readLine reads one line of input; ok is false at end of input or when ctx ends.
+func (a *app) readLine(ctx context.Context) (line string, ok bool) {
+	select {
+	case line, ok = <-a.inputLines():
+		return line, ok
+	case <-ctx.Done():
+		return "", false
+	}
 }

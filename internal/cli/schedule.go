@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
@@ -137,14 +138,14 @@ func (a *app) runSchedule(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	if o.json {
-		return writeJSON(a.stdout, sc)
+		return output.WriteJSON(a.stdout, sc)
 	}
-	p.header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", shortID(sc.ID, o.verbose), sc.JobID, formatTime(sc.Next), cronSuffix(sc)))
+	p.Header(now, fmt.Sprintf("Schedule %s of job %q created: next due %s%s", output.ShortID(sc.ID, o.verbose), sc.JobID, output.FormatTime(sc.Next), cronSuffix(sc)))
 	if len(rec.Allocs) == 0 {
-		p.plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
+		p.Plain("\nThe job has no allocations to restart now; each occurrence plans anew from the allocations that exist then.")
 	}
-	id := shortID(sc.ID, o.verbose)
-	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a detached restart. List schedules with\n`nomad-restart schedules`, remove this one with `nomad-restart unschedule %s`.", id))
+	id := output.ShortID(sc.ID, o.verbose)
+	p.Plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a detached restart. List schedules with\n`nomad-restart schedules`, remove this one with `nomad-restart unschedule %s`.", id))
 	return nil
 }
 
@@ -184,13 +185,13 @@ func (a *app) runFleetSchedule(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	if o.json {
-		return writeJSON(a.stdout, sc)
+		return output.WriteJSON(a.stdout, sc)
 	}
 	p := a.printer(o.verbose, o.json)
-	p.header(now, fmt.Sprintf("Schedule %s of a fleet created: %s selected by %s now; next due %s%s (recorded in Nomad Variables of namespace %q)",
-		shortID(sc.ID, o.verbose), plural(len(got.Jobs), "job", "jobs"), describeSelection(sel), formatTime(sc.Next), cronSuffix(sc), sc.Namespace))
-	id := shortID(sc.ID, o.verbose)
-	p.plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a fleet of the jobs the filter selects then\n"+
+	p.Header(now, fmt.Sprintf("Schedule %s of a fleet created: %s selected by %s now; next due %s%s (recorded in Nomad Variables of namespace %q)",
+		output.ShortID(sc.ID, o.verbose), output.Plural(len(got.Jobs), "job", "jobs"), describeSelection(sel), output.FormatTime(sc.Next), cronSuffix(sc), sc.Namespace))
+	id := output.ShortID(sc.ID, o.verbose)
+	p.Plain(fmt.Sprintf("\nThe nomad-restart agent starts each occurrence when due, as a fleet of the jobs the filter selects then\n"+
 		"(listed with the agent's token). List schedules with `nomad-restart schedules`, remove this one with\n`nomad-restart unschedule %s`.", id))
 	return nil
 }
@@ -233,9 +234,9 @@ func storeSchedule(ctx context.Context, ss *schedule.Store, sc *schedule.Schedul
 	case errors.As(err, &perm):
 		return errors.New(perm.Error())
 	case sc.IsFleet():
-		return fmt.Errorf("storing the schedule of the fleet of %s: %w", describeSelection(sc.Fleet.Selection), flat(err))
+		return fmt.Errorf("storing the schedule of the fleet of %s: %w", describeSelection(sc.Fleet.Selection), output.Flat(err))
 	}
-	return fmt.Errorf("storing the schedule of job %q: %w", sc.JobID, flat(err))
+	return fmt.Errorf("storing the schedule of job %q: %w", sc.JobID, output.Flat(err))
 }
 
 // cronSuffix is " (<cron> (<zone>))" for an -every schedule, "" for an -at one.
@@ -255,8 +256,11 @@ func scheduleTarget(sc *schedule.Schedule) string {
 	return fmt.Sprintf("job %q", sc.JobID)
 }
 
-// cmdSchedules is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
-func (a *app) cmdSchedules(ctx context.Context, args []string) error {
+// schedulesCommand is `nomad-restart schedules`.
+type schedulesCommand struct{}
+
+// Run is `nomad-restart schedules [-job j] [-json] [-namespace ns]`.
+func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var jsonOut, verbose bool
 	var job string
@@ -281,11 +285,11 @@ func (a *app) cmdSchedules(ctx context.Context, args []string) error {
 	}
 	list, err := ss.List(ctx, ns, job)
 	if err != nil {
-		return fmt.Errorf("listing schedules: %w", flat(err))
+		return fmt.Errorf("listing schedules: %w", output.Flat(err))
 	}
-	return writeList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
+	return output.WriteList(a.stdout, list, jsonOut, "schedules", job, "ID\tJob\tNamespace\tWhen\tNext Due\tLast\tMissed",
 		func(s *schedule.Schedule) string {
-			next := formatTime(s.Next)
+			next := output.FormatTime(s.Next)
 			if s.Status == schedule.StatusDone {
 				next = "done"
 			}
@@ -293,9 +297,40 @@ func (a *app) cmdSchedules(ctx context.Context, args []string) error {
 			if s.IsFleet() {
 				ns = s.Fleet.Selection.Namespace // where its jobs are selected ("*": every namespace)
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(s.ID, verbose), s.Target(), ns, s.When(), next, lastRun(s, verbose), missedSummary(s))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", output.ShortID(s.ID, verbose), s.Target(), ns, s.When(), next, lastRun(s, verbose), missedSummary(s))
 		})
 }
+
+// Help is `nomad-restart schedules -help`.
+func (schedulesCommand) Help() string {
+	return `Usage: nomad-restart schedules [options]
+
+  List the scheduled restarts (nomad-restart run -at / -every) that the token
+  may read: ID, job, namespace, the time or cron expression, the next due
+  time, the last occurrence (started with its restart ID, skipped, failed)
+  and how many occurrences were missed (due while no agent ran). A scheduled
+  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
+  job, the namespace its jobs are selected in, and the fleet it last started.
+
+General Options: Nomad's -address, -region, -namespace (default: every
+namespace), -token and TLS options, -request-timeout and -log-level (see
+"nomad-restart run -help").
+
+Schedules Options:
+
+  -job=<job>
+    Only the schedules of this job (its full ID); scheduled fleets are left
+    out.
+
+  -json
+    Output the schedules in their JSON format.
+
+  -verbose
+    Show full IDs.
+`
+}
+
+func (schedulesCommand) Synopsis() string { return "List scheduled restarts (run -at, run -every)" }
 
 // lastRun is the latest occurrence's outcome: "started <due> (restart 1a2b3c4d)" (a fleet
 // schedule's: "(fleet 1a2b3c4d)"), "skipped <due>: <why>", "starting <due>" while
@@ -306,17 +341,17 @@ func lastRun(s *schedule.Schedule, verbose bool) string {
 		started = "fleet"
 	}
 	if s.Pending != nil {
-		return fmt.Sprintf("starting %s (%s %s)", formatTime(s.Pending.Due), started, shortID(s.Pending.RestartID, verbose))
+		return fmt.Sprintf("starting %s (%s %s)", output.FormatTime(s.Pending.Due), started, output.ShortID(s.Pending.RestartID, verbose))
 	}
 	switch s.LastResult {
 	case "":
 		return "-"
 	case schedule.ResultStarted:
-		return fmt.Sprintf("started %s (%s %s)", formatTime(s.LastDue), started, shortID(s.LastRestartID, verbose))
+		return fmt.Sprintf("started %s (%s %s)", output.FormatTime(s.LastDue), started, output.ShortID(s.LastRestartID, verbose))
 	}
-	out := fmt.Sprintf("%s %s", s.LastResult, formatTime(s.LastDue))
+	out := fmt.Sprintf("%s %s", s.LastResult, output.FormatTime(s.LastDue))
 	if s.LastReason != "" {
-		out += ": " + oneLine(s.LastReason)
+		out += ": " + output.OneLine(s.LastReason)
 	}
 	return out
 }
@@ -325,11 +360,14 @@ func missedSummary(s *schedule.Schedule) string {
 	if s.Missed == 0 {
 		return "0"
 	}
-	return fmt.Sprintf("%d (last due %s)", s.Missed, formatTime(s.LastMissed))
+	return fmt.Sprintf("%d (last due %s)", s.Missed, output.FormatTime(s.LastMissed))
 }
 
-// cmdUnschedule is `nomad-restart unschedule <schedule-id-or-prefix>`.
-func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
+// unscheduleCommand is `nomad-restart unschedule`.
+type unscheduleCommand struct{}
+
+// Run is `nomad-restart unschedule <schedule-id-or-prefix>`.
+func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var verbose bool
 	fs := newFlagSet("unschedule")
@@ -365,14 +403,14 @@ func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
 		case errors.Is(err, schedule.ErrNotFound):
 			return fmt.Errorf("no schedule matches ID %q; list schedules with `nomad-restart schedules`", prefix)
 		case err != nil:
-			return fmt.Errorf("finding schedule %q: %w", prefix, flat(err))
+			return fmt.Errorf("finding schedule %q: %w", prefix, output.Flat(err))
 		}
 		err = ss.Delete(ctx, sc)
 		if errors.Is(err, schedule.ErrConflict) && attempt < 10 {
 			continue // an agent recorded an occurrence meanwhile: read it again
 		}
 		if err != nil {
-			return fmt.Errorf("removing schedule %s: %w", shortID(sc.ID, verbose), flat(err))
+			return fmt.Errorf("removing schedule %s: %w", output.ShortID(sc.ID, verbose), output.Flat(err))
 		}
 		started := "restarts"
 		if sc.IsFleet() {
@@ -381,53 +419,14 @@ func (a *app) cmdUnschedule(ctx context.Context, args []string) error {
 			// schedule that no longer exists (a new one gets a new ID).
 			_ = ss.DeleteMembers(ctx, sc.ID)
 		}
-		fmt.Fprintf(a.stdout, "Schedule %s of %s removed (%s); %s it already started are not affected\n", shortID(sc.ID, verbose), scheduleTarget(sc), sc.When(), started)
+		fmt.Fprintf(a.stdout, "Schedule %s of %s removed (%s); %s it already started are not affected\n", output.ShortID(sc.ID, verbose), scheduleTarget(sc), sc.When(), started)
 		return nil
 	}
 }
 
-// openSchedules connects for the schedule commands.
-func (a *app) openSchedules(ctx context.Context, cf clientFlags) (*schedule.Store, session, error) {
-	ses, err := a.connect(ctx, cf)
-	if err != nil {
-		return nil, nil, err
-	}
-	ss, err := scheduleStore(ses)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ss, ses, nil
-}
-
-const helpSchedules = `
-Usage: nomad-restart schedules [options]
-
-  List the scheduled restarts (nomad-restart run -at / -every) that the token
-  may read: ID, job, namespace, the time or cron expression, the next due
-  time, the last occurrence (started with its restart ID, skipped, failed)
-  and how many occurrences were missed (due while no agent ran). A scheduled
-  fleet (run -jobs '<filter>' -at / -every) shows "fleet: <filter>" as its
-  job, the namespace its jobs are selected in, and the fleet it last started.
-
-General Options: Nomad's -address, -region, -namespace (default: every
-namespace), -token and TLS options, -request-timeout and -log-level (see
-"nomad-restart run -help").
-
-Schedules Options:
-
-  -job=<job>
-    Only the schedules of this job (its full ID); scheduled fleets are left
-    out.
-
-  -json
-    Output the schedules in their JSON format.
-
-  -verbose
-    Show full IDs.
-`
-
-const helpUnschedule = `
-Usage: nomad-restart unschedule [options] <schedule-id>
+// Help is `nomad-restart unschedule -help`.
+func (unscheduleCommand) Help() string {
+	return `Usage: nomad-restart unschedule [options] <schedule-id>
 
   Remove a scheduled restart, by its ID or a unique prefix. No further
   occurrence starts; a restart it already started is not affected (cancel it
@@ -442,3 +441,19 @@ Unschedule Options:
   -verbose
     Show full IDs.
 `
+}
+
+func (unscheduleCommand) Synopsis() string { return "Remove a scheduled restart" }
+
+// openSchedules connects for the schedule commands.
+func (a *app) openSchedules(ctx context.Context, cf clientFlags) (*schedule.Store, session, error) {
+	ses, err := a.connect(ctx, cf)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss, err := scheduleStore(ses)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ss, ses, nil
+}

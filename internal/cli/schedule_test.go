@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -32,7 +33,7 @@ func TestScheduleCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run -at: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, `Schedule `) || !strings.Contains(out, `of job "web" created: next due `+formatTime(at)) {
+	if !strings.Contains(out, `Schedule `) || !strings.Contains(out, `of job "web" created: next due `+output.FormatTime(at)) {
 		t.Fatalf("run -at printed:\n%s", out)
 	}
 	code, out, errOut = e.run(ctx, "run", "-every", "30 2 * * *", "-time-zone", "America/New_York", "-schedule-grace", "10m", "-json", "-on-error=fail", "ap")
@@ -126,7 +127,7 @@ func TestScheduleFleetCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run -jobs -at: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "of a fleet created: 2 jobs selected by -namespace 'default' -jobs '"+filter+"' now; next due "+formatTime(at)) {
+	if !strings.Contains(out, "of a fleet created: 2 jobs selected by -namespace 'default' -jobs '"+filter+"' now; next due "+output.FormatTime(at)) {
 		t.Fatalf("run -jobs -at printed:\n%s", out)
 	}
 	code, out, errOut = e.run(ctx, "run", "-namespace", "*", "-jobs", filter, "-every", "@daily", "-busy", "skip", "-json", "-on-error=fail")

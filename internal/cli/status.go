@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -25,7 +24,10 @@ const childReaders = 8
 // recentEvents is how many of a restart's latest events `status <id>` shows (all with -verbose).
 const recentEvents = 10
 
-func (a *app) cmdStatus(ctx context.Context, args []string) error {
+// statusCommand is `nomad-restart status`.
+type statusCommand struct{}
+
+func (statusCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o idOptions
 	var jsonOut bool
 	var job string
@@ -48,7 +50,7 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 			return err
 		}
 		if jsonOut {
-			return writeJSON(a.stdout, s.entry())
+			return output.WriteJSON(a.stdout, s.entry())
 		}
 		s.show(ctx, a, o.verbose)
 		return nil
@@ -77,16 +79,16 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	}
 	fleets := a.listFleets(ctx, ses, stores, ns, job)
 	if jsonOut {
-		return writeJSON(a.stdout, statusEntries(recs, fleets))
+		return output.WriteJSON(a.stdout, statusEntries(recs, fleets))
 	}
-	err = writeList(a.stdout, recs, false, "restarts", job, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState",
+	err = output.WriteList(a.stdout, recs, false, "restarts", job, "ID\tJob\tNamespace\tStatus\tProgress\tCreated\tState",
 		func(r *restart.Record) string {
 			pr := r.Progress(a.now())
 			progress := fmt.Sprintf("%d/%d", pr.Done, pr.Total)
 			if pr.Failed > 0 {
 				progress += fmt.Sprintf(" (%d failed)", pr.Failed)
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", shortID(r.ID, o.verbose), r.JobID, r.Namespace, r.Status, progress, formatTime(r.CreateTime), kinds[r.ID])
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", output.ShortID(r.ID, o.verbose), r.JobID, r.Namespace, r.Status, progress, output.FormatTime(r.CreateTime), kinds[r.ID])
 		})
 	if err != nil {
 		return err
@@ -94,22 +96,25 @@ func (a *app) cmdStatus(ctx context.Context, args []string) error {
 	return a.printFleetList(fleets, o.verbose)
 }
 
-// writeJSON writes v as indented JSON, with the format's version (marshalJSON).
-func writeJSON(w io.Writer, v any) error {
-	b, err := marshalJSON(v)
-	if err != nil {
-		return fmt.Errorf("writing JSON: %w", err)
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "    "); err != nil {
-		return fmt.Errorf("writing JSON: %w", err)
-	}
-	out.WriteByte('\n')
-	if _, err := out.WriteTo(w); err != nil {
-		return fmt.Errorf("writing JSON: %w", err)
-	}
-	return nil
+// Help is `nomad-restart status -help`.
+func (statusCommand) Help() string {
+	return `Usage: nomad-restart status [options] [id]
+
+  Without an ID, list the restarts, newest first, and the fleets. With an ID
+  (or a unique prefix), show one restart in detail: its allocations with
+  their batch, state, replacement, error and what each waits for, and its
+  latest events. A fleet's ID shows the fleet: its jobs done, running,
+  pending, failed, skipped and canceled, the allocations of its started
+  jobs, its jobs with their restart IDs, and its latest events.
+
+  -json    Print the record (or an array of records) as JSON, each with its
+           Kind: "restart" or "fleet" (a fleet's Jobs list each selected job
+           with its Namespace, JobID, RestartID once started, and Status).
+  -job=J   List only the restarts of job J.
+` + idOptionsHelp
 }
+
+func (statusCommand) Synopsis() string { return "List restarts, or show one in detail" }
 
 // printRecord shows one restart in detail: its fields, a table of its allocations, and its
 // latest events. driver says whether a process drives r now (a dead driver's name stays in
@@ -119,7 +124,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	p := a.printer(verbose, false)
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s\t= %s\n", k, v) }
-	field("ID", shortID(r.ID, verbose))
+	field("ID", output.ShortID(r.ID, verbose))
 	field("Job ID", r.JobID)
 	field("Namespace", r.Namespace)
 	if r.Region != "" {
@@ -128,7 +133,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	field("Job Version", fmt.Sprint(r.JobVersion))
 	field("Status", string(r.Status))
 	if r.Reason != "" {
-		field("Reason", oneLine(p.ids(r.Reason)))
+		field("Reason", output.OneLine(p.IDs(r.Reason)))
 	}
 	pr := r.Progress(a.now())
 	if driver == leaseFree {
@@ -140,23 +145,23 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 		field("Triggered By", t.String())
 	}
 	if r.Fleet != "" {
-		field("Fleet", fmt.Sprintf("%s (this restart is one job of that fleet: `nomad-restart status %s`)", shortID(r.Fleet, verbose), shortID(r.Fleet, verbose)))
+		field("Fleet", fmt.Sprintf("%s (this restart is one job of that fleet: `nomad-restart status %s`)", output.ShortID(r.Fleet, verbose), output.ShortID(r.Fleet, verbose)))
 	}
 	if r.Question != nil && r.Status == restart.StatusWaiting {
-		field("Question", oneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no|<duration>`)", shortID(r.ID, verbose)))
+		field("Question", output.OneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no|<duration>`)", output.ShortID(r.ID, verbose)))
 	}
 	if r.Control.Intent != "" {
 		field("Intent", string(r.Control.Intent)+byWhom(r.Control.By))
 	}
 	switch {
 	case driver == leaseFree && !r.Status.Terminal():
-		field("Driver", fmt.Sprintf("none — resume it with `nomad-restart resume %s`", shortID(r.ID, verbose)))
+		field("Driver", fmt.Sprintf("none — resume it with `nomad-restart resume %s`", output.ShortID(r.ID, verbose)))
 	case r.Driver != "" && !r.Status.Terminal():
 		field("Driver", r.Driver)
 	}
 	field("State", kind)
-	field("Created", formatTime(r.CreateTime))
-	field("Modified", formatTime(r.ModifyTime))
+	field("Created", output.FormatTime(r.CreateTime))
+	field("Modified", output.FormatTime(r.ModifyTime))
 	_ = tw.Flush()
 
 	fmt.Fprintln(w, "\nAllocations")
@@ -164,8 +169,8 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	fmt.Fprintln(tw, "ID\tName\tGroup\tNode\tBatch\tState\tReplacement\tError\tWaiting For")
 	for _, ap := range r.Allocs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			shortID(ap.ID, verbose), ap.Name, ap.Group, orDash(shortID(ap.NodeID, verbose)), ap.Batch, ap.State,
-			orDash(shortID(ap.Replacement, verbose)), orDash(oneLine(p.ids(ap.Error))), orDash(oneLine(p.ids(ap.Waiting))))
+			output.ShortID(ap.ID, verbose), ap.Name, ap.Group, output.OrDash(output.ShortID(ap.NodeID, verbose)), ap.Batch, ap.State,
+			output.OrDash(output.ShortID(ap.Replacement, verbose)), output.OrDash(output.OneLine(p.IDs(ap.Error))), output.OrDash(output.OneLine(p.IDs(ap.Waiting))))
 	}
 	_ = tw.Flush()
 
@@ -179,7 +184,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	if len(events) > 0 {
 		fmt.Fprintln(w, "\nRecent Events")
 		for _, ev := range events {
-			p.event(ev)
+			p.Event(ev)
 		}
 	}
 }
@@ -187,9 +192,9 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 // printSurge shows each group's surge (-surge), when the restart has one: how far it was
 // scaled, where it stands, and the note that says why a count was left as it is or how to
 // restore it.
-func printSurge(w io.Writer, p *printer, surge []restart.SurgeGroup) {
-	_ = writeSection(w, "Surge", surge, "Group\tFrom\tTo\tPhase\tNote", func(g restart.SurgeGroup) string {
-		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", g.Group, g.From, g.To, g.Phase, orDash(oneLine(p.ids(g.Note))))
+func printSurge(w io.Writer, p *output.Printer, surge []restart.SurgeGroup) {
+	_ = output.WriteSection(w, "Surge", surge, "Group\tFrom\tTo\tPhase\tNote", func(g restart.SurgeGroup) string {
+		return fmt.Sprintf("%s\t%d\t%d\t%s\t%s", g.Group, g.From, g.To, g.Phase, output.OrDash(output.OneLine(p.IDs(g.Note))))
 	})
 }
 
@@ -200,12 +205,8 @@ func byWhom(by string) string {
 	return " (by " + by + ")"
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+// orDash is output.OrDash, by the name gateflags.go calls it.
+func orDash(s string) string { return output.OrDash(s) }
 
 // hasKind says whether one of stores is of kind ("nomad" or "local").
 func hasKind(stores []store.Store, kind string) bool {
@@ -233,7 +234,7 @@ func (a *app) printFleet(ctx context.Context, ft *fleetSubject, verbose bool) {
 	r := ft.rec
 	p := a.printer(verbose, false)
 	children := a.readChildren(ctx, ft)
-	id := shortID(r.ID, verbose)
+	id := output.ShortID(r.ID, verbose)
 	tw := tabwriter.NewWriter(a.stdout, 0, 8, 1, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s\t= %s\n", k, v) }
 	field("ID", id)
@@ -242,14 +243,14 @@ func (a *app) printFleet(ctx context.Context, ft *fleetSubject, verbose bool) {
 	field("Selection", describeSelection(r.Selection))
 	field("Status", string(r.Status))
 	if r.Reason != "" {
-		field("Reason", oneLine(p.ids(r.Reason)))
+		field("Reason", output.OneLine(p.IDs(r.Reason)))
 	}
 	field("Jobs", fleetCounts(r.Fleet))
 	field("Allocations", fleetAllocations(r, children, a.now()))
 	field("Options", describeSpec(r.Spec))
 	field("Limits", describeFleetOptions(r.Options))
 	if r.Question != nil && r.Status == restart.StatusWaiting {
-		field("Question", oneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no`)", id))
+		field("Question", output.OneLine(r.Question.Prompt())+fmt.Sprintf(" (answer with `nomad-restart answer %s yes|no`)", id))
 	}
 	if r.Control.Intent != "" {
 		field("Intent", string(r.Control.Intent)+byWhom(r.Control.By))
@@ -258,8 +259,8 @@ func (a *app) printFleet(ctx context.Context, ft *fleetSubject, verbose bool) {
 		field("Driver", d)
 	}
 	field("State", "nomad")
-	field("Created", formatTime(r.CreateTime))
-	field("Modified", formatTime(r.ModifyTime))
+	field("Created", output.FormatTime(r.CreateTime))
+	field("Modified", output.FormatTime(r.ModifyTime))
 	_ = tw.Flush()
 
 	a.printFleetJobs(p, r, children, verbose)
@@ -270,7 +271,7 @@ func (a *app) printFleet(ctx context.Context, ft *fleetSubject, verbose bool) {
 	if len(events) > 0 {
 		fmt.Fprintln(a.stdout, "\nRecent Events")
 		for _, ev := range events {
-			p.event(ev)
+			p.Event(ev)
 		}
 	}
 }
@@ -298,12 +299,12 @@ func fleetAllocations(r *fleet.Record, children map[string]*restart.Record, now 
 		pr := child.Progress(now)
 		done, total, failed = done+pr.Done, total+pr.Total, failed+pr.Failed
 	}
-	out := fmt.Sprintf("%d/%d restarted in the %s started", done, total, plural(started, "job", "jobs"))
+	out := fmt.Sprintf("%d/%d restarted in the %s started", done, total, output.Plural(started, "job", "jobs"))
 	if failed > 0 {
 		out += fmt.Sprintf(", %d failed", failed)
 	}
 	if unread > 0 {
-		out += fmt.Sprintf(" (%s could not be read)", plural(unread, "restart", "restarts"))
+		out += fmt.Sprintf(" (%s could not be read)", output.Plural(unread, "restart", "restarts"))
 	}
 	return out
 }
@@ -338,7 +339,7 @@ func (a *app) readChildren(ctx context.Context, ft *fleetSubject) map[string]*re
 
 // printFleetJobs prints the table of the fleet's jobs that started or ended, in the fleet's
 // order (every job with -verbose).
-func (a *app) printFleetJobs(p *printer, r *fleet.Record, children map[string]*restart.Record, verbose bool) {
+func (a *app) printFleetJobs(p *output.Printer, r *fleet.Record, children map[string]*restart.Record, verbose bool) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "Job\tNamespace\tStatus\tRestart\tAllocations\tReason")
@@ -353,14 +354,14 @@ func (a *app) printFleetJobs(p *printer, r *fleet.Record, children map[string]*r
 			pr := child.Progress(a.now())
 			allocs = fmt.Sprintf("%d/%d", pr.Done, pr.Total)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Namespace, j.Status, orDash(shortID(j.RestartID, verbose)), allocs, orDash(oneLine(p.ids(j.Reason))))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Namespace, j.Status, output.OrDash(output.ShortID(j.RestartID, verbose)), allocs, output.OrDash(output.OneLine(p.IDs(j.Reason))))
 	}
 	_ = tw.Flush()
 	if hidden < len(r.Jobs) {
 		fmt.Fprint(a.stdout, "\nJobs\n"+b.String())
 	}
 	if hidden > 0 {
-		fmt.Fprintf(a.stdout, "\n%s waiting for their turn (list them with -verbose)\n", plural(hidden, "job", "jobs"))
+		fmt.Fprintf(a.stdout, "\n%s waiting for their turn (list them with -verbose)\n", output.Plural(hidden, "job", "jobs"))
 	}
 }
 
@@ -375,7 +376,7 @@ func (a *app) fleetDriverText(ctx context.Context, s *fleetSubject, verbose bool
 	case leaseUnknown:
 		return r.Driver
 	case leaseFree:
-		return fmt.Sprintf("none — resume it with `nomad-restart resume %s`", shortID(r.ID, verbose))
+		return fmt.Sprintf("none — resume it with `nomad-restart resume %s`", output.ShortID(r.ID, verbose))
 	}
 	holder, _ := l.holder(ctx)
 	return cmp.Or(holder, r.Driver)
@@ -423,8 +424,8 @@ func statusEntries(recs []*restart.Record, fleets []*fleet.Record) []any {
 
 // printFleetList prints the fleets' table after the restarts', when there are fleets.
 func (a *app) printFleetList(fleets []*fleet.Record, verbose bool) error {
-	return writeSection(a.stdout, "Fleets", fleets, "ID\tJobs Filter\tNamespace\tStatus\tJobs\tCreated", func(f *fleet.Record) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", shortID(f.ID, verbose), f.Selection.Filter, f.Selection.Namespace, f.Status, fleetJobsShort(f.Fleet), formatTime(f.CreateTime))
+	return output.WriteSection(a.stdout, "Fleets", fleets, "ID\tJobs Filter\tNamespace\tStatus\tJobs\tCreated", func(f *fleet.Record) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", output.ShortID(f.ID, verbose), f.Selection.Filter, f.Selection.Namespace, f.Status, fleetJobsShort(f.Fleet), output.FormatTime(f.CreateTime))
 	})
 }
 
@@ -441,4 +442,29 @@ func jobCounts(c map[fleet.JobStatus]int, total int) string {
 		}
 	}
 	return out
+}
+
+// The kinds of record `status -json` lists.
+const (
+	kindRestart = "restart"
+	kindFleet   = "fleet"
+)
+
+// fleetEntry is a fleet as `status -json` and the fleet commands' -json print it: the
+// record with its Kind, so that scripts tell it from a restart in one list.
+type fleetEntry struct {
+	Kind string
+	*fleet.Record
+}
+
+func newFleetEntry(rec *fleet.Record) fleetEntry { return fleetEntry{Kind: kindFleet, Record: rec} }
+
+// restartEntry is a restart as `status -json` prints it: the record with its Kind.
+type restartEntry struct {
+	Kind string
+	*restart.Record
+}
+
+func newRestartEntry(rec *restart.Record) restartEntry {
+	return restartEntry{Kind: kindRestart, Record: rec}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -40,12 +41,12 @@ type subject interface {
 	noteDriver(ctx context.Context, a *app, cmd string, verbose bool)
 	// resume sets the record to run and drives it here, following and taking over from
 	// another driver as needed; with detach it only says it is set to run.
-	resume(ctx context.Context, a *app, p *printer, detach bool) error
+	resume(ctx context.Context, a *app, p *output.Printer, detach bool) error
 	// show prints the record for `status <id>`; entry is its -json form.
 	show(ctx context.Context, a *app, verbose bool)
 	entry() any
 	// attach follows the record until it ends (`attach <id>`).
-	attach(ctx context.Context, a *app, p *printer) error
+	attach(ctx context.Context, a *app, p *output.Printer) error
 }
 
 // leaseOf is a record's lease in its store.
@@ -115,7 +116,7 @@ func (l leaseOf) waitingForDriver(what, who string) string {
 // driver holds its lease.
 func (a *app) stoppedFollowing(ctx context.Context, s subject, verbose bool) {
 	what, l, status := s.name(verbose), s.lease(), s.head().Status
-	id := shortID(s.head().ID, verbose)
+	id := output.ShortID(s.head().ID, verbose)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	free, err := l.free(pctx, a.by())
@@ -125,7 +126,7 @@ func (a *app) stoppedFollowing(ctx context.Context, s subject, verbose bool) {
 	case err == nil:
 		fmt.Fprintf(a.stderr, "Stopped following %s; it goes on without this viewer (status: %s). Follow it again with `nomad-restart attach %s`\n", what, status, id)
 	default:
-		fmt.Fprintf(a.stderr, "Stopped following %s (status: %s); whether a driver holds it is unknown (%s). Follow it again with `nomad-restart attach %s`, or continue it with `nomad-restart resume %s` if none does\n", what, status, oneLine(err.Error()), id, id)
+		fmt.Fprintf(a.stderr, "Stopped following %s (status: %s); whether a driver holds it is unknown (%s). Follow it again with `nomad-restart attach %s`, or continue it with `nomad-restart resume %s` if none does\n", what, status, output.OneLine(err.Error()), id, id)
 	}
 }
 
@@ -166,13 +167,13 @@ func (a *app) findAny(ctx context.Context, ses session, stores []store.Store, o 
 	restartsAmbiguous, fleetsAmbiguous := errors.As(rerr, &ramb), errors.As(ferr, &famb)
 	switch {
 	case ferr == nil && rerr == nil:
-		return nil, usageErrorf("ID prefix %q matches restart %s and fleet %s; give more of the ID", id, shortID(rec.ID, false), shortID(frec.ID, false))
+		return nil, usageErrorf("ID prefix %q matches restart %s and fleet %s; give more of the ID", id, output.ShortID(rec.ID, false), output.ShortID(frec.ID, false))
 	case ferr == nil && restartsAmbiguous:
-		return nil, usageErrorf("ID prefix %q matches fleet %s and %s; give more of the ID", id, shortID(frec.ID, false), plural(len(ramb.Matches), "restart", "restarts"))
+		return nil, usageErrorf("ID prefix %q matches fleet %s and %s; give more of the ID", id, output.ShortID(frec.ID, false), output.Plural(len(ramb.Matches), "restart", "restarts"))
 	case ferr == nil:
 		return &fleetSubject{ses: fs, rec: frec}, nil
 	case fleetsAmbiguous && rerr == nil:
-		return nil, usageErrorf("ID prefix %q matches restart %s and %s; give more of the ID", id, shortID(rec.ID, false), plural(len(famb.Matches), "fleet", "fleets"))
+		return nil, usageErrorf("ID prefix %q matches restart %s and %s; give more of the ID", id, output.ShortID(rec.ID, false), output.Plural(len(famb.Matches), "fleet", "fleets"))
 	case fleetsAmbiguous:
 		return nil, famb
 	case rerr == nil, restartsAmbiguous:
@@ -201,5 +202,5 @@ func steerError(s subject, cmd string, err error, verbose bool) error {
 		return errors.New(errorText(canceling))
 	}
 	h := s.head()
-	return fmt.Errorf("%s %s %s: %s", cmd, h.Kind, shortID(h.ID, verbose), s.storeErrorText(err))
+	return fmt.Errorf("%s %s %s: %s", cmd, h.Kind, output.ShortID(h.ID, verbose), s.storeErrorText(err))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
@@ -17,7 +18,7 @@ type fleetSubject struct {
 
 func (s *fleetSubject) head() steer.Head { return steer.FleetHead(s.rec) }
 
-func (s *fleetSubject) name(verbose bool) string { return "fleet " + shortID(s.rec.ID, verbose) }
+func (s *fleetSubject) name(verbose bool) string { return "fleet " + output.ShortID(s.rec.ID, verbose) }
 
 func (s *fleetSubject) title(verbose bool) string { return s.name(verbose) }
 
@@ -43,7 +44,7 @@ func (s *fleetSubject) steerer() steer.Steerer { return s.ses.fleetDriver(1, fal
 func (s *fleetSubject) lease() leaseOf { return leaseIn(s.ses.fleetStore(), s.rec.Namespace, s.rec.ID) }
 
 func (s *fleetSubject) steered(cmd string, h steer.Head, verbose bool) string {
-	id := shortID(h.ID, verbose)
+	id := output.ShortID(h.ID, verbose)
 	if cmd == "pause" {
 		return fmt.Sprintf("Fleet %s: pause requested: no new job starts, and its running restarts hold after their batch; continue it with `nomad-restart resume %s` (status: %s)", id, id, h.Status)
 	}
@@ -54,7 +55,7 @@ func (s *fleetSubject) steered(cmd string, h steer.Head, verbose bool) string {
 // the fleet (it is woken by the change), or at the next resume.
 func (s *fleetSubject) noteDriver(ctx context.Context, a *app, cmd string, verbose bool) {
 	l := s.lease()
-	id := shortID(s.rec.ID, verbose)
+	id := output.ShortID(s.rec.ID, verbose)
 	switch l.state(ctx, a.by()) {
 	case leaseHeld:
 		holder, _ := l.holder(ctx)
@@ -71,24 +72,24 @@ func (s *fleetSubject) noteDriver(ctx context.Context, a *app, cmd string, verbo
 
 // resume sets the fleet to run and, unless detach, drives it here with its children; when
 // another process drives it, it follows the fleet and takes over once its lease is free.
-func (s *fleetSubject) resume(ctx context.Context, a *app, p *printer, detach bool) error {
+func (s *fleetSubject) resume(ctx context.Context, a *app, p *output.Printer, detach bool) error {
 	drv := s.ses.fleetDriver(s.rec.Options.MaxParallelJobs, true)
 	out, err := drv.Resume(ctx, s.rec.Namespace, s.rec.ID, a.by())
 	if err != nil {
-		return steerError(s, "resume", err, p.verbose)
+		return steerError(s, "resume", err, p.Verbose)
 	}
-	id := shortID(out.ID, p.verbose)
+	id := output.ShortID(out.ID, p.Verbose)
 	if detach {
-		if p.json {
-			p.jsonLine(newFleetEntry(out))
+		if p.JSON {
+			p.JSONLine(newFleetEntry(out))
 		} else {
-			p.header(a.now(), fmt.Sprintf("Fleet %s set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach", id, out.Status, id))
+			p.Header(a.now(), fmt.Sprintf("Fleet %s set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach", id, out.Status, id))
 		}
 		return nil
 	}
-	if !p.json {
+	if !p.JSON {
 		c := out.Counts()
-		p.header(a.now(), fmt.Sprintf("Resuming fleet %s: %d of %s left, at most %d at once", id, c[fleet.JobPending]+c[fleet.JobRunning], plural(len(out.Jobs), "job", "jobs"), out.Options.MaxParallelJobs))
+		p.Header(a.now(), fmt.Sprintf("Resuming fleet %s: %d of %s left, at most %d at once", id, c[fleet.JobPending]+c[fleet.JobRunning], output.Plural(len(out.Jobs), "job", "jobs"), out.Options.MaxParallelJobs))
 	}
 	return a.driveOrTakeOverFleet(ctx, p, drv, &fleetSubject{ses: s.ses, rec: out})
 }
@@ -99,13 +100,13 @@ func (s *fleetSubject) entry() any { return newFleetEntry(s.rec) }
 
 // attach follows the fleet and its running restarts until it ends. Ctrl-C stops following;
 // the fleet goes on.
-func (s *fleetSubject) attach(ctx context.Context, a *app, p *printer) error {
+func (s *fleetSubject) attach(ctx context.Context, a *app, p *output.Printer) error {
 	rec := s.rec
-	if !p.json {
-		id := shortID(rec.ID, p.verbose)
-		p.header(a.now(), fmt.Sprintf("Attached to fleet %s (status: %s, %s)", id, rec.Status, fleetJobsShort(rec.Fleet)))
+	if !p.JSON {
+		id := output.ShortID(rec.ID, p.Verbose)
+		p.Header(a.now(), fmt.Sprintf("Attached to fleet %s (status: %s, %s)", id, rec.Status, fleetJobsShort(rec.Fleet)))
 		if !rec.Status.Terminal() && s.lease().state(ctx, a.by()) == leaseFree {
-			p.detail(a.now(), fmt.Sprintf("No process drives this fleet now; continue it with `nomad-restart resume %s`", id))
+			p.Detail(a.now(), fmt.Sprintf("No process drives this fleet now; continue it with `nomad-restart resume %s`", id))
 		}
 	}
 	return a.followFleet(ctx, p, s, false, nil)
@@ -123,7 +124,7 @@ func answeredFleet(text, id string, restarts []string, verbose bool) string {
 	}
 	ids := make([]string, len(restarts))
 	for i, rid := range restarts {
-		ids[i] = shortID(rid, verbose)
+		ids[i] = output.ShortID(rid, verbose)
 	}
-	return fmt.Sprintf("Answered %q to %s of fleet %s: %s", text, plural(len(ids), "restart", "restarts"), id, strings.Join(ids, ", "))
+	return fmt.Sprintf("Answered %q to %s of fleet %s: %s", text, output.Plural(len(ids), "restart", "restarts"), id, strings.Join(ids, ", "))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -19,7 +20,9 @@ type restartSubject struct {
 
 func (s *restartSubject) head() steer.Head { return steer.RestartHead(s.rec) }
 
-func (s *restartSubject) name(verbose bool) string { return "restart " + shortID(s.rec.ID, verbose) }
+func (s *restartSubject) name(verbose bool) string {
+	return "restart " + output.ShortID(s.rec.ID, verbose)
+}
 
 func (s *restartSubject) driverName() string { return s.rec.Driver }
 
@@ -30,12 +33,12 @@ func (s *restartSubject) refresh(ctx context.Context) {
 }
 
 func (s *restartSubject) title(verbose bool) string {
-	return fmt.Sprintf("restart %s of job %q", shortID(s.rec.ID, verbose), s.rec.JobID)
+	return fmt.Sprintf("restart %s of job %q", output.ShortID(s.rec.ID, verbose), s.rec.JobID)
 }
 
 func (s *restartSubject) runAgain() string { return "nomad-restart run " + s.rec.JobID }
 
-func (s *restartSubject) storeErrorText(err error) string { return oneLine(errorText(err)) }
+func (s *restartSubject) storeErrorText(err error) string { return output.OneLine(errorText(err)) }
 
 func (s *restartSubject) steerer() steer.Steerer {
 	return steer.Adapt[*restart.Record, *restart.Record](s.ses.engine(s.st))
@@ -44,7 +47,7 @@ func (s *restartSubject) steerer() steer.Steerer {
 func (s *restartSubject) lease() leaseOf { return leaseIn(s.st, s.rec.Namespace, s.rec.ID) }
 
 func (s *restartSubject) steered(cmd string, h steer.Head, verbose bool) string {
-	id := shortID(h.ID, verbose)
+	id := output.ShortID(h.ID, verbose)
 	what := "Cancel requested: no more allocations of restart " + id + " will be restarted"
 	if cmd == "pause" {
 		what = fmt.Sprintf("Pause requested: the batch in flight finishes, then the restart holds; continue it with `nomad-restart resume %s`", id)
@@ -59,7 +62,7 @@ func (s *restartSubject) noteDriver(ctx context.Context, a *app, cmd string, ver
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	free, err := l.free(pctx, a.by())
-	id := shortID(s.rec.ID, verbose)
+	id := output.ShortID(s.rec.ID, verbose)
 	who, _ := l.holder(pctx)
 	if who == "" {
 		who = "another process"
@@ -74,23 +77,23 @@ func (s *restartSubject) noteDriver(ctx context.Context, a *app, cmd string, ver
 	}
 }
 
-func (s *restartSubject) resume(ctx context.Context, a *app, p *printer, detach bool) error {
+func (s *restartSubject) resume(ctx context.Context, a *app, p *output.Printer, detach bool) error {
 	eng := s.ses.engine(s.st)
 	rec, err := eng.Resume(ctx, s.rec.Namespace, s.rec.ID, a.by())
 	if err != nil {
-		return steerError(s, "resume", err, p.verbose)
+		return steerError(s, "resume", err, p.Verbose)
 	}
-	id := shortID(rec.ID, p.verbose)
+	id := output.ShortID(rec.ID, p.Verbose)
 	if detach {
-		if p.json {
-			p.jsonLine(rec)
+		if p.JSON {
+			p.JSONLine(rec)
 		} else {
-			p.header(a.now(), fmt.Sprintf("Restart %s of job %q set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach, or the agent", id, rec.JobID, rec.Status, id))
+			p.Header(a.now(), fmt.Sprintf("Restart %s of job %q set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach, or the agent", id, rec.JobID, rec.Status, id))
 		}
 		return nil
 	}
-	if !p.json {
-		p.header(a.now(), fmt.Sprintf("Resuming restart %s of job %q (state: %s)", id, rec.JobID, s.st.Kind()))
+	if !p.JSON {
+		p.Header(a.now(), fmt.Sprintf("Resuming restart %s of job %q (state: %s)", id, rec.JobID, s.st.Kind()))
 	}
 	return a.driveOrTakeOver(ctx, p, eng, &restartSubject{ses: s.ses, st: s.st, rec: rec})
 }
@@ -101,13 +104,13 @@ func (s *restartSubject) show(ctx context.Context, a *app, verbose bool) {
 
 func (s *restartSubject) entry() any { return newRestartEntry(s.rec) }
 
-func (s *restartSubject) attach(ctx context.Context, a *app, p *printer) error {
+func (s *restartSubject) attach(ctx context.Context, a *app, p *output.Printer) error {
 	rec := s.rec
-	if !p.json && !rec.Status.Terminal() && rec.Driver != "" && s.lease().state(ctx, a.by()) == leaseFree {
+	if !p.JSON && !rec.Status.Terminal() && rec.Driver != "" && s.lease().state(ctx, a.by()) == leaseFree {
 		// The record names a driver that has let go or died: say so, or the viewer waits
 		// for a restart that does not move.
-		id := shortID(rec.ID, p.verbose)
-		p.header(a.now(), fmt.Sprintf("Restart %s was driven by %s, but no process drives it now; continue it with `nomad-restart resume %s`", id, rec.Driver, id))
+		id := output.ShortID(rec.ID, p.Verbose)
+		p.Header(a.now(), fmt.Sprintf("Restart %s was driven by %s, but no process drives it now; continue it with `nomad-restart resume %s`", id, rec.Driver, id))
 	}
 	return a.follow(ctx, p, s, false, nil)
 }

@@ -43,11 +43,15 @@ var trafficModes = []trafficMode{
 	{key: "fleet-child", name: "fleet child", fleet: true},
 }
 
-// trafficModeCases are TestRestartUnderTraffic's services, keyed for sub-benchmark names.
-var trafficModeCases = []struct {
+// trafficModeCase is one of TestRestartUnderTraffic's services, keyed for sub-benchmark
+// names.
+type trafficModeCase struct {
 	key string
 	trafficCase
-}{
+}
+
+// trafficModeCases are TestRestartUnderTraffic's services.
+var trafficModeCases = []trafficModeCase{
 	{"consul-no-delay", trafficCase{"Consul, no shutdown_delay", "consul", 0}},
 	{"consul-delay-2s", trafficCase{"Consul, shutdown_delay 2s", "consul", 2 * time.Second}},
 	{"nomad-delay-2s", trafficCase{"Nomad provider, shutdown_delay 2s", "nomad", 2 * time.Second}},
@@ -109,23 +113,15 @@ func BenchmarkRestartUnderTraffic(b *testing.B) {
 			})
 		}
 	}
-	var table strings.Builder
-	fmt.Fprintf(&table, "failed/requests (failed share; fewest answering), 3 instances, batch size 1, time scale %d; all but the first column under the health gate:\n", trafficScale)
-	fmt.Fprintf(&table, "%-34s", "")
-	for _, m := range trafficModes {
-		fmt.Fprintf(&table, " | %-23s", m.name)
-	}
-	for i, tc := range trafficModeCases {
-		fmt.Fprintf(&table, "\n%-34s", tc.name)
-		for j := range trafficModes {
-			cell := "-" // not run (-bench chose other cases)
-			if r := results[i][j]; r != nil {
-				cell = fmt.Sprintf("%d/%d (%.1f%%; %d)", r.Failed, r.Requests, 100*r.FailedRatio(), r.minAnswering)
+	b.Log(trafficTable(fmt.Sprintf("failed/requests (failed share; fewest answering), 3 instances, batch size 1, time scale %d; all but the first column under the health gate:", trafficScale),
+		34, 23, names(trafficModes, func(m trafficMode) string { return m.name }), names(trafficModeCases, func(c trafficModeCase) string { return c.name }),
+		func(i, j int) string {
+			r := results[i][j]
+			if r == nil {
+				return "-" // not run (-bench chose other cases)
 			}
-			fmt.Fprintf(&table, " | %-23s", cell)
-		}
-	}
-	b.Log(table.String())
+			return fmt.Sprintf("%d/%d (%.1f%%; %d)", r.Failed, r.Requests, 100*r.FailedRatio(), r.minAnswering)
+		}))
 }
 
 // restartModeUnderTraffic runs one case as restartUnderTraffic does (a cluster serving

@@ -82,20 +82,12 @@ func TestRestartUnderTraffic(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	var table strings.Builder
-	fmt.Fprintf(&table, "failed/requests (failed share; real time of the case), 3 instances, batch size 1, time scale %d:\n", trafficScale)
-	fmt.Fprintf(&table, "%-36s", "")
-	for _, run := range runs {
-		fmt.Fprintf(&table, " | %-36s", run.name)
-	}
-	for i, tc := range cases {
-		fmt.Fprintf(&table, "\n%-36s", tc.name)
-		for j := range runs {
+	t.Log(trafficTable(fmt.Sprintf("failed/requests (failed share; real time of the case), 3 instances, batch size 1, time scale %d:", trafficScale),
+		36, 36, names(runs, func(r trafficRun) string { return r.name }), names(cases, func(c trafficCase) string { return c.name }),
+		func(i, j int) string {
 			r := results[i][j]
-			fmt.Fprintf(&table, " | %-36s", fmt.Sprintf("%d/%d (%.0f%%; %.1fs)", r.Failed, r.Requests, 100*r.FailedRatio(), took[i][j].Seconds()))
-		}
-	}
-	t.Log(table.String())
+			return fmt.Sprintf("%d/%d (%.0f%%; %.1fs)", r.Failed, r.Requests, 100*r.FailedRatio(), took[i][j].Seconds())
+		}))
 	for i, tc := range cases {
 		none := results[i][0]
 		if none.Failed == 0 {
@@ -150,4 +142,31 @@ func restartUnderTraffic(t *testing.T, tc trafficCase, run trafficRun) simtest.R
 	r := b.Stop()
 	t.Logf("%s over %.1fs of Nomad's time; failed per second %v", r, r.Elapsed.Seconds(), r.FailedPerSecond)
 	return r
+}
+
+// trafficTable lays out the figures of the traffic cases for the test's log: the title, a
+// header of the columns' names, then a row a case, its name then cell(row, column) of each
+// column, names padded to nameWidth and cells to cellWidth.
+func trafficTable(title string, nameWidth, cellWidth int, columns, rows []string, cell func(row, column int) string) string {
+	var table strings.Builder
+	fmt.Fprintf(&table, "%s\n%-*s", title, nameWidth, "")
+	for _, c := range columns {
+		fmt.Fprintf(&table, " | %-*s", cellWidth, c)
+	}
+	for i, r := range rows {
+		fmt.Fprintf(&table, "\n%-*s", nameWidth, r)
+		for j := range columns {
+			fmt.Fprintf(&table, " | %-*s", cellWidth, cell(i, j))
+		}
+	}
+	return table.String()
+}
+
+// names are the names of items, in order.
+func names[T any](items []T, name func(T) string) []string {
+	out := make([]string, len(items))
+	for i, item := range items {
+		out[i] = name(item)
+	}
+	return out
 }

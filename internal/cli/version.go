@@ -7,20 +7,8 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/buildinfo"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 )
-
-const helpVersion = `
-Usage: nomad-restart version [-json]
-
-  Print the version of nomad-restart, as "nomad version" prints Nomad's: the
-  version, the date of the commit it was built from and its revision, then
-  the Go toolchain and the version of Nomad's API module it was built with.
-  A development build (not from a release) says "dev" and, when the toolchain
-  recorded them, the revision and date of the checkout it was built from.
-  "nomad-restart -version" is the same.
-
-  -json    Print the same as one JSON object.
-`
 
 // versionOutput is `version -json`.
 type versionOutput struct {
@@ -33,7 +21,10 @@ type versionOutput struct {
 	NomadAPIVersion string
 }
 
-func (a *app) cmdVersion(_ context.Context, args []string) error {
+// versionCommand is `nomad-restart version`.
+type versionCommand struct{}
+
+func (versionCommand) Run(_ context.Context, a *app, args []string) error {
 	fs := newFlagSet("version")
 	var jsonOut bool
 	fs.BoolVar(&jsonOut, "json", false, "")
@@ -52,11 +43,28 @@ func (a *app) cmdVersion(_ context.Context, args []string) error {
 		if !info.BuildDate.IsZero() {
 			out.BuildDate = info.BuildDate.Format(time.RFC3339)
 		}
-		return writeJSON(a.stdout, out)
+		return output.WriteJSON(a.stdout, out)
 	}
 	fmt.Fprint(a.stdout, versionText(info))
 	return nil
 }
+
+// Help is `nomad-restart version -help`.
+func (versionCommand) Help() string {
+	return `Usage: nomad-restart version [-json]
+
+  Print the version of nomad-restart, as "nomad version" prints Nomad's: the
+  version, the date of the commit it was built from and its revision, then
+  the Go toolchain and the version of Nomad's API module it was built with.
+  A development build (not from a release) says "dev" and, when the toolchain
+  recorded them, the revision and date of the checkout it was built from.
+  "nomad-restart -version" is the same.
+
+  -json    Print the same as one JSON object.
+`
+}
+
+func (versionCommand) Synopsis() string { return "Print the version" }
 
 // versionText lays info out as Nomad's `nomad version` does ("Nomad v1.9.3", then
 // "BuildDate <RFC 3339>" and "Revision <sha>" when known), with the Go toolchain and the

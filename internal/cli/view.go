@@ -8,13 +8,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // printer returns a printer on stdout for this invocation.
-func (a *app) printer(verbose, jsonOut bool) *printer {
-	return &printer{out: a.stdout, tty: a.interactive && !jsonOut, width: a.width, verbose: verbose, json: jsonOut, now: a.now}
+func (a *app) printer(verbose, jsonOut bool) *output.Printer {
+	return &output.Printer{Out: a.stdout, TTY: a.interactive && !jsonOut, Width: a.width, Verbose: verbose, JSON: jsonOut}
 }
 
 // eventQueue is an unbounded queue between the engine's sink, which must never block (the
@@ -62,7 +63,7 @@ func (q *eventQueue) take() ([]restart.Event, bool) {
 // view shows a restart live: events, the progress line, and questions.
 type view struct {
 	a       *app
-	p       *printer
+	p       *output.Printer
 	eng     restarter
 	st      store.Store
 	rec     *restart.Record // latest known record (the plan, or what Watch returned)
@@ -79,12 +80,12 @@ type view struct {
 	hinted bool
 }
 
-func (a *app) newView(p *printer, eng restarter, st store.Store, rec *restart.Record) *view {
+func (a *app) newView(p *output.Printer, eng restarter, st store.Store, rec *restart.Record) *view {
 	return &view{a: a, p: p, eng: eng, st: st, rec: rec, tr: newTracker(rec), lastSeq: rec.LastSeq()}
 }
 
 // prompting says whether questions are asked on this terminal.
-func (v *view) prompting() bool { return v.a.interactive && !v.p.json }
+func (v *view) prompting() bool { return v.a.interactive && !v.p.JSON }
 
 // handleEvent prints one event and reacts to questions and answers.
 func (v *view) handleEvent(ctx context.Context, ev restart.Event) {
@@ -97,27 +98,27 @@ func (v *view) handleEvent(ctx context.Context, ev restart.Event) {
 	v.tr.apply(ev)
 	switch ev.Type {
 	case restart.EventQuestion:
-		if v.p.json {
-			v.p.event(ev) // scripts answer with `nomad-restart answer`
+		if v.p.JSON {
+			v.p.Event(ev) // scripts answer with `nomad-restart answer`
 			return
 		}
 		// The prompt (or, without a terminal, the question and how to answer it) is the
 		// question's line.
 		if !v.question(ctx, nil) {
-			v.p.event(ev)
+			v.p.Event(ev)
 		}
 		return
 	case restart.EventAnswer:
 		if v.asking != nil && !v.answeredHere {
 			// Answered from another terminal: drop our prompt.
-			v.p.plain("")
+			v.p.Plain("")
 			v.asking = nil
 		}
 		v.answeredHere = false
 	}
-	v.p.event(ev)
-	if v.p.showsProgress() {
-		v.p.setProgress(v.tr.line(v.a.now()))
+	v.p.Event(ev)
+	if v.p.ShowsProgress() {
+		v.p.SetProgress(v.tr.line(v.a.now()))
 	}
 }
 
@@ -128,7 +129,7 @@ func (v *view) question(ctx context.Context, rec *restart.Record) bool {
 	if rec == nil {
 		r, err := v.st.Get(ctx, v.rec.Namespace, v.rec.ID)
 		if err != nil {
-			v.p.detail(v.a.now(), fmt.Sprintf("cannot read the question of restart %s: %v", v.rec.ID, err))
+			v.p.Detail(v.a.now(), fmt.Sprintf("cannot read the question of restart %s: %v", v.rec.ID, err))
 			return false
 		}
 		rec = r
@@ -138,13 +139,13 @@ func (v *view) question(ctx context.Context, rec *restart.Record) bool {
 		return false
 	}
 	v.asked = q.ID
-	if v.p.json {
+	if v.p.JSON {
 		return false
 	}
 	if !v.prompting() {
-		v.p.header(q.Asked, q.Prompt())
-		id := shortID(rec.ID, v.p.verbose)
-		v.p.detail(v.a.now(), fmt.Sprintf("No terminal to ask on: answer with `nomad-restart answer %s yes|no|<duration>`", id))
+		v.p.Header(q.Asked, q.Prompt())
+		id := output.ShortID(rec.ID, v.p.Verbose)
+		v.p.Detail(v.a.now(), fmt.Sprintf("No terminal to ask on: answer with `nomad-restart answer %s yes|no|<duration>`", id))
 		return true
 	}
 	v.asking = q
@@ -153,8 +154,8 @@ func (v *view) question(ctx context.Context, rec *restart.Record) bool {
 }
 
 func (v *view) prompt() {
-	v.p.clearProgress()
-	fmt.Fprintf(v.a.stdout, "==> %s: %s ", formatTime(v.a.now()), indent(v.asking.Prompt(), timestampPrefixLen))
+	v.p.ClearProgress()
+	fmt.Fprintf(v.a.stdout, "==> %s: %s ", output.FormatTime(v.a.now()), output.Indent(v.asking.Prompt(), output.TimestampPrefixLen))
 }
 
 // line handles a line typed while a question is open (ok false: end of input).
@@ -170,7 +171,7 @@ func (v *view) line(ctx context.Context, text string, ok bool) {
 	}
 	text = restart.AtPrompt(q, text)
 	if _, err := restart.ParseAnswer(q, text); err != nil {
-		v.p.plain(strings.Repeat(" ", timestampPrefixLen) + fmt.Sprintf("Invalid answer %q", strings.TrimSpace(text)))
+		v.p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Invalid answer %q", strings.TrimSpace(text)))
 		v.prompt()
 		return
 	}
@@ -178,13 +179,13 @@ func (v *view) line(ctx context.Context, text string, ok bool) {
 	v.answeredHere = true
 	if _, err := v.eng.Answer(ctx, v.rec.Namespace, v.rec.ID, text, v.a.by()); err != nil {
 		v.answeredHere = false
-		v.p.header(v.a.now(), fmt.Sprintf("Answer not taken: %s", oneLine(err.Error())))
+		v.p.Header(v.a.now(), fmt.Sprintf("Answer not taken: %s", output.OneLine(err.Error())))
 	}
 }
 
 // drive runs a restart in this process (driveHere) with live output until it ends, or until
 // ctx ends (Ctrl-C or SIGTERM: detach, leaving the record consistent for `resume`).
-func (a *app) drive(ctx context.Context, p *printer, eng restarter, st store.Store, rec *restart.Record, verbose bool, driveHere driveFunc) error {
+func (a *app) drive(ctx context.Context, p *output.Printer, eng restarter, st store.Store, rec *restart.Record, verbose bool, driveHere driveFunc) error {
 	v := a.newView(p, eng, st, rec)
 	q := newEventQueue()
 	driveCtx, stop := context.WithCancel(ctx)
@@ -227,52 +228,52 @@ func (a *app) drive(ctx context.Context, p *printer, eng restarter, st store.Sto
 			}
 			v.line(ctx, text, ok)
 		case <-ticker.C:
-			if v.asking == nil && p.showsProgress() {
-				p.setProgress(v.tr.line(a.now()))
+			if v.asking == nil && p.ShowsProgress() {
+				p.SetProgress(v.tr.line(a.now()))
 			}
 		}
 	}
 }
 
 // finish prints the end of a driven restart and returns its exit status.
-func (a *app) finish(ctx context.Context, p *printer, v *view, rec *restart.Record, err error, verbose bool) error {
-	p.clearProgress()
+func (a *app) finish(ctx context.Context, p *output.Printer, v *view, rec *restart.Record, err error, verbose bool) error {
+	p.ClearProgress()
 	id := v.rec.ID
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			if p.json && rec != nil {
-				p.jsonLine(rec)
+			if p.JSON && rec != nil {
+				p.JSONLine(rec)
 			}
-			fmt.Fprintf(a.stderr, "Detached from restart %s; it is not running now. Resume it with `nomad-restart resume %s`\n", shortID(id, verbose), shortID(id, verbose))
+			fmt.Fprintf(a.stderr, "Detached from restart %s; it is not running now. Resume it with `nomad-restart resume %s`\n", output.ShortID(id, verbose), output.ShortID(id, verbose))
 			return &exitError{code: 1}
 		case errors.Is(err, store.ErrLeaseHeld):
 			return leaseHeldError(id, verbose)
 		}
-		return fmt.Errorf("driving restart %s: %s; resume it with `nomad-restart resume %s`", shortID(id, verbose), oneLine(errorText(err)), shortID(id, verbose))
+		return fmt.Errorf("driving restart %s: %s; resume it with `nomad-restart resume %s`", output.ShortID(id, verbose), output.OneLine(errorText(err)), output.ShortID(id, verbose))
 	}
 	return a.report(p, rec, verbose, exitForRun(rec))
 }
 
 // report prints a finished restart's outcome and returns the exit status code.
-func (a *app) report(p *printer, rec *restart.Record, verbose bool, code int) error {
-	if p.json {
-		p.jsonLine(rec)
+func (a *app) report(p *output.Printer, rec *restart.Record, verbose bool, code int) error {
+	if p.JSON {
+		p.JSONLine(rec)
 	} else {
 		failed := failedAllocs(rec)
 		switch {
 		case rec.Status == restart.StatusSucceeded && len(failed) == 0:
-			p.plain("\nJob restarted successfully!")
+			p.Plain("\nJob restarted successfully!")
 		case len(failed) > 0:
-			fmt.Fprintf(a.stderr, "\n%s occurred while restarting job:\n", plural(len(failed), "error", "errors"))
+			fmt.Fprintf(a.stderr, "\n%s occurred while restarting job:\n", output.Plural(len(failed), "error", "errors"))
 			for _, f := range failed {
-				fmt.Fprintf(a.stderr, "* %s\n", indent(p.ids(f.Error), 2))
+				fmt.Fprintf(a.stderr, "* %s\n", output.Indent(p.IDs(f.Error), 2))
 			}
 			if hint := aclHint(rec, failed); hint != "" {
 				fmt.Fprintf(a.stderr, "\n%s\n", hint)
 			}
 		case rec.Status == restart.StatusFailed && rec.Reason != "":
-			fmt.Fprintf(a.stderr, "\n%s\n", p.ids(rec.Reason))
+			fmt.Fprintf(a.stderr, "\n%s\n", p.IDs(rec.Reason))
 		}
 	}
 	if code == 0 {
@@ -308,11 +309,4 @@ func failedAllocs(rec *restart.Record) []restart.AllocProgress {
 		}
 	}
 	return out
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }

@@ -3,21 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/cli/changereport"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
-	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -155,7 +152,7 @@ func TestWatchesList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, s := range []string{"Job", "Last Rollout", `Nomad variable "nomad/jobs/web/config" (namespace default, region global)`, "web-bad", "no: invalid meta", "web-loud", noneNomad, "Last Rollout is the job's newest"} {
+	for _, s := range []string{"Job", "Last Rollout", `Nomad variable "nomad/jobs/web/config" (namespace default, region global)`, "web-bad", "no: invalid meta", "web-loud", changereport.NoneNomad, "Last Rollout is the job's newest"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("list lacks %q:\n%s", s, out)
 		}
@@ -251,113 +248,6 @@ func TestWatchesACL(t *testing.T) {
 	}
 }
 
-// groupWithVar is a group of count allocations whose task reads one Nomad variable with
-// change_mode noop.
-func groupWithVar(name string, count int, meta map[string]string) *api.TaskGroup {
-	tg := api.NewTaskGroup(name, count)
-	task := api.NewTask("main", "docker")
-	body, dest, mode := `{{ nomadVar "nomad/jobs/app" }}`, "local/app.env", "noop"
-	task.Templates = []*api.Template{{EmbeddedTmpl: &body, DestPath: &dest, ChangeMode: &mode}}
-	tg.AddTask(task)
-	tg.Meta = meta
-	return tg
-}
-
-func explainedJob(typ string, meta map[string]string, groups ...*api.TaskGroup) *api.Job {
-	id := "app"
-	job := &api.Job{ID: &id, Type: &typ, Meta: meta}
-	for _, tg := range groups {
-		job.AddTaskGroup(tg)
-	}
-	return job
-}
-
-func TestExplainOutcome(t *testing.T) {
-	auto := map[string]string{onchange.KeyOnChange: "auto"}
-	cases := []struct {
-		name string
-		job  *api.Job
-		want string
-	}{
-		{"one group rolls", explainedJob(api.JobTypeService, auto, groupWithVar("web", 3, nil)),
-			`On a change of a source a group watches, the agent restarts group "web"'s 3 allocations in batches of 1 (tasks running, on error fail), 10s after the last change of a burst.`},
-		{"a group opted out", explainedJob(api.JobTypeService, auto, groupWithVar("web", 1, map[string]string{onchange.KeyBatchSize: "50%", onchange.KeyDebounce: "1m"}),
-			groupWithVar("db", 2, map[string]string{onchange.KeyOnChange: "off"})),
-			`the agent restarts group "web"'s 1 allocation in batches of 50% (tasks running, on error fail), 1m0s after the last change of a burst. Not rolled: group "db" opted out.`},
-		{"system job", explainedJob(api.JobTypeSystem, auto, groupWithVar("agent", 1, map[string]string{onchange.KeyHealth: "none"})),
-			`restarts every allocation of group "agent" in batches of 1 (no health gate, on error fail)`},
-		{"nobody opted in", explainedJob(api.JobTypeService, nil, groupWithVar("web", 3, nil)),
-			`Nothing would happen on a change: group "web" has not opted in (add "nomad-restart.on-change" = "auto" to its meta or the job's).`},
-		{"nothing to watch", explainedJob(api.JobTypeService, auto, api.NewTaskGroup("web", 1)),
-			`Nothing would happen on a change: group "web" reads no Nomad variable or Consul key the agent can watch.`},
-		{"invalid meta", explainedJob(api.JobTypeService, map[string]string{onchange.KeyOnChange: "auto", onchange.KeySurge: "-1"}, groupWithVar("web", 1, nil)),
-			`Nothing would happen on a change: group "web" has invalid meta (see Problems).`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			spec := cluster.NewJobSpec(tc.job)
-			got := explainOutcome(spec, onchange.Analyze(spec.OnChange()))
-			if !strings.Contains(got, tc.want) {
-				t.Errorf("outcome:\n%s\nwant it to contain:\n%s", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestConsentText(t *testing.T) {
-	cases := []struct {
-		name          string
-		jobMeta, grpM map[string]string
-		want          string
-	}{
-		{"job level", map[string]string{onchange.KeyOnChange: "auto"}, nil, `yes: nomad-restart.on-change = "auto" in the job's meta`},
-		{"group wins", map[string]string{onchange.KeyOnChange: "auto"}, map[string]string{onchange.KeyOnChange: "off"}, `no: opted out with nomad-restart.on-change = "off" in the group's meta`},
-		{"explicit", nil, map[string]string{onchange.KeyOnChange: "nomad:nomad/jobs/app"}, `yes, to the sources named in nomad-restart.on-change = "nomad:nomad/jobs/app" in the group's meta`},
-		{"none", nil, nil, "no: neither the job's nor the group's meta sets nomad-restart.on-change"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			job := explainedJob(api.JobTypeService, tc.jobMeta, groupWithVar("web", 1, tc.grpM))
-			spec := cluster.NewJobSpec(job)
-			if got := consentText(spec, onchange.Analyze(spec.OnChange()).Groups[0]); got != tc.want {
-				t.Errorf("consent = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestRolloutHealth checks that the gate and its times are those the engine would plan:
-// checks where the group has some, with the update block's times unless the meta sets them.
-func TestRolloutHealth(t *testing.T) {
-	checked := func(meta map[string]string) *api.Job {
-		tg := groupWithVar("web", 2, meta)
-		tg.Services = []*api.Service{{Name: "web", Checks: []api.ServiceCheck{{Name: "ready", Type: "http"}}}}
-		minH, deadline := 30*time.Second, 2*time.Minute
-		tg.Update = &api.UpdateStrategy{MinHealthyTime: &minH, HealthyDeadline: &deadline}
-		return explainedJob(api.JobTypeService, map[string]string{onchange.KeyOnChange: "auto"}, tg)
-	}
-	cases := []struct {
-		name           string
-		job            *api.Job
-		mode           restart.HealthMode
-		minH, deadline time.Duration
-	}{
-		{"checks from the update block", checked(nil), restart.HealthChecks, 30 * time.Second, 2 * time.Minute},
-		{"meta wins", checked(map[string]string{onchange.KeyMinHealthyTime: "5s", onchange.KeyHealthyDeadline: "1m"}), restart.HealthChecks, 5 * time.Second, time.Minute},
-		{"running asked", checked(map[string]string{onchange.KeyHealth: "running"}), restart.HealthRunning, 0, 2 * time.Minute},
-		{"no checks", explainedJob(api.JobTypeService, nil, groupWithVar("web", 1, nil)), restart.HealthRunning, 0, restart.DefaultHealthyDeadline},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			spec := cluster.NewJobSpec(tc.job)
-			mode, minH, deadline := rolloutHealth(spec, onchange.Analyze(spec.OnChange()).Groups[0])
-			if mode != tc.mode || minH != tc.minH || deadline != tc.deadline {
-				t.Errorf("got %s %s %s, want %s %s %s", mode, minH, deadline, tc.mode, tc.minH, tc.deadline)
-			}
-		})
-	}
-}
-
 // rowOf returns the listing's row of the job that names source.
 func rowOf(t *testing.T, out, job, source string) string {
 	t.Helper()
@@ -386,16 +276,16 @@ func TestWatchesLastChangeAndRollout(t *testing.T) {
 	if f.config.ModifyIndex <= f.first {
 		t.Fatalf("the second write's index %d is not above the first's %d", f.config.ModifyIndex, f.first)
 	}
-	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, formatTime(time.Unix(0, f.config.ModifyTime)))
-	wantRollout := shortID(f.rollout.ID, false) + " (succeeded)"
+	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, output.FormatTime(time.Unix(0, f.config.ModifyTime)))
+	wantRollout := output.ShortID(f.rollout.ID, false) + " (succeeded)"
 	checks := []struct{ job, source, want string }{
 		{"web", `"nomad/jobs/web/config"`, wantChange},
 		{"web", `"nomad/jobs/web/config"`, wantRollout},
-		{"web", `"nomad/jobs/web/extra"`, noneNomad},
+		{"web", `"nomad/jobs/web/extra"`, changereport.NoneNomad},
 		{"web", `"nomad/jobs/web/extra"`, wantRollout},
-		{"web-loud", `"nomad/jobs/web-loud"`, noneNomad},
+		{"web-loud", `"nomad/jobs/web-loud"`, changereport.NoneNomad},
 		{"web-kv", `Consul key "web/config"`, fmt.Sprintf("index %d ", f.kvIndex)},
-		{"web-list", `Nomad variables under "nomad/jobs/web/"`, fmt.Sprintf("index %d at %s", f.under.ModifyIndex, formatTime(time.Unix(0, f.under.ModifyTime)))},
+		{"web-list", `Nomad variables under "nomad/jobs/web/"`, fmt.Sprintf("index %d at %s", f.under.ModifyIndex, output.FormatTime(time.Unix(0, f.under.ModifyTime)))},
 	}
 	for _, ck := range checks {
 		if row := rowOf(t, out, ck.job, ck.source); !strings.Contains(row, ck.want) {
@@ -405,7 +295,7 @@ func TestWatchesLastChangeAndRollout(t *testing.T) {
 	if row := rowOf(t, out, "web-loud", "web-loud"); !strings.HasSuffix(strings.TrimSpace(row), "  none") {
 		t.Errorf("web-loud has no rollout, its row should end with none: %q", row)
 	}
-	if strings.Contains(out, shortID(f.operator.ID, false)) {
+	if strings.Contains(out, output.ShortID(f.operator.ID, false)) {
 		t.Errorf("the operator's restart, which has no triggers, is shown as a rollout:\n%s", out)
 	}
 	assertNoMutationsSince(t, f.c, before)
@@ -455,8 +345,8 @@ func TestWatchesLastChangeJSON(t *testing.T) {
 		cfg.LastChange.Time == nil || !cfg.LastChange.Time.Equal(time.Unix(0, f.config.ModifyTime)) {
 		t.Errorf("web's config source = %+v, want index %d at %v", cfg, f.config.ModifyIndex, time.Unix(0, f.config.ModifyTime))
 	}
-	if extra.LastChange != nil || extra.Note != noneNomad {
-		t.Errorf("missing variable = %+v, want LastChange null and Note %q", extra, noneNomad)
+	if extra.LastChange != nil || extra.Note != changereport.NoneNomad {
+		t.Errorf("missing variable = %+v, want LastChange null and Note %q", extra, changereport.NoneNomad)
 	}
 	if web.LastRollout == nil || web.LastRollout.ID != f.rollout.ID || web.LastRollout.Status != "succeeded" {
 		t.Errorf("web's LastRollout = %+v, want %s succeeded", web.LastRollout, f.rollout.ID)
@@ -498,8 +388,8 @@ func TestWatchesExplainLastFacts(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, formatTime(time.Unix(0, f.config.ModifyTime)))
-	for _, s := range []string{"\nLast Changes\n", wantChange, noneNomad, "Last Rollout = " + shortID(f.rollout.ID, false) + " (succeeded)"} {
+	wantChange := fmt.Sprintf("index %d at %s", f.config.ModifyIndex, output.FormatTime(time.Unix(0, f.config.ModifyTime)))
+	for _, s := range []string{"\nLast Changes\n", wantChange, changereport.NoneNomad, "Last Rollout = " + output.ShortID(f.rollout.ID, false) + " (succeeded)"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("explain lacks %q:\n%s", s, out)
 		}
@@ -509,7 +399,7 @@ func TestWatchesExplainLastFacts(t *testing.T) {
 	}
 
 	code, out, errOut = runWithoutConsul(ctx, f.e, "watches", "-explain", "web-kv")
-	if code != 0 || !strings.Contains(out, noConsul) || !strings.Contains(out, "Last Rollout = none") {
+	if code != 0 || !strings.Contains(out, changereport.NoConsul) || !strings.Contains(out, "Last Rollout = none") {
 		t.Errorf("without Consul: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = runWithoutConsul(ctx, f.e, "watches", "-explain", "-consul-address", f.c.ConsulAddr(), "web-kv")
@@ -554,140 +444,8 @@ func TestWatchesUnlistableVariable(t *testing.T) {
 	if row := rowOf(t, out, "web", `"nomad/jobs/web/config"`); !strings.Contains(row, "index ") {
 		t.Errorf("the listable variable shows no index: %s", row)
 	}
-	if row := rowOf(t, out, "web", `"nomad/jobs/web/extra"`); !strings.Contains(row, noneNomad) {
-		t.Errorf("the unlistable variable should read as %q: %s", noneNomad, row)
+	if row := rowOf(t, out, "web", `"nomad/jobs/web/extra"`); !strings.Contains(row, changereport.NoneNomad) {
+		t.Errorf("the unlistable variable should read as %q: %s", changereport.NoneNomad, row)
 	}
 	assertNoMutationsSince(t, c, before)
-}
-
-func TestNewestTriggered(t *testing.T) {
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	trig := []restart.Trigger{{Source: "nomad:nomad/jobs/web/config", NewIndex: 9}}
-	recs := []*restart.Record{
-		{ID: "operator-newest", CreateTime: at.Add(3 * time.Minute)},
-		{ID: "rollout-older", CreateTime: at, Triggers: trig},
-		{ID: "rollout-newer", CreateTime: at.Add(time.Minute), Triggers: trig},
-	}
-	if got := newestTriggered(recs); got == nil || got.ID != "rollout-newer" {
-		t.Errorf("newest triggered = %+v, want rollout-newer", got)
-	}
-	if got := newestTriggered(recs[:1]); got != nil {
-		t.Errorf("a restart without triggers is no rollout, got %+v", got)
-	}
-}
-
-// failingStore is a store whose listing fails: the last rollout is then unknown, not
-// "none".
-type failingStore struct{ store.Store }
-
-func (failingStore) Kind() string { return "nomad" }
-func (failingStore) List(context.Context, store.Filter) ([]*restart.Record, error) {
-	return nil, errors.New("connection refused")
-}
-
-func TestLastRolloutUnknownWhenAStoreFails(t *testing.T) {
-	f := watchFacts{stores: []store.Store{failingStore{}}}
-	got, note := f.lastRollout(context.Background(), "default", "web")
-	if got != nil || !strings.HasPrefix(note, "unknown (listing restarts in the nomad store: connection refused") {
-		t.Errorf("got %+v, note %q", got, note)
-	}
-	if text := (watchedJob{LastRolloutNote: note}).rolloutText(); text != note {
-		t.Errorf("cell = %q, want the note", text)
-	}
-}
-
-func TestFactTexts(t *testing.T) {
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	consulTree := onchange.Source{Kind: onchange.ConsulPrefix, Path: "web/"}
-	nomadTree := onchange.Source{Kind: onchange.NomadPrefix, Path: "nomad/jobs/", Namespace: "team"}
-	denied := func(src onchange.Source, err error) error { return &sourcewatch.DeniedError{Source: src, Err: err} }
-	cases := []struct {
-		name string
-		got  string
-		want string
-	}{
-		{"nomad change", changeText(sourceFact{LastChange: &changeFact{Index: 42, Time: &at}}), "index 42 at " + formatTime(at)},
-		{"consul change", changeText(sourceFact{LastChange: &changeFact{Index: 7}}), "index 7"},
-		{"missing", changeText(sourceFact{Note: noneNomad}), noneNomad},
-		{"rollout", (watchedJob{LastRollout: &rolloutFact{ID: "0b0c3e52-7a3f-4a55-9d3e-2f4c6a1b9e10", Status: restart.StatusRunning}}).rolloutText(), "0b0c3e52 (running)"},
-		{"no rollout", (watchedJob{}).rolloutText(), "none"},
-		{"consul denied", sourceNote(consulTree, denied(consulTree, consulapi.StatusError{Code: 403, Body: "Permission denied"})),
-			`unknown (Consul denied the read: grant the Consul token key_prefix "web/" { policy = "read" })`},
-		{"nomad denied", sourceNote(nomadTree, denied(nomadTree, errors.New("Permission denied"))),
-			`unknown (Nomad refused the listing: check the token; it needs namespace "team" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } })`},
-		{"no consul", sourceNote(consulTree, fmt.Errorf("reading: %w", sourcewatch.ErrNoConsul)), noConsul},
-		{"nomad failed", sourceNote(nomadTree, errors.New("boom\nagain")), `unknown (listing variables under "nomad/jobs/": boom again)`},
-		{"consul failed", sourceNote(consulTree, errors.New("refused")), "unknown (reading Consul: refused; check -consul-address or CONSUL_HTTP_ADDR)"},
-	}
-	for _, tc := range cases {
-		if tc.got != tc.want {
-			t.Errorf("%s: got %q, want %q", tc.name, tc.got, tc.want)
-		}
-	}
-}
-
-// TestNewSourceFact checks how a source's State becomes its fact: an index with Nomad's
-// time, an index alone from Consul, a note for none or for an error.
-func TestNewSourceFact(t *testing.T) {
-	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.FixedZone("CET", 3600))
-	nomad := onchange.Source{Kind: onchange.NomadVariable, Path: "nomad/jobs/web/config", Namespace: "default"}
-	consul := onchange.Source{Kind: onchange.ConsulKey, Path: "web/config"}
-	cases := []struct {
-		name string
-		got  sourceFact
-		want string
-	}{
-		{"nomad", newSourceFact(nomad, sourcewatch.State{Index: 42, Count: 1, ChangedAt: at}), "index 42 at " + formatTime(at)},
-		{"consul", newSourceFact(consul, sourcewatch.State{Index: 7, Count: 1}), "index 7"},
-		{"nomad none", newSourceFact(nomad, sourcewatch.State{}), noneNomad},
-		{"consul none", newSourceFact(consul, sourcewatch.State{}), noneConsul},
-		{"no consul", newSourceFact(consul, sourcewatch.State{Err: sourcewatch.ErrNoConsul}), noConsul},
-	}
-	for _, tc := range cases {
-		if got := changeText(tc.got); got != tc.want {
-			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
-		}
-	}
-	if f := newSourceFact(nomad, sourcewatch.State{Index: 42, Count: 1, ChangedAt: at}); f.LastChange.Time.Location() != time.UTC {
-		t.Errorf("a Nomad time is kept in %s, want UTC as before", f.LastChange.Time.Location())
-	}
-}
-
-// watches -explain says, per group, where a rollout's restarts lose requests through a
-// balancer, as run's plan does: a Consul service without shutdown_delay does, one with a
-// delay does not, and a Nomad service always does.
-func TestExplainShowsRequestsAtRisk(t *testing.T) {
-	auto := map[string]string{onchange.KeyOnChange: "auto"}
-	withService := func(provider string, delay time.Duration) *api.Job {
-		tg := groupWithVar("web", 3, nil)
-		tg.Services = []*api.Service{{Name: "web", Provider: provider}}
-		if delay > 0 {
-			tg.ShutdownDelay = &delay
-		}
-		return explainedJob(api.JobTypeService, auto, tg)
-	}
-	cases := []struct {
-		name string
-		job  *api.Job
-		want []string // "" : no section
-	}{
-		{"consul without delay", withService("consul", 0), []string{"Requests at Risk", `group web: service "web" stopped with no delay`, "shutdown_delay"}},
-		{"consul with delay", withService("consul", 2*time.Second), nil},
-		{"nomad provider", withService("nomad", 2*time.Second), []string{"Requests at Risk", "Nomad's catalog has no health"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			spec := cluster.NewJobSpec(tc.job)
-			var out strings.Builder
-			printExplain(&out, spec, watchedJob{Explain: onchange.Analyze(spec.OnChange())})
-			if tc.want == nil && strings.Contains(out.String(), "Requests at Risk") {
-				t.Errorf("explain warns of requests at risk:\n%s", out.String())
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("explain lacks %q:\n%s", w, out.String())
-				}
-			}
-		})
-	}
 }

@@ -26,11 +26,7 @@ func (a engineAdapter) Plan(ctx context.Context, namespace, job string, spec res
 	if err != nil {
 		return nil, err
 	}
-	out := &planned{Record: p.Record, Job: p.Job, Gates: measured, Warnings: p.Warnings}
-	for _, s := range p.Skipped {
-		out.Skipped = append(out.Skipped, skippedAlloc{Alloc: s.Alloc, Reason: s.Reason})
-	}
-	return out, nil
+	return &planned{Record: p.Record, Job: p.Job, Skipped: p.Skipped, Gates: measured, Warnings: p.Warnings}, nil
 }
 
 func (a engineAdapter) Create(ctx context.Context, rec *restart.Record) error {

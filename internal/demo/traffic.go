@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -7,8 +7,7 @@ import (
 )
 
 // loadBalancer is a load balancer in front of the demo's service that counts the requests
-// its clients would see fail (nomadsim/traffic's, which demo.go alone may import: see
-// demoBalancer). Start and stop once each.
+// its clients would see fail (nomadsim/traffic's: see balancer). Start and stop once each.
 type loadBalancer interface {
 	// Start reads the catalog once and starts sending requests.
 	Start(ctx context.Context) error
@@ -25,23 +24,23 @@ type requestCounts struct {
 	requests, failed int
 }
 
-// demoRequestEvery is how often the load balancer sends a request: every 10 ms of the
+// requestEvery is how often the load balancer sends a request: every 10 ms of the
 // simulation's clock, as the tests' balancer does, and no more than 200 times a real
 // second (-time-scale 10 would otherwise send 1,000), so that the traffic does not load
 // the machine that runs the restarts it measures: it shares the machine's cores with the
 // simulated cluster and the restarts' driver, whose pace the other figures measure.
-func demoRequestEvery(scale float64) time.Duration {
+func requestEvery(scale float64) time.Duration {
 	return max(10*time.Millisecond, time.Duration(float64(5*time.Millisecond)*scale))
 }
 
-// demoAnsweringWithin bounds, in real time, the wait for the load balancer to see every
+// answeringWithin bounds, in real time, the wait for the load balancer to see every
 // instance answer: before a restart they already serve, and after it they have passed
 // their checks, so only the balancer's next refresh (a simulated second) is left.
-const demoAnsweringWithin = time.Minute
+const answeringWithin = time.Minute
 
-// demoPollEvery is how often the wait asks whether every instance answers: each ask sends
+// pollEvery is how often the wait asks whether every instance answers: each ask sends
 // a request to every instance, beside the balancer's own traffic.
-const demoPollEvery = 50 * time.Millisecond
+const pollEvery = 50 * time.Millisecond
 
 // startCounting starts lb and, once every one of count instances answers through it,
 // starts its counts over: what a restart costs the service's clients is counted from
@@ -72,11 +71,11 @@ func stopCounting(ctx context.Context, lb loadBalancer, count int) (requestCount
 }
 
 // waitAnswering waits until lb lists count instances and each answers, within
-// demoAnsweringWithin.
+// answeringWithin.
 func waitAnswering(ctx context.Context, lb loadBalancer, count int) error {
-	wctx, cancel := context.WithTimeout(ctx, demoAnsweringWithin)
+	wctx, cancel := context.WithTimeout(ctx, answeringWithin)
 	defer cancel()
-	tick := time.NewTicker(demoPollEvery)
+	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for !lb.Answering(count) {
 		select {
@@ -84,7 +83,7 @@ func waitAnswering(ctx context.Context, lb loadBalancer, count int) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			return fmt.Errorf("the load balancer did not see all %d instances answer within %s", count, demoAnsweringWithin)
+			return fmt.Errorf("the load balancer did not see all %d instances answer within %s", count, answeringWithin)
 		case <-tick.C:
 		}
 	}

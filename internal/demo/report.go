@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 )
 
-// printComparison shows the two restarts' figures side by side.
-func printComparison(w io.Writer, r *demoResult) {
+// PrintComparison shows the two restarts' figures side by side.
+func PrintComparison(w io.Writer, r *Result) {
 	n, g := r.Nomad, r.NomadRestart
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 4, ' ', 0)
@@ -20,12 +20,12 @@ func printComparison(w io.Writer, r *demoResult) {
 	fmt.Fprintf(tw, "Restart ended after\t%.1fs\t%.1fs\n", n.RestartSeconds, g.RestartSeconds)
 	fmt.Fprintf(tw, "All %d serving again after\t%.1fs\t%.1fs\n", r.Count, n.Seconds, g.Seconds)
 	_ = tw.Flush()
-	fmt.Fprint(w, demoBalancerNote)
+	fmt.Fprint(w, balancerNote)
 }
 
-// demoBalancerNote says what the requests' figures measure, and why nomad-restart's are
+// balancerNote says what the requests' figures measure, and why nomad-restart's are
 // not zero: the sample service is of Nomad's provider.
-const demoBalancerNote = `
+const balancerNote = `
 The load balancer read the instances from Nomad's service catalog every second and sent them
 steady traffic, round-robin. That catalog has no health: the balancer keeps sending to a
 restarting instance until its next read, and lists it again as soon as its task runs, before
@@ -35,7 +35,7 @@ nomad-restart loses none (docs/benchmarks.md, issue 21).
 `
 
 // failedOf shows the requests that failed during a restart: "412 of 1,020 (40%)".
-func failedOf(f servingFigures) string {
+func failedOf(f Figures) string {
 	share := 0.0
 	if f.Requests > 0 {
 		share = float64(f.FailedRequests) / float64(f.Requests)
@@ -63,22 +63,4 @@ func sharePercent(share float64) string {
 		return "<1%"
 	}
 	return fmt.Sprintf("%.0f%%", pct)
-}
-
-// demoLookHint says how to look at the restarts: where the demo keeps its cluster up (with
-// -http-addr), the command and the page; otherwise how to keep it up.
-func demoLookHint(r *demoResult, nomadAddr, pageURL string, verbose bool) string {
-	id, nid := shortID(r.NomadRestart.RestartID, verbose), shortID(r.Nomad.RestartID, verbose)
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nRestart %s is nomad-restart's (%s is the one done as Nomad does); both are recorded in the\n", id, nid)
-	b.WriteString("simulated cluster's Nomad Variables, as on a real cluster.\n")
-	if pageURL == "" {
-		fmt.Fprintf(&b, "The simulated cluster ends with the demo: keep it up with `nomad-restart demo -http-addr 127.0.0.1:9646`\n")
-		fmt.Fprintf(&b, "to look at them with `nomad-restart status %s` and on the agent's page.\n", id)
-		return b.String()
-	}
-	fmt.Fprintf(&b, "The simulated cluster stays up until Ctrl-C. Look at them:\n")
-	fmt.Fprintf(&b, "    NOMAD_ADDR=%s nomad-restart status %s\n", nomadAddr, id)
-	fmt.Fprintf(&b, "    %s    (the agent's page)\n", pageURL)
-	return b.String()
 }

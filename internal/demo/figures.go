@@ -1,12 +1,12 @@
-package cli
+package demo
 
 import (
 	"math"
 	"time"
 )
 
-// servingFigures is what a restart did to the service, as `demo -json` prints it.
-type servingFigures struct {
+// Figures is what a restart did to the service, as `demo -json` prints it.
+type Figures struct {
 	// MinServing is the fewest instances that served at once.
 	MinServing int `json:"min_serving"`
 	// NoneServingShare is the share of the time, 0 to 1, during which no instance served.
@@ -30,12 +30,12 @@ type servingFigures struct {
 // figuresOf sums up samples taken from a restart's start (the first) until every instance
 // served again (the last), the restart having ended at ended. Each sample holds until the
 // next: the share of time with none serving is weighted by time, not by sample count.
-func figuresOf(samples []servingSample, ended time.Time) servingFigures {
+func figuresOf(samples []servingSample, ended time.Time) Figures {
 	if len(samples) == 0 {
-		return servingFigures{}
+		return Figures{}
 	}
 	start, last := samples[0].at, samples[len(samples)-1].at
-	f := servingFigures{MinServing: samples[0].serving}
+	f := Figures{MinServing: samples[0].serving}
 	var none time.Duration
 	for i, s := range samples {
 		f.MinServing = min(f.MinServing, s.serving)

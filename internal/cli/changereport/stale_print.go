@@ -1,20 +1,22 @@
-package cli
+package changereport
 
 import (
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 )
 
-// printStale prints, per job with stale allocations, a table of their re-rendered
+// PrintStale prints, per job with stale allocations, a table of their re-rendered
 // templates; then the templates whose re-renders cannot be seen; then a summary and the
 // commands that restart only the stale allocations. namespace is -namespace as given: the
 // commands name a job's namespace where it differs. named says the jobs were named on the
 // command line (a job without templates is then worth a word).
-func printStale(w io.Writer, list []staleJob, namespace string, named, verbose bool) {
+func PrintStale(w io.Writer, list []StaleJob, namespace string, named, verbose bool) {
 	if len(list) == 0 {
-		fmt.Fprintf(w, "No job with templates in namespace %q: nothing can run with a stale render\n", namespaceName(namespace))
+		fmt.Fprintf(w, "No job with templates in namespace %q: nothing can run with a stale render\n", NamespaceName(namespace))
 		return
 	}
 	allocs, jobs := 0, 0
@@ -29,8 +31,8 @@ func printStale(w io.Writer, list []staleJob, namespace string, named, verbose b
 		fmt.Fprintln(tw, "Alloc ID\tGroup\tTask\tTemplate\tBy\tRendered At\tTask Started\tStale For")
 		for _, a := range j.Allocs {
 			for _, t := range a.Templates {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(a.ID, verbose), a.Group, t.Task, t.Destination, t.By,
-					formatTime(t.RenderedAt), formatTime(t.TaskStartedAt), roundDuration(a.StaleFor))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", output.ShortID(a.ID, verbose), a.Group, t.Task, t.Destination, t.By,
+					output.FormatTime(t.RenderedAt), output.FormatTime(t.TaskStartedAt), output.RoundDuration(a.StaleFor))
 			}
 		}
 		_ = tw.Flush()
@@ -39,11 +41,11 @@ func printStale(w io.Writer, list []staleJob, namespace string, named, verbose b
 	printStaleNotFollowed(w, list, named)
 	if allocs == 0 {
 		fmt.Fprintf(w, "No stale allocations: no running allocation of the %s read has a template re-rendered after its tasks started.\n",
-			plural(len(list), "job", "jobs"))
+			output.Plural(len(list), "job", "jobs"))
 		return
 	}
 	fmt.Fprintf(w, "%s of %s run with templates re-rendered after their tasks started. Restart only those with:\n",
-		plural(allocs, "allocation", "allocations"), plural(jobs, "job", "jobs"))
+		output.Plural(allocs, "allocation", "allocations"), output.Plural(jobs, "job", "jobs"))
 	for _, j := range list {
 		if len(j.Allocs) > 0 {
 			fmt.Fprintf(w, "    %s\n", staleOnlyCommand(j, namespace))
@@ -53,8 +55,8 @@ func printStale(w io.Writer, list []staleJob, namespace string, named, verbose b
 
 // staleOnlyCommand is the command that restarts a job's stale allocations, naming its
 // namespace where -namespace did not.
-func staleOnlyCommand(j staleJob, namespace string) string {
-	if j.Namespace != namespaceName(namespace) {
+func staleOnlyCommand(j StaleJob, namespace string) string {
+	if j.Namespace != NamespaceName(namespace) {
 		return fmt.Sprintf("nomad-restart run -stale-only -namespace %s %s", j.Namespace, j.JobID)
 	}
 	return "nomad-restart run -stale-only " + j.JobID
@@ -63,7 +65,7 @@ func staleOnlyCommand(j staleJob, namespace string) string {
 // printStaleNotFollowed lists, briefly, the templates whose re-renders cannot be seen (the
 // first clause of the reason; -json has it whole), and the named jobs that have no
 // template at all.
-func printStaleNotFollowed(w io.Writer, list []staleJob, named bool) {
+func printStaleNotFollowed(w io.Writer, list []StaleJob, named bool) {
 	var rows []string
 	for _, j := range list {
 		for _, n := range j.NotFollowed {

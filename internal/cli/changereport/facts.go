@@ -1,4 +1,4 @@
-package cli
+package changereport
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -15,15 +16,15 @@ import (
 
 // Words of the listing for what is not an index: stable, users grep for them.
 const (
-	noneNomad   = "none (missing, or not listable by this token)"
-	noneConsul  = "none (missing, or not readable by this Consul token)"
-	noConsul    = "unknown (no Consul configured)"
-	noneRollout = "none"
+	NoneNomad   = "none (missing, or not listable by this token)"
+	NoneConsul  = "none (missing, or not readable by this Consul token)"
+	NoConsul    = "unknown (no Consul configured)"
+	NoneRollout = "none"
 )
 
-// watchedJob is one job of `watches -json` and `watches -explain -json`: the explanation
+// WatchedJob is one job of `watches -json` and `watches -explain -json`: the explanation
 // (its fields inline, as before) with the facts read from Nomad, Consul and the store.
-type watchedJob struct {
+type WatchedJob struct {
 	onchange.Explain
 	// Sources are the distinct sources the job's groups watch (or would watch), each with
 	// its last change.
@@ -40,7 +41,7 @@ type watchedJob struct {
 	FileAccessNote string `json:",omitempty"`
 }
 
-// The values of watchedJob.FileAccess.
+// The values of WatchedJob.FileAccess.
 const (
 	filesReadable = "readable"
 	filesDenied   = "denied"
@@ -68,35 +69,37 @@ type rolloutFact struct {
 	Status restart.Status
 }
 
-// watchFacts reads the facts of the listing. It only reads: the sources through
+// Facts reads the facts of the listing. It only reads: the sources through
 // sourcewatch, as the agent does (the variables' metadata listing, never a variable, so no
 // read capability on secrets is needed; Consul keys), and the restart records.
-type watchFacts struct {
-	sources sourceReader
-	stores  []store.Store
-	// files reads allocations and their files, to check that templates followed by
+type Facts struct {
+	// Sources reads the sources once, as the agent watches them.
+	Sources SourceReader
+	// Stores are where the restart records are read (the stores `status` reads).
+	Stores []store.Store
+	// Files reads allocations and their files, to check that templates followed by
 	// their file can be read; nil: not checked.
-	files staleCluster
+	Files JobFiles
 }
 
-// sourceReader reads the current state of config-change sources once (*sourcewatch.Hub).
-type sourceReader interface {
+// SourceReader reads the current state of config-change sources once (*sourcewatch.Hub).
+type SourceReader interface {
 	Read(ctx context.Context, sources []onchange.Source) map[onchange.Source]sourcewatch.State
 }
 
-// jobs reads the facts of explained jobs: their sources in one read (a source several
+// Jobs reads the facts of explained jobs: their sources in one read (a source several
 // jobs share is read once), and each job's last rollout.
-func (f watchFacts) jobs(ctx context.Context, explained []onchange.Explain) []watchedJob {
+func (f Facts) Jobs(ctx context.Context, explained []onchange.Explain) []WatchedJob {
 	sources := make([][]onchange.Source, len(explained))
 	var all []onchange.Source
 	for i, e := range explained {
 		sources[i] = distinctSources(e)
 		all = append(all, sources[i]...)
 	}
-	states := f.sources.Read(ctx, all)
-	out := make([]watchedJob, 0, len(explained))
+	states := f.Sources.Read(ctx, all)
+	out := make([]WatchedJob, 0, len(explained))
 	for i, e := range explained {
-		j := watchedJob{Explain: e, Sources: make([]sourceFact, 0, len(sources[i]))}
+		j := WatchedJob{Explain: e, Sources: make([]sourceFact, 0, len(sources[i]))}
 		for _, src := range sources[i] {
 			j.Sources = append(j.Sources, newSourceFact(src, states[src]))
 		}
@@ -131,9 +134,9 @@ func newSourceFact(src onchange.Source, st sourcewatch.State) sourceFact {
 	case st.Err != nil:
 		fact.Note = sourceNote(src, st.Err)
 	case st.Count == 0 && src.Kind.Nomad():
-		fact.Note = noneNomad
+		fact.Note = NoneNomad
 	case st.Count == 0:
-		fact.Note = noneConsul
+		fact.Note = NoneConsul
 	default:
 		fact.LastChange = &changeFact{Index: st.Index}
 		if !st.ChangedAt.IsZero() { // Consul keeps no time
@@ -154,22 +157,22 @@ func sourceNote(src onchange.Source, err error) string {
 	case errors.As(err, &denied):
 		return fmt.Sprintf("unknown (Consul denied the read: grant the Consul token %s)", denied.Rule())
 	case errors.Is(err, sourcewatch.ErrNoConsul):
-		return noConsul
+		return NoConsul
 	case src.Kind.Nomad():
-		return fmt.Sprintf("unknown (listing variables under %q: %s)", src.Path, oneLine(err.Error()))
+		return fmt.Sprintf("unknown (listing variables under %q: %s)", src.Path, output.OneLine(err.Error()))
 	}
-	return fmt.Sprintf("unknown (reading Consul: %s; check -consul-address or CONSUL_HTTP_ADDR)", oneLine(err.Error()))
+	return fmt.Sprintf("unknown (reading Consul: %s; check -consul-address or CONSUL_HTTP_ADDR)", output.OneLine(err.Error()))
 }
 
 // lastRollout is the newest record of the job that config-change triggers started, over
 // the stores `status` reads. A store that cannot be read makes the answer unknown rather
 // than "none", which would be a guess.
-func (f watchFacts) lastRollout(ctx context.Context, namespace, job string) (*rolloutFact, string) {
+func (f Facts) lastRollout(ctx context.Context, namespace, job string) (*rolloutFact, string) {
 	var newest *restart.Record
-	for _, st := range f.stores {
+	for _, st := range f.Stores {
 		recs, err := st.List(ctx, store.Filter{Namespace: namespace, JobID: job})
 		if err != nil {
-			return nil, fmt.Sprintf("unknown (listing restarts in the %s store: %s)", st.Kind(), oneLine(err.Error()))
+			return nil, fmt.Sprintf("unknown (listing restarts in the %s store: %s)", st.Kind(), output.OneLine(err.Error()))
 		}
 		if r := newestTriggered(recs); r != nil && (newest == nil || r.CreateTime.After(newest.CreateTime)) {
 			newest = r
@@ -201,22 +204,22 @@ func changeText(f sourceFact) string {
 	case f.LastChange.Time == nil:
 		return fmt.Sprintf("index %d", f.LastChange.Index)
 	}
-	return fmt.Sprintf("index %d at %s", f.LastChange.Index, formatTime(*f.LastChange.Time))
+	return fmt.Sprintf("index %d at %s", f.LastChange.Index, output.FormatTime(*f.LastChange.Time))
 }
 
 // rolloutText is the job's last rollout in a table cell: short ID and status.
-func (j watchedJob) rolloutText() string {
+func (j WatchedJob) rolloutText() string {
 	switch {
 	case j.LastRollout != nil:
-		return fmt.Sprintf("%s (%s)", shortID(j.LastRollout.ID, false), j.LastRollout.Status)
+		return fmt.Sprintf("%s (%s)", output.ShortID(j.LastRollout.ID, false), j.LastRollout.Status)
 	case j.LastRolloutNote != "":
 		return j.LastRolloutNote
 	}
-	return noneRollout
+	return NoneRollout
 }
 
 // sourceFactOf finds src's fact among the job's.
-func (j watchedJob) sourceFactOf(src onchange.Source) (sourceFact, bool) {
+func (j WatchedJob) sourceFactOf(src onchange.Source) (sourceFact, bool) {
 	for _, f := range j.Sources {
 		if f.Source == src {
 			return f, true
@@ -229,26 +232,26 @@ func (j watchedJob) sourceFactOf(src onchange.Source) (sourceFact, bool) {
 // running allocation of the job: a token without read-fs is then shown here, rather than
 // found when re-renders are silently not seen. The agent reads with its own token, which
 // needs the capability as well.
-func (f watchFacts) fileAccess(ctx context.Context, e onchange.Explain) (string, string) {
+func (f Facts) fileAccess(ctx context.Context, e onchange.Explain) (string, string) {
 	paths := map[string][]string{}
 	for _, g := range e.Groups {
 		if p := onchange.FilePaths(g.Followed); len(p) > 0 {
 			paths[g.Name] = p
 		}
 	}
-	if len(paths) == 0 || f.files == nil {
+	if len(paths) == 0 || f.Files == nil {
 		return "", ""
 	}
-	allocs, _, err := f.files.JobAllocations(ctx, e.Namespace, e.JobID)
+	allocs, _, err := f.Files.JobAllocations(ctx, e.Namespace, e.JobID)
 	if err != nil {
-		return filesUnknown, fmt.Sprintf("listing the job's allocations: %s", oneLine(err.Error()))
+		return filesUnknown, fmt.Sprintf("listing the job's allocations: %s", output.OneLine(err.Error()))
 	}
 	for _, a := range allocs {
 		p := paths[a.Group]
 		if len(p) == 0 || a.ClientStatus != restart.ClientRunning || a.DesiredStatus != restart.DesiredRun {
 			continue
 		}
-		_, err := f.files.FileTimes(ctx, a.ID, p)
+		_, err := f.Files.FileTimes(ctx, a.ID, p)
 		switch {
 		case err == nil:
 			return filesReadable, ""
@@ -257,13 +260,13 @@ func (f watchFacts) fileAccess(ctx context.Context, e onchange.Explain) (string,
 		case errors.Is(err, cluster.ErrAllocNotFound):
 			continue // gone since the listing: try the next one
 		}
-		return filesUnknown, fmt.Sprintf("reading the files of allocation %s: %s", shortID(a.ID, false), oneLine(err.Error()))
+		return filesUnknown, fmt.Sprintf("reading the files of allocation %s: %s", output.ShortID(a.ID, false), output.OneLine(err.Error()))
 	}
 	return filesUnknown, "no running allocation to read"
 }
 
 // fileAccessText is the job's file access in a line of -explain.
-func (j watchedJob) fileAccessText() string {
+func (j WatchedJob) fileAccessText() string {
 	switch j.FileAccess {
 	case filesReadable:
 		return "readable by this token (the agent's token needs the read-fs capability too)"

@@ -1,4 +1,4 @@
-package cli
+package changereport
 
 import (
 	"context"
@@ -7,45 +7,21 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 )
 
-// listWatches lists the jobs of the namespace (every one with -namespace '*') whose meta
-// opts in, with each source of each opted-in group, watched or not and why, its last
-// change and the job's last rollout. It reads every job's specification: Nomad's job list
-// carries no group meta nor templates.
-func (a *app) listWatches(ctx context.Context, o watchesOptions) error {
-	nomad, facts, err := a.openWatches(ctx, o)
-	if err != nil {
-		return err
-	}
-	explained, err := optedInJobs(ctx, nomad, o.client.namespace)
-	if err != nil {
-		return err
-	}
-	list := facts.jobs(ctx, explained)
-	if o.json {
-		return writeJSON(a.stdout, list)
-	}
-	if len(list) == 0 {
-		fmt.Fprintf(a.stdout, "No jobs opt in to config-change rollouts in namespace %q (see `nomad-restart watches -explain <job>`)\n", namespaceName(o.client.namespace))
-		return nil
-	}
-	printWatchList(a.stdout, list)
-	return nil
-}
-
-// optedInJobs reads every job of namespace and keeps those that opt in. Jobs launched from
+// OptedInJobs reads every job of namespace and keeps those that opt in. Jobs launched from
 // a periodic or parameterized job are left out: they carry their parent's specification,
 // and the parent is listed. A job gone between the list and its read is skipped.
-func optedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([]onchange.Explain, error) {
+func OptedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([]onchange.Explain, error) {
 	refs, err := nomad.ListJobs(ctx, namespace)
 	if err != nil {
 		if errors.Is(err, cluster.ErrPermissionDenied) {
-			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace", oneLine(err.Error()))
+			return nil, fmt.Errorf("%s; the token needs list-jobs and read-job in the namespace", output.OneLine(err.Error()))
 		}
-		return nil, fmt.Errorf("%s; check -address and -namespace", oneLine(err.Error()))
+		return nil, fmt.Errorf("%s; check -address and -namespace", output.OneLine(err.Error()))
 	}
 	var out []onchange.Explain
 	for _, ref := range refs {
@@ -70,10 +46,10 @@ func optedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([
 	return out, nil
 }
 
-// printWatchList prints one row per source of each opted-in group: the sources it watches,
+// PrintWatchList prints one row per source of each opted-in group: the sources it watches,
 // then what it does not watch with the reason; a group with invalid meta gets one row that
 // says so. Every row of a job shows the job's last rollout.
-func printWatchList(w io.Writer, list []watchedJob) {
+func PrintWatchList(w io.Writer, list []WatchedJob) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "Job\tNamespace\tGroup\tSource\tWatched\tLast Change\tLast Rollout")
 	for _, j := range list {
@@ -91,7 +67,7 @@ func printWatchList(w io.Writer, list []watchedJob) {
 }
 
 // printGroupRows prints the rows of one opted-in group.
-func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
+func printGroupRows(tw io.Writer, j WatchedJob, g onchange.Group) {
 	rollout := j.rolloutText()
 	row := func(source, watched, change string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Namespace, g.Name, source, watched, change, rollout)
@@ -116,7 +92,7 @@ func printGroupRows(tw io.Writer, j watchedJob, g onchange.Group) {
 		row("-", why, "-")
 	}
 	for _, n := range g.NotWatched {
-		row(oneLine(n.What), "no: "+notWatchedReason(g, n), "-")
+		row(output.OneLine(n.What), "no: "+notWatchedReason(g, n), "-")
 	}
 	for _, f := range g.Followed {
 		followed := "yes: by its re-renders, " + followedByText(f)

@@ -1,4 +1,4 @@
-package cli
+package changereport
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
@@ -14,10 +15,10 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// printExplain shows, group by group, what the agent would watch and do for job, then the
+// PrintExplain shows, group by group, what the agent would watch and do for job, then the
 // last change of each source and the job's last rollout, and ends with one line saying what
 // would happen on a change.
-func printExplain(w io.Writer, job *cluster.JobSpec, wj watchedJob) {
+func PrintExplain(w io.Writer, job *cluster.JobSpec, wj WatchedJob) {
 	e := wj.Explain
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintf(tw, "Job ID\t= %s\n", e.JobID)
@@ -44,7 +45,7 @@ func printExplain(w io.Writer, job *cluster.JobSpec, wj watchedJob) {
 
 // printLastFacts shows the last change of each source the groups watch (or would watch)
 // and the job's last config-change rollout.
-func printLastFacts(w io.Writer, wj watchedJob) {
+func printLastFacts(w io.Writer, wj WatchedJob) {
 	fmt.Fprintln(w, "\nLast Changes")
 	if len(wj.Sources) == 0 {
 		fmt.Fprintln(w, "None (no source to watch)")
@@ -186,7 +187,7 @@ func printWatched(w io.Writer, g onchange.Group) {
 	fmt.Fprintln(tw, "Kind\tPath\tWhere\tTask\tTemplate\tFunction\tChange Mode")
 	for _, wt := range g.Watched {
 		src := wt.Source
-		lead := fmt.Sprintf("%s\t%s\t%s", kindText(src.Kind), orDash(src.Path), whereText(src))
+		lead := fmt.Sprintf("%s\t%s\t%s", kindText(src.Kind), output.OrDash(src.Path), whereText(src))
 		if len(wt.Reads) == 0 {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\n", lead)
 			continue
@@ -232,7 +233,7 @@ func whereText(s onchange.Source) string {
 			return "the client's Consul"
 		}
 	}
-	return orDash(strings.Join(parts, ", "))
+	return output.OrDash(strings.Join(parts, ", "))
 }
 
 // templateText names a template by its destination, else its index among the task's.
@@ -245,8 +246,8 @@ func templateText(index int, dest string) string {
 
 // printNotWatched lists what templates read that the agent does not watch, with why.
 func printNotWatched(w io.Writer, g onchange.Group) {
-	_ = writeSection(w, "Not Watched", g.NotWatched, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), oneLine(n.What), notWatchedReason(g, n))
+	_ = output.WriteSection(w, "Not Watched", g.NotWatched, "Task\tTemplate\tWhat\tReason", func(n onchange.NotWatched) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), output.OneLine(n.What), notWatchedReason(g, n))
 	})
 }
 
@@ -274,7 +275,7 @@ func printFollowed(w io.Writer, g onchange.Group) {
 			title, onchange.ConsentAuto, onchange.ConsentRendered)
 		return
 	}
-	_ = writeSection(w, title, g.Followed, "Task\tTemplate\tChange Mode\tFollowed By", func(f onchange.Followed) string {
+	_ = output.WriteSection(w, title, g.Followed, "Task\tTemplate\tChange Mode\tFollowed By", func(f onchange.Followed) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s", f.Task, templateText(f.Template, f.Destination), f.ChangeMode, followedByText(f))
 	})
 }
@@ -289,7 +290,7 @@ func followedByText(f onchange.Followed) string {
 
 // printNotFollowed lists the templates whose re-renders cannot be followed, with why.
 func printNotFollowed(w io.Writer, list []onchange.NotFollowed) {
-	_ = writeSection(w, "Not Followed", list, "Task\tTemplate\tReason", func(n onchange.NotFollowed) string {
+	_ = output.WriteSection(w, "Not Followed", list, "Task\tTemplate\tReason", func(n onchange.NotFollowed) string {
 		return fmt.Sprintf("%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), n.Reason)
 	})
 }

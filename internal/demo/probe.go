@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func (p servingProbe) serving(ctx context.Context) (int, error) {
 		}
 		checks, err := p.cluster.AllocChecks(ctx, a.ID)
 		if err != nil {
-			return 0, fmt.Errorf("reading the checks of allocation %s: %w", shortID(a.ID, false), err)
+			return 0, fmt.Errorf("reading the checks of allocation %s: %w", a.ID[:min(8, len(a.ID))], err)
 		}
 		if healthy(checks, started) {
 			n++
@@ -168,7 +168,7 @@ type measured struct {
 }
 
 // figures sums up the measure as `demo -json` prints it.
-func (m *measured) figures() servingFigures {
+func (m *measured) figures() Figures {
 	f := figuresOf(m.samples, m.ended)
 	f.Requests, f.FailedRequests = m.requests.requests, m.requests.failed
 	f.RestartID = m.rec.ID

@@ -1,0 +1,101 @@
+// Package demo is `nomad-restart demo`'s simulated cluster and its measure: a sample
+// service on an embedded nomadsim, restarted as `nomad job restart` does and as
+// nomad-restart does while its instances are probed and a load balancer sends it traffic,
+// and the figures of what each restart did to the service. It is the only product code
+// that imports nomadsim (and nomadsim/traffic); the restarts themselves are the command
+// line's, handed in (Comparison.Restart).
+package demo
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+	"github.com/nomad-restart/nomad-restart/nomadsim/traffic"
+)
+
+// JobID is the sample job the demo restarts.
+const JobID = "demo-web"
+
+// The sample service: instances that answer some seconds after they start, as the design's
+// observation of a real service (3 s to answer) had it, behind a Nomad health check.
+const (
+	Count         = 4
+	StartDelay    = time.Second     // the driver starts the task (nomadsim.start_delay)
+	WarmUp        = 2 * time.Second // then its check fails until it has warmed up
+	CheckInterval = time.Second
+	MinHealthy    = time.Second // the group's update block: min_healthy_time
+)
+
+// Cluster is the demo's simulated Nomad (and Consul) with the sample job running.
+type Cluster struct{ sim *nomadsim.Cluster }
+
+// Start starts nomadsim on simCtx and registers job, the sample job, waiting (on ctx)
+// until its allocations run. Its instances answer HTTP on their service ports, as their
+// checks say (ServeInstances), for the demo's load balancer.
+func Start(simCtx, ctx context.Context, scale float64, job *api.Job) (*Cluster, error) {
+	sim, err := nomadsim.Start(simCtx, nomadsim.Options{TimeScale: scale, ServeInstances: true})
+	if err != nil {
+		return nil, fmt.Errorf("starting the simulated cluster: %w", err)
+	}
+	if _, err := sim.RegisterJob(job); err != nil {
+		sim.Close()
+		return nil, fmt.Errorf("registering the sample job: %w", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := sim.WaitJobRunning(waitCtx, "default", JobID); err != nil {
+		sim.Close()
+		return nil, fmt.Errorf("waiting for the sample job to run: %w", err)
+	}
+	return &Cluster{sim: sim}, nil
+}
+
+// Addr is the simulated Nomad's address.
+func (c *Cluster) Addr() string { return c.sim.Addr() }
+
+// ConsulAddr is the simulated Consul's address.
+func (c *Cluster) ConsulAddr() string { return c.sim.ConsulAddr() }
+
+// Now is the simulation's clock, which runs TimeScale times faster than this one.
+func (c *Cluster) Now() time.Time { return c.sim.Now() }
+
+// TimeScale is how many simulated seconds pass in a real second.
+func (c *Cluster) TimeScale() float64 { return c.sim.TimeScale() }
+
+// Close stops the simulated cluster.
+func (c *Cluster) Close() error { return c.sim.Close() }
+
+// Compare waits until every instance of the sample job serves, then restarts it as Nomad's
+// command does and as nomad-restart does (cmp), probing every instance throughout.
+func (c *Cluster) Compare(ctx context.Context, cmp Comparison) (*Result, error) {
+	client, err := cluster.NewClient(cluster.ClientConfig{Address: c.sim.Addr()})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the simulated cluster: %w", err)
+	}
+	dc := measuredCluster{probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: JobID},
+		clock: c.sim.Now, scale: c.sim.TimeScale(), count: Count,
+		balancer: func() loadBalancer { return newBalancer(c.sim) }}
+	return compareRestarts(ctx, dc, cmp)
+}
+
+// balancer is nomadsim/traffic's load balancer in front of the sample service, as the
+// comparison uses it. The sample service is of Nomad's provider, so the balancer reads
+// Nomad's service table, as Traefik's Nomad provider does: every registered instance, no
+// health.
+type balancer struct{ *traffic.Balancer }
+
+func newBalancer(sim *nomadsim.Cluster) balancer {
+	b := traffic.NomadBalancer(sim, JobID)
+	b.Every = requestEvery(sim.TimeScale())
+	return balancer{b}
+}
+
+func (b balancer) stop() requestCounts {
+	r := b.Stop()
+	return requestCounts{requests: r.Requests, failed: r.Failed}
+}
