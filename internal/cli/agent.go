@@ -191,10 +191,10 @@ func (a *app) cmdAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
+	gates, consul := gatesConfig(o.client.prometheusConfig), agentConsul(env, o.client.timeout)
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: health.ConsulConfig{RequestTimeout: o.client.timeout}}, sharedWatch: true, gates: gates})
-	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates})
+	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates)
 	if err != nil {
 		return err
 	}

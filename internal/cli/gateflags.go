@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -57,6 +58,11 @@ func (p prometheusFlags) config(env func(string) string) prometheus.Config {
 		cfg.BearerToken = strings.TrimSpace(env("NOMAD_RESTART_PROMETHEUS_TOKEN"))
 	}
 	return cfg
+}
+
+// gatesConfig hands the engine Prometheus as cfg (the flags over the environment) says.
+func gatesConfig(cfg prometheus.Config) engine.GatesConfig {
+	return engine.GatesConfig{Prometheus: prometheus.Dialer{Config: cfg}}
 }
 
 // gateFlags are -gate and the options of how gates measure, as typed.

@@ -95,7 +95,7 @@ func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad
 	if err != nil {
 		return nil, watchFacts{}, err
 	}
-	hub := ws.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
+	hub := ws.sourceHub(sourcewatch.Options{Logger: log, Consul: o.client.consulConfig.SharedClient(false)})
 	return ws.jobCluster(), watchFacts{sources: hub, stores: stores, files: ws.jobCluster()}, nil
 }
 

@@ -347,11 +347,7 @@ func (c *budgetChecks) readConsulServices(ctx context.Context, names []string, i
 	byService := map[string]map[string][]health.Check{}
 	errs := map[string]error{}
 	if c.consul == nil {
-		cfg := c.d.e.health.Consul
-		if cfg.Address == "" {
-			cfg.Address = c.d.spec.ConsulAddress
-		}
-		consul, err := health.NewConsulUnpooled(cfg, c.d.e.nomadNow(), c.d.log) // dropped with the batch
+		consul, err := c.d.e.consul(c.d.spec.ConsulAddress, c.d.log, false) // dropped with the batch
 		if err != nil {
 			for _, n := range names {
 				errs[n] = err

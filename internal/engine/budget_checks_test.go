@@ -157,7 +157,7 @@ func checksDriver(allocs []*restart.Alloc, nomad *fakeChecks, consulAddr string)
 			return cluster.NewJobSpec(budgetCheckedJob()), nil
 		},
 		Checks: nomad,
-		Consul: health.ConsulConfig{Address: consulAddr},
+		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: consulAddr}},
 		Clock:  func() time.Time { return time.Unix(2000, 0) },
 	}})
 	rec := &restart.Record{ID: "r", Spec: restart.Spec{Health: restart.HealthChecks}}

@@ -50,7 +50,7 @@ func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *rest
 		return nil
 	}
 	if spec.ConsulAddress == "" {
-		consul, err := health.NewConsul(e.health.Consul, e.nomadNow(), e.log)
+		consul, err := e.consul("", e.log, true)
 		if err != nil {
 			return fmt.Errorf("-drain needs Consul: %w; set -consul-address or CONSUL_HTTP_ADDR, or -drain 0", err)
 		}

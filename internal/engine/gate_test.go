@@ -46,7 +46,7 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 	}
 	e := New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "gate:1", Health: HealthConfig{
 		Clock: sim.Now, TimeScale: scale,
-		Consul: health.ConsulConfig{Address: consulAddr, Wait: time.Second},
+		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: consulAddr, Wait: time.Second}},
 	}})
 	return &simEnv{sim: sim, client: client, e: e, store: s}
 }
@@ -54,7 +54,7 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 // gateEngine is another process's Engine on env's simulation, with its own store handle.
 func (env *simEnv) gateEngine(st store.Store, holder string) *Engine {
 	return New(Config{Cluster: cluster.NewNomad(env.client), Store: st, Holder: holder, Health: HealthConfig{
-		Clock: env.sim.Now, TimeScale: gateScale, Consul: health.ConsulConfig{Address: env.sim.ConsulAddr(), Wait: time.Second}}})
+		Clock: env.sim.Now, TimeScale: gateScale, Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: env.sim.ConsulAddr(), Wait: time.Second}}}})
 }
 
 // checkedJob is a service job of count allocations whose group has a Nomad-native service
@@ -469,7 +469,7 @@ func depsDriver(read func(ctx context.Context, call int) (*api.Job, error)) (*dr
 			}
 			return cluster.NewJobSpec(job), nil
 		},
-		Consul: health.ConsulConfig{Address: "127.0.0.1:1"},
+		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: "127.0.0.1:1"}},
 	}})
 	return &driver{e: e, id: "r", jobNS: "default", jobID: "web", log: e.log,
 		spec: normalizeSpec(restart.Spec{Health: restart.HealthChecks})}, &calls

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 
@@ -19,8 +20,9 @@ type HealthConfig struct {
 	JobSpec func(ctx context.Context, namespace, jobID string) (*cluster.JobSpec, error)
 	// Checks reads Nomad-native check results; nil: the Cluster when it can.
 	Checks cluster.CheckReader
-	// Consul overrides what the environment (CONSUL_HTTP_ADDR...) says of Consul.
-	Consul health.ConsulConfig
+	// Consul gives the Consul check sources (the assembly's health.ConsulDialer, made from
+	// the flags and the environment); nil: no Consul, so Consul checks cannot be read.
+	Consul ConsulDialer
 	// Clock is Nomad's clock, on which min-healthy times and deadlines are measured; nil:
 	// an estimate from the Nomad timestamps the driver reads (health.OffsetClock). Give a
 	// simulation's clock here, as its clock does not run at the local rate.
@@ -31,6 +33,25 @@ type HealthConfig struct {
 	Estimate *health.OffsetClock
 	// TimeScale is how many seconds of Nomad's clock pass per real second (0: 1).
 	TimeScale float64
+}
+
+// ConsulDialer gives the engine Consul at an address: where a restart's planner reached it,
+// or "" for the configured one (health.ConsulDialer; see its Dial). The engine makes no
+// client itself: the assembly that read the flags and the environment hands this in.
+type ConsulDialer interface {
+	Dial(address string, clock health.Clock, log *slog.Logger, pooled bool) (*health.Consul, error)
+}
+
+// errNoConsul is what asking for Consul gives an engine that was handed none.
+var errNoConsul = errors.New("no Consul is configured")
+
+// consul is the Consul check source at address (see ConsulDialer), stamping its snapshots
+// with Nomad's clock. Unpooled (pooled false): for a source dropped with its batch.
+func (e *Engine) consul(address string, log *slog.Logger, pooled bool) (*health.Consul, error) {
+	if e.health.Consul == nil {
+		return nil, errNoConsul
+	}
+	return e.health.Consul.Dial(address, e.nomadNow(), log, pooled)
 }
 
 // jobSpec reads the full job, for its services and update blocks (the cluster retries
@@ -139,7 +160,7 @@ func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *res
 	if !needConsul {
 		return nil
 	}
-	consul, err := health.NewConsul(e.health.Consul, e.nomadNow(), e.log)
+	consul, err := e.consul("", e.log, true)
 	if err != nil {
 		return fmt.Errorf("job %q has Consul checks: %w; set -consul-address or CONSUL_HTTP_ADDR, or choose -health running", job.ID, err)
 	}
@@ -232,13 +253,11 @@ func (d *driver) loadGateDeps(ctx context.Context) (*cluster.JobSpec, health.Sou
 	if r := d.e.checkReader(); r != nil {
 		src.Nomad = health.NewNomadChecks(r, d.e.nomadNow(), d.log)
 	}
-	// Where planning reached Consul, unless this driver was told otherwise; the
-	// environment's Consul (CONSUL_HTTP_ADDR, else the local agent) when neither says.
-	cfg := d.e.health.Consul
-	if cfg.Address == "" {
-		cfg.Address = d.spec.ConsulAddress
+	if d.e.health.Consul == nil {
+		return job, src, nil // Sources.Watch says Consul is missing, if a check needs it
 	}
-	c, err := health.NewConsul(cfg, d.e.nomadNow(), d.log)
+	// Where planning reached Consul, unless this driver was told otherwise.
+	c, err := d.e.consul(d.spec.ConsulAddress, d.log, true)
 	if err != nil {
 		return nil, health.Sources{}, err
 	}
