@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -53,6 +56,14 @@ func (e *Engine) querier(address string) (gate.Querier, error) {
 	}
 	return e.gates.Prometheus.Dial(address)
 }
+
+// wallClock is the metric gates' time (gate.Clock): the wall clock, paused with the one
+// pause that ends with its context.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Sleep(ctx context.Context, d time.Duration) bool { return cluster.Sleep(ctx, d) }
 
 // gateOutcome is how a batch's metric gates ended for the driver's decision.
 type gateOutcome struct {
@@ -125,7 +136,7 @@ func (d *driver) passGates(ctx context.Context, b int) (gateOutcome, error) {
 	mctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go d.stopOnIntent(mctx, stop)
-	res, err := gate.Run(mctx, q, specs, vars, g.Policy, gate.RealClock{}, prior, func(m gate.Measurement) error {
+	res, err := gate.Run(mctx, q, specs, vars, g.Policy, wallClock{}, prior, func(m gate.Measurement) error {
 		return d.step(ctx, func(r *restart.Record) {
 			stored := m
 			stored.Query = "" // the batch's queries are kept once, in GateRun.Queries
@@ -309,7 +320,7 @@ func (e *Engine) MeasureGates(ctx context.Context, rec *restart.Record) ([]gate.
 		defer c.Close()
 	}
 	vars := batchVars(rec, 1)
-	at := gate.RealClock{}.Now()
+	at := time.Now()
 	out := make([]gate.Measurement, 0, len(specs))
 	for _, s := range specs {
 		m, err := gate.Measure(ctx, q, s, vars, at)

@@ -85,7 +85,7 @@ type Record struct {
 	// BatchWait is the wait in force between batches; an answer of a duration changes it.
 	BatchWait time.Duration
 	// NextBatchAt is when the next batch may start (after a batch wait); zero when none.
-	NextBatchAt time.Time `json:",omitempty"`
+	NextBatchAt time.Time `json:",omitzero"`
 	// BatchWaitAsk is -batch-wait=ask in force: set from the Spec, turned off when an
 	// answer gives a wait duration (as Nomad's prompt does).
 	BatchWaitAsk bool `json:",omitempty"`
@@ -118,8 +118,8 @@ type Record struct {
 	ModifyIndex uint64
 	CreateTime  time.Time
 	ModifyTime  time.Time
-	StartTime   time.Time `json:",omitempty"`
-	EndTime     time.Time `json:",omitempty"`
+	StartTime   time.Time `json:",omitzero"`
+	EndTime     time.Time `json:",omitzero"`
 
 	// GateRuns are the metric gates' judgements of the batches so far (Spec.Gates), oldest
 	// first.
@@ -182,8 +182,8 @@ type AllocProgress struct {
 	// Replacement is the allocation that replaced this one (with -reschedule), the last
 	// of the NextAllocation chain followed so far.
 	Replacement string    `json:",omitempty"`
-	StartTime   time.Time `json:",omitempty"`
-	EndTime     time.Time `json:",omitempty"`
+	StartTime   time.Time `json:",omitzero"`
+	EndTime     time.Time `json:",omitzero"`
 	Error       string    `json:",omitempty"`
 	Waiting     string    `json:",omitempty"` // what the driver waits for now, for humans
 	Unrecovered bool      `json:",omitempty"` // Error is one likely to happen again
@@ -204,7 +204,7 @@ type Observation struct {
 	// again and finished successfully.
 	States map[string]string `json:",omitempty"`
 	// LastEventTime is the time (Nomad's clock) of the newest task event of the allocation.
-	LastEventTime time.Time `json:",omitempty"`
+	LastEventTime time.Time `json:",omitzero"`
 	// AllocModifyIndex is the allocation's ModifyIndex.
 	AllocModifyIndex uint64
 }
@@ -252,8 +252,8 @@ type SurgeGroup struct {
 	// with that JobSpecModifyIndex is the surge's own, which the restart may fail to
 	// scale back.
 	UpIndex  uint64    `json:",omitempty"`
-	UpTime   time.Time `json:",omitempty"`
-	DownTime time.Time `json:",omitempty"`
+	UpTime   time.Time `json:",omitzero"`
+	DownTime time.Time `json:",omitzero"`
 	// Note says what was found when the count was not ours any more, or why it could not
 	// be restored.
 	Note string `json:",omitempty"`
