@@ -309,8 +309,8 @@ func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is %q", p.ID, a.ClientStatus))
 			}
 		} else if restart.RunningAgain(p.Before, a, finishedOK) {
-			if d.gated(a) {
-				if err := d.passGate(ctx, i, a, index, runningTargets(p.Before, a)); err != nil {
+			if d.awaitsReadiness(a) {
+				if err := d.passReadiness(ctx, i, a, index, runningTargets(p.Before, a)); err != nil {
 					return err
 				}
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy again", p.ID))

@@ -96,7 +96,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 	if d.spec.Drain <= 0 || d.drainOff.Load() || len(allocs) == 0 {
 		return undo, nil
 	}
-	job, src, err := d.gateDeps(ctx)
+	job, src, err := d.readinessDeps(ctx)
 	if err != nil || src.Consul == nil {
 		if ctx.Err() != nil {
 			return undo, ctx.Err()

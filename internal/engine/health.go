@@ -184,13 +184,13 @@ func targetGroups(kept []*restart.Alloc) []string {
 	return out
 }
 
-// gateDeps are what a driver's gates need, read on first use and kept for the driver's life
-// once read. A read that failed because its caller's context ended (a gate canceled when its
-// batch failed, the per-allocation deadline) or that failed transiently is not kept: the
-// next gate reads again, rather than failing on an error that was only its neighbour's.
-// Concurrent gates share one read in flight; each waits for it only as long as its own
-// context lasts.
-type gateDeps struct {
+// readinessDeps are what a driver's readiness gates need, read on first use and kept for
+// the driver's life once read. A read that failed because its caller's context ended (a
+// gate canceled when its batch failed, the per-allocation deadline) or that failed
+// transiently is not kept: the next gate reads again, rather than failing on an error that
+// was only its neighbour's. Concurrent gates share one read in flight; each waits for it
+// only as long as its own context lasts.
+type readinessDeps struct {
 	mu      sync.Mutex
 	loaded  bool          // job, sources and err are final
 	loading chan struct{} // closed when the read in flight ends; nil when none runs
@@ -199,8 +199,8 @@ type gateDeps struct {
 	err     error
 }
 
-func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
-	g := &d.gates
+func (d *driver) readinessDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
+	g := &d.readiness
 	for {
 		g.mu.Lock()
 		if g.loaded {
@@ -221,9 +221,9 @@ func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources
 		g.loading = done
 		g.mu.Unlock()
 
-		job, src, err := d.loadGateDeps(ctx)
+		job, src, err := d.loadReadinessDeps(ctx)
 		g.mu.Lock()
-		if err == nil || keepGateErr(ctx, err) {
+		if err == nil || keepReadinessErr(ctx, err) {
 			g.loaded, g.job, g.sources, g.err = true, job, src, err
 		}
 		g.loading = nil
@@ -233,18 +233,18 @@ func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources
 	}
 }
 
-// keepGateErr reports whether a failed read of the gates' dependencies is final for the
+// keepReadinessErr reports whether a failed read of the gates' dependencies is final for the
 // driver: not when the caller's context ended (its own deadline, or a sibling's failure),
 // nor when the failure passes (Nomad unavailable, no leader).
-func keepGateErr(ctx context.Context, err error) bool {
+func keepReadinessErr(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	return !cluster.IsTransient(err)
 }
 
-// loadGateDeps reads the job's specification and builds the check sources.
-func (d *driver) loadGateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
+// loadReadinessDeps reads the job's specification and builds the check sources.
+func (d *driver) loadReadinessDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
 	job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
 	if err != nil {
 		return nil, health.Sources{}, fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)

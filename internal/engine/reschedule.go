@@ -255,11 +255,11 @@ func (f *replacementFollow) replaced(a *restart.Alloc) {
 // over (with its error), else the allocation that broke within the minimum time.
 func (f *replacementFollow) settle(ctx context.Context, a *restart.Alloc) (done bool, broke *restart.Alloc, err error) {
 	d := f.d
-	if d.gated(a) {
+	if d.awaitsReadiness(a) {
 		d.stepProgress(func(rec *restart.Record) {
 			rec.Allocs[f.i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
 		})
-		if err := d.passGate(ctx, f.i, a, f.index, runningTasks(a)); err != nil {
+		if err := d.passReadiness(ctx, f.i, a, f.index, runningTasks(a)); err != nil {
 			return true, nil, err
 		}
 		return true, nil, d.doneAlloc(ctx, f.i, fmt.Sprintf("Allocation %q is healthy", a.ID))

@@ -530,8 +530,8 @@ func TestGateDepsErrorsNotKept(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, calls := depsDriver(tc.read)
-			job1, _, err1 := d.gateDeps(tc.first)
-			job2, src2, err2 := d.gateDeps(live)
+			job1, _, err1 := d.readinessDeps(tc.first)
+			job2, src2, err2 := d.readinessDeps(live)
 			switch {
 			case tc.secondErr != nil:
 				if !errors.Is(err1, tc.secondErr) || !errors.Is(err2, tc.secondErr) {
@@ -574,7 +574,7 @@ func TestGateDepsSharedRead(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _, err := d.gateDeps(ctx)
+		_, _, err := d.readinessDeps(ctx)
 		errs <- err
 	}()
 	<-started
@@ -582,14 +582,14 @@ func TestGateDepsSharedRead(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := d.gateDeps(ctx)
+			_, _, err := d.readinessDeps(ctx)
 			errs <- err
 		}()
 	}
 	// A gate canceled while it waits for the shared read.
 	gone, stop := context.WithCancel(ctx)
 	stop()
-	if _, _, err := d.gateDeps(gone); !errors.Is(err, context.Canceled) {
+	if _, _, err := d.readinessDeps(gone); !errors.Is(err, context.Canceled) {
 		t.Errorf("gate canceled while waiting: %v, want context.Canceled", err)
 	}
 	close(release)
