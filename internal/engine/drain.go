@@ -80,6 +80,35 @@ func (d *driver) drainBefore(ctx context.Context, i int) (undo func(), err error
 	})
 }
 
+// allocDrain is the drain (-drain) of one allocation whose request is being sent: made
+// before the first request that goes out, and taken off at every exit of the sending loop
+// (done) unless a stop went through (keep: Nomad's client deregisters the instance).
+type allocDrain struct {
+	d    *driver
+	i    int
+	undo func()
+}
+
+// before drains the allocation, once.
+func (a *allocDrain) before(ctx context.Context) error {
+	if a.undo != nil {
+		return nil
+	}
+	var err error
+	a.undo, err = a.d.drainBefore(ctx, a.i)
+	return err
+}
+
+// keep leaves the drain's checks for Nomad's client to remove with the instance.
+func (a *allocDrain) keep() { a.undo = nil }
+
+// done takes the drain's checks off, if any are on.
+func (a *allocDrain) done() {
+	if a.undo != nil {
+		a.undo()
+	}
+}
+
 // drainAllocs takes the allocations' instances of the Consul services Nomad stops with no
 // delay out of Consul's passing answers, and waits the drain once for all: a load balancer
 // reading them stops sending to the instances before they stop. mark, when not nil, is

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -56,14 +53,6 @@ func (e *Engine) querier(address string) (gate.Querier, error) {
 	}
 	return e.gates.Prometheus.Dial(address)
 }
-
-// wallClock is the metric gates' time (gate.Clock): the wall clock, paused with the one
-// pause that ends with its context.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
-func (wallClock) Sleep(ctx context.Context, d time.Duration) bool { return cluster.Sleep(ctx, d) }
 
 // gateOutcome is how a batch's metric gates ended for the driver's decision.
 type gateOutcome struct {
@@ -320,7 +309,7 @@ func (e *Engine) MeasureGates(ctx context.Context, rec *restart.Record) ([]gate.
 		defer c.Close()
 	}
 	vars := batchVars(rec, 1)
-	at := time.Now()
+	at := wallClock{}.Now()
 	out := make([]gate.Measurement, 0, len(specs))
 	for _, s := range specs {
 		m, err := gate.Measure(ctx, q, s, vars, at)
