@@ -73,7 +73,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 		{
 			name:    "an arrow pointing up",
 			files:   []goFile{{path: "internal/engine/foo.go", imports: []string{project("internal/cli")}}},
-			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/gate, internal/cluster, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
+			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/gate, internal/cluster, internal/onchange, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
 		},
 		{
 			name:    "the engine importing Nomad's api",

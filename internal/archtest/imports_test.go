@@ -108,7 +108,8 @@ func architecture() []rule {
 		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
-		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart", "internal/upstream"}},
+		// The readiness gate reads a job's specification as onchange.JobSpec, the one type of it.
+		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/onchange", "internal/restart", "internal/upstream"}},
 		// The Prometheus gates between batches: a leaf the engine will import; it reaches
 		// Prometheus, never Nomad or Consul.
 		// The metric gates' rules and loop, pure: the record keeps their types.
@@ -119,7 +120,7 @@ func architecture() []rule {
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
 			pkg:          "internal/engine",
-			mayImport:    []string{"internal/health", "internal/gate", "internal/cluster", "internal/store", "internal/steer", "internal/restart"},
+			mayImport:    []string{"internal/health", "internal/gate", "internal/cluster", "internal/onchange", "internal/store", "internal/steer", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
 		},

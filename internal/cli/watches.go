@@ -135,13 +135,13 @@ func resolveJobSpec(ctx context.Context, nomad *cluster.Nomad, namespace, prefix
 // resolvedJob is a job's specification and the namespace it was found in (a specification
 // may name none).
 type resolvedJob struct {
-	spec      *cluster.JobSpec
+	spec      *onchange.JobSpec
 	namespace string
 }
 
 // jobOnChange is the job as config-change rollouts read it, in the namespace it was found in.
 func jobOnChange(job resolvedJob) onchange.JobSpec {
-	oc := job.spec.OnChange()
+	oc := *job.spec
 	if oc.Namespace == "" {
 		oc.Namespace = job.namespace
 	}

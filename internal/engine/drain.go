@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -25,7 +26,7 @@ const undrainTimeout = 10 * time.Second
 // restart.DefaultDrain where such a service exists and the health gate reads Consul
 // already (its address is known to answer), and not with -health none, Nomad's own
 // behaviour. Where no service needs it, the drain is 0.
-func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *cluster.JobSpec) error {
+func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *onchange.JobSpec) error {
 	if spec.Drain < 0 || spec.Drain > restart.MaxDrain {
 		return fmt.Errorf("-drain %s is out of range: give a duration from 0 (no drain) to %s, such as 2s", spec.Drain, restart.MaxDrain)
 	}
@@ -235,7 +236,7 @@ func (d *driver) drainWarning(allocs []*restart.Alloc, batch int, err error) {
 // drainServices lists the names, for allocation a, of its group's Consul services that
 // the restart drains (stoppingService.drained); names holding variables nomad-restart
 // cannot resolve are left out.
-func drainServices(job *cluster.JobSpec, s restart.Spec, a *restart.Alloc) []string {
+func drainServices(job *onchange.JobSpec, s restart.Spec, a *restart.Alloc) []string {
 	g, ok := job.Group(a.Group)
 	if !ok {
 		return nil
@@ -255,7 +256,7 @@ func drainServices(job *cluster.JobSpec, s restart.Spec, a *restart.Alloc) []str
 
 // ExpectedDrain is the drain a restart of the groups with spec s would plan, were Consul
 // to answer: for what is said without planning (watches -explain).
-func ExpectedDrain(job *cluster.JobSpec, groups []string, s restart.Spec) time.Duration {
+func ExpectedDrain(job *onchange.JobSpec, groups []string, s restart.Spec) time.Duration {
 	switch {
 	case !drainNeeded(job, groups, s):
 		return 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -17,7 +18,7 @@ import (
 type HealthConfig struct {
 	// JobSpec reads the job's full specification (its services and checks); nil: the
 	// Cluster's.
-	JobSpec func(ctx context.Context, namespace, jobID string) (*cluster.JobSpec, error)
+	JobSpec func(ctx context.Context, namespace, jobID string) (*onchange.JobSpec, error)
 	// Checks reads Nomad-native check results; nil: the Cluster when it can.
 	Checks cluster.CheckReader
 	// Consul gives the Consul check sources (the assembly's health.ConsulDialer, made from
@@ -56,7 +57,7 @@ func (e *Engine) consul(address string, log *slog.Logger, pooled bool) (*health.
 
 // jobSpec reads the full job, for its services and update blocks (the cluster retries
 // transient failures).
-func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*cluster.JobSpec, error) {
+func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*onchange.JobSpec, error) {
 	if e.health.JobSpec != nil {
 		return e.health.JobSpec(ctx, ns, id)
 	}
@@ -100,7 +101,7 @@ func (e *Engine) observeTimes(a *restart.Alloc) {
 // services, resolves each group's times from its update block where the flags did not set
 // them, and, when Consul checks count, makes sure Consul answers before anything changes.
 // apiJob is the job's full specification as planFacts read it, err why it could not be.
-func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *cluster.JobSpec, err error) error {
+func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *onchange.JobSpec, err error) error {
 	if spec.Health == restart.HealthNone {
 		return nil
 	}
@@ -194,12 +195,12 @@ type readinessDeps struct {
 	mu      sync.Mutex
 	loaded  bool          // job, sources and err are final
 	loading chan struct{} // closed when the read in flight ends; nil when none runs
-	job     *cluster.JobSpec
+	job     *onchange.JobSpec
 	sources health.Sources
 	err     error
 }
 
-func (d *driver) readinessDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
+func (d *driver) readinessDeps(ctx context.Context) (*onchange.JobSpec, health.Sources, error) {
 	g := &d.readiness
 	for {
 		g.mu.Lock()
@@ -244,7 +245,7 @@ func keepReadinessErr(ctx context.Context, err error) bool {
 }
 
 // loadReadinessDeps reads the job's specification and builds the check sources.
-func (d *driver) loadReadinessDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
+func (d *driver) loadReadinessDeps(ctx context.Context) (*onchange.JobSpec, health.Sources, error) {
 	job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
 	if err != nil {
 		return nil, health.Sources{}, fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)

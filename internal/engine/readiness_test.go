@@ -16,6 +16,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -462,7 +463,7 @@ func TestGateResumedLongAfterTheRestart(t *testing.T) {
 func depsDriver(read func(ctx context.Context, call int) (*api.Job, error)) (*driver, *atomic.Int32) {
 	var calls atomic.Int32
 	e := New(Config{Holder: "deps:1", Health: HealthConfig{
-		JobSpec: func(ctx context.Context, _, _ string) (*cluster.JobSpec, error) {
+		JobSpec: func(ctx context.Context, _, _ string) (*onchange.JobSpec, error) {
 			job, err := read(ctx, int(calls.Add(1)))
 			if err != nil {
 				return nil, err
@@ -537,9 +538,9 @@ func TestGateDepsErrorsNotKept(t *testing.T) {
 				if !errors.Is(err1, tc.secondErr) || !errors.Is(err2, tc.secondErr) {
 					t.Errorf("gates: %v, then %v; want %v both times", err1, err2, tc.secondErr)
 				}
-			case err2 != nil || job2.Name() != *webJob.Name || src2.Consul == nil:
+			case err2 != nil || job2.Name != *webJob.Name || src2.Consul == nil:
 				t.Errorf("second gate: job %v consul %v err %v; want the job and a Consul source (the first gate's error %v must not be kept)", job2, src2.Consul, err2, err1)
-			case tc.first == live && (err1 == nil) != (job1 != nil && job1.Name() == *webJob.Name):
+			case tc.first == live && (err1 == nil) != (job1 != nil && job1.Name == *webJob.Name):
 				t.Errorf("first gate: job %v err %v", job1, err1)
 			}
 			if got := calls.Load(); got != tc.calls {
