@@ -37,12 +37,7 @@ func (c consulFlags) validate() error {
 // config is the Consul configuration: the flags, then the environment env gives (the
 // process's, or a test's).
 func (c consulFlags) config(env func(string) string) health.ConsulConfig {
-	pick := func(flag, name string) string {
-		if flag != "" {
-			return flag
-		}
-		return strings.TrimSpace(env(name))
-	}
+	pick := flagOrEnv(env)
 	cfg := health.ConsulConfig{
 		Address:       pick(c.address, "CONSUL_HTTP_ADDR"),
 		Token:         pick(c.token, "CONSUL_HTTP_TOKEN"),
@@ -67,6 +62,17 @@ func (c consulFlags) config(env func(string) string) health.ConsulConfig {
 		}
 	}
 	return cfg
+}
+
+// flagOrEnv picks a flag's value when given, else the environment variable's that env
+// gives (trimmed), as Consul's and Nomad's CLIs do.
+func flagOrEnv(env func(string) string) func(flag, name string) string {
+	return func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		return strings.TrimSpace(env(name))
+	}
 }
 
 // consulEnv is what consul/api's DefaultConfig reads from the environment, read from the

@@ -40,12 +40,7 @@ func (p prometheusFlags) validate() error {
 // bearer token is read from NOMAD_RESTART_PROMETHEUS_TOKEN, or a file, never a flag (a
 // flag's value shows in the process list).
 func (p prometheusFlags) config(env func(string) string) prometheus.Config {
-	pick := func(flag, name string) string {
-		if flag != "" {
-			return flag
-		}
-		return strings.TrimSpace(env(name))
-	}
+	pick := flagOrEnv(env)
 	cfg := prometheus.Config{
 		Address:            pick(p.address, "NOMAD_RESTART_PROMETHEUS_ADDR"),
 		BearerTokenFile:    pick(p.tokenFile, "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE"),
