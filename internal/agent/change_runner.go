@@ -176,7 +176,7 @@ func (c *changeRunner) restartFollower(ctx context.Context, k string, st cluster
 		delete(c.unreadable, k)
 		c.log.Info("a job's specification can be read again for config-change rollouts", "job", st.ID, "namespace", st.Namespace)
 	}
-	ex := onchange.Analyze(spec.OnChange())
+	ex := onchange.Analyze(*spec)
 	c.analyzed[k] = st.JobModifyIndex
 	now := noticeSet{}
 	rolls := false

@@ -73,7 +73,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 		{
 			name:    "an arrow pointing up",
 			files:   []goFile{{path: "internal/engine/foo.go", imports: []string{project("internal/cli")}}},
-			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/gate, internal/gate/prometheus, internal/cluster, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
+			wantBad: []string{"internal/engine/foo.go imports internal/cli: internal/engine may import only internal/health, internal/gate, internal/cluster, internal/onchange, internal/store, internal/steer, internal/restart; see docs/architecture.md"},
 		},
 		{
 			name:    "the engine importing Nomad's api",
@@ -86,7 +86,48 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 				{path: "internal/cli/status.go", imports: []string{"github.com/hashicorp/nomad/api"}},
 				{path: "internal/cli/watches.go", imports: []string{"github.com/hashicorp/consul/api"}},
 			},
-			wantBad: []string{"internal/cli/status.go imports github.com/hashicorp/nomad/api: internal/cli may not import github.com/hashicorp/nomad/api/... (Nomad's client is made and wired in internal/cli/nomad.go only"},
+			wantBad: []string{
+				"internal/cli/status.go imports github.com/hashicorp/nomad/api: internal/cli may not import github.com/hashicorp/nomad/api/... (Nomad's client is made and wired in internal/cli/nomad.go only",
+				"internal/cli/watches.go imports github.com/hashicorp/consul/api: only the Consul adapter",
+			},
+		},
+		{
+			name: "the outside systems' clients in their adapters only",
+			files: []goFile{
+				{path: "internal/health/consul.go", imports: []string{"github.com/hashicorp/consul/api"}},
+				{path: "internal/health/consul_drain.go", imports: []string{"github.com/hashicorp/consul/api"}},
+				{path: "internal/gate/prometheus/prometheus.go", imports: []string{"github.com/prometheus/client_golang/api/prometheus/v1", "github.com/prometheus/common/model"}},
+				{path: "internal/agent/metrics.go", imports: []string{"github.com/prometheus/client_golang/prometheus"}},
+			},
+		},
+		{
+			name: "a Consul or Prometheus client outside its adapter",
+			files: []goFile{
+				{path: "internal/health/gate.go", imports: []string{"github.com/hashicorp/consul/api"}},
+				{path: "internal/cli/nomad.go", imports: []string{"github.com/hashicorp/consul/api"}},
+				{path: "internal/gate/run.go", imports: []string{"github.com/prometheus/common/model"}},
+				{path: "internal/cli/run.go", imports: []string{"github.com/prometheus/client_golang/api"}},
+			},
+			wantBad: []string{
+				"internal/health/gate.go imports github.com/hashicorp/consul/api: only the Consul adapter",
+				"internal/cli/nomad.go imports github.com/hashicorp/consul/api: only the Consul adapter",
+				"internal/gate/run.go imports github.com/prometheus/common/model: only the Prometheus adapter",
+				"internal/cli/run.go imports github.com/prometheus/client_golang/api: only the Prometheus adapter",
+			},
+		},
+		{
+			name: "the environment read below the CLI",
+			files: []goFile{
+				{path: "internal/cli/flags.go", envReads: []string{"os.Getenv (line 3)"}},
+				{path: "cmd/nomad-restart/main.go", envReads: []string{"os.Getenv (line 3)"}},
+				{path: "internal/simtest/child.go", envReads: []string{"os.Getenv (line 3)"}},
+				{path: "internal/engine/health.go", envReads: []string{"os.LookupEnv (line 9)"}},
+				{path: "internal/health/consul.go", envReads: []string{"os.Environ (line 7)"}},
+			},
+			wantBad: []string{
+				"internal/engine/health.go reads the environment (os.LookupEnv (line 9)): only main and internal/cli may",
+				"internal/health/consul.go reads the environment (os.Environ (line 7)): only main and internal/cli may",
+			},
 		},
 		{
 			name: "the agent or its page reaching Nomad or Consul themselves",
@@ -156,7 +197,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 func TestLoadFilesReadsNonTestImports(t *testing.T) {
 	fsys := fstest.MapFS{
 		"go.mod":                        {Data: []byte("module example.com/m\n")},
-		"internal/engine/run.go":        {Data: []byte("package engine\n\nimport (\n\t\"fmt\"\n\tx \"example.com/m/internal/store\"\n)\n")},
+		"internal/engine/run.go":        {Data: []byte("package engine\n\nimport (\n\t\"fmt\"\n\tx \"example.com/m/internal/store\"\n\tsys \"os\"\n)\n\nvar v = sys.Getenv(\"X\")\n")},
 		"internal/engine/run_test.go":   {Data: []byte("package engine\n\nimport \"example.com/m/nomadsim\"\n")},
 		"internal/engine/testdata/a.go": {Data: []byte("package a\n\nimport \"os\"\n")},
 		".hidden/b.go":                  {Data: []byte("package b\n\nimport \"os\"\n")},
@@ -170,8 +211,11 @@ func TestLoadFilesReadsNonTestImports(t *testing.T) {
 	if len(files) != 1 || files[0].path != "internal/engine/run.go" {
 		t.Fatalf("files = %+v, want internal/engine/run.go only", files)
 	}
-	if want := []string{"fmt", "example.com/m/internal/store"}; !slices.Equal(files[0].imports, want) {
+	if want := []string{"fmt", "example.com/m/internal/store", "os"}; !slices.Equal(files[0].imports, want) {
 		t.Fatalf("imports = %v, want %v", files[0].imports, want)
+	}
+	if want := []string{"sys.Getenv (line 9)"}; !slices.Equal(files[0].envReads, want) {
+		t.Fatalf("envReads = %v, want %v", files[0].envReads, want)
 	}
 }
 

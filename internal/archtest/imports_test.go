@@ -3,6 +3,7 @@ package archtest
 import (
 	"bufio"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -46,6 +47,43 @@ func nomadAPIs() []string {
 	return []string{"github.com/hashicorp/nomad/api/...", "github.com/hashicorp/consul/api/..."}
 }
 
+// adapter is the one place of the project that may import an outside system's client
+// module: the rest reaches that system through the adapter's types, handed in by the
+// assembly (internal/cli/nomad.go).
+type adapter struct {
+	module string   // an import path, or "x/..." for it and everything below it
+	in     []string // module-relative files, or packages ("x/..." for a subtree)
+	name   string   // the adapter, for the message
+	hint   string   // what to do instead
+}
+
+// adapters are the outside systems' client modules and the only files that import them.
+func adapters() []adapter {
+	return []adapter{
+		// Consul's health and catalog APIs: the check source, the probe and the drain. The
+		// config-change sources' Consul KV watch is sourcewatch's; nomadsim simulates Consul.
+		{module: "github.com/hashicorp/consul/api/...", in: []string{"internal/health/consul.go", "internal/health/consul_drain.go", "internal/sourcewatch", "nomadsim/..."},
+			name: "the Consul adapter (internal/health/consul.go, consul_drain.go; sourcewatch for Consul KV)",
+			hint: "reach Consul through a health.ConsulDialer built in internal/cli"},
+		// Prometheus's query API (the agent's own /metrics, client_golang/prometheus, is not
+		// a client of Prometheus).
+		{module: "github.com/prometheus/client_golang/api/...", in: []string{"internal/gate/prometheus"},
+			name: "the Prometheus adapter (internal/gate/prometheus)", hint: "reach Prometheus through a prometheus.Dialer built in internal/cli"},
+		{module: "github.com/prometheus/common/model", in: []string{"internal/gate/prometheus"},
+			name: "the Prometheus adapter (internal/gate/prometheus)", hint: "reach Prometheus through a prometheus.Dialer built in internal/cli"},
+	}
+}
+
+// envReaders are where the process's environment (os.Getenv, os.LookupEnv, os.Environ) may
+// be read: main and the CLI, which hand what they read to the parts they assemble (through
+// the CLI's env function, which tests set). Test support is exempt: it is imported by tests
+// only (internal/simtest re-executes a test binary as a child, told so by a variable).
+// nomadsim, the simulator, and the tests' own packages are not the product.
+func envReaders() []string {
+	return []string{"cmd/...", "internal/cli", "internal/simtest", "internal/agent/agenttest", "internal/fuzztest",
+		"internal/archtest", "nomadsim/...", "cmd/nomadsim", "e2e"}
+}
+
 // architecture is the table of docs/architecture.md ("Packages and what each may import").
 // A package missing from it fails the test: add a new package here and to the doc together.
 func architecture() []rule {
@@ -62,7 +100,8 @@ func architecture() []rule {
 		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
-		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/restart", "internal/upstream"}},
+		// The readiness gate reads a job's specification as onchange.JobSpec, the one type of it.
+		{pkg: "internal/health", mayImport: []string{"internal/cluster", "internal/onchange", "internal/restart", "internal/upstream"}},
 		// The Prometheus gates between batches: a leaf the engine will import; it reaches
 		// Prometheus, never Nomad or Consul.
 		// The metric gates' rules and loop, pure: the record keeps their types.
@@ -77,7 +116,7 @@ func architecture() []rule {
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
 			pkg:          "internal/engine",
-			mayImport:    []string{"internal/health", "internal/gate", "internal/gate/prometheus", "internal/cluster", "internal/store", "internal/steer", "internal/restart"},
+			mayImport:    []string{"internal/health", "internal/gate", "internal/cluster", "internal/onchange", "internal/store", "internal/steer", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches Nomad only through cluster.Cluster and Consul only through health",
 		},
@@ -156,6 +195,8 @@ func testSupport() []string {
 type goFile struct {
 	path    string // module-relative, slash-separated: internal/engine/run.go
 	imports []string
+	// envReads are the file's reads of the process's environment: "os.Getenv (line 12)".
+	envReads []string
 }
 
 // pkg is the module-relative directory of the file.
@@ -203,13 +244,28 @@ func check(module string, table []rule, files []goFile) []string {
 			if !project {
 				if known && matchesAny(r.forbids, imp) && !matchesAny(r.allows, imp) && !slices.Contains(r.forbidsExceptIn, f.path) {
 					bad = append(bad, fmt.Sprintf("%s imports %s: %s may not import %s (%s); see docs/architecture.md", f.path, imp, pkg, strings.Join(r.forbids, ", "), r.forbidReason))
+				} else {
+					bad = append(bad, checkAdapterImport(f, imp)...)
 				}
 				continue
 			}
 			bad = append(bad, checkProjectImport(f, r, known, rel)...)
 		}
+		if len(f.envReads) > 0 && !matchesAny(envReaders(), pkg) {
+			bad = append(bad, fmt.Sprintf("%s reads the environment (%s): only main and internal/cli may; read it there, through the CLI's env, and hand the value in; see docs/architecture.md", f.path, strings.Join(f.envReads, ", ")))
+		}
 	}
 	return bad
+}
+
+// checkAdapterImport applies the adapters' rule on an import of an outside module.
+func checkAdapterImport(f goFile, imp string) []string {
+	for _, a := range adapters() {
+		if matches(a.module, imp) && !matchesAny(a.in, f.path) && !matchesAny(a.in, f.pkg()) {
+			return []string{fmt.Sprintf("%s imports %s: only %s may import it; %s; see docs/architecture.md", f.path, imp, a.name, a.hint)}
+		}
+	}
+	return nil
 }
 
 // checkProjectImport applies the rules on an import of the project's own package rel.
@@ -269,22 +325,53 @@ func loadFiles(fsys fs.FS) ([]goFile, error) {
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", p, err)
 		}
-		ast, err := parser.ParseFile(fset, p, src, parser.ImportsOnly)
+		file, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
 		if err != nil {
 			return fmt.Errorf("parsing %s: %w", p, err)
 		}
 		f := goFile{path: p}
-		for _, spec := range ast.Imports {
+		osName := ""
+		for _, spec := range file.Imports {
 			imp, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
 				return fmt.Errorf("%s: import %s: %w", p, spec.Path.Value, err)
 			}
 			f.imports = append(f.imports, imp)
+			if imp == "os" {
+				osName = "os"
+				if spec.Name != nil {
+					osName = spec.Name.Name
+				}
+			}
 		}
+		f.envReads = envReads(fset, file, osName)
 		files = append(files, f)
 		return nil
 	})
 	return files, err
+}
+
+// envReads lists the file's uses of os.Getenv, os.LookupEnv and os.Environ (os imported as
+// osName; "" when it is not imported), called or passed on as a value.
+func envReads(fset *token.FileSet, file *ast.File, osName string) []string {
+	if osName == "" || osName == "_" {
+		return nil
+	}
+	var reads []string
+	ast.Inspect(file, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == osName {
+			switch sel.Sel.Name {
+			case "Getenv", "LookupEnv", "Environ":
+				reads = append(reads, fmt.Sprintf("%s.%s (line %d)", osName, sel.Sel.Name, fset.Position(sel.Pos()).Line))
+			}
+		}
+		return true
+	})
+	return reads
 }
 
 // moduleRoot finds the directory of go.mod above the test's directory and its module path.

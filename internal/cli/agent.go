@@ -125,14 +125,14 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		return output.Flat(err)
 	}
 	holder := "agent@" + a.holder()
-	local, err := agentLocalStore(o.state)
+	local, err := agentLocalStore(o.state, o.client)
 	if err != nil {
 		return err
 	}
-	gates := engine.GatesConfig{Prometheus: o.client.prometheusConfig}
+	gates, consul := gatesConfig(o.client.prometheusConfig), agentConsul(env, o.client.timeout)
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: health.ConsulConfig{RequestTimeout: o.client.timeout}}, sharedWatch: true, gates: gates})
-	pagePartsFor, err := tokenParts(cc, local, logger, holder, gates)
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates})
+	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates)
 	if err != nil {
 		return err
 	}
@@ -238,11 +238,11 @@ func (agentCommand) Synopsis() string {
 }
 
 // agentLocalStore is the local store of -state local; nil with -state nomad.
-func agentLocalStore(state string) (store.Store, error) {
+func agentLocalStore(state string, cf clientFlags) (store.Store, error) {
 	if state != "local" {
 		return nil, nil
 	}
-	dir, err := localstore.DefaultDir()
+	dir, err := localstore.DefaultDir(cf.xdgStateHome, cf.home)
 	if err != nil {
 		return nil, fmt.Errorf("finding the local state directory: %w", err)
 	}

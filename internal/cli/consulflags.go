@@ -4,7 +4,9 @@ import (
 	"flag"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 )
 
@@ -35,12 +37,7 @@ func (c consulFlags) validate() error {
 // config is the Consul configuration: the flags, then the environment env gives (the
 // process's, or a test's).
 func (c consulFlags) config(env func(string) string) health.ConsulConfig {
-	pick := func(flag, name string) string {
-		if flag != "" {
-			return flag
-		}
-		return strings.TrimSpace(env(name))
-	}
+	pick := flagOrEnv(env)
 	cfg := health.ConsulConfig{
 		Address:       pick(c.address, "CONSUL_HTTP_ADDR"),
 		Token:         pick(c.token, "CONSUL_HTTP_TOKEN"),
@@ -48,6 +45,7 @@ func (c consulFlags) config(env func(string) string) health.ConsulConfig {
 		ClientCert:    pick(c.clientCert, "CONSUL_CLIENT_CERT"),
 		ClientKey:     pick(c.clientKey, "CONSUL_CLIENT_KEY"),
 		TLSServerName: pick(c.tlsServerName, "CONSUL_TLS_SERVER_NAME"),
+		Env:           consulEnv(env),
 	}
 	if c.skipVerify != "" {
 		v, _ := strconv.ParseBool(c.skipVerify)
@@ -64,6 +62,49 @@ func (c consulFlags) config(env func(string) string) health.ConsulConfig {
 		}
 	}
 	return cfg
+}
+
+// flagOrEnv picks a flag's value when given, else the environment variable's that env
+// gives (trimmed), as Consul's and Nomad's CLIs do.
+func flagOrEnv(env func(string) string) func(flag, name string) string {
+	return func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		return strings.TrimSpace(env(name))
+	}
+}
+
+// consulEnv is what consul/api's DefaultConfig reads from the environment, read from the
+// one env gives: the Consul adapter (internal/health) reads no environment of its own.
+func consulEnv(env func(string) string) health.ConsulEnv {
+	return health.ConsulEnv{
+		Address:       env("CONSUL_HTTP_ADDR"),
+		Token:         env("CONSUL_HTTP_TOKEN"),
+		TokenFile:     env("CONSUL_HTTP_TOKEN_FILE"),
+		Auth:          env("CONSUL_HTTP_AUTH"),
+		SSL:           env("CONSUL_HTTP_SSL"),
+		TLSServerName: env("CONSUL_TLS_SERVER_NAME"),
+		CACert:        env("CONSUL_CACERT"),
+		CAPath:        env("CONSUL_CAPATH"),
+		ClientCert:    env("CONSUL_CLIENT_CERT"),
+		ClientKey:     env("CONSUL_CLIENT_KEY"),
+		SSLVerify:     env("CONSUL_HTTP_SSL_VERIFY"),
+		Namespace:     env("CONSUL_NAMESPACE"),
+		Partition:     env("CONSUL_PARTITION"),
+	}
+}
+
+// consulDialer is the engine's Consul on cfg: the flags over the environment, read by
+// config.
+func consulDialer(cfg health.ConsulConfig) engine.ConsulDialer {
+	return health.ConsulDialer{Config: cfg}
+}
+
+// agentConsul is the agent's Consul, which has no -consul-* flags: the environment env
+// gives, under the address each restart's planner recorded.
+func agentConsul(env func(string) string, timeout time.Duration) engine.ConsulDialer {
+	return consulDialer(health.ConsulConfig{Env: consulEnv(env), RequestTimeout: timeout})
 }
 
 // boolText is a boolean flag kept as text, so that "not given" differs from false.

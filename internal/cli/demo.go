@@ -296,11 +296,12 @@ func (a *app) serveDemoPage(ctx context.Context, ln net.Listener, nomadAddr stri
 	// The page steers as the agent's does; the demo's cluster has no ACLs, so no token is
 	// needed.
 	holder := "agent@" + a.holder()
-	partsFor, err := tokenParts(cc, nil, logger, holder, engine.GatesConfig{})
+	consul := agentConsul(a.env, 0)
+	partsFor, err := tokenParts(cc, nil, logger, holder, consul, engine.GatesConfig{})
 	if err != nil {
 		return fmt.Errorf("preparing the page's actions: %w", err)
 	}
-	cfg := buildParts(partsConfig{client: client, logger: logger, holder: holder, sharedWatch: true}).agentConfig(
+	cfg := buildParts(partsConfig{client: client, logger: logger, holder: holder, sharedWatch: true, health: engine.HealthConfig{Consul: consul}}).agentConfig(
 		agent.Config{Namespace: "*", Holder: holder, Logger: logger})
 	cfg.Actions = pageActions(partsFor, false)
 	ag, err := agent.New(cfg)

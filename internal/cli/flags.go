@@ -99,8 +99,11 @@ type clientFlags struct {
 	// NOMAD_RESTART_REQUEST_TIMEOUT or the default, filled by withEnv, and timeoutErr a
 	// bad value of the variable, reported when a session opens.
 	requestTimeout time.Duration
-	timeout        time.Duration
-	timeoutErr     error
+	// xdgStateHome and home are the environment's XDG_STATE_HOME and HOME, filled by
+	// withEnv: where the local store lives unless told otherwise (localstore.DefaultDir).
+	xdgStateHome, home string
+	timeout            time.Duration
+	timeoutErr         error
 	// consul holds the -consul-* flags (run only); consulConfig is them filled from the
 	// CONSUL_* environment by withEnv.
 	consul       consulFlags
@@ -174,6 +177,7 @@ func (c clientFlags) withEnv(env func(string) string) clientFlags {
 		}
 	}
 	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
+	c.xdgStateHome, c.home = strings.TrimSpace(env("XDG_STATE_HOME")), strings.TrimSpace(env("HOME"))
 	c.timeout, c.timeoutErr = c.requestTimeout, nil
 	if c.timeout == 0 {
 		c.timeout = upstream.DefaultTimeout

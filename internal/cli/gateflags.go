@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/cli/output"
+	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -40,12 +41,7 @@ func (p prometheusFlags) validate() error {
 // bearer token is read from NOMAD_RESTART_PROMETHEUS_TOKEN, or a file, never a flag (a
 // flag's value shows in the process list).
 func (p prometheusFlags) config(env func(string) string) prometheus.Config {
-	pick := func(flag, name string) string {
-		if flag != "" {
-			return flag
-		}
-		return strings.TrimSpace(env(name))
-	}
+	pick := flagOrEnv(env)
 	cfg := prometheus.Config{
 		Address:            pick(p.address, "NOMAD_RESTART_PROMETHEUS_ADDR"),
 		BearerTokenFile:    pick(p.tokenFile, "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE"),
@@ -58,6 +54,11 @@ func (p prometheusFlags) config(env func(string) string) prometheus.Config {
 		cfg.BearerToken = strings.TrimSpace(env("NOMAD_RESTART_PROMETHEUS_TOKEN"))
 	}
 	return cfg
+}
+
+// gatesConfig hands the engine Prometheus as cfg (the flags over the environment) says.
+func gatesConfig(cfg prometheus.Config) engine.GatesConfig {
+	return engine.GatesConfig{Prometheus: prometheus.Dialer{Config: cfg}}
 }
 
 // gateFlags are -gate and the options of how gates measure, as typed.

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
@@ -156,8 +155,9 @@ func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe
 // carries exactly the token the browser sent ("" is Nomad's anonymous token), never the
 // agent's -token or NOMAD_TOKEN, so the page can do nothing that token could not do with
 // the CLI. The clients share one connection pool. local is the store of -state local (nil:
-// the records in Nomad Variables, read and written with the token).
-func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string, gates engine.GatesConfig) (func(token string) (parts, error), error) {
+// the records in Nomad Variables, read and written with the token); consul and gates are
+// how the page's engines reach Consul and Prometheus.
+func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string, consul engine.ConsulDialer, gates engine.GatesConfig) (func(token string) (parts, error), error) {
 	base := cc.APIConfig()
 	var shared *http.Client
 	if !strings.HasPrefix(base.Address, "unix://") {
@@ -175,7 +175,8 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 		if err != nil {
 			return parts{}, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
 		}
-		return buildParts(partsConfig{client: client, region: cc.Region, namespace: cc.Namespace, local: local, logger: logger, holder: "page@" + holder, gates: gates}), nil
+		return buildParts(partsConfig{client: client, region: cc.Region, namespace: cc.Namespace, local: local, logger: logger, holder: "page@" + holder,
+			health: engine.HealthConfig{Consul: consul}, gates: gates}), nil
 	}, nil
 }
 
@@ -189,7 +190,7 @@ func changeRollouts(on bool, client *api.Client, env func(string) string, timeou
 	consul := consulFlags{}.config(env)
 	consul.RequestTimeout = timeout
 	return &agent.ChangeRollouts{
-		Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{Logger: logger}), sourcewatch.Options{Logger: logger, Consul: consulClient(consul, true)}),
+		Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{Logger: logger}), sourcewatch.Options{Logger: logger, Consul: consul.SharedClient(true)}),
 		Files:   cluster.NewNomad(client),
 	}
 }
@@ -215,7 +216,7 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 		CACert: cf.caCert, CAPath: cf.caPath, ClientCert: cf.clientCert, ClientKey: cf.clientKey,
 		TLSServerName: cf.tlsServerName, Insecure: cf.insecure, RequestTimeout: cf.timeout,
 	}
-	hc := engine.HealthConfig{Consul: cf.consulConfig, Clock: b.clock, TimeScale: b.timeScale}
+	hc := engine.HealthConfig{Consul: consulDialer(cf.consulConfig), Clock: b.clock, TimeScale: b.timeScale}
 	if b.clock == nil {
 		// Nomad's clock, estimated from the times of its answers and its timestamps.
 		hc.Estimate = health.NewOffsetClock(nil)
@@ -232,8 +233,9 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
 	}
 	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
-		gates: engine.GatesConfig{Prometheus: cf.prometheusConfig}}
-	return &nomadSession{client: client, vars: nomadvars.New(client, nomadvars.Options{Logger: logger}), cfg: cfg, base: buildParts(cfg), localDir: b.localDir}, nil
+		gates: gatesConfig(cf.prometheusConfig)}
+	return &nomadSession{client: client, vars: nomadvars.New(client, nomadvars.Options{Logger: logger}), cfg: cfg, base: buildParts(cfg), localDir: b.localDir,
+		xdgStateHome: cf.xdgStateHome, home: cf.home}, nil
 }
 
 // nomadSession is a session on one Nomad cluster: its parts on the Nomad store, built once,
@@ -246,6 +248,8 @@ type nomadSession struct {
 	cfg      partsConfig
 	base     parts
 	localDir string
+	// xdgStateHome and home place the local store when localDir is "" (clientFlags).
+	xdgStateHome, home string
 
 	once     sync.Once
 	local    store.Store
@@ -273,7 +277,7 @@ func (s *nomadSession) localStore() (store.Store, error) {
 	s.once.Do(func() {
 		dir := s.localDir
 		if dir == "" {
-			dir, s.localErr = localstore.DefaultDir()
+			dir, s.localErr = localstore.DefaultDir(s.xdgStateHome, s.home)
 			if s.localErr != nil {
 				return
 			}
@@ -350,18 +354,3 @@ func demoJob() *api.Job {
 
 // jobCluster is the session's Nomad, for commands that read jobs only (watches).
 func (s *nomadSession) jobCluster() *cluster.Nomad { return s.base.cluster }
-
-// consulClient is sourcewatch's Options.Consul on the Consul that cfg names: one client,
-// made at the first Consul source, for every datacenter (Consul takes the datacenter as a
-// parameter of each request); pooled for a long-lived watch. Nil when cfg names no
-// Consul: sources then say so.
-func consulClient(cfg health.ConsulConfig, pooled bool) func(datacenter string) (*consulapi.Client, error) {
-	if cfg.Address == "" {
-		return nil
-	}
-	client := sync.OnceValues(func() (*consulapi.Client, error) {
-		c, _, err := cfg.Client(pooled)
-		return c, err
-	})
-	return func(string) (*consulapi.Client, error) { return client() }
-}

@@ -174,7 +174,7 @@ func (a *app) openWatches(ctx context.Context, o watchesOptions) (*cluster.Nomad
 	if err != nil {
 		return nil, changereport.Facts{}, err
 	}
-	hub := ses.sourceHub(sourcewatch.Options{Logger: log, Consul: consulClient(o.client.consulConfig, false)})
+	hub := ses.sourceHub(sourcewatch.Options{Logger: log, Consul: o.client.consulConfig.SharedClient(false)})
 	return nomad, changereport.Facts{Sources: hub, Stores: stores, Files: nomad}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -48,10 +49,12 @@ type JobReader interface {
 	// JobVersions returns the job's versions by version number (old versions may be gone).
 	JobVersions(ctx context.Context, namespace, jobID string) (map[uint64]*restart.Job, error)
 	// JobSpec reads the job's full specification (services, checks, update blocks, task
-	// lifecycles), for the health gate. Its error is Nomad's answer, classified (see
+	// lifecycles, meta, templates), for the readiness gate, and the job's planning view
+	// from the same read (JobSpec.Job, its namespace the one read in when the
+	// specification names none). Its error is Nomad's answer, classified (see
 	// ErrJobNotFound) but not prefixed: the caller names the job. ErrNotSupported when the
 	// client cannot read specifications.
-	JobSpec(ctx context.Context, namespace, jobID string) (*JobSpec, error)
+	JobSpec(ctx context.Context, namespace, jobID string) (*onchange.JobSpec, error)
 	// JobSummary reads the job's allocations counted by group and client status, as Nomad
 	// keeps them: one small read where listing the allocations grows with the job.
 	// ErrNotSupported when the client has no summary.

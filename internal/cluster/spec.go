@@ -6,37 +6,12 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 )
-
-// JobSpec is a job's full specification as Nomad holds it: its services and checks, update
-// blocks and task lifecycles. The engine holds it without reading it; the health package
-// reads it (API).
-type JobSpec struct {
-	job *api.Job
-}
-
-// NewJobSpec wraps a job specification of the api module (tests and other sources build
-// one this way).
-func NewJobSpec(job *api.Job) *JobSpec { return &JobSpec{job: job} }
-
-// Job is the job's view that the engine plans with (JobReader.Job's), from the
-// specification: one read of a job serves both. namespace is the one it was read in,
-// for a specification that names none.
-func (s *JobSpec) Job(namespace string) *restart.Job {
-	if s == nil {
-		return nil
-	}
-	out := convertJob(s.job)
-	if out.Namespace == "" {
-		out.Namespace = namespace
-	}
-	return out
-}
 
 // JobSpec reads the job's full specification. Its error is Nomad's answer, classified but
 // not prefixed: callers say which job's checks they were reading.
-func (n *Nomad) JobSpec(ctx context.Context, namespace, jobID string) (*JobSpec, error) {
+func (n *Nomad) JobSpec(ctx context.Context, namespace, jobID string) (*onchange.JobSpec, error) {
 	job, err := read(ctx, n, "reading job specification", func(ctx context.Context) (*api.Job, error) {
 		j, _, err := n.client.Jobs().Info(jobID, queryOpts(ctx, namespace))
 		return j, err
@@ -45,7 +20,7 @@ func (n *Nomad) JobSpec(ctx context.Context, namespace, jobID string) (*JobSpec,
 		return nil, classify(err, ErrJobNotFound)
 	}
 	n.learnRegion(str(job.Region))
-	return NewJobSpec(job), nil
+	return jobSpec(job, namespace), nil
 }
 
 // JobSummary reads the job's summary: its allocations counted by group and client status.

@@ -37,10 +37,10 @@ func viewJob() *api.Job {
 
 func TestJobSpecViews(t *testing.T) {
 	spec := NewJobSpec(viewJob())
-	if spec.Name() != "web" || spec.Region() != "eu" || spec.Type() != "service" || spec.Meta()["j"] != "1" {
-		t.Fatalf("job: name %q region %q type %q meta %v", spec.Name(), spec.Region(), spec.Type(), spec.Meta())
+	if spec.Name != "web" || spec.Region != "eu" || spec.Type != "service" || spec.Meta["j"] != "1" {
+		t.Fatalf("job: name %q region %q type %q meta %v", spec.Name, spec.Region, spec.Type, spec.Meta)
 	}
-	if u := spec.Update(); u == nil || *u.MinHealthyTime != 3*time.Second || u.HealthyDeadline != nil {
+	if u := spec.Update; u == nil || *u.MinHealthyTime != 3*time.Second || u.HealthyDeadline != nil {
 		t.Fatalf("job update %+v", u)
 	}
 	if _, ok := spec.Group("nope"); ok {
@@ -50,30 +50,29 @@ func TestJobSpecViews(t *testing.T) {
 	if !ok {
 		t.Fatal("group web not found")
 	}
-	want := GroupSpec{Name: "web", Count: 3, Meta: map[string]string{"g": "1"}, Update: &UpdateSpec{HealthCheck: "task_states"},
-		Services: []ServiceSpec{{Provider: "nomad", Checks: []CheckSpec{{Type: "tcp"}}}},
-		Tasks: []TaskSpec{
-			{Name: "app", Meta: map[string]string{"t": "1"}, Services: []ServiceSpec{{Name: "api", Provider: "consul", PortLabel: "http", OnUpdate: "ignore_warnings",
-				Checks: []CheckSpec{{Name: "http", Type: "http", InitialStatus: "passing", Interval: 5 * time.Second, Timeout: time.Second, FailuresBeforeCritical: 3}}}}},
+	// What the readiness gate reads and what config-change rollouts read, in one view.
+	want := onchange.GroupSpec{Name: "web", Count: 3, Meta: map[string]string{"g": "1"}, Update: &onchange.UpdateSpec{HealthCheck: "task_states"},
+		Consul:   &onchange.ConsulSpec{Namespace: "group-ns", Partition: "part"},
+		Services: []onchange.ServiceSpec{{Provider: "nomad", Checks: []onchange.CheckSpec{{Type: "tcp"}}}},
+		Tasks: []onchange.TaskSpec{
+			{Name: "app", Meta: map[string]string{"t": "1"}, Consul: &onchange.ConsulSpec{Namespace: "task-ns"},
+				Services: []onchange.ServiceSpec{{Name: "api", Provider: "consul", PortLabel: "http", OnUpdate: "ignore_warnings",
+					Checks: []onchange.CheckSpec{{Name: "http", Type: "http", InitialStatus: "passing", Interval: 5 * time.Second, Timeout: time.Second, FailuresBeforeCritical: 3}}}},
+				Templates: []onchange.TemplateSpec{{Embedded: `{{ key "k" }}`, DestPath: "local/a.env", ChangeMode: "noop"}}},
 			{Name: "setup", Ephemeral: true},
 			{Name: "proxy"},
 		}}
 	if !reflect.DeepEqual(g, want) {
 		t.Fatalf("group\n%+v\nwant\n%+v", g, want)
 	}
-	oc := spec.OnChange()
-	wantOC := onchange.JobSpec{ID: "web", Namespace: "apps", Region: "eu", Meta: map[string]string{"j": "1"}, Groups: []onchange.GroupSpec{{
-		Name: "web", Meta: map[string]string{"g": "1"}, Consul: &onchange.ConsulSpec{Namespace: "group-ns", Partition: "part"},
-		Tasks: []onchange.TaskSpec{
-			{Name: "app", Meta: map[string]string{"t": "1"}, Consul: &onchange.ConsulSpec{Namespace: "task-ns"},
-				Templates: []onchange.TemplateSpec{{Embedded: `{{ key "k" }}`, DestPath: "local/a.env", ChangeMode: "noop"}}},
-			{Name: "setup"}, {Name: "proxy"},
-		}}}}
-	if !reflect.DeepEqual(oc, wantOC) {
-		t.Fatalf("on-change view\n%+v\nwant\n%+v", oc, wantOC)
+	if spec.ID != "web" || spec.Namespace != "apps" || len(spec.Groups) != 1 {
+		t.Fatalf("job: id %q namespace %q groups %d", spec.ID, spec.Namespace, len(spec.Groups))
 	}
-	var none *JobSpec
-	if none.Name() != "" || none.Update() != nil || len(none.OnChange().Groups) != 0 {
-		t.Fatal("a nil JobSpec has no views")
+	if spec.Job == nil || spec.Job.ID != "web" || spec.Job.Namespace != "apps" {
+		t.Fatalf("planning view %+v", spec.Job)
+	}
+	var none *onchange.JobSpec
+	if _, ok := none.Group("web"); ok {
+		t.Fatal("a nil JobSpec has no groups")
 	}
 }

@@ -194,12 +194,8 @@ func restartMessages(spec restart.Spec, p *restart.AllocProgress) []string {
 // way: facts first, then the request again, with Attempts persisted before each.
 func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 	b := cluster.NewBackoff(d.e.resendPolicy())
-	var undrain func() // set once the allocation is drained (-drain), for every exit
-	defer func() {
-		if undrain != nil {
-			undrain()
-		}
-	}()
+	drain := &allocDrain{d: d, i: i}
+	defer drain.done()
 	for {
 		p := d.progress(i)
 		tasks := p.Before.Targets()
@@ -222,11 +218,8 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 				return err
 			}
 		}
-		if undrain == nil {
-			var err error
-			if undrain, err = d.drainBefore(ctx, i); err != nil {
-				return err
-			}
+		if err := drain.before(ctx); err != nil {
+			return err
 		}
 		d.log.Debug("sending restart", "alloc", p.ID, "tasks", tasks, "attempt", p.Attempts, "fresh", fresh)
 		err := d.requestRestart(ctx, p, tasks)
@@ -237,12 +230,11 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 			return &allocFailure{err}
 		}
 		d.log.Warn("restart request failed; checking and retrying", "alloc", p.ID, "err", err)
-		if !b.Wait(ctx) {
-			if ctx.Err() == nil {
-				if werr := d.warnRetriesSpent(ctx, &p, fmt.Sprintf("the restart of allocation %q", p.ID), b, err); werr != nil {
-					return werr
-				}
-			}
+		resend, werr := d.waitToResend(ctx, b, &p, fmt.Sprintf("the restart of allocation %q", p.ID), err)
+		if werr != nil {
+			return werr
+		}
+		if !resend {
 			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, gaveUp(ctx))}
 		}
 		fresh = false
@@ -309,8 +301,8 @@ func (d *driver) waitRunningAgain(ctx context.Context, i int) error {
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is %q", p.ID, a.ClientStatus))
 			}
 		} else if restart.RunningAgain(p.Before, a, finishedOK) {
-			if d.gated(a) {
-				if err := d.passGate(ctx, i, a, index, runningTargets(p.Before, a)); err != nil {
+			if d.awaitsReadiness(a) {
+				if err := d.passReadiness(ctx, i, a, index, runningTargets(p.Before, a)); err != nil {
 					return err
 				}
 				return d.doneAlloc(ctx, i, fmt.Sprintf("Allocation %q is healthy again", p.ID))

@@ -159,7 +159,7 @@ func (c *budgetChecks) read(ctx context.Context, allocs []*restart.Alloc) {
 	if len(cands) == 0 {
 		return
 	}
-	job, src, err := c.d.gateDeps(ctx)
+	job, src, err := c.d.readinessDeps(ctx)
 	if err != nil {
 		for _, a := range cands {
 			results[a.ID] = fmt.Sprintf("checks unknown: %v", err)
@@ -231,7 +231,7 @@ func (c *budgetChecks) note(group, text string) {
 // checks let it serve, else what holds it back. provenAt is when this driver's gate judged
 // it healthy (zero: never): one snapshot cannot show a Consul status change, the gate saw it.
 func judge(it budgetItem, now, provenAt time.Time, snaps ...*health.Snapshot) string {
-	g := health.NewGate(health.Config{Mode: restart.HealthChecks, Tasks: runningTasks(it.a), Checks: it.specs, ProvenAt: provenAt})
+	g := health.NewReadiness(health.Config{Mode: restart.HealthChecks, Tasks: runningTasks(it.a), Checks: it.specs, ProvenAt: provenAt})
 	g.ObserveAlloc(it.a)
 	for _, s := range snaps {
 		if s != nil {
@@ -347,11 +347,7 @@ func (c *budgetChecks) readConsulServices(ctx context.Context, names []string, i
 	byService := map[string]map[string][]health.Check{}
 	errs := map[string]error{}
 	if c.consul == nil {
-		cfg := c.d.e.health.Consul
-		if cfg.Address == "" {
-			cfg.Address = c.d.spec.ConsulAddress
-		}
-		consul, err := health.NewConsulUnpooled(cfg, c.d.e.nomadNow(), c.d.log) // dropped with the batch
+		consul, err := c.d.e.consul(c.d.spec.ConsulAddress, c.d.log, false) // dropped with the batch
 		if err != nil {
 			for _, n := range names {
 				errs[n] = err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -153,11 +154,11 @@ func budgetAlloc(i int, group string) *restart.Alloc {
 // consulAddr, on a clock well after the tasks started.
 func checksDriver(allocs []*restart.Alloc, nomad *fakeChecks, consulAddr string) *driver {
 	e := New(Config{Holder: "budget:1", Health: HealthConfig{
-		JobSpec: func(context.Context, string, string) (*cluster.JobSpec, error) {
+		JobSpec: func(context.Context, string, string) (*onchange.JobSpec, error) {
 			return cluster.NewJobSpec(budgetCheckedJob()), nil
 		},
 		Checks: nomad,
-		Consul: health.ConsulConfig{Address: consulAddr},
+		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: consulAddr}},
 		Clock:  func() time.Time { return time.Unix(2000, 0) },
 	}})
 	rec := &restart.Record{ID: "r", Spec: restart.Spec{Health: restart.HealthChecks}}
@@ -362,7 +363,7 @@ func TestBudgetWaitsForFailingChecks(t *testing.T) {
 	e := New(Config{Cluster: fc, Store: newMemStore(), Holder: "test:1", Health: HealthConfig{
 		TimeScale: 100,
 		Checks:    nomad,
-		JobSpec: func(context.Context, string, string) (*cluster.JobSpec, error) {
+		JobSpec: func(context.Context, string, string) (*onchange.JobSpec, error) {
 			tg := api.NewTaskGroup("web", 3).AddTask(api.NewTask("main", "raw_exec"))
 			tg.Services = []*api.Service{{Name: "web-admin", Provider: "nomad", Checks: []api.ServiceCheck{
 				{Name: "alive", Type: "tcp", Interval: time.Second}, {Name: "ready", Type: "tcp", Interval: time.Second}}}}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -25,7 +26,7 @@ const undrainTimeout = 10 * time.Second
 // restart.DefaultDrain where such a service exists and the health gate reads Consul
 // already (its address is known to answer), and not with -health none, Nomad's own
 // behaviour. Where no service needs it, the drain is 0.
-func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *cluster.JobSpec) error {
+func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *onchange.JobSpec) error {
 	if spec.Drain < 0 || spec.Drain > restart.MaxDrain {
 		return fmt.Errorf("-drain %s is out of range: give a duration from 0 (no drain) to %s, such as 2s", spec.Drain, restart.MaxDrain)
 	}
@@ -50,7 +51,7 @@ func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *rest
 		return nil
 	}
 	if spec.ConsulAddress == "" {
-		consul, err := health.NewConsul(e.health.Consul, e.nomadNow(), e.log)
+		consul, err := e.consul("", e.log, true)
 		if err != nil {
 			return fmt.Errorf("-drain needs Consul: %w; set -consul-address or CONSUL_HTTP_ADDR, or -drain 0", err)
 		}
@@ -80,6 +81,35 @@ func (d *driver) drainBefore(ctx context.Context, i int) (undo func(), err error
 	})
 }
 
+// allocDrain is the drain (-drain) of one allocation whose request is being sent: made
+// before the first request that goes out, and taken off at every exit of the sending loop
+// (done) unless a stop went through (keep: Nomad's client deregisters the instance).
+type allocDrain struct {
+	d    *driver
+	i    int
+	undo func()
+}
+
+// before drains the allocation, once.
+func (a *allocDrain) before(ctx context.Context) error {
+	if a.undo != nil {
+		return nil
+	}
+	var err error
+	a.undo, err = a.d.drainBefore(ctx, a.i)
+	return err
+}
+
+// keep leaves the drain's checks for Nomad's client to remove with the instance.
+func (a *allocDrain) keep() { a.undo = nil }
+
+// done takes the drain's checks off, if any are on.
+func (a *allocDrain) done() {
+	if a.undo != nil {
+		a.undo()
+	}
+}
+
 // drainAllocs takes the allocations' instances of the Consul services Nomad stops with no
 // delay out of Consul's passing answers, and waits the drain once for all: a load balancer
 // reading them stops sending to the instances before they stop. mark, when not nil, is
@@ -96,7 +126,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 	if d.spec.Drain <= 0 || d.drainOff.Load() || len(allocs) == 0 {
 		return undo, nil
 	}
-	job, src, err := d.gateDeps(ctx)
+	job, src, err := d.readinessDeps(ctx)
 	if err != nil || src.Consul == nil {
 		if ctx.Err() != nil {
 			return undo, ctx.Err()
@@ -206,7 +236,7 @@ func (d *driver) drainWarning(allocs []*restart.Alloc, batch int, err error) {
 // drainServices lists the names, for allocation a, of its group's Consul services that
 // the restart drains (stoppingService.drained); names holding variables nomad-restart
 // cannot resolve are left out.
-func drainServices(job *cluster.JobSpec, s restart.Spec, a *restart.Alloc) []string {
+func drainServices(job *onchange.JobSpec, s restart.Spec, a *restart.Alloc) []string {
 	g, ok := job.Group(a.Group)
 	if !ok {
 		return nil
@@ -226,7 +256,7 @@ func drainServices(job *cluster.JobSpec, s restart.Spec, a *restart.Alloc) []str
 
 // ExpectedDrain is the drain a restart of the groups with spec s would plan, were Consul
 // to answer: for what is said without planning (watches -explain).
-func ExpectedDrain(job *cluster.JobSpec, groups []string, s restart.Spec) time.Duration {
+func ExpectedDrain(job *onchange.JobSpec, groups []string, s restart.Spec) time.Duration {
 	switch {
 	case !drainNeeded(job, groups, s):
 		return 0

@@ -59,8 +59,9 @@ type driver struct {
 	// not sent yet: their request goes out without first asking Nomad whether a former
 	// driver's did.
 	fresh map[int]bool
-	// gates are the health gates' job specification and check sources (-health checks).
-	gates gateDeps
+	// readiness is the readiness gates' job specification and check sources (-health
+	// checks).
+	readiness readinessDeps
 	// feed follows the job's allocations from the event stream (nil: blocking queries).
 	feed *allocFeed
 	// proven holds, per allocation, when its health gate judged it healthy on fresh

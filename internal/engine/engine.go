@@ -23,6 +23,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
@@ -195,10 +196,22 @@ type planInputs struct {
 	allocs   []*restart.Alloc
 	// spec is the job's full specification, read for the health gate's options unless
 	// -health none; specErr is why it could not be read (resolveHealth decides).
-	spec    *cluster.JobSpec
+	spec    *onchange.JobSpec
 	specErr error
 	// The reads' failures, judged in the order of the checks by planChecks.
 	versionsErr, deployErr, allocsErr error
+}
+
+// planningView is the job's view that the engine plans with, from its specification: one
+// read of a job serves both. namespace is the one it was read in, for a specification
+// that names none. Nil when the specification carries no view.
+func planningView(spec *onchange.JobSpec, namespace string) *restart.Job {
+	if spec.Job == nil {
+		return nil
+	}
+	job := *spec.Job
+	job.Namespace = cmp.Or(job.Namespace, namespace)
+	return &job
 }
 
 // planReads reads the job and what a plan needs of it, and refuses what Nomad refuses
@@ -238,7 +251,7 @@ func (e *Engine) planReads(ctx context.Context, req Request, spec restart.Spec) 
 		wg.Go(func() {
 			in.spec, in.specErr = e.jobSpec(ctx, ns, id)
 			if in.specErr == nil {
-				job = in.spec.Job(ns)
+				job = planningView(in.spec, ns)
 			} else {
 				jobErr = fmt.Errorf("reading job %q in namespace %q: %w", id, e.namespaceOf(ns), in.specErr)
 			}

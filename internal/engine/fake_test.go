@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
@@ -401,7 +402,7 @@ func (f *fakeCluster) FollowJobAllocations(ctx context.Context, ns, jobID string
 	return nil
 }
 
-func (f *fakeCluster) JobSpec(ctx context.Context, ns, jobID string) (*cluster.JobSpec, error) {
+func (f *fakeCluster) JobSpec(ctx context.Context, ns, jobID string) (*onchange.JobSpec, error) {
 	return nil, cluster.ErrNotSupported
 }
 

@@ -46,6 +46,21 @@ func (d *driver) warnRetriesSpent(ctx context.Context, a *restart.AllocProgress,
 	return d.step(ctx, func(*restart.Record) { d.eventLocked(e) })
 }
 
+// waitToResend waits b's next pause before a request about allocation p is sent again, and
+// reports whether it may be; when b's budget is spent, it first records the warning that
+// says what (warnRetriesSpent) kept failing with err, and returns the recording's error.
+func (d *driver) waitToResend(ctx context.Context, b *cluster.Backoff, p *restart.AllocProgress, what string, err error) (bool, error) {
+	if b.Wait(ctx) {
+		return true, nil
+	}
+	if ctx.Err() == nil {
+		if werr := d.warnRetriesSpent(ctx, p, what, b, err); werr != nil {
+			return false, werr
+		}
+	}
+	return false, nil
+}
+
 // retriesSpent words a budget spent on Nomad's failures.
 func retriesSpent(what string, b *cluster.Backoff, err error) string {
 	if b == nil {

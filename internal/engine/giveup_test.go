@@ -15,7 +15,7 @@ import (
 // in a fraction of a second.
 func (env *simEnv) budgetEngine(budget time.Duration) *Engine {
 	return New(Config{Cluster: cluster.NewNomad(env.client), Store: env.store, Holder: "budget:1", Retry: cluster.RetryPolicy{MaxElapsed: budget},
-		Health: HealthConfig{Clock: env.sim.Now, TimeScale: env.sim.TimeScale(), Consul: health.ConsulConfig{Address: env.sim.ConsulAddr(), Wait: time.Second}}})
+		Health: HealthConfig{Clock: env.sim.Now, TimeScale: env.sim.TimeScale(), Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: env.sim.ConsulAddr(), Wait: time.Second}}}})
 }
 
 // giveUps are the record's warnings of a retry budget spent.

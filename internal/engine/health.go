@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -16,11 +18,12 @@ import (
 type HealthConfig struct {
 	// JobSpec reads the job's full specification (its services and checks); nil: the
 	// Cluster's.
-	JobSpec func(ctx context.Context, namespace, jobID string) (*cluster.JobSpec, error)
+	JobSpec func(ctx context.Context, namespace, jobID string) (*onchange.JobSpec, error)
 	// Checks reads Nomad-native check results; nil: the Cluster when it can.
 	Checks cluster.CheckReader
-	// Consul overrides what the environment (CONSUL_HTTP_ADDR...) says of Consul.
-	Consul health.ConsulConfig
+	// Consul gives the Consul check sources (the assembly's health.ConsulDialer, made from
+	// the flags and the environment); nil: no Consul, so Consul checks cannot be read.
+	Consul ConsulDialer
 	// Clock is Nomad's clock, on which min-healthy times and deadlines are measured; nil:
 	// an estimate from the Nomad timestamps the driver reads (health.OffsetClock). Give a
 	// simulation's clock here, as its clock does not run at the local rate.
@@ -33,9 +36,28 @@ type HealthConfig struct {
 	TimeScale float64
 }
 
+// ConsulDialer gives the engine Consul at an address: where a restart's planner reached it,
+// or "" for the configured one (health.ConsulDialer; see its Dial). The engine makes no
+// client itself: the assembly that read the flags and the environment hands this in.
+type ConsulDialer interface {
+	Dial(address string, clock health.Clock, log *slog.Logger, pooled bool) (*health.Consul, error)
+}
+
+// errNoConsul is what asking for Consul gives an engine that was handed none.
+var errNoConsul = errors.New("no Consul is configured")
+
+// consul is the Consul check source at address (see ConsulDialer), stamping its snapshots
+// with Nomad's clock. Unpooled (pooled false): for a source dropped with its batch.
+func (e *Engine) consul(address string, log *slog.Logger, pooled bool) (*health.Consul, error) {
+	if e.health.Consul == nil {
+		return nil, errNoConsul
+	}
+	return e.health.Consul.Dial(address, e.nomadNow(), log, pooled)
+}
+
 // jobSpec reads the full job, for its services and update blocks (the cluster retries
 // transient failures).
-func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*cluster.JobSpec, error) {
+func (e *Engine) jobSpec(ctx context.Context, ns, id string) (*onchange.JobSpec, error) {
 	if e.health.JobSpec != nil {
 		return e.health.JobSpec(ctx, ns, id)
 	}
@@ -79,7 +101,7 @@ func (e *Engine) observeTimes(a *restart.Alloc) {
 // services, resolves each group's times from its update block where the flags did not set
 // them, and, when Consul checks count, makes sure Consul answers before anything changes.
 // apiJob is the job's full specification as planFacts read it, err why it could not be.
-func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *cluster.JobSpec, err error) error {
+func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *onchange.JobSpec, err error) error {
 	if spec.Health == restart.HealthNone {
 		return nil
 	}
@@ -139,7 +161,7 @@ func (e *Engine) resolveHealth(ctx context.Context, spec *restart.Spec, job *res
 	if !needConsul {
 		return nil
 	}
-	consul, err := health.NewConsul(e.health.Consul, e.nomadNow(), e.log)
+	consul, err := e.consul("", e.log, true)
 	if err != nil {
 		return fmt.Errorf("job %q has Consul checks: %w; set -consul-address or CONSUL_HTTP_ADDR, or choose -health running", job.ID, err)
 	}
@@ -163,23 +185,23 @@ func targetGroups(kept []*restart.Alloc) []string {
 	return out
 }
 
-// gateDeps are what a driver's gates need, read on first use and kept for the driver's life
-// once read. A read that failed because its caller's context ended (a gate canceled when its
-// batch failed, the per-allocation deadline) or that failed transiently is not kept: the
-// next gate reads again, rather than failing on an error that was only its neighbour's.
-// Concurrent gates share one read in flight; each waits for it only as long as its own
-// context lasts.
-type gateDeps struct {
+// readinessDeps are what a driver's readiness gates need, read on first use and kept for
+// the driver's life once read. A read that failed because its caller's context ended (a
+// gate canceled when its batch failed, the per-allocation deadline) or that failed
+// transiently is not kept: the next gate reads again, rather than failing on an error that
+// was only its neighbour's. Concurrent gates share one read in flight; each waits for it
+// only as long as its own context lasts.
+type readinessDeps struct {
 	mu      sync.Mutex
 	loaded  bool          // job, sources and err are final
 	loading chan struct{} // closed when the read in flight ends; nil when none runs
-	job     *cluster.JobSpec
+	job     *onchange.JobSpec
 	sources health.Sources
 	err     error
 }
 
-func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
-	g := &d.gates
+func (d *driver) readinessDeps(ctx context.Context) (*onchange.JobSpec, health.Sources, error) {
+	g := &d.readiness
 	for {
 		g.mu.Lock()
 		if g.loaded {
@@ -200,9 +222,9 @@ func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources
 		g.loading = done
 		g.mu.Unlock()
 
-		job, src, err := d.loadGateDeps(ctx)
+		job, src, err := d.loadReadinessDeps(ctx)
 		g.mu.Lock()
-		if err == nil || keepGateErr(ctx, err) {
+		if err == nil || keepReadinessErr(ctx, err) {
 			g.loaded, g.job, g.sources, g.err = true, job, src, err
 		}
 		g.loading = nil
@@ -212,18 +234,18 @@ func (d *driver) gateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources
 	}
 }
 
-// keepGateErr reports whether a failed read of the gates' dependencies is final for the
+// keepReadinessErr reports whether a failed read of the gates' dependencies is final for the
 // driver: not when the caller's context ended (its own deadline, or a sibling's failure),
 // nor when the failure passes (Nomad unavailable, no leader).
-func keepGateErr(ctx context.Context, err error) bool {
+func keepReadinessErr(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	return !cluster.IsTransient(err)
 }
 
-// loadGateDeps reads the job's specification and builds the check sources.
-func (d *driver) loadGateDeps(ctx context.Context) (*cluster.JobSpec, health.Sources, error) {
+// loadReadinessDeps reads the job's specification and builds the check sources.
+func (d *driver) loadReadinessDeps(ctx context.Context) (*onchange.JobSpec, health.Sources, error) {
 	job, err := d.e.jobSpec(ctx, d.jobNS, d.jobID)
 	if err != nil {
 		return nil, health.Sources{}, fmt.Errorf("reading the checks of job %q: %w", d.jobID, err)
@@ -232,13 +254,11 @@ func (d *driver) loadGateDeps(ctx context.Context) (*cluster.JobSpec, health.Sou
 	if r := d.e.checkReader(); r != nil {
 		src.Nomad = health.NewNomadChecks(r, d.e.nomadNow(), d.log)
 	}
-	// Where planning reached Consul, unless this driver was told otherwise; the
-	// environment's Consul (CONSUL_HTTP_ADDR, else the local agent) when neither says.
-	cfg := d.e.health.Consul
-	if cfg.Address == "" {
-		cfg.Address = d.spec.ConsulAddress
+	if d.e.health.Consul == nil {
+		return job, src, nil // Sources.Watch says Consul is missing, if a check needs it
 	}
-	c, err := health.NewConsul(cfg, d.e.nomadNow(), d.log)
+	// Where planning reached Consul, unless this driver was told otherwise.
+	c, err := d.e.consul(d.spec.ConsulAddress, d.log, true)
 	if err != nil {
 		return nil, health.Sources{}, err
 	}

@@ -7,18 +7,33 @@ import (
 	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/gate"
-	"github.com/nomad-restart/nomad-restart/internal/gate/prometheus"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // GatesConfig wires the metric gates (-gate).
 type GatesConfig struct {
-	// Prometheus is how to reach Prometheus (token, TLS); the address comes from the
-	// record (where the restart's planner reached it) when it has one.
-	Prometheus prometheus.Config
-	// Querier, when set, answers every gate's query instead of a client made from
-	// Prometheus (tests).
+	// Prometheus gives the Queriers on Prometheus (the assembly's prometheus.Dialer, made
+	// from the flags and the environment); nil: no Prometheus is configured.
+	Prometheus PrometheusDialer
+	// Querier, when set, answers every gate's query instead of Prometheus (tests).
 	Querier gate.Querier
+}
+
+// PrometheusDialer gives the engine Prometheus at an address: where a restart's planner
+// reached it, else the configured one (gate/prometheus.Dialer). The engine makes no client
+// itself: the assembly that read the flags and the environment hands this in.
+type PrometheusDialer interface {
+	// Address is the configured Prometheus's address, "" when none is.
+	Address() string
+	Dial(address string) (gate.Querier, error)
+}
+
+// prometheusAddress is the configured Prometheus's address, "" when none is.
+func (e *Engine) prometheusAddress() string {
+	if e.gates.Prometheus == nil {
+		return ""
+	}
+	return e.gates.Prometheus.Address()
 }
 
 // querier returns what asks the restart's gates' queries: Prometheus at the address the
@@ -27,18 +42,16 @@ func (e *Engine) querier(address string) (gate.Querier, error) {
 	if e.gates.Querier != nil {
 		return e.gates.Querier, nil
 	}
-	cfg := e.gates.Prometheus
-	if address != "" {
-		cfg.Address = address
+	if address == "" {
+		address = e.prometheusAddress()
 	}
-	if cfg.Address == "" {
+	if address == "" {
 		return nil, errors.New("the restart has metric gates but no Prometheus address: give the driver -prometheus-address (or NOMAD_RESTART_PROMETHEUS_ADDR)")
 	}
-	c, err := prometheus.New(cfg)
-	if err != nil {
-		return nil, err
+	if e.gates.Prometheus == nil {
+		return nil, errors.New("the restart has metric gates but no Prometheus is configured")
 	}
-	return c, nil
+	return e.gates.Prometheus.Dial(address)
 }
 
 // gateOutcome is how a batch's metric gates ended for the driver's decision.
@@ -112,7 +125,7 @@ func (d *driver) passGates(ctx context.Context, b int) (gateOutcome, error) {
 	mctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go d.stopOnIntent(mctx, stop)
-	res, err := gate.Run(mctx, q, specs, vars, g.Policy, gate.RealClock{}, prior, func(m gate.Measurement) error {
+	res, err := gate.Run(mctx, q, specs, vars, g.Policy, wallClock{}, prior, func(m gate.Measurement) error {
 		return d.step(ctx, func(r *restart.Record) {
 			stored := m
 			stored.Query = "" // the batch's queries are kept once, in GateRun.Queries
@@ -265,7 +278,7 @@ func (e *Engine) resolveGates(spec *restart.Spec) error {
 	}
 	if e.gates.Querier == nil {
 		if g.PrometheusAddress == "" {
-			g.PrometheusAddress = e.gates.Prometheus.Address
+			g.PrometheusAddress = e.prometheusAddress()
 		}
 		if g.PrometheusAddress == "" {
 			return errors.New("-gate needs Prometheus: give -prometheus-address (or set NOMAD_RESTART_PROMETHEUS_ADDR)")
@@ -296,7 +309,7 @@ func (e *Engine) MeasureGates(ctx context.Context, rec *restart.Record) ([]gate.
 		defer c.Close()
 	}
 	vars := batchVars(rec, 1)
-	at := gate.RealClock{}.Now()
+	at := wallClock{}.Now()
 	out := make([]gate.Measurement, 0, len(specs))
 	for _, s := range specs {
 		m, err := gate.Measure(ctx, q, s, vars, at)

@@ -34,12 +34,8 @@ func (d *driver) reschedule(ctx context.Context, i int) error {
 // facts when the intent may be from a former attempt.
 func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 	b := cluster.NewBackoff(d.e.resendPolicy())
-	var undrain func() // set once the allocation is drained (-drain), for every exit
-	defer func() {
-		if undrain != nil {
-			undrain()
-		}
-	}()
+	drain := &allocDrain{d: d, i: i}
+	defer drain.done()
 	for {
 		p := d.progress(i)
 		if !fresh {
@@ -65,18 +61,15 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 				return err
 			}
 		}
-		if undrain == nil {
-			var err error
-			if undrain, err = d.drainBefore(ctx, i); err != nil {
-				return err
-			}
+		if err := drain.before(ctx); err != nil {
+			return err
 		}
 		d.log.Debug("sending stop", "alloc", p.ID, "attempt", p.Attempts, "fresh", fresh)
 		index, err := d.e.cluster.StopAlloc(ctx, p.ID, d.spec.NoShutdownDelay)
 		if err == nil {
 			// Nomad's client deregisters the stopping instance, the drain's check with
 			// it; removing the check now could send requests back to it first.
-			undrain = nil
+			drain.keep()
 			if err := d.stopped(ctx, i, index); err != nil {
 				return err
 			}
@@ -87,12 +80,11 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w", err)}
 		}
 		d.log.Warn("stop request failed; checking and retrying", "alloc", p.ID, "err", err)
-		if !b.Wait(ctx) {
-			if ctx.Err() == nil {
-				if werr := d.warnRetriesSpent(ctx, &p, fmt.Sprintf("the stop of allocation %q", p.ID), b, err); werr != nil {
-					return werr
-				}
-			}
+		resend, werr := d.waitToResend(ctx, b, &p, fmt.Sprintf("the stop of allocation %q", p.ID), err)
+		if werr != nil {
+			return werr
+		}
+		if !resend {
 			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
 			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w (gave up retrying: %v)", err, gaveUp(ctx))}
 		}
@@ -255,11 +247,11 @@ func (f *replacementFollow) replaced(a *restart.Alloc) {
 // over (with its error), else the allocation that broke within the minimum time.
 func (f *replacementFollow) settle(ctx context.Context, a *restart.Alloc) (done bool, broke *restart.Alloc, err error) {
 	d := f.d
-	if d.gated(a) {
+	if d.awaitsReadiness(a) {
 		d.stepProgress(func(rec *restart.Record) {
 			rec.Allocs[f.i].Waiting = fmt.Sprintf("allocation %q to be healthy", a.ID)
 		})
-		if err := d.passGate(ctx, f.i, a, f.index, runningTasks(a)); err != nil {
+		if err := d.passReadiness(ctx, f.i, a, f.index, runningTasks(a)); err != nil {
 			return true, nil, err
 		}
 		return true, nil, d.doneAlloc(ctx, f.i, fmt.Sprintf("Allocation %q is healthy", a.ID))

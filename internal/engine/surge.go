@@ -569,7 +569,7 @@ func (d *driver) gateSurge(ctx context.Context, allocs []*restart.Alloc, group s
 		// Read the job's checks once here, with the driver's context: the gates below are
 		// canceled when one fails, and a read canceled then must not be what every later
 		// gate of this driver finds.
-		if _, _, err := d.gateDeps(ctx); err != nil {
+		if _, _, err := d.readinessDeps(ctx); err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
@@ -692,7 +692,7 @@ func (d *driver) surgeGate(ctx context.Context, a *restart.Alloc) error {
 	cfg := health.Config{Mode: restart.HealthRunning, Tasks: tasks, MinHealthy: minH}
 	var watched *health.Sources // nil: no checks to watch
 	if d.spec.Health == restart.HealthChecks {
-		job, src, err := d.gateDeps(ctx)
+		job, src, err := d.readinessDeps(ctx)
 		if err != nil {
 			return &allocFailure{err}
 		}
@@ -700,7 +700,7 @@ func (d *driver) surgeGate(ctx context.Context, a *restart.Alloc) error {
 	}
 	cfg.Since = tasksStarted(a, cfg.Tasks)
 	d.e.observeTimes(a)
-	g := health.NewGate(cfg)
+	g := health.NewReadiness(cfg)
 	g.ObserveAlloc(a)
-	return d.judgeGate(ctx, g, watched, a.ID, "surge allocation", a.ModifyIndex, nil)
+	return d.judgeReadiness(ctx, g, watched, a.ID, "surge allocation", a.ModifyIndex, nil)
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -23,7 +23,7 @@ import (
 // reads the catalog; and with Nomad's provider, it sends to the restarted instance from its
 // registration until its process answers. -no-shutdown-delay skips the delays of a stop
 // (-reschedule) and counts as none.
-func TrafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []string {
+func TrafficWarnings(spec *onchange.JobSpec, groups []string, s restart.Spec) []string {
 	var out []string
 	for _, name := range groups {
 		g, ok := spec.Group(name)
@@ -65,7 +65,7 @@ func TrafficWarnings(spec *cluster.JobSpec, groups []string, s restart.Spec) []s
 // the catalog.
 type stoppingService struct {
 	task      string
-	service   cluster.ServiceSpec
+	service   onchange.ServiceSpec
 	undelayed bool
 }
 
@@ -77,9 +77,9 @@ func (st stoppingService) drained(s restart.Spec) bool {
 
 // stoppingServices lists the group's services as a restart of the spec's kind stops them.
 // -no-shutdown-delay skips the delays of a stop (-reschedule) and counts as none.
-func stoppingServices(g cluster.GroupSpec, s restart.Spec) []stoppingService {
+func stoppingServices(g onchange.GroupSpec, s restart.Spec) []stoppingService {
 	var out []stoppingService
-	add := func(task string, svcs []cluster.ServiceSpec, delay time.Duration) {
+	add := func(task string, svcs []onchange.ServiceSpec, delay time.Duration) {
 		for _, svc := range svcs {
 			out = append(out, stoppingService{task: task, service: svc,
 				undelayed: delay <= 0 || (s.Reschedule && s.NoShutdownDelay)})
@@ -98,7 +98,7 @@ func stoppingServices(g cluster.GroupSpec, s restart.Spec) []stoppingService {
 
 // drainNeeded reports whether any of the groups has a Consul service that Nomad stops with
 // no delay: what a drain is for.
-func drainNeeded(spec *cluster.JobSpec, groups []string, s restart.Spec) bool {
+func drainNeeded(spec *onchange.JobSpec, groups []string, s restart.Spec) bool {
 	for _, name := range groups {
 		g, ok := spec.Group(name)
 		if !ok {
@@ -113,7 +113,7 @@ func drainNeeded(spec *cluster.JobSpec, groups []string, s restart.Spec) bool {
 	return false
 }
 
-func serviceName(s cluster.ServiceSpec) string {
+func serviceName(s onchange.ServiceSpec) string {
 	if s.Name == "" {
 		return "(unnamed)"
 	}

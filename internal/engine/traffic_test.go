@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -86,7 +87,7 @@ func TestDrainServicesAndExpectedDrain(t *testing.T) {
 		return &api.Service{Name: "web-${NOMAD_ALLOC_INDEX}", PortLabel: "http", Provider: provider,
 			Checks: []api.ServiceCheck{{Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}
 	}
-	mk := func(groupDelay *time.Duration, svcs ...*api.Service) *cluster.JobSpec {
+	mk := func(groupDelay *time.Duration, svcs ...*api.Service) *onchange.JobSpec {
 		tg := api.NewTaskGroup("web", 2)
 		tg.ShutdownDelay = groupDelay
 		tg.Services = svcs
@@ -100,7 +101,7 @@ func TestDrainServicesAndExpectedDrain(t *testing.T) {
 	alloc := &restart.Alloc{ID: "0b9f9f0e-1111-2222-3333-444455556666", Name: "shop.web[1]", Group: "web", JobID: "shop", Namespace: "default"}
 	cases := []struct {
 		name     string
-		job      *cluster.JobSpec
+		job      *onchange.JobSpec
 		spec     restart.Spec
 		services []string
 		expected time.Duration

@@ -12,33 +12,12 @@ type Querier interface {
 	Query(ctx context.Context, promql string, at time.Time) (Sample, error)
 }
 
-// Clock is Run's time: tests give it a fake one, so that minutes of gating take no real
-// time.
+// Clock is Run's time: the engine gives it the wall clock (paused with cluster.Sleep),
+// tests a fake one, so that minutes of gating take no real time.
 type Clock interface {
 	Now() time.Time
 	// Sleep waits d, or until ctx ends; it reports whether it waited all of d.
 	Sleep(ctx context.Context, d time.Duration) bool
-}
-
-// RealClock is the wall clock.
-type RealClock struct{}
-
-// Now is time.Now.
-func (RealClock) Now() time.Time { return time.Now() }
-
-// Sleep waits d or until ctx ends.
-func (RealClock) Sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // Result is how the gates of one batch ended.

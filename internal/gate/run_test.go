@@ -371,19 +371,3 @@ func TestRunRefusesWhatCannotWork(t *testing.T) {
 		t.Errorf("no gates: %+v, %v", res, err)
 	}
 }
-
-func TestRealClock(t *testing.T) {
-	var c RealClock
-	if d := time.Since(c.Now()); d < 0 || d > time.Minute {
-		t.Fatalf("Now is %s off", d)
-	}
-	if !c.Sleep(context.Background(), time.Millisecond) || !c.Sleep(context.Background(), 0) {
-		t.Fatal("a sleep was cut short")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	start := time.Now()
-	if c.Sleep(ctx, time.Hour) || c.Sleep(ctx, 0) || time.Since(start) > time.Second {
-		t.Fatal("a sleep outlived its context")
-	}
-}

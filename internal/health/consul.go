@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,12 +23,9 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
-// ConsulConfig says how to reach Consul. Empty fields keep what consul/api's DefaultConfig
-// read from the environment (CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN, CONSUL_HTTP_SSL,
-// CONSUL_CACERT, CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME,
-// CONSUL_HTTP_SSL_VERIFY); set fields are the flags' overrides (-consul-address,
-// -consul-token, -consul-ca-cert, -consul-client-cert, -consul-client-key,
-// -consul-tls-server-name, -consul-tls-skip-verify).
+// ConsulConfig says how to reach Consul. Its fields are the overrides (the flags:
+// -consul-address, -consul-token, -consul-ca-cert, -consul-client-cert, -consul-client-key,
+// -consul-tls-server-name, -consul-tls-skip-verify); empty fields keep what Env says.
 type ConsulConfig struct {
 	Address       string // host:port, or a URL with its scheme
 	Token         string
@@ -37,6 +35,9 @@ type ConsulConfig struct {
 	TLSServerName string
 	// SkipVerify, when set, overrides CONSUL_HTTP_SSL_VERIFY.
 	SkipVerify *bool
+	// Env is what the CONSUL_* environment says, under the fields above (and, for the
+	// address, under the one a restart recorded: ConsulDialer.Dial).
+	Env ConsulEnv
 	// Wait is the longest a blocking query waits for a change (default one minute).
 	Wait time.Duration
 	// RequestTimeout bounds the wait for each of Consul's answers (-request-timeout; see
@@ -44,12 +45,61 @@ type ConsulConfig struct {
 	RequestTimeout time.Duration
 }
 
-// apiConfig merges the overrides onto consul/api's defaults from the environment.
-func (c ConsulConfig) apiConfig(pooled bool) *consulapi.Config {
-	cfg := consulapi.DefaultNonPooledConfig()
+// ConsulEnv is what Consul's own tools read from the CONSUL_* environment (consul/api's
+// DefaultConfig), as the CLI read it: nothing below internal/cli reads the environment.
+// The values are kept as written; the booleans are read as consul/api reads them.
+type ConsulEnv struct {
+	Address       string // CONSUL_HTTP_ADDR
+	Token         string // CONSUL_HTTP_TOKEN
+	TokenFile     string // CONSUL_HTTP_TOKEN_FILE
+	Auth          string // CONSUL_HTTP_AUTH: user, or user:password
+	SSL           string // CONSUL_HTTP_SSL: https when true
+	TLSServerName string // CONSUL_TLS_SERVER_NAME
+	CACert        string // CONSUL_CACERT
+	CAPath        string // CONSUL_CAPATH
+	ClientCert    string // CONSUL_CLIENT_CERT
+	ClientKey     string // CONSUL_CLIENT_KEY
+	SSLVerify     string // CONSUL_HTTP_SSL_VERIFY: anything but true skips verification
+	Namespace     string // CONSUL_NAMESPACE
+	Partition     string // CONSUL_PARTITION
+}
+
+// defaultConsulAddress is where consul/api looks for Consul when nothing says: the local
+// agent.
+const defaultConsulAddress = "localhost:8500"
+
+// apiConfig is consul/api's DefaultConfig (pooled) or DefaultNonPooledConfig, read from e
+// rather than from the process's environment.
+func (e ConsulEnv) apiConfig(pooled bool) *consulapi.Config {
+	tr := cleanhttp.DefaultTransport()
 	if pooled {
-		cfg = consulapi.DefaultConfig()
+		tr = cleanhttp.DefaultPooledTransport()
 	}
+	cfg := &consulapi.Config{Address: cmp.Or(e.Address, defaultConsulAddress), Scheme: "http", Transport: tr,
+		Token: e.Token, TokenFile: e.TokenFile, Namespace: e.Namespace, Partition: e.Partition}
+	if e.Auth != "" {
+		user, password, _ := strings.Cut(e.Auth, ":")
+		cfg.HttpAuth = &consulapi.HttpBasicAuth{Username: user, Password: password}
+	}
+	if ssl, _ := strconv.ParseBool(e.SSL); ssl {
+		cfg.Scheme = "https"
+	}
+	cfg.TLSConfig.Address = e.TLSServerName
+	cfg.TLSConfig.CAFile = e.CACert
+	cfg.TLSConfig.CAPath = e.CAPath
+	cfg.TLSConfig.CertFile = e.ClientCert
+	cfg.TLSConfig.KeyFile = e.ClientKey
+	if e.SSLVerify != "" {
+		// As consul/api: a value that is not a boolean reads as false.
+		verify, _ := strconv.ParseBool(e.SSLVerify)
+		cfg.TLSConfig.InsecureSkipVerify = !verify
+	}
+	return cfg
+}
+
+// apiConfig merges the overrides onto the environment's configuration.
+func (c ConsulConfig) apiConfig(pooled bool) *consulapi.Config {
+	cfg := c.Env.apiConfig(pooled)
 	cfg.Address = cmp.Or(c.Address, cfg.Address)
 	cfg.Token = cmp.Or(c.Token, cfg.Token)
 	cfg.TLSConfig.CAFile = cmp.Or(c.CACert, cfg.TLSConfig.CAFile)
@@ -65,6 +115,25 @@ func (c ConsulConfig) apiConfig(pooled bool) *consulapi.Config {
 		cfg.Scheme = "https"
 	}
 	return cfg
+}
+
+// ConsulDialer makes a process's Consul check sources on one configuration: the
+// assembly (internal/cli) builds it from the flags and the environment and hands it to the
+// engine, which asks for the Consul a restart recorded.
+type ConsulDialer struct {
+	Config ConsulConfig
+}
+
+// Dial returns a check source on Consul at the configuration's address when it has one,
+// else at address (where a restart's planner reached Consul; "" when it names none), else
+// at the environment's or the local agent's. clock is Nomad's clock, which stamps
+// snapshots; log may be nil. Unpooled (pooled false), its idle connections do not outlive
+// it: for a source made and dropped often (one per batch). It does not contact Consul: see
+// Probe.
+func (d ConsulDialer) Dial(address string, clock Clock, log *slog.Logger, pooled bool) (*Consul, error) {
+	cfg := d.Config
+	cfg.Address = cmp.Or(cfg.Address, address)
+	return newConsul(cfg, clock, log, pooled)
 }
 
 // Consul reads the checks of allocations' Consul services from Consul's health API, with
@@ -83,14 +152,8 @@ func NewConsul(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error)
 	return newConsul(cfg, clock, log, true)
 }
 
-// NewConsulUnpooled is NewConsul for a source made and dropped often (one per batch): its
-// idle connections do not outlive it.
-func NewConsulUnpooled(cfg ConsulConfig, clock Clock, log *slog.Logger) (*Consul, error) {
-	return newConsul(cfg, clock, log, false)
-}
-
 func newConsul(cfg ConsulConfig, clock Clock, log *slog.Logger, pooled bool) (*Consul, error) {
-	client, addr, err := cfg.Client(pooled)
+	client, addr, err := cfg.client(pooled)
 	if err != nil {
 		return nil, err
 	}
@@ -104,11 +167,10 @@ func newConsul(cfg ConsulConfig, clock Clock, log *slog.Logger, pooled bool) (*C
 	return &Consul{client: client, addr: addr, clock: clock, wait: wait, log: log}, nil
 }
 
-// Client is a Consul client configured as the gates' source is (the flags' overrides over
-// consul/api's defaults from the environment), and its address for messages. Unpooled
-// (pooled false), its idle connections do not outlive it: for a client made and dropped
-// often.
-func (c ConsulConfig) Client(pooled bool) (*consulapi.Client, string, error) {
+// client is a Consul client configured as the gates' source is (the overrides over the
+// environment's configuration), and its address for messages. Unpooled (pooled false), its
+// idle connections do not outlive it: for a client made and dropped often.
+func (c ConsulConfig) client(pooled bool) (*consulapi.Client, string, error) {
 	ac := c.apiConfig(pooled)
 	addr := ac.Address
 	if !strings.Contains(addr, "://") {
@@ -137,6 +199,21 @@ func (c ConsulConfig) Client(pooled bool) (*consulapi.Client, string, error) {
 		return nil, addr, fmt.Errorf("configuring the Consul client for %s: %w", addr, err)
 	}
 	return client, addr, nil
+}
+
+// SharedClient is sourcewatch's Options.Consul on the Consul c names: one client, made at
+// the first Consul source, for every datacenter (Consul takes the datacenter as a
+// parameter of each request); pooled for a long-lived watch. Nil when c names no address:
+// sources then say so.
+func (c ConsulConfig) SharedClient(pooled bool) func(datacenter string) (*consulapi.Client, error) {
+	if c.Address == "" {
+		return nil
+	}
+	client := sync.OnceValues(func() (*consulapi.Client, error) {
+		cl, _, err := c.client(pooled)
+		return cl, err
+	})
+	return func(string) (*consulapi.Client, error) { return client() }
 }
 
 // Address is the Consul address in use, for messages.

@@ -15,7 +15,7 @@
 // at which check results were observed all come from Nomad's clock (or an estimate of it,
 // see Clock), never from a comparison with the local clock.
 //
-// The package has three parts: the gate (Gate, pure logic, no I/O), the expectations
+// The package has three parts: the gate (Readiness, pure logic, no I/O), the expectations
 // derived from the job (Defaults, GroupChecks, AllocChecks), and the check sources
 // (NomadChecks, which polls Nomad's allocation checks endpoint, and Consul, which runs
 // blocking queries on Consul's health API).

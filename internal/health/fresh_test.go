@@ -168,7 +168,7 @@ func TestGateBudgetView(t *testing.T) {
 			if tt.snap.Provider == ProviderConsul {
 				checks = []CheckSpec{consul5}
 			}
-			g := NewGate(Config{Mode: restart.HealthChecks, Tasks: []string{"app"}, Checks: checks})
+			g := NewReadiness(Config{Mode: restart.HealthChecks, Tasks: []string{"app"}, Checks: checks})
 			g.ObserveAlloc(tt.alloc)
 			g.ObserveChecks(*tt.snap)
 			if v := g.Evaluate(at(0)); v.State != tt.state {

@@ -3,7 +3,7 @@ package health
 import (
 	"strings"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -12,7 +12,7 @@ import (
 // group, task, namespace, region and allocation variables, and NOMAD_META_*). A reference
 // to anything else (node attributes, ports, ...) stays as written; the gate then matches
 // that check by its service and position instead of its name, and Unresolved reports it.
-func AllocChecks(spec *cluster.JobSpec, a *restart.Alloc) []CheckSpec {
+func AllocChecks(spec *onchange.JobSpec, a *restart.Alloc) []CheckSpec {
 	if a == nil {
 		return nil
 	}
@@ -28,8 +28,12 @@ func AllocChecks(spec *cluster.JobSpec, a *restart.Alloc) []CheckSpec {
 // ServiceName is the name under which Nomad registers, for the allocation, a service of
 // its group (task "") or of one of its tasks: the job's name for it with the variables
 // Nomad's client resolves from the job and the allocation, or Nomad's default name.
-func ServiceName(spec *cluster.JobSpec, a *restart.Alloc, task string, s cluster.ServiceSpec) string {
-	return interpolate(canonicalServiceName(spec.Name(), a.Group, task, s.Name), allocEnv(spec, a, task))
+func ServiceName(spec *onchange.JobSpec, a *restart.Alloc, task string, s onchange.ServiceSpec) string {
+	jobName := ""
+	if spec != nil {
+		jobName = spec.Name
+	}
+	return interpolate(canonicalServiceName(jobName, a.Group, task, s.Name), allocEnv(spec, a, task))
 }
 
 // Unresolved reports whether a name still holds a ${...} reference.
@@ -65,7 +69,7 @@ func interpolate(s string, env map[string]string) string {
 
 // allocEnv is the part of a task's environment that Nomad computes from the job and the
 // allocation alone.
-func allocEnv(spec *cluster.JobSpec, a *restart.Alloc, task string) map[string]string {
+func allocEnv(spec *onchange.JobSpec, a *restart.Alloc, task string) map[string]string {
 	env := map[string]string{
 		"NOMAD_ALLOC_ID":       a.ID,
 		"NOMAD_ALLOC_NAME":     a.Name,
@@ -83,18 +87,18 @@ func allocEnv(spec *cluster.JobSpec, a *restart.Alloc, task string) map[string]s
 	if spec == nil {
 		return env
 	}
-	if name := spec.Name(); name != "" {
+	if name := spec.Name; name != "" {
 		env["NOMAD_JOB_NAME"] = name
 	}
-	if region := spec.Region(); region != "" {
+	if region := spec.Region; region != "" {
 		env["NOMAD_REGION"] = region
 	}
-	if parent := spec.ParentID(); parent != "" {
+	if parent := spec.ParentID; parent != "" {
 		env["NOMAD_JOB_PARENT_ID"] = parent
 	}
 	// Meta merges job, then group, then task (the innermost wins), under both the key as
 	// written and its upper-case form, as the client's task environment does.
-	metas := []map[string]string{spec.Meta()}
+	metas := []map[string]string{spec.Meta}
 	if tg, ok := spec.Group(a.Group); ok {
 		metas = append(metas, tg.Meta)
 		for _, t := range tg.Tasks {

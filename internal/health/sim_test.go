@@ -107,7 +107,7 @@ func gateRun(t *testing.T, sim *nomadsim.Cluster, n *cluster.Nomad, job *api.Job
 		t.Fatal(err)
 	}
 	specs := health.AllocChecks(cluster.NewJobSpec(job), a)
-	g := health.NewGate(health.Config{Mode: restart.HealthChecks, Tasks: []string{"app"}, Checks: specs, Since: since, MinHealthy: minHealthy, Deadline: deadline})
+	g := health.NewReadiness(health.Config{Mode: restart.HealthChecks, Tasks: []string{"app"}, Checks: specs, Since: since, MinHealthy: minHealthy, Deadline: deadline})
 
 	consul, err := health.NewConsul(health.ConsulConfig{Address: sim.ConsulAddr(), Wait: 2 * time.Second}, clock, nil)
 	if err != nil {

@@ -203,10 +203,9 @@ func TestConsulWatchFiltersTheAllocationAndFollowsChanges(t *testing.T) {
 }
 
 func TestConsulConfigOverrides(t *testing.T) {
-	t.Setenv("CONSUL_HTTP_ADDR", "consul.env:8500")
-	t.Setenv("CONSUL_HTTP_TOKEN", "env-token")
-	t.Setenv("CONSUL_HTTP_SSL_VERIFY", "false")
-	cfg := ConsulConfig{}.apiConfig(true)
+	// The CLI reads the CONSUL_* environment into Env (cli's consulEnv).
+	env := ConsulEnv{Address: "consul.env:8500", Token: "env-token", SSLVerify: "false"}
+	cfg := ConsulConfig{Env: env}.apiConfig(true)
 	if cfg.Address != "consul.env:8500" || cfg.Token != "env-token" || !cfg.TLSConfig.InsecureSkipVerify {
 		t.Fatalf("environment not read: %+v", cfg)
 	}

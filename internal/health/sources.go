@@ -21,7 +21,7 @@ type Sources struct {
 // until ctx ends; it returns ctx's error, or at once an error saying which source is
 // missing or which service name cannot be watched, or nil at once when the gate needs no
 // checks. Run it in its own goroutine.
-func (s Sources) Watch(ctx context.Context, g *Gate, allocID string) error {
+func (s Sources) Watch(ctx context.Context, g *Readiness, allocID string) error {
 	providers := g.Providers()
 	for _, p := range providers {
 		switch {

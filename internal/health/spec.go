@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
@@ -50,14 +50,14 @@ type CheckSpec struct {
 // the job's order), with Nomad's defaults filled in: the names Nomad gives unnamed
 // services and checks, the consul provider, and on_update inherited from the service.
 // It returns nil for an unknown group.
-func GroupChecks(spec *cluster.JobSpec, group string) []CheckSpec {
+func GroupChecks(spec *onchange.JobSpec, group string) []CheckSpec {
 	tg, ok := spec.Group(group)
 	if !ok {
 		return nil
 	}
-	jobName := spec.Name()
+	jobName := spec.Name
 	var out []CheckSpec
-	add := func(task string, svcs []cluster.ServiceSpec) {
+	add := func(task string, svcs []onchange.ServiceSpec) {
 		for _, s := range svcs {
 			name := canonicalServiceName(jobName, group, task, s.Name)
 			provider := ProviderConsul
@@ -134,11 +134,14 @@ func PollInterval(specs []CheckSpec) time.Duration {
 // group: restart.HealthChecks when it defines checks, restart.HealthRunning when it defines none or when its
 // update block says health_check = "task_states" (its operators chose not to trust the
 // checks for rollouts).
-func Defaults(spec *cluster.JobSpec, group string) (minHealthy, deadline time.Duration, mode restart.HealthMode) {
+func Defaults(spec *onchange.JobSpec, group string) (minHealthy, deadline time.Duration, mode restart.HealthMode) {
 	minHealthy, deadline = DefaultMinHealthyTime, DefaultHealthyDeadline
 	var healthCheck string
 	// The job's block first, so that the group's own values win.
-	updates := []*cluster.UpdateSpec{spec.Update()}
+	var updates []*onchange.UpdateSpec
+	if spec != nil {
+		updates = append(updates, spec.Update)
+	}
 	if tg, ok := spec.Group(group); ok {
 		updates = append(updates, tg.Update)
 	}
@@ -166,7 +169,7 @@ func Defaults(spec *cluster.JobSpec, group string) (minHealthy, deadline time.Du
 // ResolveMode turns restart.HealthAuto into restart.HealthChecks when any of the groups
 // would use checks (see Defaults), else restart.HealthRunning; other modes are returned as
 // they are.
-func ResolveMode(m restart.HealthMode, spec *cluster.JobSpec, groups []string) restart.HealthMode {
+func ResolveMode(m restart.HealthMode, spec *onchange.JobSpec, groups []string) restart.HealthMode {
 	if m != restart.HealthAuto && m != "" {
 		return m
 	}
@@ -182,7 +185,7 @@ func ResolveMode(m restart.HealthMode, spec *cluster.JobSpec, groups []string) r
 // (Nomad's healthy_deadline, the bound of a deployment's wait for the same thing) where
 // -healthy-deadline is not given. The min-healthy time stays the flag's (none by default):
 // without checks there is nothing to watch stay healthy but the tasks themselves.
-func RunningTimes(spec *restart.Spec, job *cluster.JobSpec, groups []string) {
+func RunningTimes(spec *restart.Spec, job *onchange.JobSpec, groups []string) {
 	if spec.HealthyDeadlineGiven {
 		return
 	}
@@ -199,7 +202,7 @@ func RunningTimes(spec *restart.Spec, job *cluster.JobSpec, groups []string) {
 // LongRunning drops the tasks the job defines as ephemeral (prestart, non-sidecar
 // poststart, poststop hooks): they run and finish by design, and the gate must not wait
 // for them to be running. Tasks the job does not name are kept.
-func LongRunning(spec *cluster.JobSpec, group string, tasks []string) []string {
+func LongRunning(spec *onchange.JobSpec, group string, tasks []string) []string {
 	ephemeral := map[string]bool{}
 	if tg, ok := spec.Group(group); ok {
 		for _, t := range tg.Tasks {

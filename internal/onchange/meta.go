@@ -153,35 +153,23 @@ func readOptions(group string, meta map[string]metaValue) options {
 // one place where run's options are checked whatever files them. A job's meta may ask
 // questions: they are answered with `nomad-restart answer`, as for a detached run.
 func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) error {
-	var o restart.Options
-	v := restart.Given(value)
-	switch key {
-	case KeyDebounce:
+	if key == KeyDebounce {
 		var err error
 		*debounce, err = parseDebounce(value)
 		return err
-	case KeyBatchSize:
-		o.BatchSize = v
-	case KeyBatchWait:
-		o.BatchWait = v
-	case KeyOnError:
-		o.OnError = v
-	case KeyHealth:
-		o.Health = v
-	case KeyHealthyDeadline:
-		o.HealthyDeadline = v
-	case KeyMinHealthyTime:
-		// The healthy deadline is read before (knownKeys' order), as run checks it.
-		o.MinHealthyTime = v
-	case KeyMaxUnavailable:
-		o.MaxUnavailable = v
-	case KeyDrain:
-		o.Drain = v
-	case KeySurge:
-		o.Surge = v
-	default:
+	}
+	var o restart.Options
+	// The healthy deadline is read before the min-healthy time (knownKeys' order), as run
+	// checks it.
+	field, ok := map[string]*restart.Value{
+		KeyBatchSize: &o.BatchSize, KeyBatchWait: &o.BatchWait, KeyOnError: &o.OnError,
+		KeyHealth: &o.Health, KeyHealthyDeadline: &o.HealthyDeadline, KeyMinHealthyTime: &o.MinHealthyTime,
+		KeyMaxUnavailable: &o.MaxUnavailable, KeyDrain: &o.Drain, KeySurge: &o.Surge,
+	}[key]
+	if !ok {
 		return nil
 	}
+	*field = restart.Given(value)
 	if errs := o.Apply(s, restart.Detached); len(errs) > 0 {
 		return errs[0]
 	}

@@ -61,7 +61,9 @@ const (
 
 // Record is the durable state of one restart. The driver owns every field but Control;
 // operators (pause, resume, cancel, answer) write only Control. Stores keep that split when
-// they merge concurrent writes (see MergeControl).
+// they merge concurrent writes (see MergeControl). Its times (and its allocations',
+// observations' and surge's) are written even when zero: status -json and the agent's API
+// show records as they are, and their schemas (docs/schemas) require those fields.
 type Record struct {
 	ID         string
 	Namespace  string
@@ -85,7 +87,7 @@ type Record struct {
 	// BatchWait is the wait in force between batches; an answer of a duration changes it.
 	BatchWait time.Duration
 	// NextBatchAt is when the next batch may start (after a batch wait); zero when none.
-	NextBatchAt time.Time `json:",omitempty"`
+	NextBatchAt time.Time
 	// BatchWaitAsk is -batch-wait=ask in force: set from the Spec, turned off when an
 	// answer gives a wait duration (as Nomad's prompt does).
 	BatchWaitAsk bool `json:",omitempty"`
@@ -118,8 +120,8 @@ type Record struct {
 	ModifyIndex uint64
 	CreateTime  time.Time
 	ModifyTime  time.Time
-	StartTime   time.Time `json:",omitempty"`
-	EndTime     time.Time `json:",omitempty"`
+	StartTime   time.Time
+	EndTime     time.Time
 
 	// GateRuns are the metric gates' judgements of the batches so far (Spec.Gates), oldest
 	// first.
@@ -181,13 +183,13 @@ type AllocProgress struct {
 	Before *Observation `json:",omitempty"`
 	// Replacement is the allocation that replaced this one (with -reschedule), the last
 	// of the NextAllocation chain followed so far.
-	Replacement string    `json:",omitempty"`
-	StartTime   time.Time `json:",omitempty"`
-	EndTime     time.Time `json:",omitempty"`
-	Error       string    `json:",omitempty"`
-	Waiting     string    `json:",omitempty"` // what the driver waits for now, for humans
-	Unrecovered bool      `json:",omitempty"` // Error is one likely to happen again
-	Attempts    int       `json:",omitempty"` // restart or stop requests sent
+	Replacement string `json:",omitempty"`
+	StartTime   time.Time
+	EndTime     time.Time
+	Error       string `json:",omitempty"`
+	Waiting     string `json:",omitempty"` // what the driver waits for now, for humans
+	Unrecovered bool   `json:",omitempty"` // Error is one likely to happen again
+	Attempts    int    `json:",omitempty"` // restart or stop requests sent
 	// StopIndex is Nomad's index of the stop request (-reschedule): placement failures are
 	// evaluations created at or after it.
 	StopIndex uint64     `json:",omitempty"`
@@ -204,7 +206,7 @@ type Observation struct {
 	// again and finished successfully.
 	States map[string]string `json:",omitempty"`
 	// LastEventTime is the time (Nomad's clock) of the newest task event of the allocation.
-	LastEventTime time.Time `json:",omitempty"`
+	LastEventTime time.Time
 	// AllocModifyIndex is the allocation's ModifyIndex.
 	AllocModifyIndex uint64
 }
@@ -251,9 +253,9 @@ type SurgeGroup struct {
 	// UpIndex is the ScaledIndex of the scale-up, kept while scaling down: a deployment
 	// with that JobSpecModifyIndex is the surge's own, which the restart may fail to
 	// scale back.
-	UpIndex  uint64    `json:",omitempty"`
-	UpTime   time.Time `json:",omitempty"`
-	DownTime time.Time `json:",omitempty"`
+	UpIndex  uint64 `json:",omitempty"`
+	UpTime   time.Time
+	DownTime time.Time
 	// Note says what was found when the count was not ours any more, or why it could not
 	// be restored.
 	Note string `json:",omitempty"`

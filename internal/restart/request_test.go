@@ -222,3 +222,31 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+// TestRecordZeroTimesJSON: a zero time is written, as the JSON outputs' schemas require
+// ("0001-01-01T00:00:00Z"), and reads back zero; a record reads back as it was written.
+func TestRecordZeroTimesJSON(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	rec := Record{ID: "r1", Status: StatusRunning, StartTime: start, CreateTime: start, ModifyTime: start,
+		Allocs: []AllocProgress{{ID: "a1", StartTime: start, Before: &Observation{Restarts: map[string]uint64{"web": 1}}}},
+		Surge:  []SurgeGroup{{Group: "web", UpTime: start}},
+		Events: []Event{{Time: start, Message: "started"}},
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{"NextBatchAt", "EndTime", "LastEventTime", "DownTime"} {
+		if !strings.Contains(string(b), `"`+field+`":"0001-01-01T00:00:00Z"`) {
+			t.Errorf("zero %s not written: %s", field, b)
+		}
+	}
+	var back Record
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Allocs, rec.Allocs) || !reflect.DeepEqual(back.Surge, rec.Surge) || !back.EndTime.IsZero() ||
+		!back.NextBatchAt.IsZero() || !back.StartTime.Equal(start) || !back.Allocs[0].Before.LastEventTime.IsZero() {
+		t.Fatalf("read back\n%+v\nwritten\n%+v", back, rec)
+	}
+}

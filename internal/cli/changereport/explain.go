@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cli/output"
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
@@ -18,7 +17,7 @@ import (
 // PrintExplain shows, group by group, what the agent would watch and do for job, then the
 // last change of each source and the job's last rollout, and ends with one line saying what
 // would happen on a change.
-func PrintExplain(w io.Writer, job *cluster.JobSpec, wj WatchedJob) {
+func PrintExplain(w io.Writer, job *onchange.JobSpec, wj WatchedJob) {
 	e := wj.Explain
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	fmt.Fprintf(tw, "Job ID\t= %s\n", e.JobID)
@@ -71,7 +70,7 @@ func yesOrNo(b bool) string {
 }
 
 // printGroupOptions shows the group's consent and the options a rollout would use.
-func printGroupOptions(w io.Writer, job *cluster.JobSpec, g onchange.Group) {
+func printGroupOptions(w io.Writer, job *onchange.JobSpec, g onchange.Group) {
 	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s\t= %s\n", k, v) }
 	field("Consent", consentText(job, g))
@@ -100,7 +99,7 @@ func printGroupOptions(w io.Writer, job *cluster.JobSpec, g onchange.Group) {
 }
 
 // consentText says whether the group opted in, with which value and at which level.
-func consentText(job *cluster.JobSpec, g onchange.Group) string {
+func consentText(job *onchange.JobSpec, g onchange.Group) string {
 	level := consentLevel(job, g.Name)
 	switch g.Consent {
 	case onchange.ConsentAuto:
@@ -117,7 +116,7 @@ func consentText(job *cluster.JobSpec, g onchange.Group) string {
 
 // consentLevel is where the group's nomad-restart.on-change is written: the group's meta
 // wins over the job's, as onchange reads them.
-func consentLevel(job *cluster.JobSpec, group string) string {
+func consentLevel(job *onchange.JobSpec, group string) string {
 	if tg, ok := job.Group(group); ok {
 		if _, ok := tg.Meta[onchange.KeyOnChange]; ok {
 			return "group's"
@@ -130,7 +129,7 @@ func consentLevel(job *cluster.JobSpec, group string) string {
 // the engine resolves them when it plans: -health auto becomes checks where the group
 // defines checks, and the times not set in the meta come from the update block, else
 // Nomad's defaults (with no checks, the min-healthy time is only the meta's).
-func rolloutHealth(job *cluster.JobSpec, g onchange.Group) (restart.HealthMode, time.Duration, time.Duration) {
+func rolloutHealth(job *onchange.JobSpec, g onchange.Group) (restart.HealthMode, time.Duration, time.Duration) {
 	s := g.Spec
 	spec := job
 	mode := s.Health
@@ -316,7 +315,7 @@ func problemLines(problems []onchange.Problem) []string {
 
 // explainOutcome is the one line that says what a change would do: which groups the agent
 // restarts and how, and why the others are left alone; or that nothing would be watched.
-func explainOutcome(job *cluster.JobSpec, e onchange.Explain) string {
+func explainOutcome(job *onchange.JobSpec, e onchange.Explain) string {
 	var rolls, idle []string
 	for _, g := range e.Groups {
 		if g.Rolls() {
@@ -353,7 +352,7 @@ func followsRenders(e onchange.Explain) bool {
 
 // rolloutText says how the agent would restart a group that rolls: on a change of a
 // source, every allocation; on a re-render, only those that run the template stale.
-func rolloutText(job *cluster.JobSpec, g onchange.Group) string {
+func rolloutText(job *onchange.JobSpec, g onchange.Group) string {
 	onRenders := ""
 	if g.RollsOnRenders() {
 		onRenders = fmt.Sprintf("the allocations of group %q running a template re-rendered after their tasks started (%s)", g.Name, renderReading(g))
@@ -378,13 +377,13 @@ func renderReading(g onchange.Group) string {
 }
 
 // changeRolloutText says how the agent would restart a group on a change of a source.
-func changeRolloutText(job *cluster.JobSpec, g onchange.Group) string {
+func changeRolloutText(job *onchange.JobSpec, g onchange.Group) string {
 	return fmt.Sprintf("%s in batches of %s (%s, on error %s), %s after the last change of a burst",
 		groupAllocs(job, g.Name), restart.FormatBatchSizes(g.Spec.BatchSizes), rolloutGate(job, g), g.Spec.OnError, g.Debounce)
 }
 
 // rolloutGate names the health gate a rollout of the group would use.
-func rolloutGate(job *cluster.JobSpec, g onchange.Group) string {
+func rolloutGate(job *onchange.JobSpec, g onchange.Group) string {
 	mode, _, _ := rolloutHealth(job, g)
 	gate := map[restart.HealthMode]string{
 		restart.HealthChecks:  "health checks",
@@ -398,8 +397,8 @@ func rolloutGate(job *cluster.JobSpec, g onchange.Group) string {
 }
 
 // groupAllocs names the allocations of a group: its count, or every one of a system job.
-func groupAllocs(job *cluster.JobSpec, group string) string {
-	if restart.SystemLike(job.Type()) {
+func groupAllocs(job *onchange.JobSpec, group string) string {
+	if restart.SystemLike(job.Type) {
 		return fmt.Sprintf("every allocation of group %q", group)
 	}
 	count := 1 // Nomad's default count

@@ -57,7 +57,7 @@ func TestExplainOutcome(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := cluster.NewJobSpec(tc.job)
-			got := explainOutcome(spec, onchange.Analyze(spec.OnChange()))
+			got := explainOutcome(spec, onchange.Analyze(*spec))
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("outcome:\n%s\nwant it to contain:\n%s", got, tc.want)
 			}
@@ -80,7 +80,7 @@ func TestConsentText(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := explainedJob(api.JobTypeService, tc.jobMeta, groupWithVar("web", 1, tc.grpM))
 			spec := cluster.NewJobSpec(job)
-			if got := consentText(spec, onchange.Analyze(spec.OnChange()).Groups[0]); got != tc.want {
+			if got := consentText(spec, onchange.Analyze(*spec).Groups[0]); got != tc.want {
 				t.Errorf("consent = %q, want %q", got, tc.want)
 			}
 		})
@@ -111,7 +111,7 @@ func TestRolloutHealth(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := cluster.NewJobSpec(tc.job)
-			mode, minH, deadline := rolloutHealth(spec, onchange.Analyze(spec.OnChange()).Groups[0])
+			mode, minH, deadline := rolloutHealth(spec, onchange.Analyze(*spec).Groups[0])
 			if mode != tc.mode || minH != tc.minH || deadline != tc.deadline {
 				t.Errorf("got %s %s %s, want %s %s %s", mode, minH, deadline, tc.mode, tc.minH, tc.deadline)
 			}

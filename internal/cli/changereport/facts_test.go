@@ -138,7 +138,7 @@ func TestExplainShowsRequestsAtRisk(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := cluster.NewJobSpec(tc.job)
 			var out strings.Builder
-			PrintExplain(&out, spec, WatchedJob{Explain: onchange.Analyze(spec.OnChange())})
+			PrintExplain(&out, spec, WatchedJob{Explain: onchange.Analyze(*spec)})
 			if tc.want == nil && strings.Contains(out.String(), "Requests at Risk") {
 				t.Errorf("explain warns of requests at risk:\n%s", out.String())
 			}

@@ -33,13 +33,13 @@ func ResolveJob(ctx context.Context, nomad *cluster.Nomad, namespace, prefix str
 // Job is a job's specification and the namespace it was found in (a specification
 // may name none).
 type Job struct {
-	Spec      *cluster.JobSpec
+	Spec      *onchange.JobSpec
 	Namespace string
 }
 
 // OnChange is the job as config-change rollouts read it, in the namespace it was found in.
 func (j Job) OnChange() onchange.JobSpec {
-	oc := j.Spec.OnChange()
+	oc := *j.Spec
 	if oc.Namespace == "" {
 		oc.Namespace = j.Namespace
 	}

@@ -35,7 +35,7 @@ func OptedInJobs(ctx context.Context, nomad *cluster.Nomad, namespace string) ([
 		if err != nil {
 			return nil, jobLookupError(ref.ID, ref.Namespace, err)
 		}
-		job := spec.OnChange()
+		job := *spec
 		if job.Namespace == "" {
 			job.Namespace = ref.Namespace
 		}

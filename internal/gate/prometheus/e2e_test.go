@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
@@ -41,7 +42,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	run := func(t *testing.T, q gate.Querier, gates []gate.Spec, vars gate.Vars, pol gate.Policy) (gate.Result, []gate.Measurement) {
 		t.Helper()
 		var ms []gate.Measurement
-		res, err := gate.Run(ctx, q, gates, vars, pol, gate.RealClock{}, nil, func(m gate.Measurement) error {
+		res, err := gate.Run(ctx, q, gates, vars, pol, wallClock{}, nil, func(m gate.Measurement) error {
 			ms = append(ms, m)
 			return nil
 		})
@@ -200,3 +201,10 @@ func mustParse(t *testing.T, s string) gate.Spec {
 	}
 	return g
 }
+
+// wallClock is the gates' time on the wall clock, as the engine's.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Sleep(ctx context.Context, d time.Duration) bool { return cluster.Sleep(ctx, d) }

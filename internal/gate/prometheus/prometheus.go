@@ -259,3 +259,27 @@ func sampleOf(v model.Value) (gate.Sample, error) {
 	}
 	return gate.Sample{}, fmt.Errorf("query returned a %s, want one number", v.Type())
 }
+
+// Dialer makes the gates' Queriers on one configuration: the assembly (internal/cli) builds
+// it from the flags and the environment and hands it to the engine, which asks for the
+// Prometheus a restart recorded.
+type Dialer struct {
+	Config Config
+}
+
+// Address is the configured Prometheus's address ("" when none is), which planning records.
+func (d Dialer) Address() string { return d.Config.Address }
+
+// Dial returns a Querier on Prometheus at address (where the restart's planner reached
+// it), else at the configured address.
+func (d Dialer) Dial(address string) (gate.Querier, error) {
+	cfg := d.Config
+	if address != "" {
+		cfg.Address = address
+	}
+	c, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -61,14 +61,14 @@ type fileMeta struct {
 var _ store.Store = (*Store)(nil)
 
 // DefaultDir is where the local store lives unless told otherwise:
-// $XDG_STATE_HOME/nomad-restart, else ~/.local/state/nomad-restart.
-func DefaultDir() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "nomad-restart"), nil
+// $XDG_STATE_HOME/nomad-restart, else ~/.local/state/nomad-restart. The caller hands in the
+// two variables' values (the command line reads its environment; nothing below it does).
+func DefaultDir(xdgStateHome, home string) (string, error) {
+	if xdgStateHome != "" && filepath.IsAbs(xdgStateHome) {
+		return filepath.Join(xdgStateHome, "nomad-restart"), nil
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("finding the local state directory: %w (set XDG_STATE_HOME or HOME)", err)
+	if home == "" {
+		return "", errors.New("finding the local state directory: $HOME is not defined (set XDG_STATE_HOME or HOME)")
 	}
 	return filepath.Join(home, ".local", "state", "nomad-restart"), nil
 }

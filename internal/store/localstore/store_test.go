@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,14 +37,17 @@ func TestLocalSuite(t *testing.T) {
 }
 
 func TestDefaultLocalDir(t *testing.T) {
-	t.Setenv("XDG_STATE_HOME", "/state")
-	if d, err := localstore.DefaultDir(); err != nil || d != "/state/nomad-restart" {
+	if d, err := localstore.DefaultDir("/state", "/home/op"); err != nil || d != "/state/nomad-restart" {
 		t.Fatalf("with XDG_STATE_HOME: %q, %v", d, err)
 	}
-	t.Setenv("XDG_STATE_HOME", "")
-	t.Setenv("HOME", "/home/op")
-	if d, err := localstore.DefaultDir(); err != nil || d != "/home/op/.local/state/nomad-restart" {
+	if d, err := localstore.DefaultDir("", "/home/op"); err != nil || d != "/home/op/.local/state/nomad-restart" {
 		t.Fatalf("without XDG_STATE_HOME: %q, %v", d, err)
+	}
+	if d, err := localstore.DefaultDir("relative", "/home/op"); err != nil || d != "/home/op/.local/state/nomad-restart" {
+		t.Fatalf("with a relative XDG_STATE_HOME (the spec says to ignore it): %q, %v", d, err)
+	}
+	if _, err := localstore.DefaultDir("", ""); err == nil || !strings.Contains(err.Error(), "set XDG_STATE_HOME or HOME") {
+		t.Fatalf("with neither: %v, want the variables to set", err)
 	}
 }
 

@@ -223,7 +223,7 @@ func TestGate(t *testing.T) {
 // runSteps feeds a new gate of cfg each step's observations and checks its verdict.
 func runSteps(t *testing.T, cfg Config, steps []step) {
 	t.Helper()
-	g := NewGate(cfg)
+	g := NewReadiness(cfg)
 	for i, s := range steps {
 		if s.alloc != nil {
 			g.ObserveAlloc(s.alloc)
@@ -245,7 +245,7 @@ func runSteps(t *testing.T, cfg Config, steps []step) {
 }
 
 func TestGateWaitingListsEverything(t *testing.T) {
-	g := NewGate(Config{Mode: restart.HealthChecks, Checks: []CheckSpec{consulHTTP, consulWarn}, Since: t0, MinHealthy: time.Second})
+	g := NewReadiness(Config{Mode: restart.HealthChecks, Checks: []CheckSpec{consulHTTP, consulWarn}, Since: t0, MinHealthy: time.Second})
 	g.ObserveAlloc(runningAlloc(map[string]float64{"app": 1}))
 	g.ObserveChecks(*snap(ProviderConsul, 2, cc("http", ConsulCritical, "a"), cc("load", ConsulCritical, "b")))
 	v := g.Evaluate(at(3))
@@ -290,12 +290,12 @@ func TestEvaluateMatchesUnresolvedNamesByService(t *testing.T) {
 }
 
 func TestSourcesRefuseWhatIsMissing(t *testing.T) {
-	g := NewGate(Config{Mode: restart.HealthChecks, Checks: []CheckSpec{consulHTTP}, Since: t0})
+	g := NewReadiness(Config{Mode: restart.HealthChecks, Checks: []CheckSpec{consulHTTP}, Since: t0})
 	err := Sources{}.Watch(context.Background(), g, "0123456789")
 	if err == nil || err.Error() != "allocation 01234567 has Consul service checks but no Consul address is set: set -consul-address or CONSUL_HTTP_ADDR, or choose -health running" {
 		t.Fatalf("watch: %v", err)
 	}
-	g = NewGate(Config{Mode: restart.HealthRunning, Checks: []CheckSpec{consulHTTP}, Since: t0})
+	g = NewReadiness(Config{Mode: restart.HealthRunning, Checks: []CheckSpec{consulHTTP}, Since: t0})
 	if err := (Sources{}).Watch(context.Background(), g, "0123456789"); err != nil {
 		t.Fatalf("running mode needs no source: %v", err)
 	}
@@ -314,7 +314,7 @@ func BenchmarkGate(b *testing.B) {
 		nomad = append(nomad, nc(name, NomadSuccess, ModeHealthiness, ""))
 		consul = append(consul, cc(name, ConsulWarning, ""))
 	}
-	g := NewGate(Config{Mode: restart.HealthChecks, Checks: specs, Since: t0, MinHealthy: 10 * time.Second, Deadline: time.Hour})
+	g := NewReadiness(Config{Mode: restart.HealthChecks, Checks: specs, Since: t0, MinHealthy: 10 * time.Second, Deadline: time.Hour})
 	g.ObserveAlloc(runningAlloc(map[string]float64{"app": 1, "proxy": 1}))
 	b.ReportAllocs()
 	i := 0

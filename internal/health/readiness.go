@@ -61,11 +61,12 @@ type Config struct {
 	ProvenAt time.Time
 }
 
-// Gate tracks one allocation through its readiness gate. Feed it the allocation as Nomad
+// Readiness tracks one allocation through its readiness gate (-health; the metric gates,
+// -gate, are package gate's). Feed it the allocation as Nomad
 // reports it (ObserveAlloc) and the check sources' snapshots (ObserveChecks), and ask it
 // for a verdict at a moment of Nomad's clock (Evaluate). It does no I/O and reads no clock;
 // it is safe for concurrent use, as sources run in their own goroutines.
-type Gate struct {
+type Readiness struct {
 	cfg Config
 
 	mu    sync.Mutex
@@ -89,9 +90,9 @@ type providerState struct {
 	evidence map[string]*evidence
 }
 
-// NewGate returns a gate for one allocation.
-func NewGate(cfg Config) *Gate {
-	g := &Gate{cfg: cfg, checks: map[Provider]*providerState{}}
+// NewReadiness returns the readiness gate of one allocation.
+func NewReadiness(cfg Config) *Readiness {
+	g := &Readiness{cfg: cfg, checks: map[Provider]*providerState{}}
 	if cfg.Mode != restart.HealthRunning && cfg.Mode != restart.HealthNone {
 		for _, s := range cfg.Checks {
 			if g.checks[s.Provider] == nil {
@@ -104,7 +105,7 @@ func NewGate(cfg Config) *Gate {
 
 // Providers lists the providers whose checks the gate needs, so that the caller starts
 // those sources only.
-func (g *Gate) Providers() []Provider {
+func (g *Readiness) Providers() []Provider {
 	var out []Provider
 	for p := range g.checks {
 		out = append(out, p)
@@ -114,7 +115,7 @@ func (g *Gate) Providers() []Provider {
 }
 
 // ObserveAlloc records the allocation as Nomad reports it now (with task states).
-func (g *Gate) ObserveAlloc(a *restart.Alloc) {
+func (g *Readiness) ObserveAlloc(a *restart.Alloc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.alloc = a
@@ -145,7 +146,7 @@ func (g *Gate) ObserveAlloc(a *restart.Alloc) {
 
 // base is the start of the workload a check probes: its task's, for a task's service; the
 // latest of the running tasks' otherwise (a group service's port may be any task's).
-func (g *Gate) base(c Check) time.Time {
+func (g *Readiness) base(c Check) time.Time {
 	if t, ok := g.started[c.Task]; ok && c.Task != "" {
 		return t
 	}
@@ -155,7 +156,7 @@ func (g *Gate) base(c Check) time.Time {
 // ObserveChecks records a source's snapshot. Snapshots of other providers than the gate
 // needs, and snapshots read before the restart took effect or before the latest one, are
 // ignored.
-func (g *Gate) ObserveChecks(s Snapshot) {
+func (g *Readiness) ObserveChecks(s Snapshot) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ps := g.checks[s.Provider]
@@ -202,7 +203,7 @@ func evidenceKey(c Check) string {
 
 // Evaluate judges the allocation at now, a moment of Nomad's clock (at or after the
 // latest observation).
-func (g *Gate) Evaluate(now time.Time) Verdict {
+func (g *Readiness) Evaluate(now time.Time) Verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.cfg.Mode == restart.HealthNone {
@@ -247,7 +248,7 @@ func (g *Gate) Evaluate(now time.Time) Verdict {
 
 // judgeProvider judges the provider's latest checks at now: what they wait for, else since
 // when all of them have let health through on fresh evidence.
-func (g *Gate) judgeProvider(ps *providerState, p Provider, now time.Time) (since time.Time, waiting []string) {
+func (g *Readiness) judgeProvider(ps *providerState, p Provider, now time.Time) (since time.Time, waiting []string) {
 	judgedChecks, missing := match(p, g.cfg.Checks, ps.observed)
 	waiting = missing
 	for _, j := range judgedChecks {
@@ -277,7 +278,7 @@ func (g *Gate) judgeProvider(ps *providerState, p Provider, now time.Time) (sinc
 }
 
 // deadline turns a pending verdict into a failure once the healthy deadline has passed.
-func (g *Gate) deadline(now time.Time, v Verdict) Verdict {
+func (g *Readiness) deadline(now time.Time, v Verdict) Verdict {
 	from := g.cfg.Since
 	if g.cfg.DeadlineFrom.After(from) {
 		from = g.cfg.DeadlineFrom
@@ -293,7 +294,7 @@ func (g *Gate) deadline(now time.Time, v Verdict) Verdict {
 
 // tasks judges the allocation's own state: a reason it can never become healthy, or what
 // it waits for.
-func (g *Gate) tasks() (failed string, waiting []string) {
+func (g *Readiness) tasks() (failed string, waiting []string) {
 	a := g.alloc
 	if a == nil {
 		return "", []string{"allocation not yet read"}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -50,7 +51,7 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 	}
 	e := New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "gate:1", Health: HealthConfig{
 		Clock: sim.Now, TimeScale: scale,
-		Consul: health.ConsulConfig{Address: consulAddr, Wait: time.Second},
+		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: consulAddr, Wait: time.Second}},
 	}})
 	return &simEnv{sim: sim, client: client, e: e, store: s}
 }
@@ -58,7 +59,7 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 // gateEngine is another process's Engine on env's simulation, with its own store handle.
 func (env *simEnv) gateEngine(st store.Store, holder string) *Engine {
 	return New(Config{Cluster: cluster.NewNomad(env.client), Store: st, Holder: holder, Health: HealthConfig{
-		Clock: env.sim.Now, TimeScale: gateScale, Consul: health.ConsulConfig{Address: env.sim.ConsulAddr(), Wait: time.Second}}})
+		Clock: env.sim.Now, TimeScale: gateScale, Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: env.sim.ConsulAddr(), Wait: time.Second}}}})
 }
 
 // checkedJob is a service job of count allocations whose group has a Nomad-native service
@@ -466,14 +467,14 @@ func TestGateResumedLongAfterTheRestart(t *testing.T) {
 func depsDriver(read func(ctx context.Context, call int) (*api.Job, error)) (*driver, *atomic.Int32) {
 	var calls atomic.Int32
 	e := New(Config{Holder: "deps:1", Health: HealthConfig{
-		JobSpec: func(ctx context.Context, _, _ string) (*cluster.JobSpec, error) {
+		JobSpec: func(ctx context.Context, _, _ string) (*onchange.JobSpec, error) {
 			job, err := read(ctx, int(calls.Add(1)))
 			if err != nil {
 				return nil, err
 			}
 			return cluster.NewJobSpec(job), nil
 		},
-		Consul: health.ConsulConfig{Address: "127.0.0.1:1"},
+		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: "127.0.0.1:1"}},
 	}})
 	return &driver{e: e, id: "r", jobNS: "default", jobID: "web", log: e.log,
 		spec: normalizeSpec(restart.Spec{Health: restart.HealthChecks})}, &calls
@@ -534,16 +535,16 @@ func TestGateDepsErrorsNotKept(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d, calls := depsDriver(tc.read)
-			job1, _, err1 := d.gateDeps(tc.first)
-			job2, src2, err2 := d.gateDeps(live)
+			job1, _, err1 := d.readinessDeps(tc.first)
+			job2, src2, err2 := d.readinessDeps(live)
 			switch {
 			case tc.secondErr != nil:
 				if !errors.Is(err1, tc.secondErr) || !errors.Is(err2, tc.secondErr) {
 					t.Errorf("gates: %v, then %v; want %v both times", err1, err2, tc.secondErr)
 				}
-			case err2 != nil || job2.Name() != *webJob.Name || src2.Consul == nil:
+			case err2 != nil || job2.Name != *webJob.Name || src2.Consul == nil:
 				t.Errorf("second gate: job %v consul %v err %v; want the job and a Consul source (the first gate's error %v must not be kept)", job2, src2.Consul, err2, err1)
-			case tc.first == live && (err1 == nil) != (job1 != nil && job1.Name() == *webJob.Name):
+			case tc.first == live && (err1 == nil) != (job1 != nil && job1.Name == *webJob.Name):
 				t.Errorf("first gate: job %v err %v", job1, err1)
 			}
 			if got := calls.Load(); got != tc.calls {
@@ -578,7 +579,7 @@ func TestGateDepsSharedRead(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _, err := d.gateDeps(ctx)
+		_, _, err := d.readinessDeps(ctx)
 		errs <- err
 	}()
 	<-started
@@ -586,14 +587,14 @@ func TestGateDepsSharedRead(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := d.gateDeps(ctx)
+			_, _, err := d.readinessDeps(ctx)
 			errs <- err
 		}()
 	}
 	// A gate canceled while it waits for the shared read.
 	gone, stop := context.WithCancel(ctx)
 	stop()
-	if _, _, err := d.gateDeps(gone); !errors.Is(err, context.Canceled) {
+	if _, _, err := d.readinessDeps(gone); !errors.Is(err, context.Canceled) {
 		t.Errorf("gate canceled while waiting: %v, want context.Canceled", err)
 	}
 	close(release)

@@ -13,27 +13,28 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// gateEvalEvery is how often (Nomad's time) the gate is judged between observations, so
+// readinessEvalEvery is how often (Nomad's time) the gate is judged between observations, so
 // that the min-healthy timer and the deadline are seen to pass.
-const gateEvalEvery = 100 * time.Millisecond
+const readinessEvalEvery = 100 * time.Millisecond
 
 // waitingSaveEvery bounds how often (local time) a changing wait, like the min-healthy
 // timer's progress, is written to the record; a new kind of wait is written at once.
 const waitingSaveEvery = 2 * time.Second
 
-// passGate holds an allocation whose tasks run again (or a replacement that runs) until the
-// health gate says healthy (nil), or failed (an allocFailure with the gate's reason). It
+// passReadiness holds an allocation whose tasks run again (or a replacement that runs)
+// until its readiness gate says healthy (nil), or failed (an allocFailure with the gate's
+// reason). It
 // follows the allocation with blocking queries and its checks with the sources, and judges
 // on Nomad's clock. tasks are the targeted tasks (nil: all).
-func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index uint64, tasks []string) error {
-	job, sources, err := d.gateDeps(ctx)
+func (d *driver) passReadiness(ctx context.Context, i int, a *restart.Alloc, index uint64, tasks []string) error {
+	job, sources, err := d.readinessDeps(ctx)
 	if err != nil {
 		return &allocFailure{err}
 	}
 	minH, deadline := d.spec.HealthTimes(a.Group)
 	tasks = health.LongRunning(job, a.Group, tasks)
 	d.e.observeTimes(a)
-	g := health.NewGate(health.Config{
+	g := health.NewReadiness(health.Config{
 		Mode: restart.HealthChecks, Tasks: tasks, Checks: health.AllocChecks(job, a),
 		Since: tasksStarted(a, tasks), MinHealthy: minH, Deadline: deadline,
 		// A resumed driver may take up an allocation whose tasks started long ago: it
@@ -42,17 +43,17 @@ func (d *driver) passGate(ctx context.Context, i int, a *restart.Alloc, index ui
 	})
 	g.ObserveAlloc(a)
 	var w waitSaver
-	return d.judgeGate(ctx, g, &sources, a.ID, "allocation", index, func(reason string) error {
+	return d.judgeReadiness(ctx, g, &sources, a.ID, "allocation", index, func(reason string) error {
 		return w.save(ctx, d, i, reason)
 	})
 }
 
-// judgeGate feeds gate g with allocation id's changes after index and, when sources is not
-// nil, with its checks, and judges it on Nomad's clock until it says healthy (nil) or failed
-// (an allocFailure with the gate's reason). onWait, when not nil, hears the gate's reason
-// after each judgement that is neither; its error ends the wait. what names the allocation
-// in errors ("allocation", "surge allocation").
-func (d *driver) judgeGate(ctx context.Context, g *health.Gate, sources *health.Sources, id, what string, index uint64, onWait func(reason string) error) error {
+// judgeReadiness feeds readiness gate g with allocation id's changes after index and, when
+// sources is not nil, with its checks, and judges it on Nomad's clock until it says healthy
+// (nil) or failed (an allocFailure with the gate's reason). onWait, when not nil, hears the
+// gate's reason after each judgement that is neither; its error ends the wait. what names
+// the allocation in errors ("allocation", "surge allocation").
+func (d *driver) judgeReadiness(ctx context.Context, g *health.Readiness, sources *health.Sources, id, what string, index uint64, onWait func(reason string) error) error {
 	now := d.e.nomadNow()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -61,7 +62,7 @@ func (d *driver) judgeGate(ctx context.Context, g *health.Gate, sources *health.
 		go func() { srcErr <- sources.Watch(wctx, g, id) }()
 	}
 	allocs := d.followAlloc(wctx, id, index)
-	tick := d.gateTicker()
+	tick := d.readinessTicker()
 	defer tick.Stop()
 	for {
 		select {
@@ -121,12 +122,12 @@ type allocChange struct {
 
 // followAlloc sends the allocation's every change after index until ctx ends; a failure
 // (the cluster retried what passes already) is sent as the last change. Each wait is
-// bounded by gateWatchWait.
+// bounded by readinessWatchWait.
 func (d *driver) followAlloc(ctx context.Context, id string, index uint64) <-chan allocChange {
 	out := make(chan allocChange, 1)
 	go func() {
 		for {
-			x, next, err := d.watchAllocFor(ctx, id, index, gateWatchWait)
+			x, next, err := d.watchAllocFor(ctx, id, index, readinessWatchWait)
 			if err == nil && x == nil {
 				continue // the wait ended with no change
 			}
@@ -147,20 +148,21 @@ func (d *driver) followAlloc(ctx context.Context, id string, index uint64) <-cha
 	return out
 }
 
-// gateTicker ticks every gateEvalEvery of Nomad's time, so that a gate sees its timers pass.
-func (d *driver) gateTicker() *time.Ticker {
+// readinessTicker ticks every readinessEvalEvery of Nomad's time, so that a readiness gate
+// sees its timers pass.
+func (d *driver) readinessTicker() *time.Ticker {
 	scale := d.e.health.TimeScale
 	if scale <= 0 {
 		scale = 1
 	}
-	return time.NewTicker(max(time.Duration(float64(gateEvalEvery)/scale), 5*time.Millisecond))
+	return time.NewTicker(max(time.Duration(float64(readinessEvalEvery)/scale), 5*time.Millisecond))
 }
 
-// gateWatchWait bounds each blocking read of an allocation that a gate follows. The gate
+// readinessWatchWait bounds each blocking read of an allocation that a gate follows. The gate
 // ends (and abandons its read) when the checks pass, and Nomad holds an abandoned blocking
 // query's connection, counted against the client address's limit, until its wait ends:
 // with a batch of gates ending together, long waits would pile up there.
-const gateWatchWait = 5 * time.Second
+const readinessWatchWait = 5 * time.Second
 
 // watchAllocFor is WatchAllocation with Nomad's wait bounded by wait. It returns a nil
 // allocation and no error when the wait ended with no change.
@@ -272,9 +274,10 @@ func waitKind(reason string) string {
 	}, reason)
 }
 
-// gated reports whether the allocation, now running again, must pass the checks gate:
-// -health checks, unless it already completed as a batch allocation may.
-func (d *driver) gated(a *restart.Alloc) bool {
+// awaitsReadiness reports whether the allocation, now running again, must pass the
+// readiness gate on its checks: -health checks, unless it already completed as a batch
+// allocation may.
+func (d *driver) awaitsReadiness(a *restart.Alloc) bool {
 	return d.spec.Health == restart.HealthChecks && a.ClientStatus == restart.ClientRunning
 }
 
