@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -126,19 +127,11 @@ func forEachLimitedTarget(t *testing.T, fn func(t *testing.T, tg *target, cc *co
 	t.Helper()
 	t.Run("sim", func(t *testing.T) {
 		t.Parallel()
-		c, err := nomadsim.Start(t.Context(), nomadsim.Options{
+		c := simtest.Start(t, nomadsim.Options{
 			TimeScale: simTimeScale, Datacenters: []string{"dc1"}, NodesPerDatacenter: 1,
 			MaxConnsPerClient: nomadConnLimit,
 		})
-		if err != nil {
-			t.Fatalf("start nomadsim: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		cl, err := c.APIClient("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg := &target{name: "sim", addr: c.Addr(), api: cl, sim: c, patience: 30 * time.Second, http: rawClient(t)}
+		tg := &target{name: "sim", addr: c.Addr(), api: simtest.Client(t, c), sim: c, patience: 30 * time.Second, http: rawClient(t)}
 		fn(t, tg, newConnClient(t, tg))
 	})
 	t.Run("real", func(t *testing.T) {
