@@ -226,16 +226,8 @@ func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
 		if err == nil {
 			return d.toWaiting(ctx, i)
 		}
-		if !cluster.IsTransient(err) {
-			return &allocFailure{err}
-		}
-		d.log.Warn("restart request failed; checking and retrying", "alloc", p.ID, "err", err)
-		resend, werr := d.waitToResend(ctx, b, &p, fmt.Sprintf("the restart of allocation %q", p.ID), err)
-		if werr != nil {
-			return werr
-		}
-		if !resend {
-			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, gaveUp(ctx))}
+		if err := d.resendOrFail(ctx, b, &p, "restart", err, nil); err != nil {
+			return err
 		}
 		fresh = false
 	}

@@ -61,6 +61,28 @@ func (d *driver) waitToResend(ctx context.Context, b *cluster.Backoff, p *restar
 	return false, nil
 }
 
+// resendOrFail decides what follows a request (a "restart" or a "stop") of allocation p
+// that failed with err: nil to send it again, after b's backoff; else what ends the
+// allocation, an allocFailure of err (a permanent error, or retries spent), worded by fail
+// when fail is not nil.
+func (d *driver) resendOrFail(ctx context.Context, b *cluster.Backoff, p *restart.AllocProgress, request string, err error, fail func(error) error) error {
+	if fail == nil {
+		fail = func(err error) error { return err }
+	}
+	if !cluster.IsTransient(err) {
+		return &allocFailure{fail(err)}
+	}
+	d.log.Warn(request+" request failed; checking and retrying", "alloc", p.ID, "err", err)
+	resend, werr := d.waitToResend(ctx, b, p, fmt.Sprintf("the %s of allocation %q", request, p.ID), err)
+	if werr != nil {
+		return werr
+	}
+	if !resend {
+		return &allocFailure{fail(fmt.Errorf("%w (gave up retrying: %v)", err, gaveUp(ctx)))}
+	}
+	return nil
+}
+
 // retriesSpent words a budget spent on Nomad's failures.
 func retriesSpent(what string, b *cluster.Backoff, err error) string {
 	if b == nil {

@@ -75,21 +75,17 @@ func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
 			}
 			return d.forceEvalIfSystem(ctx)
 		}
-		if !cluster.IsTransient(err) {
-			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w", err)}
-		}
-		d.log.Warn("stop request failed; checking and retrying", "alloc", p.ID, "err", err)
-		resend, werr := d.waitToResend(ctx, b, &p, fmt.Sprintf("the stop of allocation %q", p.ID), err)
-		if werr != nil {
-			return werr
-		}
-		if !resend {
-			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w (gave up retrying: %v)", err, gaveUp(ctx))}
+		if err := d.resendOrFail(ctx, b, &p, "stop", err, stopFailed); err != nil {
+			return err
 		}
 		fresh = false
 	}
+}
+
+// stopFailed words a failed stop as Nomad's command does.
+func stopFailed(err error) error {
+	//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+	return fmt.Errorf("Failed to stop allocation: %w", err)
 }
 
 // stopped records that the stop went out. Lazily: a driver that finds the intent without it
