@@ -198,16 +198,8 @@ type replacementFollow struct {
 // watchNext waits for the followed allocation's next change (the cluster retries what
 // passes), racing the group's placement failures; cancel ends the watch's context.
 func (f *replacementFollow) watchNext(ctx context.Context, cancel context.CancelFunc) (*restart.Alloc, error) {
-	type result struct {
-		a     *restart.Alloc
-		index uint64
-		err   error
-	}
-	res := make(chan result, 1)
-	go func() {
-		a, idx, err := f.d.watchAlloc(ctx, f.cur, f.index)
-		res <- result{a, idx, err}
-	}()
+	cur, index := f.cur, f.index
+	res := watchAsync(func() (*restart.Alloc, uint64, error) { return f.d.watchAlloc(ctx, cur, index) })
 	select {
 	case <-f.placement.done:
 		cancel()
