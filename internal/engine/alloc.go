@@ -135,10 +135,9 @@ func stillEligible(a *restart.Alloc) string {
 }
 
 // sendRequest brings allocation i to its request: it takes the allocation up when runBatch
-// did not, then, when its intent is recorded, has send send it (fresh: the intent was just
-// persisted by this driver, no former attempt to check for). It returns the allocation's
-// progress afterwards, and whether send ran.
-func (d *driver) sendRequest(ctx context.Context, i int, send func(ctx context.Context, i int, fresh bool) error) (restart.AllocProgress, bool, error) {
+// did not, then, when its intent is recorded, sends req (resend). It returns the
+// allocation's progress afterwards, and whether it sent req.
+func (d *driver) sendRequest(ctx context.Context, i int, req allocRequest) (restart.AllocProgress, bool, error) {
 	p := d.progress(i)
 	if p.State == restart.AllocPending {
 		// runBatch takes the whole batch up first; this is for an allocation it did not.
@@ -151,7 +150,7 @@ func (d *driver) sendRequest(ctx context.Context, i int, send func(ctx context.C
 	if p.State != restart.AllocRestarting {
 		return p, false, nil
 	}
-	if err := send(ctx, i, fresh); err != nil {
+	if err := d.resend(ctx, i, fresh, req); err != nil {
 		return p, true, err
 	}
 	return d.progress(i), true, nil
@@ -159,7 +158,7 @@ func (d *driver) sendRequest(ctx context.Context, i int, send func(ctx context.C
 
 // inPlace restarts an allocation's tasks in place and waits until they run again.
 func (d *driver) inPlace(ctx context.Context, i int) error {
-	p, _, err := d.sendRequest(ctx, i, d.sendRestart)
+	p, _, err := d.sendRequest(ctx, i, d.restartRequest())
 	if err != nil {
 		return err
 	}
@@ -188,56 +187,42 @@ func restartMessages(spec restart.Spec, p *restart.AllocProgress) []string {
 	return []string{fmt.Sprintf("Restarting running tasks in allocation %q for group %q", p.ID, p.Group)}
 }
 
-// sendRestart sends the restart request(s) of an allocation whose intent is persisted. A
-// driver that did not persist the intent itself first asks Nomad's facts whether the request
-// already took effect, so no task is restarted twice. Transient failures are retried the same
-// way: facts first, then the request again, with Attempts persisted before each.
-func (d *driver) sendRestart(ctx context.Context, i int, fresh bool) error {
-	b := cluster.NewBackoff(d.e.resendPolicy())
-	drain := &allocDrain{d: d, i: i}
-	defer drain.done()
-	for {
-		p := d.progress(i)
-		tasks := p.Before.Targets()
-		if !fresh {
+// restartRequest is the in-place restart of an allocation's targeted tasks, as resend sends
+// it: a former attempt took effect when Nomad's task events show it (then the allocation
+// waits for its tasks), and a restart of named tasks that took effect on some of them is sent
+// again for the others only.
+func (d *driver) restartRequest() allocRequest {
+	var pending []string  // the tasks a former attempt left to restart,
+	var pendingKnown bool // when it restarted named tasks
+	return allocRequest{
+		name: "restart",
+		former: func(ctx context.Context, i int, p restart.AllocProgress) (bool, error) {
 			a, tookEffect, err := d.awaitRestartEvidence(ctx, p)
-			if errors.Is(err, cluster.ErrAllocNotFound) {
-				return d.skipAlloc(ctx, i, "it no longer exists")
-			}
-			if err != nil {
-				return &allocFailure{err}
-			}
-			if tookEffect {
+			switch {
+			case errors.Is(err, cluster.ErrAllocNotFound):
+				return true, d.skipAlloc(ctx, i, "it no longer exists")
+			case err != nil:
+				return true, &allocFailure{err}
+			case tookEffect:
 				d.log.Info("restart request of a former attempt took effect; not sending it again", "alloc", p.ID)
-				return d.toWaiting(ctx, i)
+				return true, d.toWaiting(ctx, i)
 			}
-			if len(p.Tasks) > 0 {
-				tasks = restart.PendingTasks(p.Before, a)
+			if pendingKnown = len(p.Tasks) > 0; pendingKnown {
+				pending = restart.PendingTasks(p.Before, a)
 			}
-			if err := d.step(ctx, func(r *restart.Record) { r.Allocs[i].Attempts++ }); err != nil {
-				return err
+			return false, nil
+		},
+		send: func(ctx context.Context, i int, p restart.AllocProgress, fresh bool, _ *allocDrain) (bool, error) {
+			tasks := p.Before.Targets()
+			if pendingKnown {
+				tasks = pending
 			}
-		}
-		if err := drain.before(ctx); err != nil {
-			return err
-		}
-		d.log.Debug("sending restart", "alloc", p.ID, "tasks", tasks, "attempt", p.Attempts, "fresh", fresh)
-		err := d.requestRestart(ctx, p, tasks)
-		if err == nil {
-			return d.toWaiting(ctx, i)
-		}
-		if !cluster.IsTransient(err) {
-			return &allocFailure{err}
-		}
-		d.log.Warn("restart request failed; checking and retrying", "alloc", p.ID, "err", err)
-		resend, werr := d.waitToResend(ctx, b, &p, fmt.Sprintf("the restart of allocation %q", p.ID), err)
-		if werr != nil {
-			return werr
-		}
-		if !resend {
-			return &allocFailure{fmt.Errorf("%w (gave up retrying: %v)", err, gaveUp(ctx))}
-		}
-		fresh = false
+			d.log.Debug("sending restart", "alloc", p.ID, "tasks", tasks, "attempt", p.Attempts, "fresh", fresh)
+			if err := d.requestRestart(ctx, p, tasks); err != nil {
+				return false, err
+			}
+			return true, d.toWaiting(ctx, i)
+		},
 	}
 }
 

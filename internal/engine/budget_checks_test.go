@@ -387,10 +387,7 @@ func TestBudgetWaitsForFailingChecks(t *testing.T) {
 	}
 	// Nothing else changes: only a re-read of the checks can let the batch start.
 	nomad.set(bad, "success", "success")
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusSucceeded {
-		t.Fatalf("final %v %v; events:\n%s", final.Status, err, eventLines(final))
-	}
+	final := waitEnded(t, wait, restart.StatusSucceeded)
 	assertOnce(t, fc.counts(false), final)
 }
 

@@ -55,10 +55,7 @@ func TestBudgetWaitsForADegradedGroup(t *testing.T) {
 		t.Fatalf("%d allocations restarted while the budget was spent", n)
 	}
 	fc.degrade(false)
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusSucceeded {
-		t.Fatalf("final %v %v", final, err)
-	}
+	final := waitEnded(t, wait, restart.StatusSucceeded)
 	assertOnce(t, fc.counts(false), final)
 }
 

@@ -291,10 +291,7 @@ func TestE2EQuestionAnswered(t *testing.T) {
 	if _, err := env.e.Answer(context.Background(), rec.Namespace, rec.ID, "yes", "op"); err != nil {
 		t.Fatal(err)
 	}
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusSucceeded {
-		t.Fatalf("final %v err %v", final.Status, err)
-	}
+	final := waitEnded(t, wait, restart.StatusSucceeded)
 	env.checkOnce(t, final)
 }
 
@@ -360,10 +357,7 @@ func TestE2EPauseResumeCancel(t *testing.T) {
 	if _, err := env.e.Cancel(context.Background(), rec.Namespace, rec.ID, "op"); err != nil {
 		t.Fatal(err)
 	}
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusCanceled {
-		t.Fatalf("final %v err %v", final.Status, err)
-	}
+	final := waitEnded(t, wait, restart.StatusCanceled)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	c, err := simtest.CountRestarts(ctx, env.client, "default", "web")

@@ -264,6 +264,22 @@ func driveAsync(e *Engine, rec *restart.Record) (func() (*restart.Record, error)
 	return func() (*restart.Record, error) { r := <-ch; cancel(); return r.r, r.err }, cancel
 }
 
+// waitEnded returns the record the drive wait waits on ended with, and fails the test unless
+// it ended without an error, with status want.
+func waitEnded(t *testing.T, wait func() (*restart.Record, error), want restart.Status) *restart.Record {
+	t.Helper()
+	final, err := wait()
+	if err != nil || final.Status != want {
+		var got restart.Status
+		var events string
+		if final != nil {
+			got, events = final.Status, eventLines(final)
+		}
+		t.Fatalf("the drive ended %s (err %v), want %s; events:\n%s", got, err, want, events)
+	}
+	return final
+}
+
 func TestQuestions(t *testing.T) {
 	t.Run("errors asked, yes continues, last batch asked", func(t *testing.T) {
 		fc := newFakeCluster("service", map[string]int{"web": 2})
@@ -296,10 +312,7 @@ func TestQuestions(t *testing.T) {
 		if _, err := e.Answer(context.Background(), rec.Namespace, rec.ID, restart.AtPrompt(r.Question, ""), "op"); err != nil {
 			t.Fatal(err)
 		}
-		final, err := wait()
-		if err != nil || final.Status != restart.StatusFailed {
-			t.Fatalf("final %v %v", final.Status, err)
-		}
+		waitEnded(t, wait, restart.StatusFailed)
 	})
 	t.Run("batch wait ask with a duration", func(t *testing.T) {
 		fc := newFakeCluster("service", map[string]int{"web": 3})
@@ -336,10 +349,7 @@ func TestQuestions(t *testing.T) {
 // first of its allocations was restarted and no other.
 func assertCanceledAfterOne(t *testing.T, wait func() (*restart.Record, error), fc *fakeCluster) {
 	t.Helper()
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusCanceled {
-		t.Fatalf("final %v err %v", final.Status, err)
-	}
+	waitEnded(t, wait, restart.StatusCanceled)
 	if n := len(fc.counts(false)); n != 1 {
 		t.Fatalf("%d allocations restarted, want 1", n)
 	}

@@ -308,16 +308,12 @@ func (f *allocFeed) unpin(ids ...string) {
 // observed returns an allocation's state as current as a read, with each task's newest
 // event at least (see allocFeed), if the feed has it.
 func (f *allocFeed) observed(id string) (*restart.Alloc, bool) {
-	if f == nil {
-		return nil, false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b := f.brief[id]
-	if !f.synced || b == nil || f.index[id] > b.alloc.ModifyIndex {
-		return nil, false
-	}
-	return b.expand(), true
+	return f.current(id, func() *restart.Alloc {
+		if b := f.brief[id]; b != nil {
+			return b.expand()
+		}
+		return nil
+	})
 }
 
 // count keeps the groups' counts by client status as allocations change (see groupCounts).
@@ -338,29 +334,39 @@ func (f *allocFeed) count(group, clientStatus string, delta int) {
 // job summary counts them (Running and Starting; Queued stays 0: a group with queued
 // allocations runs fewer than its count), if the feed is synced.
 func (f *allocFeed) groupCounts() (map[string]cluster.GroupSummary, bool) {
-	if f == nil {
-		return nil, false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.synced {
-		return nil, false
-	}
-	return maps.Clone(f.groups), true
+	return whenSynced(f, func() (map[string]cluster.GroupSummary, bool) { return maps.Clone(f.groups), true })
 }
 
 // held returns a pinned allocation's full state if the feed holds one as current as a read.
 func (f *allocFeed) held(id string) (*restart.Alloc, bool) {
+	return f.current(id, func() *restart.Alloc { return f.latest[id] })
+}
+
+// current returns the state of allocation id that state finds in the feed (nil: none), if
+// the feed has seen no change of the allocation since that state and is synced.
+func (f *allocFeed) current(id string, state func() *restart.Alloc) (*restart.Alloc, bool) {
+	return whenSynced(f, func() (*restart.Alloc, bool) {
+		a := state()
+		if a == nil || f.index[id] > a.ModifyIndex {
+			return nil, false
+		}
+		return a, true
+	})
+}
+
+// whenSynced returns what read finds, read under the feed's lock, if the feed is synced (a
+// nil feed never is): the one condition on which what the feed holds is as current as a read.
+func whenSynced[T any](f *allocFeed, read func() (T, bool)) (T, bool) {
+	var none T
 	if f == nil {
-		return nil, false
+		return none, false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	a := f.latest[id]
-	if !f.synced || a == nil || f.index[id] > a.ModifyIndex {
-		return nil, false
+	if !f.synced {
+		return none, false
 	}
-	return a, true
+	return read()
 }
 
 // wait returns the allocation once the feed holds a state of it with a ModifyIndex above

@@ -60,15 +60,7 @@ func (f *allocFeed) trustedLocked(m readMark) bool {
 
 // knownJob is the job as current as a read, when the feed has it.
 func (f *allocFeed) knownJob() (*restart.Job, bool) {
-	if f == nil {
-		return nil, false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.synced || f.ended || f.facts.job == nil {
-		return nil, false
-	}
-	return f.facts.job, true
+	return whenSynced(f, func() (*restart.Job, bool) { return f.facts.job, !f.ended && f.facts.job != nil })
 }
 
 // offerJob takes a job read under m, unless an event brought a newer one first.

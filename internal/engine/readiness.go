@@ -114,10 +114,12 @@ func (d *driver) provenAt(id string) time.Time {
 	return d.proven[id]
 }
 
-// allocChange is an allocation's new state, or the error that ended following it.
+// allocChange is an allocation's new state (nil: none within a watch's wait) and the index
+// reached, or the error that ended following it.
 type allocChange struct {
-	a   *restart.Alloc
-	err error
+	a     *restart.Alloc
+	index uint64
+	err   error
 }
 
 // followAlloc sends the allocation's every change after index until ctx ends; a failure
@@ -139,7 +141,7 @@ func (d *driver) followAlloc(ctx context.Context, id string, index uint64) <-cha
 			}
 			index = next
 			select {
-			case out <- allocChange{a: x}:
+			case out <- allocChange{a: x, index: next}:
 			case <-ctx.Done():
 				return
 			}

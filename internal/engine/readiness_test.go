@@ -207,10 +207,7 @@ func TestGateFailingAndFlappingChecks(t *testing.T) {
 				if _, err := env.e.Cancel(context.Background(), rec.Namespace, rec.ID, "test"); err != nil {
 					t.Fatal(err)
 				}
-				final, err := wait()
-				if err != nil || final.Status != restart.StatusCanceled {
-					t.Fatalf("after cancel: %v, %v", final, err)
-				}
+				waitEnded(t, wait, restart.StatusCanceled)
 				return
 			}
 			final, dt := env.driveGate(t, rec)

@@ -13,7 +13,7 @@ import (
 // reschedule stops an allocation so that the scheduler replaces it (Nomad's -reschedule), then
 // follows the NextAllocation chain until the replacement runs, racing placement failures.
 func (d *driver) reschedule(ctx context.Context, i int) error {
-	p, sent, err := d.sendRequest(ctx, i, d.sendStop)
+	p, sent, err := d.sendRequest(ctx, i, d.stopRequest())
 	if err != nil {
 		return err
 	}
@@ -30,66 +30,56 @@ func (d *driver) reschedule(ctx context.Context, i int) error {
 	return d.followReplacement(ctx, i)
 }
 
-// sendStop sends the stop of an allocation whose intent is persisted, after checking Nomad's
-// facts when the intent may be from a former attempt.
-func (d *driver) sendStop(ctx context.Context, i int, fresh bool) error {
-	b := cluster.NewBackoff(d.e.resendPolicy())
-	drain := &allocDrain{d: d, i: i}
-	defer drain.done()
-	for {
-		p := d.progress(i)
-		if !fresh {
+// stopRequest is the stop of an allocation, as resend sends it (Nomad's -reschedule): a
+// former attempt took effect when Nomad shows the allocation stopping or stopped.
+func (d *driver) stopRequest() allocRequest {
+	return allocRequest{
+		name: "stop",
+		fail: stopFailed,
+		former: func(ctx context.Context, i int, p restart.AllocProgress) (bool, error) {
 			a, err := d.readAlloc(ctx, p.ID)
-			if errors.Is(err, cluster.ErrAllocNotFound) {
-				return &allocFailure{errors.New("allocation no longer exists and its replacement is unknown")}
+			switch {
+			case errors.Is(err, cluster.ErrAllocNotFound):
+				return true, &allocFailure{errors.New("allocation no longer exists and its replacement is unknown")}
+			case err != nil:
+				return true, &allocFailure{err}
+			case !restart.StopTookEffect(a):
+				return false, nil
 			}
+			d.log.Info("stop request of a former attempt took effect; not sending it again", "alloc", p.ID)
+			var since uint64
+			if p.Before != nil {
+				since = p.Before.AllocModifyIndex
+			}
+			return true, d.stoppedAt(ctx, i, since)
+		},
+		send: func(ctx context.Context, i int, p restart.AllocProgress, fresh bool, drain *allocDrain) (bool, error) {
+			d.log.Debug("sending stop", "alloc", p.ID, "attempt", p.Attempts, "fresh", fresh)
+			index, err := d.e.cluster.StopAlloc(ctx, p.ID, d.spec.NoShutdownDelay)
 			if err != nil {
-				return &allocFailure{err}
+				return false, err
 			}
-			if restart.StopTookEffect(a) {
-				d.log.Info("stop request of a former attempt took effect; not sending it again", "alloc", p.ID)
-				var since uint64
-				if p.Before != nil {
-					since = p.Before.AllocModifyIndex
-				}
-				if err := d.stopped(ctx, i, since); err != nil {
-					return err
-				}
-				return d.forceEvalIfSystem(ctx)
-			}
-			if err := d.step(ctx, func(r *restart.Record) { r.Allocs[i].Attempts++ }); err != nil {
-				return err
-			}
-		}
-		if err := drain.before(ctx); err != nil {
-			return err
-		}
-		d.log.Debug("sending stop", "alloc", p.ID, "attempt", p.Attempts, "fresh", fresh)
-		index, err := d.e.cluster.StopAlloc(ctx, p.ID, d.spec.NoShutdownDelay)
-		if err == nil {
-			// Nomad's client deregisters the stopping instance, the drain's check with
-			// it; removing the check now could send requests back to it first.
+			// Nomad's client deregisters the stopping instance, the drain's check with it;
+			// removing the check now could send requests back to it first.
 			drain.keep()
-			if err := d.stopped(ctx, i, index); err != nil {
-				return err
-			}
-			return d.forceEvalIfSystem(ctx)
-		}
-		if !cluster.IsTransient(err) {
-			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w", err)}
-		}
-		d.log.Warn("stop request failed; checking and retrying", "alloc", p.ID, "err", err)
-		resend, werr := d.waitToResend(ctx, b, &p, fmt.Sprintf("the stop of allocation %q", p.ID), err)
-		if werr != nil {
-			return werr
-		}
-		if !resend {
-			//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
-			return &allocFailure{fmt.Errorf("Failed to stop allocation: %w (gave up retrying: %v)", err, gaveUp(ctx))}
-		}
-		fresh = false
+			return true, d.stoppedAt(ctx, i, index)
+		},
 	}
+}
+
+// stoppedAt records that the stop went out (stopped), at Nomad's index, and has a system
+// job's scheduler place the replacement.
+func (d *driver) stoppedAt(ctx context.Context, i int, index uint64) error {
+	if err := d.stopped(ctx, i, index); err != nil {
+		return err
+	}
+	return d.forceEvalIfSystem(ctx)
+}
+
+// stopFailed words a failed stop as Nomad's command does.
+func stopFailed(err error) error {
+	//lint:ignore ST1005 Nomad's own wording, kept for parity with `nomad job restart`
+	return fmt.Errorf("Failed to stop allocation: %w", err)
 }
 
 // stopped records that the stop went out. Lazily: a driver that finds the intent without it
@@ -202,16 +192,8 @@ type replacementFollow struct {
 // watchNext waits for the followed allocation's next change (the cluster retries what
 // passes), racing the group's placement failures; cancel ends the watch's context.
 func (f *replacementFollow) watchNext(ctx context.Context, cancel context.CancelFunc) (*restart.Alloc, error) {
-	type result struct {
-		a     *restart.Alloc
-		index uint64
-		err   error
-	}
-	res := make(chan result, 1)
-	go func() {
-		a, idx, err := f.d.watchAlloc(ctx, f.cur, f.index)
-		res <- result{a, idx, err}
-	}()
+	cur, index := f.cur, f.index
+	res := watchAsync(func() (*restart.Alloc, uint64, error) { return f.d.watchAlloc(ctx, cur, index) })
 	select {
 	case <-f.placement.done:
 		cancel()

@@ -20,19 +20,13 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 	defer timer.Stop()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type result struct {
-		a     *restart.Alloc
-		index uint64
-		err   error
-	}
 	for {
-		res := make(chan result, 1)
-		go func(after uint64) {
+		after := index
+		res := watchAsync(func() (*restart.Alloc, uint64, error) {
 			// Bounded by the time left: the watch is abandoned when the timer fires, and
 			// Nomad holds an abandoned query's connection until its wait ends.
-			a, next, err := d.watchAllocFor(wctx, id, after, max(time.Until(deadline), time.Millisecond))
-			res <- result{a, next, err}
-		}(index)
+			return d.watchAllocFor(wctx, id, after, max(time.Until(deadline), time.Millisecond))
+		})
 		select {
 		case <-timer.C:
 			// The watch may have waited for a slot (blocking queries are bounded per
@@ -65,4 +59,16 @@ func (d *driver) stayedReady(ctx context.Context, id string, index uint64, minTi
 			}
 		}
 	}
+}
+
+// watchAsync runs watch in a goroutine of its own and answers on the returned channel, so
+// that the caller can race it with other events. The channel holds the answer: a watch
+// abandoned by its caller ends without one to read it.
+func watchAsync(watch func() (*restart.Alloc, uint64, error)) <-chan allocChange {
+	res := make(chan allocChange, 1)
+	go func() {
+		a, index, err := watch()
+		res <- allocChange{a, index, err}
+	}()
+	return res
 }

@@ -12,13 +12,21 @@ import (
 
 // setIntent writes the operator's intent into Control (no lease needed).
 func (e *Engine) setIntent(ctx context.Context, namespace, id, by string, intent restart.Intent) (*restart.Record, error) {
+	return e.writeControl(ctx, namespace, id, func(h steer.Head, c *restart.Control) error {
+		return steer.SetIntent(h, c, intent, by)
+	}, "intent set", "intent", intent, "by", by)
+}
+
+// writeControl writes an operator's steering into the restart's Control by the steer
+// package's rules (set), and logs it as done with the restart's ID and attrs.
+func (e *Engine) writeControl(ctx context.Context, namespace, id string, set func(steer.Head, *restart.Control) error, done string, attrs ...any) (*restart.Record, error) {
 	rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
-		return steer.SetIntent(steer.RestartHead(r), &r.Control, intent, by)
+		return set(steer.RestartHead(r), &r.Control)
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.log.Info("intent set", "restart", id, "intent", intent, "by", by)
+	e.log.Info(done, append([]any{"restart", id}, attrs...)...)
 	return rec, nil
 }
 
@@ -93,14 +101,9 @@ func inFlightNote(r *restart.Record) string {
 // Answer answers the question the restart waits on, validated with restart.ParseAnswer. An
 // empty answer takes the question's default.
 func (e *Engine) Answer(ctx context.Context, namespace, id, answer, by string) (*restart.Record, error) {
-	rec, err := store.Mutate(ctx, e.store, namespace, id, func(r *restart.Record) error {
-		return steer.SetAnswer(steer.RestartHead(r), &r.Control, answer, by)
-	})
-	if err != nil {
-		return nil, err
-	}
-	e.log.Info("answer recorded", "restart", id, "answer", answer, "by", by)
-	return rec, nil
+	return e.writeControl(ctx, namespace, id, func(h steer.Head, c *restart.Control) error {
+		return steer.SetAnswer(h, c, answer, by)
+	}, "answer recorded", "answer", answer, "by", by)
 }
 
 // Steerer is the engine as operators steer restarts (steer.Steerer).

@@ -503,10 +503,7 @@ func TestSurgeRestoredOnCancel(t *testing.T) {
 	if _, err := env.e.Cancel(context.Background(), rec.Namespace, rec.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusCanceled {
-		t.Fatalf("after cancel: %v %v", final, err)
-	}
+	final := waitEnded(t, wait, restart.StatusCanceled)
 	if c := groupCount(t, env.client); c != 1 {
 		t.Errorf("count %d, want 1 restored", c)
 	}
@@ -528,10 +525,7 @@ func TestSurgeCountChangedByOperator(t *testing.T) {
 	if _, _, err := env.client.Jobs().Scale("web", "web", ptr(4), "operator", false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	final, err := wait()
-	if err != nil || final.Status != restart.StatusSucceeded {
-		t.Fatalf("final %v %v", final, err)
-	}
+	final := waitEnded(t, wait, restart.StatusSucceeded)
 	if c := groupCount(t, env.client); c != 4 {
 		t.Errorf("count %d, want the operator's 4 left as is", c)
 	}

@@ -1,6 +1,9 @@
 package restart
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The types below are the facts the cluster reports, reduced to what restarts need. They are
 // filled by package cluster from Nomad's API and read by the selection and progress rules.
@@ -29,26 +32,18 @@ type Group struct {
 }
 
 // HasTask reports whether the group defines the named task.
-func (g Group) HasTask(name string) bool {
-	for _, t := range g.Tasks {
-		if t == name {
-			return true
-		}
-	}
-	return false
-}
+func (g Group) HasTask(name string) bool { return slices.Contains(g.Tasks, name) }
 
 // Group returns the named group of the job version and whether it exists.
 func (j *Job) Group(name string) (Group, bool) {
 	if j == nil {
 		return Group{}, false
 	}
-	for _, g := range j.Groups {
-		if g.Name == name {
-			return g, true
-		}
+	i := slices.IndexFunc(j.Groups, func(g Group) bool { return g.Name == name })
+	if i < 0 {
+		return Group{}, false
 	}
-	return Group{}, false
+	return j.Groups[i], true
 }
 
 // Alloc is an allocation as observed in Nomad.

@@ -194,28 +194,10 @@ func (o Options) Apply(s *Spec, f Filing) []error {
 }
 
 func (o Options) apply(s *Spec, f Filing) []error {
-	var errs []error
-	fail := func(err error) { errs = append(errs, err) }
-	// given says whether v was given a value to parse; given empty, it is refused here, in
-	// the words of the option's own refusal.
-	given := func(v Value, flag string) bool {
-		if !v.Set {
-			return false
-		}
-		if strings.TrimSpace(v.Text) == "" {
-			fail(&ValueError{Flag: flag, Value: v.Text, Reason: "it is empty; " + emptyHint(flag)})
-			return false
-		}
-		return true
-	}
+	r := &refusals{}
+	fail, given := r.add, r.given
 	canAsk := f.canAsk(o.Yes)
-	if given(o.BatchSize, "batch-size") {
-		if sizes, err := ParseBatchSizes(o.BatchSize.Text); err != nil {
-			fail(err)
-		} else {
-			s.BatchSizes = sizes
-		}
-	}
+	parseGiven(r, o.BatchSize, "batch-size", ParseBatchSizes, func(sizes []BatchSize) { s.BatchSizes = sizes })
 	if given(o.BatchWait, "batch-wait") {
 		d, ask, err := ParseBatchWait(o.BatchWait.Text)
 		switch {
@@ -270,38 +252,18 @@ func (o Options) apply(s *Spec, f Filing) []error {
 	if o.Yes {
 		s.Yes = true
 	}
-	if given(o.Health, "health") {
-		if h, err := ParseHealthMode(o.Health.Text); err != nil {
-			fail(err)
-		} else {
-			s.Health = h
-		}
-	}
-	if given(o.HealthyDeadline, "healthy-deadline") {
-		if d, err := ParseHealthyDeadline(o.HealthyDeadline.Text); err != nil {
-			fail(err)
-		} else {
-			s.HealthyDeadline, s.HealthyDeadlineGiven = d, true
-		}
-	}
-	if given(o.MinHealthyTime, "min-healthy-time") {
+	parseGiven(r, o.Health, "health", ParseHealthMode, func(h HealthMode) { s.Health = h })
+	parseGiven(r, o.HealthyDeadline, "healthy-deadline", ParseHealthyDeadline, func(d time.Duration) {
+		s.HealthyDeadline, s.HealthyDeadlineGiven = d, true
+	})
+	parseGiven(r, o.MinHealthyTime, "min-healthy-time", func(text string) (time.Duration, error) {
 		deadline := s.HealthyDeadline
 		if deadline <= 0 {
 			deadline = DefaultHealthyDeadline
 		}
-		if d, err := ParseMinHealthyTime(o.MinHealthyTime.Text, deadline); err != nil {
-			fail(err)
-		} else {
-			s.MinHealthyTime, s.MinHealthyTimeGiven = d, true
-		}
-	}
-	if given(o.MaxUnavailable, "max-unavailable") {
-		if mu, err := ParseMaxUnavailable(o.MaxUnavailable.Text); err != nil {
-			fail(err)
-		} else {
-			s.MaxUnavailable = &mu
-		}
-	}
+		return ParseMinHealthyTime(text, deadline)
+	}, func(d time.Duration) { s.MinHealthyTime, s.MinHealthyTimeGiven = d, true })
+	parseGiven(r, o.MaxUnavailable, "max-unavailable", ParseMaxUnavailable, func(mu BatchSize) { s.MaxUnavailable = &mu })
 	if given(o.Filter, "filter") {
 		s.Filter = strings.TrimSpace(o.Filter.Text)
 	}
@@ -315,13 +277,7 @@ func (o Options) apply(s *Spec, f Filing) []error {
 			s.Drain, s.DrainGiven = d, given
 		}
 	}
-	if given(o.Surge, "surge") {
-		if n, err := ParseSurge(o.Surge.Text); err != nil {
-			fail(err)
-		} else {
-			s.Surge = n
-		}
-	}
+	parseGiven(r, o.Surge, "surge", ParseSurge, func(n int) { s.Surge = n })
 	if o.SurgeIgnoreScaling {
 		s.SurgeIgnoreScaling = true
 	}
@@ -332,14 +288,46 @@ func (o Options) apply(s *Spec, f Filing) []error {
 		{"gate-failure-limit", o.GateFailureLimit}, {"gate-error-limit", o.GateErrorLimit}, {"gate-no-data", o.GateNoData}} {
 		given(v.v, v.flag)
 	}
-	if len(errs) == 0 && (len(o.Gates) > 0 || o.gatePolicyGiven()) {
+	if len(r.errs) == 0 && (len(o.Gates) > 0 || o.gatePolicyGiven()) {
 		if g, err := o.gates(); err != nil {
 			fail(err)
 		} else {
 			s.Gates = g
 		}
 	}
-	return errs
+	return r.errs
+}
+
+// refusals collects what apply refuses, in its fixed order.
+type refusals struct{ errs []error }
+
+func (r *refusals) add(err error) { r.errs = append(r.errs, err) }
+
+// given says whether v was given a value to parse; given empty, it is refused here, in the
+// words of the option's own refusal.
+func (r *refusals) given(v Value, flag string) bool {
+	if !v.Set {
+		return false
+	}
+	if strings.TrimSpace(v.Text) == "" {
+		r.add(&ValueError{Flag: flag, Value: v.Text, Reason: "it is empty; " + emptyHint(flag)})
+		return false
+	}
+	return true
+}
+
+// parseGiven parses v with parse when it is given and hands its value to set; a value parse
+// refuses is one more refusal instead.
+func parseGiven[T any](r *refusals, v Value, flag string, parse func(string) (T, error), set func(T)) {
+	if !r.given(v, flag) {
+		return
+	}
+	x, err := parse(v.Text)
+	if err != nil {
+		r.add(err)
+		return
+	}
+	set(x)
 }
 
 // OptionFlags are the flags of `run` that Options holds (their values are checked by
