@@ -20,14 +20,8 @@ import (
 var fleetKind = &kind{
 	name:     steer.KindFleet,
 	notFound: store.ErrFleetNotFound,
-	find: func(ctx context.Context, src Source, id string) (steer.Head, error) {
-		rec, err := src.Fleet(ctx, id)
-		if err != nil {
-			return steer.Head{}, err
-		}
-		return steer.FleetHead(rec), nil
-	},
-	idArg: "<fleet-id>",
+	find:     findHead(Source.Fleet, steer.FleetHead),
+	idArg:    "<fleet-id>",
 	done: map[string]string{
 		"pause":  "Pause requested: no new job starts, and the running restarts hold after their batch.",
 		"resume": "Resume requested: the fleet's driver starts jobs again (or an agent adopts it).",

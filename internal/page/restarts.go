@@ -14,14 +14,8 @@ import (
 var restartKind = &kind{
 	name:     steer.KindRestart,
 	notFound: store.ErrNotFound,
-	find: func(ctx context.Context, src Source, id string) (steer.Head, error) {
-		rec, err := src.Restart(ctx, id)
-		if err != nil {
-			return steer.Head{}, err
-		}
-		return steer.RestartHead(rec), nil
-	},
-	idArg: "<id>",
+	find:     findHead(Source.Restart, steer.RestartHead),
+	idArg:    "<id>",
 	done: map[string]string{
 		"pause":  "Pause requested: the batch in flight finishes, then the restart holds.",
 		"resume": "Resume requested: its driver continues it (or an agent adopts it).",
