@@ -13,13 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -350,8 +348,8 @@ func TestACLShippedPoliciesSuffice(t *testing.T) {
 	e := startEnv(t, nomadsim.Options{ACLs: true})
 	e.Register(t, "default", "web", 2, nil)
 	opClient := e.shippedClient(t, "operator")
-	opStore := nomadstore.NewRestarts(nomadvars.New(opClient, nomadvars.Options{}), nomadstore.Options{})
-	operator := engine.New(engine.Config{Cluster: cluster.NewNomad(opClient), Store: opStore, Holder: "operator"})
+	op := agenttest.NomadParts(opClient)
+	operator := engine.New(engine.Config{Cluster: op.Cluster, Store: op.Store, Holder: "operator"})
 	ctx := agenttest.Context(t)
 	p, err := operator.Plan(ctx, engine.Request{Namespace: "default", Job: "web"})
 	if err != nil {
@@ -509,14 +507,11 @@ func TestAdoptsAfterDriverDiesNomadStore(t *testing.T) {
 	// The doomed driver's lock: the store's lease path, taken without renewals, as a
 	// driver that is killed right after taking it leaves it.
 	ds.acquire = func(ctx context.Context, ns, id, holder string) (store.Lease, error) {
-		path := leasePath(t, e, ns, id)
-		v := &api.Variable{Namespace: ns, Path: path, Items: map[string]string{"holder": holder},
-			Lock: &api.VariableLock{TTL: "10s", LockDelay: "100ms"}}
-		got, _, err := e.Client.Variables().AcquireLock(v, (&api.WriteOptions{Namespace: ns}).WithContext(ctx))
+		taken, err := e.DeadDriverLock(ctx, ns, e.RestartLeasePath(t, ns, id), holder)
 		if err != nil {
 			return nil, err
 		}
-		if got.LockID() == "" {
+		if !taken {
 			return nil, store.ErrLeaseHeld
 		}
 		return deadLease{}, nil
@@ -560,7 +555,7 @@ func TestAdoptsARestartWhoseCreatorDiedBeforeDriving(t *testing.T) {
 		t.Fatalf("the restart moved while its creator held the lease: %v, %+v", err, cur)
 	}
 	// The creator dies: Nomad hears no more renewals and expires its lock.
-	if !e.Sim.ExpireLock(rec.Namespace, leasePath(t, e, rec.Namespace, rec.ID)) {
+	if !e.Sim.ExpireLock(rec.Namespace, e.RestartLeasePath(t, rec.Namespace, rec.ID)) {
 		t.Fatal("the creator held no lock on the restart's lease")
 	}
 	final := e.WaitEnd(t, rec)
@@ -580,22 +575,6 @@ type deadLease struct{}
 
 func (deadLease) Lost() <-chan struct{}         { return nil }
 func (deadLease) Release(context.Context) error { return nil }
-
-// leasePath finds the lease variable's path of restart id: beside its head.
-func leasePath(t *testing.T, e *env, ns, id string) string {
-	t.Helper()
-	metas, _, err := e.Client.Variables().PrefixList("nomad-restart/", &api.QueryOptions{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range metas {
-		if len(m.Path) >= len(id) && m.Path[len(m.Path)-len(id):] == id {
-			return m.Path + "/lease"
-		}
-	}
-	t.Fatalf("no head variable for restart %s", id)
-	return ""
-}
 
 // checkTakenOverOnce fails the test unless the restart that ended as final succeeded,
 // started once and was taken over by the agent once, each allocation restarted once.

@@ -3,21 +3,16 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"runtime"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 )
 
 // BenchmarkAgentConcurrentRestarts has one agent adopt and drive N restarts at once (two
@@ -105,25 +100,4 @@ func benchOnce(b *testing.B, n int) {
 	b.Logf("connections to the simulated Nomad: peak %d from one address (limit 100), %d refused", cs.PeakPerClient, cs.Refused)
 	b.Logf("%d restarts: %v, %.0f agent requests (%.1f/s), simulated Nomad served %d (test's own reads included), peak heap %.1f MiB (simulation included)",
 		n, elapsed.Round(time.Millisecond), reqs, reqs/elapsed.Seconds(), st.Requests, float64(peakHeap)/(1<<20))
-}
-
-// productWiring gives the agent the clients `nomad-restart agent` builds (internal/cli's
-// agent.go): a pool of cluster.MaxConnsPerHost connections for the cluster, a pool of its own
-// for the records, whose store shares one blocking list among all drivers. wrap, when given,
-// wraps each pool's transport (under the metrics' counting one). It returns the cluster's
-// client.
-func productWiring(b *testing.B, e *env, c *Config, wrap func(*http.Transport) http.RoundTripper) *api.Client {
-	newClient := func(maxConns int) *api.Client {
-		tr := cluster.NewTransport()
-		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
-		var rt http.RoundTripper = tr
-		if wrap != nil {
-			rt = wrap(tr)
-		}
-		return e.AgentClient(b, e.Sim.BootstrapToken(), c.Metrics.Transport(rt))
-	}
-	client := newClient(cluster.MaxConnsPerHost)
-	nomadParts(c, client)
-	c.Store = nomadstore.NewRestarts(nomadvars.New(newClient(24), nomadvars.Options{}), nomadstore.Options{SharedWatch: true})
-	return client
 }

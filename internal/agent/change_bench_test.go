@@ -180,13 +180,14 @@ func (r *changeBenchResult) report(b *testing.B, sim *nomadsim.Cluster, changed 
 
 // changeBenchWiring gives the agent the clients `nomad-restart agent` builds (as
 // productWiring does), each transport watched by wire, and turns config-change rollouts
-// on with a source hub on the cluster's client.
-func changeBenchWiring(b *testing.B, e *env, c *Config, wire *wireLog) {
+// on with a source hub on the cluster's client, which it returns.
+func changeBenchWiring(b *testing.B, e *env, c *Config, wire *wireLog) *api.Client {
 	client := productWiring(b, e, c, func(tr *http.Transport) http.RoundTripper {
 		tr.DialContext = wire.dial(tr.DialContext)
 		return wire.wrap(tr)
 	})
 	c.Changes = &ChangeRollouts{Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{}), sourcewatch.Options{})}
+	return client
 }
 
 func benchVarPath(job string) string { return "nomad/jobs/" + job + "/config" }

@@ -7,14 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -194,10 +192,7 @@ func TestFleetSucceedsADeadDriver(t *testing.T) {
 	e, rec := startFleet(t, "dead", 2, 1, nil, 1)
 	ctx := agenttest.Context(t)
 	// The dead driver's lock: the fleet's lease, taken and never renewed.
-	v := &api.Variable{Namespace: rec.Namespace, Path: "nomad-restart/" + nomadstore.FleetsDir + "/" + rec.ID + "/lease",
-		Items: map[string]string{"holder": "cli:killed"}, Lock: &api.VariableLock{TTL: "10s", LockDelay: "100ms"}}
-	got, _, err := e.Client.Variables().AcquireLock(v, (&api.WriteOptions{Namespace: rec.Namespace}).WithContext(ctx))
-	if err != nil || got.LockID() == "" {
+	if taken, err := e.DeadDriverLock(ctx, rec.Namespace, agenttest.FleetLeasePath(rec), "cli:killed"); err != nil || !taken {
 		t.Fatalf("taking the fleet's lease as the dead driver: %v", err)
 	}
 

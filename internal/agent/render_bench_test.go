@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -13,10 +12,8 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 )
 
 // The scale of BenchmarkRolloutsOnReRenders.
@@ -74,11 +71,7 @@ func renderBenchOnce(b *testing.B) {
 		c.MinListGap = time.Second
 		c.Logger = slog.New(follows)
 		// As `nomad-restart agent` wires it: the files are read on the cluster's client.
-		client := productWiring(b, e, c, func(tr *http.Transport) http.RoundTripper {
-			tr.DialContext = wire.dial(tr.DialContext)
-			return wire.wrap(tr)
-		})
-		c.Changes = &ChangeRollouts{Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{}), sourcewatch.Options{}), Files: cluster.NewNomad(client)}
+		c.Changes.Files = cluster.NewNomad(changeBenchWiring(b, e, c, wire))
 	})
 	b.StartTimer()
 	stop := agenttest.Run(b, a)

@@ -13,12 +13,10 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -312,7 +310,7 @@ func TestFleetWithoutMemberMarkerLeavesOtherNamespaceAlone(t *testing.T) {
 	}
 	sel := fleet.Selection{Namespace: "*", Filter: `Name matches "-"`}
 	rec := fleetrun.NewRecord(uuid.NewString(), "default", sel, spec, opts, jobs, e.Client.Address(), time.Now())
-	if err := nomadstore.NewFleets(nomadvars.New(writer, nomadvars.Options{}), nomadstore.Options{}).Create(agenttest.Context(t), rec); err != nil {
+	if err := agenttest.NomadParts(writer).Fleets.Create(agenttest.Context(t), rec); err != nil {
 		t.Fatalf("the default-only writer files the fleet: %v", err)
 	}
 
@@ -349,7 +347,7 @@ func (e *env) consentSchedule(t *testing.T, client *api.Client, filter string, d
 	sc := &schedule.Schedule{At: due, Next: due, Grace: time.Hour, Namespace: "default",
 		Fleet: &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "*", Filter: filter}, Options: opts}}
 	sc.SetSpec(restart.Spec{Health: restart.HealthRunning, OnError: restart.OnErrorFail, Yes: true, BatchSizes: []restart.BatchSize{{N: 1}}})
-	if err := schedule.NewStore(nomadvars.New(client, nomadvars.Options{}), "").Create(agenttest.Context(t), sc); err != nil {
+	if err := agenttest.NomadParts(client).Schedules.Create(agenttest.Context(t), sc); err != nil {
 		t.Fatal(err)
 	}
 	return sc
@@ -372,7 +370,7 @@ func TestScheduleFleetKeepsOnlyConsentingNamespaces(t *testing.T) {
 	if err := e.schedules().PutMember(agenttest.Context(t), "prod", full.ID, schedule.MemberOf(full)); err != nil {
 		t.Fatal(err)
 	}
-	if err := schedule.NewStore(nomadvars.New(writer, nomadvars.Options{}), "").PutMember(agenttest.Context(t), "prod", weak.ID, schedule.MemberOf(weak)); err == nil {
+	if err := agenttest.NomadParts(writer).Schedules.PutMember(agenttest.Context(t), "prod", weak.ID, schedule.MemberOf(weak)); err == nil {
 		t.Fatal("the default-only writer wrote a schedule's member marker in prod")
 	}
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
@@ -270,7 +269,7 @@ func TestScheduleShippedPoliciesSuffice(t *testing.T) {
 	due := e.Sim.Now().Add(10 * time.Second) // simulated: a fraction of a real second
 	sc := &schedule.Schedule{JobID: "nightly", At: due, Next: due, Grace: 5 * time.Minute}
 	sc.SetSpec(scheduleSpec())
-	if err := schedule.NewStore(nomadvars.New(opClient, nomadvars.Options{}), "").Create(ctx, sc); err != nil {
+	if err := agenttest.NomadParts(opClient).Schedules.Create(ctx, sc); err != nil {
 		t.Fatalf("storing a schedule with the operator policy: %v", err)
 	}
 	agentToken := e.ShippedToken(t, "agent")

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,9 +12,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
-	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -71,23 +70,39 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*Config)) 
 // nomad.go): the cluster, the discovery of restarts, the job listing, the schedules and the
 // fleets. finishParts builds the engine and the fleet driver, once the test chose the store.
 func nomadParts(c *Config, client *api.Client) {
-	c.Cluster = cluster.NewNomad(client)
-	c.Jobs = cluster.NewNomad(client)
-	vars := nomadvars.New(client, nomadvars.Options{})
-	c.Discovery = nomadstore.NewLister(vars, "")
-	c.Schedules = schedule.NewStore(vars, "")
-	c.Fleets = nomadstore.NewFleets(vars, nomadstore.Options{})
-	c.Address = client.Address()
+	p := agenttest.NomadParts(client)
+	c.Cluster, c.Jobs, c.Discovery, c.Schedules, c.Fleets, c.Address = p.Cluster, p.Cluster, p.Discovery, p.Schedules, p.Fleets, p.Address
 }
 
 // finishParts builds c's engine on its cluster and store, and its fleet driver when it has
 // fleets (their children are the agent's to drive, as detached restarts).
 func finishParts(c *Config, health engine.HealthConfig) {
-	c.Engine = engine.New(engine.Config{Cluster: c.Cluster, Store: c.Store, Logger: c.Logger, Holder: c.Holder, Now: c.Now, Health: health})
+	eng, fleets := agenttest.Drivers(engine.Config{Cluster: c.Cluster, Store: c.Store, Logger: c.Logger, Holder: c.Holder, Now: c.Now, Health: health}, c.Fleets)
+	c.Engine = eng
 	if c.Fleets != nil {
-		c.FleetDriver = fleetrun.New(fleetrun.Config{Fleets: c.Fleets, Restarts: c.Store, Engine: c.Engine,
-			Holder: c.Holder, Logger: c.Logger, Now: c.Now})
+		c.FleetDriver = fleets
 	}
+}
+
+// productWiring gives the agent the clients `nomad-restart agent` builds (internal/cli's
+// agent.go): a pool of cluster.MaxConnsPerHost connections for the cluster, a pool of its own
+// for the records, whose store shares one blocking list among all drivers. wrap, when given,
+// wraps each pool's transport (under the metrics' counting one). It returns the cluster's
+// client.
+func productWiring(b *testing.B, e *env, c *Config, wrap func(*http.Transport) http.RoundTripper) *api.Client {
+	newClient := func(maxConns int) *api.Client {
+		tr := cluster.NewTransport()
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = maxConns, maxConns
+		var rt http.RoundTripper = tr
+		if wrap != nil {
+			rt = wrap(tr)
+		}
+		return e.AgentClient(b, e.Sim.BootstrapToken(), c.Metrics.Transport(rt))
+	}
+	client := newClient(cluster.MaxConnsPerHost)
+	nomadParts(c, client)
+	c.Store = nomadstore.NewRestarts(nomadvars.New(newClient(24), nomadvars.Options{}), nomadstore.Options{SharedWatch: true})
+	return client
 }
 
 // shippedClient is an api client with ShippedToken(role).

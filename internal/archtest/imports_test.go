@@ -167,7 +167,7 @@ func architecture() []rule {
 		{pkg: "internal/fuzztest"},
 		// The support of the tests that run an agent on nomadsim; it does not import the
 		// agent, so that the agent's own tests may use it.
-		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/store", "internal/store/nomadstore", "internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
+		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/archtest"},
 		{pkg: "cmd/nomad-restart", mayImport: []string{"internal/cli"}},
 		{pkg: "cmd/nomadsim", mayImport: []string{"nomadsim"}},

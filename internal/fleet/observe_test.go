@@ -8,6 +8,10 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
+// TestObserve holds what a fact observed of a job does to it in its fleet (Observe), what
+// taking back a start does (Unstart), and the exactly-once rules: when two drivers
+// disagree about a job, the call refuses and changes nothing, so the fleet's record is not
+// written.
 func TestObserve(t *testing.T) {
 	pendingJob := Job{Namespace: "default", JobID: "web", Status: JobPending}
 	running := Job{Namespace: "default", JobID: "web", Status: JobRunning, RestartID: "r1"}
@@ -23,30 +27,60 @@ func TestObserve(t *testing.T) {
 		wantStatus JobStatus
 		wantReason string // a part of the job's Reason; "" means none
 		wantBusy   string
+		unstart    bool   // Unstart rather than Observe
+		wantErr    string // a part of the refusal; a refusal changes no job
 	}{
-		{"child started", BusyWait, pendingJob, child(restart.StatusPending), JobRunning, "", ""},
-		{"child running", BusyWait, running, child(restart.StatusRunning), JobRunning, "", ""},
-		{"child paused holds the job running", BusyWait, running, child(restart.StatusPaused), JobRunning, "", ""},
-		{"child asking holds the job running", BusyWait, running, child(restart.StatusWaiting), JobRunning, "", ""},
-		{"child succeeded", BusyWait, running, child(restart.StatusSucceeded), JobSucceeded, "", ""},
-		{"child failed keeps its error", BusyWait, running, Observation{Namespace: "default", JobID: "web", RestartID: "r1", ChildStatus: restart.StatusFailed, ChildError: "alloc 3f2a did not become healthy"}, JobFailed, "did not become healthy", ""},
-		{"child canceled", BusyWait, running, child(restart.StatusCanceled), JobCanceled, "", ""},
-		{"child of a job that waited clears the wait", BusyWait, waiting, child(restart.StatusRunning), JobRunning, "", ""},
-		{"busy under wait stays pending", BusyWait, pendingJob, Observation{Namespace: "default", JobID: "web", BusyWith: "other"}, JobPending, "waiting for restart other", "other"},
-		{"busy under skip is skipped", BusySkip, pendingJob, Observation{Namespace: "default", JobID: "web", BusyWith: "other"}, JobSkipped, "restart other was in progress", ""},
-		{"busy no more frees the job", BusyWait, waiting, Observation{Namespace: "default", JobID: "web"}, JobPending, "", ""},
-		{"purged before its turn is skipped", BusyWait, pendingJob, Observation{Namespace: "default", JobID: "web", Purged: true}, JobSkipped, "purged", ""},
-		{"purged while waiting is skipped", BusyWait, waiting, Observation{Namespace: "default", JobID: "web", Purged: true}, JobSkipped, "purged", ""},
-		{"purged with a child running: the child decides", BusyWait, running, Observation{Namespace: "default", JobID: "web", Purged: true}, JobRunning, "", ""},
-		{"our own child is not another restart", BusySkip, running, Observation{Namespace: "default", JobID: "web", BusyWith: "r1"}, JobRunning, "", ""},
-		{"an ended job keeps its end", BusyWait, Job{Namespace: "default", JobID: "web", Status: JobSucceeded, RestartID: "r1"}, child(restart.StatusRunning), JobSucceeded, "", ""},
-		{"a skipped job stays skipped", BusyWait, Job{Namespace: "default", JobID: "web", Status: JobSkipped, Reason: "the job was purged from Nomad before its turn"}, Observation{Namespace: "default", JobID: "web"}, JobSkipped, "purged", ""},
+		{"child started", BusyWait, pendingJob, child(restart.StatusPending), JobRunning, "", "", false, ""},
+		{"child running", BusyWait, running, child(restart.StatusRunning), JobRunning, "", "", false, ""},
+		{"child paused holds the job running", BusyWait, running, child(restart.StatusPaused), JobRunning, "", "", false, ""},
+		{"child asking holds the job running", BusyWait, running, child(restart.StatusWaiting), JobRunning, "", "", false, ""},
+		{"child succeeded", BusyWait, running, child(restart.StatusSucceeded), JobSucceeded, "", "", false, ""},
+		{"child failed keeps its error", BusyWait, running, Observation{Namespace: "default", JobID: "web", RestartID: "r1", ChildStatus: restart.StatusFailed, ChildError: "alloc 3f2a did not become healthy"}, JobFailed, "did not become healthy", "", false, ""},
+		{"child canceled", BusyWait, running, child(restart.StatusCanceled), JobCanceled, "", "", false, ""},
+		{"child of a job that waited clears the wait", BusyWait, waiting, child(restart.StatusRunning), JobRunning, "", "", false, ""},
+		{"busy under wait stays pending", BusyWait, pendingJob, Observation{Namespace: "default", JobID: "web", BusyWith: "other"}, JobPending, "waiting for restart other", "other", false, ""},
+		{"busy under skip is skipped", BusySkip, pendingJob, Observation{Namespace: "default", JobID: "web", BusyWith: "other"}, JobSkipped, "restart other was in progress", "", false, ""},
+		{"busy no more frees the job", BusyWait, waiting, Observation{Namespace: "default", JobID: "web"}, JobPending, "", "", false, ""},
+		{"purged before its turn is skipped", BusyWait, pendingJob, Observation{Namespace: "default", JobID: "web", Purged: true}, JobSkipped, "purged", "", false, ""},
+		{"purged while waiting is skipped", BusyWait, waiting, Observation{Namespace: "default", JobID: "web", Purged: true}, JobSkipped, "purged", "", false, ""},
+		{"purged with a child running: the child decides", BusyWait, running, Observation{Namespace: "default", JobID: "web", Purged: true}, JobRunning, "", "", false, ""},
+		{"our own child is not another restart", BusySkip, running, Observation{Namespace: "default", JobID: "web", BusyWith: "r1"}, JobRunning, "", "", false, ""},
+		{"an ended job keeps its end", BusyWait, Job{Namespace: "default", JobID: "web", Status: JobSucceeded, RestartID: "r1"}, child(restart.StatusRunning), JobSucceeded, "", "", false, ""},
+		{"a skipped job stays skipped", BusyWait, Job{Namespace: "default", JobID: "web", Status: JobSkipped, Reason: "the job was purged from Nomad before its turn"}, Observation{Namespace: "default", JobID: "web"}, JobSkipped, "purged", "", false, ""},
+		// Unstart takes back the start of a job whose child (r1) could not be created.
+		{name: "unstarted busy with another restart, -busy wait", unstart: true, busy: BusyWait, job: running, obs: Observation{Namespace: "default", JobID: "web", BusyWith: "r9"}, wantStatus: JobPending, wantReason: "waiting for restart r9", wantBusy: "r9"},
+		{name: "unstarted as not recordable", unstart: true, busy: BusyWait, job: running, obs: Observation{Namespace: "default", JobID: "web", Failed: "permission denied"}, wantStatus: JobFailed, wantReason: "permission denied"},
+		{name: "unstarted as purged meanwhile", unstart: true, busy: BusyWait, job: running, obs: Observation{Namespace: "default", JobID: "web", Purged: true}, wantStatus: JobSkipped, wantReason: "purged"},
+		// Refusals: two drivers disagree about the job, so the fleet's record is not written.
+		{name: "a job outside the selection", job: Job{Namespace: "default", JobID: "web"}, obs: Observation{Namespace: "default", JobID: "api", Purged: true}, wantErr: "not in its selection"},
+		{name: "a second child", job: Job{Namespace: "default", JobID: "web", Status: JobRunning, RestartID: "r1"}, obs: Observation{Namespace: "default", JobID: "web", RestartID: "r2", ChildStatus: restart.StatusRunning}, wantErr: "restarted once per fleet"},
+		{name: "a second child after the first ended", job: Job{Namespace: "default", JobID: "web", Status: JobFailed, RestartID: "r1"}, obs: Observation{Namespace: "default", JobID: "web", RestartID: "r2", ChildStatus: restart.StatusRunning}, wantErr: "restarted once per fleet"},
+		{name: "a child for a skipped job", job: Job{Namespace: "default", JobID: "web", Status: JobSkipped}, obs: Observation{Namespace: "default", JobID: "web", RestartID: "r1", ChildStatus: restart.StatusRunning}, wantErr: "before its turn"},
+		{name: "an unknown child status", job: Job{Namespace: "default", JobID: "web", Status: JobPending}, obs: Observation{Namespace: "default", JobID: "web", RestartID: "r1", ChildStatus: "lost"}, wantErr: "unknown child restart status"},
+		{name: "unstarting a job that ended", unstart: true, job: Job{Namespace: "default", JobID: "web", Status: JobSucceeded, RestartID: "r1"}, obs: Observation{Namespace: "default", JobID: "web"}, wantErr: "only a start may be taken back"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &Fleet{ID: "f1", Options: Options{Busy: tt.busy}, Jobs: []Job{{Namespace: "other", JobID: "web"}, tt.job}}
-			if err := Observe(f, tt.obs); err != nil {
-				t.Fatalf("Observe: %v", err)
+			apply, what := Observe, "Observe"
+			if tt.unstart {
+				apply, what = Unstart, "Unstart"
+			}
+			err := apply(f, tt.obs)
+			if !reflect.DeepEqual(f.Jobs[0], Job{Namespace: "other", JobID: "web"}) {
+				t.Errorf("the same job ID in another namespace changed: %+v", f.Jobs[0])
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("%s error = %v, want one containing %q", what, err, tt.wantErr)
+				}
+				if !reflect.DeepEqual(f.Jobs[1], tt.job) {
+					t.Errorf("a refused observation changed the job: %+v, was %+v", f.Jobs[1], tt.job)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
 			}
 			got := f.Jobs[1]
 			if got.Status != tt.wantStatus {
@@ -61,38 +95,23 @@ func TestObserve(t *testing.T) {
 			if tt.obs.RestartID != "" && got.RestartID != tt.obs.RestartID {
 				t.Errorf("RestartID = %q, want %q", got.RestartID, tt.obs.RestartID)
 			}
-			if !reflect.DeepEqual(f.Jobs[0], Job{Namespace: "other", JobID: "web"}) {
-				t.Errorf("the same job ID in another namespace changed: %+v", f.Jobs[0])
+			if tt.unstart && got.RestartID != "" {
+				t.Errorf("RestartID = %q after Unstart, want no child", got.RestartID)
 			}
 		})
 	}
 }
 
-// TestObserveRefuses holds the exactly-once rules: a fleet's record is not written when two
-// drivers disagree about a job.
-func TestObserveRefuses(t *testing.T) {
-	tests := []struct {
-		name string
-		job  Job
-		obs  Observation
-		want string
-	}{
-		{"a job outside the selection", Job{Namespace: "default", JobID: "web"}, Observation{Namespace: "default", JobID: "api", Purged: true}, "not in its selection"},
-		{"a second child", Job{Namespace: "default", JobID: "web", Status: JobRunning, RestartID: "r1"}, Observation{Namespace: "default", JobID: "web", RestartID: "r2", ChildStatus: restart.StatusRunning}, "restarted once per fleet"},
-		{"a second child after the first ended", Job{Namespace: "default", JobID: "web", Status: JobFailed, RestartID: "r1"}, Observation{Namespace: "default", JobID: "web", RestartID: "r2", ChildStatus: restart.StatusRunning}, "restarted once per fleet"},
-		{"a child for a skipped job", Job{Namespace: "default", JobID: "web", Status: JobSkipped}, Observation{Namespace: "default", JobID: "web", RestartID: "r1", ChildStatus: restart.StatusRunning}, "before its turn"},
-		{"an unknown child status", Job{Namespace: "default", JobID: "web", Status: JobPending}, Observation{Namespace: "default", JobID: "web", RestartID: "r1", ChildStatus: "lost"}, "unknown child restart status"},
+// A job that cannot start is skipped or failed before its turn, with the reason given.
+func TestObserveSkipAndFailedBeforeStart(t *testing.T) {
+	f := Fleet{ID: "f1", Jobs: []Job{{Namespace: "a", JobID: "x", Status: JobPending}, {Namespace: "a", JobID: "y", Status: JobPending}}}
+	if err := Observe(&f, Observation{Namespace: "a", JobID: "x", Skip: "no allocation"}); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := &Fleet{ID: "f1", Jobs: []Job{tt.job}}
-			err := Observe(f, tt.obs)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Observe error = %v, want one containing %q", err, tt.want)
-			}
-			if !reflect.DeepEqual(f.Jobs[0], tt.job) {
-				t.Errorf("a refused observation changed the job: %+v, was %+v", f.Jobs[0], tt.job)
-			}
-		})
+	if err := Observe(&f, Observation{Namespace: "a", JobID: "y", Failed: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.Jobs[0].Status != JobSkipped || f.Jobs[1].Status != JobFailed || f.Jobs[1].Reason != "refused" {
+		t.Errorf("jobs = %+v", f.Jobs)
 	}
 }

@@ -20,52 +20,6 @@ func TestChildIDDerivesFromFleetAndJob(t *testing.T) {
 	}
 }
 
-func TestUnstart(t *testing.T) {
-	tests := []struct {
-		name       string
-		obs        Observation
-		wantStatus JobStatus
-		wantBusy   string
-	}{
-		{"busy with another restart, -busy wait", Observation{BusyWith: "r9"}, JobPending, "r9"},
-		{"not recordable", Observation{Failed: "permission denied"}, JobFailed, ""},
-		{"purged meanwhile", Observation{Purged: true}, JobSkipped, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := Fleet{ID: "f1", Options: DefaultOptions(), Jobs: []Job{{Namespace: "default", JobID: "web", Status: JobPending}}}
-			if err := Observe(&f, Observation{Namespace: "default", JobID: "web", RestartID: "c1", ChildStatus: restart.StatusPending}); err != nil {
-				t.Fatal(err)
-			}
-			tt.obs.Namespace, tt.obs.JobID = "default", "web"
-			if err := Unstart(&f, tt.obs); err != nil {
-				t.Fatal(err)
-			}
-			j := f.Jobs[0]
-			if j.Status != tt.wantStatus || j.BusyWith != tt.wantBusy || j.RestartID != "" {
-				t.Errorf("job = %+v, want %s busy with %q and no child", j, tt.wantStatus, tt.wantBusy)
-			}
-		})
-	}
-	f := Fleet{ID: "f1", Jobs: []Job{{Namespace: "default", JobID: "web", Status: JobSucceeded, RestartID: "c1"}}}
-	if err := Unstart(&f, Observation{Namespace: "default", JobID: "web"}); err == nil {
-		t.Error("Unstart took back a job that ended")
-	}
-}
-
-func TestObserveSkipAndFailedBeforeStart(t *testing.T) {
-	f := Fleet{ID: "f1", Jobs: []Job{{Namespace: "a", JobID: "x", Status: JobPending}, {Namespace: "a", JobID: "y", Status: JobPending}}}
-	if err := Observe(&f, Observation{Namespace: "a", JobID: "x", Skip: "no allocation"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := Observe(&f, Observation{Namespace: "a", JobID: "y", Failed: "refused"}); err != nil {
-		t.Fatal(err)
-	}
-	if f.Jobs[0].Status != JobSkipped || f.Jobs[1].Status != JobFailed || f.Jobs[1].Reason != "refused" {
-		t.Errorf("jobs = %+v", f.Jobs)
-	}
-}
-
 func TestApplyAnswer(t *testing.T) {
 	waiting := func() *Record {
 		r := &Record{Fleet: Fleet{ID: "f1", Options: Options{MaxParallelJobs: 1}, Status: restart.StatusWaiting,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
-	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -169,19 +168,16 @@ func (r *run) planChild(ctx context.Context, rec *fleet.Record, job fleet.Job) (
 		return nil, obs
 	}
 	id := fleet.ChildID(rec.ID, job.Namespace, job.JobID)
-	p, err := r.d.cfg.Engine.Plan(ctx, engine.Request{Namespace: job.Namespace, Job: job.JobID, Exact: true, ID: id, Spec: spec})
-	if err == nil {
-		err = r.d.cfg.Engine.CheckSurge(ctx, p) // -surge refusals (scaling policy, bounds) as run gives them
-	}
-	var target *engine.TargetError
+	p, err := r.d.planJob(ctx, job, id, spec)
+	dc, outside := outsideDatacenter(err)
 	switch {
 	case errors.Is(err, cluster.ErrJobNotFound):
 		obs.Purged = true
 		return nil, obs
-	case errors.As(err, &target) && target.OfJob:
+	case outside:
 		// A datacenter of the fleet's options that this job does not run in: nothing of
 		// it to restart, as a job without allocations there.
-		obs.Skip = fmt.Sprintf("it does not run in datacenter %q", target.Value)
+		obs.Skip = fmt.Sprintf("it does not run in datacenter %q", dc)
 		return nil, obs
 	case err != nil:
 		obs.Failed = oneLine(err.Error())

@@ -172,14 +172,11 @@ func (d *Driver) Plan(ctx context.Context, rec *fleet.Record) []JobPlan {
 	for i, j := range rec.Jobs {
 		spec, _ := onchange.JobOptions(rec.Spec, j.Meta)
 		out[i] = JobPlan{Job: j, Spec: spec}
-		p, err := d.cfg.Engine.Plan(ctx, engine.Request{Namespace: j.Namespace, Job: j.JobID, Exact: true, Spec: spec})
-		if err == nil {
-			err = d.cfg.Engine.CheckSurge(ctx, p)
-		}
-		var target *engine.TargetError
+		p, err := d.planJob(ctx, j, "", spec)
+		dc, outside := outsideDatacenter(err)
 		switch {
-		case errors.As(err, &target) && target.OfJob:
-			out[i].Problem = fmt.Sprintf("no allocation to restart (it does not run in datacenter %q): it would be skipped", target.Value)
+		case outside:
+			out[i].Problem = fmt.Sprintf("no allocation to restart (it does not run in datacenter %q): it would be skipped", dc)
 			continue
 		case err != nil:
 			out[i].Problem = oneLine(err.Error())
@@ -191,4 +188,26 @@ func (d *Driver) Plan(ctx context.Context, rec *fleet.Record) []JobPlan {
 		}
 	}
 	return out
+}
+
+// planJob plans job's restart as its child starts when its turn comes: the job's exact ID,
+// spec (the fleet's options with the job's meta), and -surge's refusals (scaling policy,
+// bounds) as run gives them. The dry run (Plan) and the driver share it, so what the dry
+// run shows is what the driver files; id is the child's ID ("" for the dry run).
+func (d *Driver) planJob(ctx context.Context, job fleet.Job, id string, spec restart.Spec) (*engine.Plan, error) {
+	p, err := d.cfg.Engine.Plan(ctx, engine.Request{Namespace: job.Namespace, Job: job.JobID, Exact: true, ID: id, Spec: spec})
+	if err == nil {
+		err = d.cfg.Engine.CheckSurge(ctx, p)
+	}
+	return p, err
+}
+
+// outsideDatacenter returns the datacenter of the fleet's options that err says the job
+// does not run in: a job with nothing to restart there, skipped rather than failed.
+func outsideDatacenter(err error) (string, bool) {
+	var target *engine.TargetError
+	if errors.As(err, &target) && target.OfJob {
+		return target.Value, true
+	}
+	return "", false
 }

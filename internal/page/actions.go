@@ -74,6 +74,18 @@ type kind struct {
 	note, answerHint string
 }
 
+// findHead is a kind's find: the record read by get (the Source's method of the kind),
+// as its head. Restarts and fleets differ only in the method and the head they make.
+func findHead[R any](get func(Source, context.Context, string) (R, error), head func(R) steer.Head) func(context.Context, Source, string) (steer.Head, error) {
+	return func(ctx context.Context, src Source, idOrPrefix string) (steer.Head, error) {
+		rec, err := get(src, ctx, idOrPrefix)
+		if err != nil {
+			return steer.Head{}, err
+		}
+		return head(rec), nil
+	}
+}
+
 // actionsView is the steering section of a record's page (the "actions" template).
 type actionsView struct {
 	Kind             steer.Kind

@@ -390,7 +390,7 @@ func TestStreamSaysWhenNomadWasNeverReached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := buildAgent(agentConfig(client, ""), engine.HealthConfig{})
+	a, err := buildAgent(agentConfig(agenttest.NomadParts(client), ""), engine.HealthConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

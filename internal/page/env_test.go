@@ -15,19 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/agent"
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
-	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/page"
-	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -45,7 +38,7 @@ func startEnv(t testing.TB, opts nomadsim.Options) *env {
 func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*agent.Config)) *agent.Agent {
 	t.Helper()
 	m := agent.NewMetrics()
-	c := agentConfig(e.AgentClient(t, token, m.Transport(nil)), holder)
+	c := agentConfig(agenttest.NomadParts(e.AgentClient(t, token, m.Transport(nil))), holder)
 	c.Metrics, c.MinListGap, c.ViewMaxAge, c.RetryFailed = m, 20*time.Millisecond, time.Millisecond, 100*time.Millisecond
 	if tweak != nil {
 		tweak(&c)
@@ -57,21 +50,18 @@ func (e *env) newAgent(t testing.TB, holder, token string, tweak func(*agent.Con
 	return a
 }
 
-// agentConfig is an agent's configuration on client, with its parts as internal/cli
-// builds them (the records and fleets in Nomad Variables); buildAgent adds the engine and
+// agentConfig is an agent's configuration of parts (agenttest.NomadParts: as internal/cli
+// builds them, the records and fleets in Nomad Variables); buildAgent adds the engine and
 // the fleet driver.
-func agentConfig(client *api.Client, holder string) agent.Config {
+func agentConfig(p agenttest.Parts, holder string) agent.Config {
 	return agent.Config{
-		Cluster: cluster.NewNomad(client), Jobs: cluster.NewNomad(client),
-		Store: nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), Discovery: nomadstore.NewLister(nomadvars.New(client, nomadvars.Options{}), ""),
-		Fleets: nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), Schedules: schedule.NewStore(nomadvars.New(client, nomadvars.Options{}), ""),
-		Address: client.Address(), Holder: holder,
+		Cluster: p.Cluster, Jobs: p.Cluster, Store: p.Store, Discovery: p.Discovery, Fleets: p.Fleets, Schedules: p.Schedules,
+		Address: p.Address, Holder: holder,
 	}
 }
 
 func buildAgent(c agent.Config, health engine.HealthConfig) (*agent.Agent, error) {
-	c.Engine = engine.New(engine.Config{Cluster: c.Cluster, Store: c.Store, Logger: c.Logger, Holder: c.Holder, Now: c.Now, Health: health})
-	c.FleetDriver = fleetrun.New(fleetrun.Config{Fleets: c.Fleets, Restarts: c.Store, Engine: c.Engine, Holder: c.Holder, Logger: c.Logger, Now: c.Now})
+	c.Engine, c.FleetDriver = agenttest.Drivers(engine.Config{Cluster: c.Cluster, Store: c.Store, Logger: c.Logger, Holder: c.Holder, Now: c.Now, Health: health}, c.Fleets)
 	return agent.New(c)
 }
 
@@ -83,9 +73,8 @@ func (e *env) tokenActions(logger *slog.Logger) func(string) (page.Actions, erro
 		if err != nil {
 			return page.Actions{}, err
 		}
-		st := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
-		eng := engine.New(engine.Config{Cluster: cluster.NewNomad(cl), Store: st, Logger: logger, Holder: "page"})
-		fleets := fleetrun.New(fleetrun.Config{Fleets: nomadstore.NewFleets(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}), Restarts: st, Engine: eng, Logger: logger, Holder: "page"})
+		p := agenttest.NomadParts(cl)
+		eng, fleets := agenttest.Drivers(engine.Config{Cluster: p.Cluster, Store: p.Store, Logger: logger, Holder: "page"}, p.Fleets)
 		return page.Actions{Steer: steer.Steerers{Restarts: eng.Steerer(), Fleets: fleets.Steerer()}, File: eng}, nil
 	}
 }

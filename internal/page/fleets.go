@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"net/http"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
@@ -20,14 +19,8 @@ import (
 var fleetKind = &kind{
 	name:     steer.KindFleet,
 	notFound: store.ErrFleetNotFound,
-	find: func(ctx context.Context, src Source, id string) (steer.Head, error) {
-		rec, err := src.Fleet(ctx, id)
-		if err != nil {
-			return steer.Head{}, err
-		}
-		return steer.FleetHead(rec), nil
-	},
-	idArg: "<fleet-id>",
+	find:     findHead(Source.Fleet, steer.FleetHead),
+	idArg:    "<fleet-id>",
 	done: map[string]string{
 		"pause":  "Pause requested: no new job starts, and the running restarts hold after their batch.",
 		"resume": "Resume requested: the fleet's driver starts jobs again (or an agent adopts it).",
@@ -132,35 +125,14 @@ var fleetPage = template.Must(template.Must(pageFrame.Clone()).Parse(`{{template
 {{end}}</tbody></table>
 {{end}}`))
 
-func (s *server) serveFleet(w http.ResponseWriter, r *http.Request) {
-	rec, ok := lookup(w, r, fleetKind, s.src.Fleet)
-	if !ok {
-		return
+// fleetView is how the page serves a fleet's page and its live stream.
+func (s *server) fleetView() recordView[*fleet.Record] {
+	return recordView[*fleet.Record]{
+		s: s, kind: fleetKind, page: fleetPage, live: "fleetLive",
+		find: s.src.Fleet, listed: s.listedFleet, head: steer.FleetHead,
+		title: func(rec *fleet.Record) string { return fmt.Sprintf("Fleet %s", short(rec.ID)) },
+		data:  func(rec *fleet.Record) any { return newFleetRow(rec) },
 	}
-	render(w, fleetPage, frame{
-		Title:  fmt.Sprintf("Fleet %s - nomad-restart", short(rec.ID)),
-		Holder: s.src.Holder(), Stream: "/fleet/" + rec.ID + "/events",
-		Status: string(rec.Status), Question: questionText(steer.FleetHead(rec)),
-		Actions: fleetKind.actionsView(rec.ID), Live: newFleetRow(rec),
-	})
-}
-
-// serveFleetEvents streams one fleet's live part, from the listing the Source keeps
-// current (each change of the fleets wakes the page's streams).
-func (s *server) serveFleetEvents(w http.ResponseWriter, r *http.Request) {
-	rec, ok := lookup(w, r, fleetKind, s.src.Fleet)
-	if !ok {
-		return
-	}
-	ns, id := rec.Namespace, rec.ID
-	s.serveStream(w, r, func(ctx context.Context) (liveUpdate, error) {
-		cur, err := s.listedFleet(ctx, ns, id)
-		if err != nil {
-			return liveUpdate{}, err
-		}
-		html, err := renderString(fleetPage, "fleetLive", newFleetRow(cur))
-		return liveUpdate{HTML: html, Status: string(cur.Status), Question: questionText(steer.FleetHead(cur))}, err
-	})
 }
 
 // listedFleet returns the fleet from the Source's latest listing, or reads it when the

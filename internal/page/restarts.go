@@ -14,14 +14,8 @@ import (
 var restartKind = &kind{
 	name:     steer.KindRestart,
 	notFound: store.ErrNotFound,
-	find: func(ctx context.Context, src Source, id string) (steer.Head, error) {
-		rec, err := src.Restart(ctx, id)
-		if err != nil {
-			return steer.Head{}, err
-		}
-		return steer.RestartHead(rec), nil
-	},
-	idArg: "<id>",
+	find:     findHead(Source.Restart, steer.RestartHead),
+	idArg:    "<id>",
 	done: map[string]string{
 		"pause":  "Pause requested: the batch in flight finishes, then the restart holds.",
 		"resume": "Resume requested: its driver continues it (or an agent adopts it).",
@@ -85,35 +79,14 @@ func (s *server) restartData(rec *restart.Record) restartLive {
 	return restartLive{Rec: rec, Progress: p, Percent: percent(p), Timeline: buildTimeline(rec, now)}
 }
 
-func (s *server) serveRestart(w http.ResponseWriter, r *http.Request) {
-	rec, ok := lookup(w, r, restartKind, s.src.Restart)
-	if !ok {
-		return
+// restartView is how the page serves a restart's page and its live stream.
+func (s *server) restartView() recordView[*restart.Record] {
+	return recordView[*restart.Record]{
+		s: s, kind: restartKind, page: restartPage, live: "restartLive",
+		find: s.src.Restart, listed: s.listedRestart, head: steer.RestartHead,
+		title: func(rec *restart.Record) string { return fmt.Sprintf("Restart %s of %s", short(rec.ID), rec.JobID) },
+		data:  func(rec *restart.Record) any { return s.restartData(rec) },
 	}
-	render(w, restartPage, frame{
-		Title:  fmt.Sprintf("Restart %s of %s - nomad-restart", short(rec.ID), rec.JobID),
-		Holder: s.src.Holder(), Stream: "/restart/" + rec.ID + "/events",
-		Status: string(rec.Status), Question: questionText(steer.RestartHead(rec)),
-		Actions: restartKind.actionsView(rec.ID), Live: s.restartData(rec),
-	})
-}
-
-// serveRestartEvents streams one restart's live part, read from the records the Source's
-// listing keeps current.
-func (s *server) serveRestartEvents(w http.ResponseWriter, r *http.Request) {
-	rec, ok := lookup(w, r, restartKind, s.src.Restart)
-	if !ok {
-		return
-	}
-	ns, id := rec.Namespace, rec.ID
-	s.serveStream(w, r, func(ctx context.Context) (liveUpdate, error) {
-		cur, err := s.listedRestart(ctx, ns, id)
-		if err != nil {
-			return liveUpdate{}, err
-		}
-		html, err := renderString(restartPage, "restartLive", s.restartData(cur))
-		return liveUpdate{HTML: html, Status: string(cur.Status), Question: questionText(steer.RestartHead(cur))}, err
-	})
 }
 
 // listedRestart returns restart id of namespace ns as the Source last listed it (what the

@@ -1,7 +1,8 @@
 // Package agenttest is the shared support of the tests that run an agent on nomadsim: the
 // agent's own tests, its page's and its command's. It starts a simulated cluster with the
 // restart and fleet stores and a planner that files restarts as `run -detach` does,
-// registers jobs and waits until they run, files fleets, waits on records, runs an agent in
+// builds an agent's parts as the command does (parts.go), registers jobs and waits until
+// they run, files fleets, holds a dead driver's lease, waits on records, runs an agent in
 // the background, and makes the checks those tests share (each allocation restarted once,
 // one driver at a time, a fleet within its -max-parallel-jobs, from Nomad's own facts).
 //
