@@ -344,7 +344,7 @@ func (a *Agent) drive(ctx context.Context, c candidate) {
 			a.metrics.lease("released")
 		}
 		log.Info("detached from restart")
-	case err != nil && strings.Contains(err.Error(), "lost the lease"):
+	case errors.Is(err, engine.ErrLeaseLost):
 		e.lastResult = "lease lost"
 		a.metrics.lease("lost")
 		e.retryAt = time.Now().Add(a.cfg.RetryFailed)

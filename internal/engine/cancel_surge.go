@@ -45,9 +45,9 @@ func (e *Engine) cancelUndriven(ctx context.Context, lease store.Lease, rec *res
 	switch {
 	case err == nil, errors.Is(err, errTerminal):
 		return d.snapshot(), nil
-	case errors.Is(context.Cause(lctx), errLeaseLost):
+	case errors.Is(context.Cause(lctx), ErrLeaseLost):
 		return d.snapshot(), &StepError{ID: rec.ID, Step: StepStatus,
-			Err: fmt.Errorf("restart %s: cancel recorded, but %w while scaling its surge back", short(rec.ID), errLeaseLost)}
+			Err: fmt.Errorf("restart %s: cancel recorded, but %w while scaling its surge back", short(rec.ID), ErrLeaseLost)}
 	}
 	// Say in the record that the scale-down stopped and how to finish it; the lease is still
 	// ours, so a short write of our own is safe.

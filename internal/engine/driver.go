@@ -15,9 +15,9 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
-// errLeaseLost ends a Drive whose lease could not be renewed: another driver may own the
+// ErrLeaseLost ends a Drive whose lease could not be renewed: another driver may own the
 // restart now, so this one must stop writing at once.
-var errLeaseLost = errors.New("lost the lease on the restart")
+var ErrLeaseLost = errors.New("lost the lease on the restart")
 
 // errTerminal stops a driver whose record was ended by someone else.
 var errTerminal = errors.New("restart record is terminal")
@@ -150,9 +150,9 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, h
 	runErr := d.run(dctx)
 	final := d.snapshot()
 	switch {
-	case errors.Is(context.Cause(dctx), errLeaseLost):
+	case errors.Is(context.Cause(dctx), ErrLeaseLost):
 		d.log.Warn("lease lost; stopping")
-		return final, &StepError{ID: id, Step: StepStatus, Err: fmt.Errorf("restart %s: %w", short(id), errLeaseLost)}
+		return final, &StepError{ID: id, Step: StepStatus, Err: fmt.Errorf("restart %s: %w", short(id), ErrLeaseLost)}
 	case ctx.Err() != nil:
 		d.detach(ctx)
 		return d.snapshot(), ctx.Err()
@@ -412,14 +412,14 @@ func cloneGateRuns(runs []restart.GateRun) []restart.GateRun {
 	return out
 }
 
-// whileHeld is a context of ctx that ends, with errLeaseLost as its cause, when the lease is
+// whileHeld is a context of ctx that ends, with ErrLeaseLost as its cause, when the lease is
 // lost; cancel ends it and its watch of the lease.
 func whileHeld(ctx context.Context, lease store.Lease) (held context.Context, cancel context.CancelFunc) {
 	hctx, cancelCause := context.WithCancelCause(ctx)
 	go func() {
 		select {
 		case <-lease.Lost():
-			cancelCause(errLeaseLost)
+			cancelCause(ErrLeaseLost)
 		case <-hctx.Done():
 		}
 	}()
