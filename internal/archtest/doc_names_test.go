@@ -37,15 +37,13 @@ func loadDeclarations(fsys fs.FS) (declared, error) {
 		return d, err
 	}
 	d.files = files
-	for _, p := range files {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parseGoFile(fset, fsys, p)
-		if err != nil {
-			return d, err
-		}
-		pkg := path.Base(path.Dir(p))
+	parsed, err := parseProductFiles(fset, fsys, files)
+	if err != nil {
+		return d, err
+	}
+	for _, pf := range parsed {
+		f := pf.file
+		pkg := path.Base(path.Dir(pf.path))
 		d.pkgs[pkg] = true
 		if d.topName[pkg] == nil {
 			d.topName[pkg] = map[string]bool{}

@@ -332,17 +332,30 @@ func moduleGoFiles(fsys fs.FS) ([]string, error) {
 	return files, err
 }
 
-// parseGoFile reads and parses file p of fsys.
-func parseGoFile(fset *token.FileSet, fsys fs.FS, p string) (*ast.File, error) {
-	src, err := fs.ReadFile(fsys, p)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", p, err)
+// productFile is a non-test Go file of the module, parsed.
+type productFile struct {
+	path string
+	file *ast.File
+}
+
+// parseProductFiles parses the non-test files among paths (moduleGoFiles' list) in fsys.
+func parseProductFiles(fset *token.FileSet, fsys fs.FS, paths []string) ([]productFile, error) {
+	var parsed []productFile
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		src, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", p, err)
+		}
+		file, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", p, err)
+		}
+		parsed = append(parsed, productFile{path: p, file: file})
 	}
-	file, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, fmt.Errorf("parsing %s: %w", p, err)
-	}
-	return file, nil
+	return parsed, nil
 }
 
 // loadFiles reads the imports (and environment reads) of every non-test Go file of the
@@ -353,15 +366,13 @@ func loadFiles(fsys fs.FS) ([]goFile, error) {
 		return nil, err
 	}
 	fset := token.NewFileSet()
+	parsed, err := parseProductFiles(fset, fsys, paths)
+	if err != nil {
+		return nil, err
+	}
 	var files []goFile
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		file, err := parseGoFile(fset, fsys, p)
-		if err != nil {
-			return nil, err
-		}
+	for _, pf := range parsed {
+		p, file := pf.path, pf.file
 		f := goFile{path: p}
 		osName := ""
 		for _, spec := range file.Imports {
