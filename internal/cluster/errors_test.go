@@ -42,6 +42,11 @@ func TestNomadAnswersClassified(t *testing.T) {
 		{"scale blocked", 400, "job scaling blocked due to active deployment", false, nil},
 		{"over the policy's max", 400, "group count was greater than scaling policy maximum: 5 > 3", false, nil},
 		{"not implemented", 501, "Invalid method", false, nil},
+		{"not found", 404, "job not found", false, nil},
+		{"bad request", 400, "Invalid index", false, nil},
+		{"unknown allocation", 500, "Unknown allocation \"x\"", false, nil},
+		{"should not run", 500, "restart of an alloc that should not run", false, nil},
+		{"conflict", 409, "check-and-set failed", false, nil},
 		// Transient: a lost or new leader, Raft, RPC timeouts and lost connections, a
 		// proxy or Nomad saying it cannot answer now, rate limits.
 		{"no leader", 500, "No cluster leader", true, nil},
@@ -57,6 +62,8 @@ func TestNomadAnswersClassified(t *testing.T) {
 		{"bad gateway", 502, "bad gateway", true, nil},
 		{"gateway timeout", 504, "gateway timeout", true, nil},
 		{"too many requests", 429, "Your IP is issuing too many concurrent connections, please rate limit your calls", true, nil},
+		{"too many requests, in other words", 429, "slow down", true, nil},
+		{"unavailable, in lower case", 503, "service unavailable", true, nil},
 		// A 500 of neither kind passes: the retry's budget bounds what it costs.
 		{"unknown 500", 500, "something unexpected", true, nil},
 	} {
