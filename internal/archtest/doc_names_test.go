@@ -3,12 +3,10 @@ package archtest
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,9 +21,8 @@ type declared struct {
 	pkgs    map[string]bool            // every package's last path element
 }
 
-// loadDeclarations parses every non-test Go file of the module (skipping what the go command
-// skips, as loadFiles does) and collects its top-level names, and each type's fields and
-// methods.
+// loadDeclarations parses every non-test Go file of the module (moduleGoFiles' walk, as
+// loadFiles) and collects its top-level names, and each type's fields and methods.
 func loadDeclarations(fsys fs.FS) (declared, error) {
 	d := declared{topName: map[string]map[string]bool{}, members: map[string]map[string]bool{}, pkgs: map[string]bool{}}
 	fset := token.NewFileSet()
@@ -35,33 +32,18 @@ func loadDeclarations(fsys fs.FS) (declared, error) {
 		}
 		d.members[typ][name] = true
 	}
-	err := fs.WalkDir(fsys, ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := e.Name()
-		if e.IsDir() {
-			if p != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") {
-			return nil
-		}
-		d.files = append(d.files, p)
-		if strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		src, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", p, err)
-		}
-		f, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
-		if err != nil {
-			return fmt.Errorf("parsing %s: %w", p, err)
-		}
-		pkg := path.Base(path.Dir(p))
+	files, err := moduleGoFiles(fsys)
+	if err != nil {
+		return d, err
+	}
+	d.files = files
+	parsed, err := parseProductFiles(fset, fsys, files)
+	if err != nil {
+		return d, err
+	}
+	for _, pf := range parsed {
+		f := pf.file
+		pkg := path.Base(path.Dir(pf.path))
 		d.pkgs[pkg] = true
 		if d.topName[pkg] == nil {
 			d.topName[pkg] = map[string]bool{}
@@ -106,9 +88,8 @@ func loadDeclarations(fsys fs.FS) (declared, error) {
 				}
 			}
 		}
-		return nil
-	})
-	return d, err
+	}
+	return d, nil
 }
 
 // receiverType names the type of a receiver or an embedded field: T, *T, T[P], pkg.T.
@@ -178,11 +159,7 @@ func staleNames(doc string, d declared) []string {
 // TestDocNamesExist keeps docs/architecture.md true to the code: every file, package-level
 // name and type member it cites in code spans exists.
 func TestDocNamesExist(t *testing.T) {
-	root, _ := moduleRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
-	if err != nil {
-		t.Fatalf("reading the architecture doc: %v", err)
-	}
+	root, doc := architectureDoc(t)
 	d, err := loadDeclarations(os.DirFS(root))
 	if err != nil {
 		t.Fatalf("reading the module's declarations: %v", err)
@@ -190,7 +167,7 @@ func TestDocNamesExist(t *testing.T) {
 	if len(d.pkgs) < 20 {
 		t.Fatalf("found only %d packages: is the walk wrong?", len(d.pkgs))
 	}
-	for _, msg := range staleNames(string(doc), d) {
+	for _, msg := range staleNames(doc, d) {
 		t.Error(msg)
 	}
 }

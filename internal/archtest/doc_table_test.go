@@ -2,8 +2,6 @@ package archtest
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -97,12 +95,8 @@ func compareDocTable(table []rule, rows []docRow) []string {
 // TestDocTableMatchesTheRules keeps the table a reader sees in docs/architecture.md the
 // same as the one the imports are checked against.
 func TestDocTableMatchesTheRules(t *testing.T) {
-	root, _ := moduleRoot(t)
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
-	if err != nil {
-		t.Fatalf("reading the architecture doc: %v", err)
-	}
-	rows := parseDocTable(string(doc))
+	_, doc := architectureDoc(t)
+	rows := parseDocTable(doc)
 	if len(rows) < 15 {
 		t.Fatalf("found only %d rows in the doc's package table: has its format changed?", len(rows))
 	}

@@ -299,18 +299,24 @@ func projectPath(module, imp string) (string, bool) {
 	return rel, ok
 }
 
-// loadFiles parses the imports of every non-test Go file in fsys, the module's root, skipping
-// what the go command skips (testdata, vendor, names starting with . or _) and nested modules.
-func loadFiles(fsys fs.FS) ([]goFile, error) {
-	fset := token.NewFileSet()
-	var files []goFile
+// moduleGoFiles lists every Go file of the module whose root is fsys (test files too),
+// slash-separated, skipping what the go command skips: testdata, vendor, names starting
+// with . or _, and nested modules. It is the one walk of the module the checks share.
+func moduleGoFiles(fsys fs.FS) ([]string, error) {
+	var files []string
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		name := d.Name()
+		if p != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
 		if d.IsDir() {
-			if p != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if p != "." && (name == "testdata" || name == "vendor") {
 				return fs.SkipDir
 			}
 			if _, err := fs.Stat(fsys, path.Join(p, "go.mod")); p != "." && err == nil {
@@ -318,23 +324,61 @@ func loadFiles(fsys fs.FS) ([]goFile, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-			return nil
+		if strings.HasSuffix(name, ".go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	return files, err
+}
+
+// productFile is a non-test Go file of the module, parsed.
+type productFile struct {
+	path string
+	file *ast.File
+}
+
+// parseProductFiles parses the non-test files among paths (moduleGoFiles' list) in fsys.
+func parseProductFiles(fset *token.FileSet, fsys fs.FS, paths []string) ([]productFile, error) {
+	var parsed []productFile
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
 		}
 		src, err := fs.ReadFile(fsys, p)
 		if err != nil {
-			return fmt.Errorf("reading %s: %w", p, err)
+			return nil, fmt.Errorf("reading %s: %w", p, err)
 		}
 		file, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
 		if err != nil {
-			return fmt.Errorf("parsing %s: %w", p, err)
+			return nil, fmt.Errorf("parsing %s: %w", p, err)
 		}
+		parsed = append(parsed, productFile{path: p, file: file})
+	}
+	return parsed, nil
+}
+
+// loadFiles reads the imports (and environment reads) of every non-test Go file of the
+// module whose root is fsys.
+func loadFiles(fsys fs.FS) ([]goFile, error) {
+	paths, err := moduleGoFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	parsed, err := parseProductFiles(fset, fsys, paths)
+	if err != nil {
+		return nil, err
+	}
+	var files []goFile
+	for _, pf := range parsed {
+		p, file := pf.path, pf.file
 		f := goFile{path: p}
 		osName := ""
 		for _, spec := range file.Imports {
 			imp, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
-				return fmt.Errorf("%s: import %s: %w", p, spec.Path.Value, err)
+				return nil, fmt.Errorf("%s: import %s: %w", p, spec.Path.Value, err)
 			}
 			f.imports = append(f.imports, imp)
 			if imp == "os" {
@@ -346,9 +390,8 @@ func loadFiles(fsys fs.FS) ([]goFile, error) {
 		}
 		f.envReads = envReads(fset, file, osName)
 		files = append(files, f)
-		return nil
-	})
-	return files, err
+	}
+	return files, nil
 }
 
 // envReads lists the file's uses of os.Getenv, os.LookupEnv and os.Environ (os imported as
@@ -398,6 +441,18 @@ func moduleRoot(t *testing.T) (dir, module string) {
 		}
 		dir = parent
 	}
+}
+
+// architectureDoc returns the module's root and the text of its docs/architecture.md, which
+// the doc tests hold true to the code.
+func architectureDoc(t *testing.T) (root, doc string) {
+	t.Helper()
+	root, _ = moduleRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatalf("reading the architecture doc: %v", err)
+	}
+	return root, string(b)
 }
 
 // TestImportsFollowTheArchitecture holds the package table of docs/architecture.md true for

@@ -160,13 +160,7 @@ func TestRestartTasksRequests(t *testing.T) {
 }
 
 func TestWritesAreNotRetried(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		code      int
-		text      string
-		transient bool
-		kind      error
-	}{
+	for _, tc := range []answerCase{
 		{"no leader", 500, "No cluster leader", true, nil},
 		{"unknown task", 500, "Could not find task runner for task: nosuch", false, nil},
 		{"task not running", 500, "Task not running", false, nil},

@@ -8,12 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // Benchmarks of the two ways to watch a batch of allocations restarted in place: one
@@ -21,19 +17,6 @@ import (
 // They report the requests and response bytes Nomad served per restarted allocation.
 //
 //	go test -run '^$' -bench Watch -benchtime 3x ./internal/cluster/
-
-func smallJob(id string, count int) *api.Job {
-	j := serviceJob("default", id, count)
-	j.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(10), MemoryMB: new(10)}
-	return j
-}
-
-func startBenchSim(b *testing.B, count int) (*nomadsim.Cluster, *cluster.Nomad) {
-	b.Helper()
-	sim := simtest.Start(b, nomadsim.Options{TimeScale: timeScale, Seed: 7, NodesPerDatacenter: 5})
-	simtest.RegisterRunning(b, sim, smallJob("web", count))
-	return sim, cluster.NewNomad(simtest.Client(b, sim))
-}
 
 // restartedAndRunning reports whether the allocation's task restarted past before and runs.
 func restartedAndRunning(a *restart.Alloc, before uint64) bool {

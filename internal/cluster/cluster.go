@@ -6,7 +6,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -139,27 +138,4 @@ type PlacementFailure struct {
 	// Reasons are lines like `Constraint "X": 1 nodes excluded by filter`, as Nomad's
 	// command prints the allocation metrics.
 	Reasons []string
-}
-
-// Errors the cluster reports, to be matched with errors.Is / errors.As.
-var (
-	ErrJobNotFound   = errors.New("job not found")
-	ErrAllocNotFound = errors.New("alloc not found")
-	//lint:ignore ST1005 Nomad's own text, which users search for
-	ErrPermissionDenied = errors.New("Permission denied")
-	// ErrNotSupported is the answer of a Cluster that lacks an optional feature (a job's
-	// summary, an event stream, filters): callers with a fallback take it, others report
-	// that the feature is missing.
-	ErrNotSupported = errors.New("not supported by this cluster client")
-)
-
-// AmbiguousJobError is returned when a prefix matches several jobs.
-type AmbiguousJobError struct {
-	Prefix string
-	// Matches are "namespace/id" of the jobs the prefix matched.
-	Matches []string
-}
-
-func (e *AmbiguousJobError) Error() string {
-	return "prefix \"" + e.Prefix + "\" matched multiple jobs"
 }

@@ -91,6 +91,23 @@ func startDeploying(t *testing.T, count int) (*nomadsim.Cluster, *cluster.Nomad,
 	return sim, n, ctx
 }
 
+// smallJob is serviceJob with tasks small enough that hundreds fit on the benchmarks'
+// nodes.
+func smallJob(id string, count int) *api.Job {
+	j := serviceJob("default", id, count)
+	j.TaskGroups[0].Tasks[0].Resources = &api.Resources{CPU: new(10), MemoryMB: new(10)}
+	return j
+}
+
+// startBenchSim is nomadsim running job default/web (count allocations of smallJob) and a
+// Nomad client of it.
+func startBenchSim(b *testing.B, count int) (*nomadsim.Cluster, *cluster.Nomad) {
+	b.Helper()
+	sim := simtest.Start(b, nomadsim.Options{TimeScale: timeScale, Seed: 7, NodesPerDatacenter: 5})
+	simtest.RegisterRunning(b, sim, smallJob("web", count))
+	return sim, cluster.NewNomad(simtest.Client(b, sim))
+}
+
 // webAllocs is job default/web's allocations as n reads them.
 func webAllocs(t *testing.T, ctx context.Context, n *cluster.Nomad) []*restart.Alloc {
 	t.Helper()

@@ -16,6 +16,18 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/upstream"
 )
 
+// Errors the cluster reports, to be matched with errors.Is / errors.As.
+var (
+	ErrJobNotFound   = errors.New("job not found")
+	ErrAllocNotFound = errors.New("alloc not found")
+	//lint:ignore ST1005 Nomad's own text, which users search for
+	ErrPermissionDenied = errors.New("Permission denied")
+	// ErrNotSupported is the answer of a Cluster that lacks an optional feature (a job's
+	// summary, an event stream, filters): callers with a fallback take it, others report
+	// that the feature is missing.
+	ErrNotSupported = errors.New("not supported by this cluster client")
+)
+
 // statusCode returns the HTTP status Nomad answered with, or 0 when err carries none
 // (a transport error, a decoding error, a canceled context).
 func statusCode(err error) int {
@@ -272,4 +284,15 @@ func statusFromText(msg string) (int, string) {
 		return 0, ""
 	}
 	return code, strings.TrimSpace(rest[n:])
+}
+
+// AmbiguousJobError is returned when a prefix matches several jobs.
+type AmbiguousJobError struct {
+	Prefix string
+	// Matches are "namespace/id" of the jobs the prefix matched.
+	Matches []string
+}
+
+func (e *AmbiguousJobError) Error() string {
+	return "prefix \"" + e.Prefix + "\" matched multiple jobs"
 }

@@ -2,8 +2,6 @@ package cluster_test
 
 import (
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -90,37 +88,6 @@ func TestScaleGroupPermission(t *testing.T) {
 	}
 	if _, err := newNomad(t, sim, scaler).ScaleGroup(ctx, "default", "web", "web", 2, js.JobModifyIndex, "x"); err != nil {
 		t.Fatalf("scale-job token: %v", err)
-	}
-}
-
-// TestScaleGroupRefusals maps Nomad's refusals of the scale endpoint (texts of
-// nomad/job_endpoint.go's Job.Scale) onto the package's errors.
-func TestScaleGroupRefusals(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		code int
-		body string
-		want error
-	}{
-		{"check-and-set", http.StatusInternalServerError, "rpc error: job register enforce index 7: job exists with conflicting job modify index: 9", cluster.ErrScaleConflict},
-		{"active deployment", http.StatusBadRequest, "job scaling blocked due to active deployment", cluster.ErrScaleBlocked},
-		{"denied", http.StatusForbidden, "Permission denied", cluster.ErrPermissionDenied},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, tc.body, tc.code)
-			}))
-			defer srv.Close()
-			client, err := api.NewClient(&api.Config{Address: srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := cluster.NewNomadWithOptions(client, cluster.Options{Retry: cluster.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond, MaxElapsed: 10 * time.Millisecond}})
-			_, err = n.ScaleGroup(testCtx(t), "default", "web", "web", 2, 7, "x")
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("%v, want %v", err, tc.want)
-			}
-		})
 	}
 }
 

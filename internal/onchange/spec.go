@@ -1,6 +1,7 @@
 package onchange
 
 import (
+	"slices"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -36,12 +37,11 @@ func (s *JobSpec) Group(name string) (GroupSpec, bool) {
 	if s == nil {
 		return GroupSpec{}, false
 	}
-	for _, g := range s.Groups {
-		if g.Name == name {
-			return g, true
-		}
+	i := slices.IndexFunc(s.Groups, func(g GroupSpec) bool { return g.Name == name })
+	if i < 0 {
+		return GroupSpec{}, false
 	}
-	return GroupSpec{}, false
+	return s.Groups[i], true
 }
 
 // GroupSpec is one task group of a JobSpec.

@@ -32,6 +32,16 @@ type Store interface {
 	Kind() string
 }
 
+// ControlByWatch is WatchControl for a Store whose Watch wakes on every write and costs no
+// request to anyone (the local store): the token is the record's ModifyIndex.
+func ControlByWatch(ctx context.Context, s Store, namespace, id string, token uint64) (*restart.Record, uint64, error) {
+	rec, err := s.Watch(ctx, namespace, id, token)
+	if err != nil {
+		return nil, 0, err
+	}
+	return rec, rec.ModifyIndex, nil
+}
+
 // Lease is the right to drive one restart. A process that dies loses it: on the Nomad store
 // when its TTL passes (plus Nomad's lock delay), on the local store at once.
 type Lease interface {

@@ -459,14 +459,10 @@ func (l *Store) WatchHead(ctx context.Context, namespace, id string, afterIndex 
 	return l.Watch(ctx, namespace, id, afterIndex)
 }
 
-// WatchControl implements store.Store with Watch: every write wakes it, and a wake-up costs a
-// file read, no request to anyone; the token is the record's ModifyIndex.
+// WatchControl implements store.Store with Watch (store.ControlByWatch): every write wakes
+// it, and a wake-up costs a file read, no request to anyone.
 func (l *Store) WatchControl(ctx context.Context, namespace, id string, token uint64) (*restart.Record, uint64, error) {
-	rec, err := l.Watch(ctx, namespace, id, token)
-	if err != nil {
-		return nil, 0, err
-	}
-	return rec, rec.ModifyIndex, nil
+	return store.ControlByWatch(ctx, l, namespace, id, token)
 }
 
 // Ring implements store.Store: Watch sees every write already.

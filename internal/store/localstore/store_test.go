@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
@@ -258,7 +256,9 @@ func TestLocalLeaseWithoutRecordIsSwept(t *testing.T) {
 	ctx := storetest.Context(t, 30*time.Second)
 	kept := storetest.CreateRecord(t, ctx, s, "default", "web", 1)
 	storetest.TakeFreeLease(t, ctx, s, kept, "driver", "of the kept restart")
-	orphan := filepath.Join(dir, "leases", "default", uuid.NewString()+".lock")
+	// The lease of a record built but never created, as its dead creator left it.
+	unwritten := storetest.NewRecord("default", "api", 1)
+	orphan := filepath.Join(dir, "leases", "default", unwritten.ID+".lock")
 	for _, p := range []string{orphan, orphan + ".holder"} {
 		if err := os.WriteFile(p, []byte("killed\n"), 0o600); err != nil {
 			t.Fatal(err)

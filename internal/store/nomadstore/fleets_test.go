@@ -263,21 +263,8 @@ func TestNomadFleetWatches(t *testing.T) {
 		t.Fatalf("the first token %d is not the bell's index %d", token, bellIndex())
 	}
 
-	type answer struct {
-		f     *fleet.Record
-		token uint64
-		err   error
-	}
-	woke := make(chan answer, 1)
-	go func() {
-		got, next, err := s.WatchControl(ctx, "default", f.ID, token)
-		woke <- answer{got, next, err}
-	}()
-	watched := make(chan answer, 1)
-	go func() {
-		got, err := s.Watch(ctx, "default", f.ID, f.ModifyIndex)
-		watched <- answer{f: got, err: err}
-	}()
+	woke := storetest.WatchControlInBackground(ctx, s, "default", f.ID, token)
+	watched := storetest.WatchInBackground(ctx, s, "default", f.ID, f.ModifyIndex)
 
 	// The driver's own writes: WatchFleet answers the first; the bell stays as it was, so
 	// a WatchFleetControl woken by them would answer with Control still "run".
@@ -288,8 +275,8 @@ func TestNomadFleetWatches(t *testing.T) {
 		}
 	}
 	w := <-watched
-	if w.err != nil || w.f.ModifyIndex <= f.ModifyIndex || w.f.Status != restart.StatusRunning {
-		t.Fatalf("WatchFleet after an update: %+v, %v", w.f, w.err)
+	if w.Err != nil || w.Rec.ModifyIndex <= f.ModifyIndex || w.Rec.Status != restart.StatusRunning {
+		t.Fatalf("WatchFleet after an update: %+v, %v", w.Rec, w.Err)
 	}
 	if bellIndex() != token {
 		t.Fatal("UpdateFleet rang the control bell")
@@ -302,20 +289,17 @@ func TestNomadFleetWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := <-woke
-	if a.err != nil || a.f.Control.Intent != restart.IntentPause || a.token <= token || a.token != bellIndex() {
-		t.Fatalf("WatchFleetControl after MutateFleet: %+v, %d, %v; want the paused fleet and the bell's new index", a.f, a.token, a.err)
+	if a.Err != nil || a.Rec.Control.Intent != restart.IntentPause || a.Token <= token || a.Token != bellIndex() {
+		t.Fatalf("WatchFleetControl after MutateFleet: %+v, %d, %v; want the paused fleet and the bell's new index", a.Rec, a.Token, a.Err)
 	}
 
 	// RingFleet alone wakes it too.
-	go func() {
-		got, next, err := s.WatchControl(ctx, "default", f.ID, a.token)
-		woke <- answer{got, next, err}
-	}()
+	woke = storetest.WatchControlInBackground(ctx, s, "default", f.ID, a.Token)
 	if err := s.Ring(ctx, "default", f.ID); err != nil {
 		t.Fatal(err)
 	}
-	if a2 := <-woke; a2.err != nil || a2.token <= a.token {
-		t.Fatalf("WatchFleetControl after RingFleet: %d, %v", a2.token, a2.err)
+	if a2 := <-woke; a2.Err != nil || a2.Token <= a.Token {
+		t.Fatalf("WatchFleetControl after RingFleet: %d, %v", a2.Token, a2.Err)
 	}
 
 	// No fleet, no bell.

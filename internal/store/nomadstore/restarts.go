@@ -83,8 +83,9 @@ type Restarts struct {
 	// hubs are the shared watches (SharedWatch), one per namespace.
 	hubs hubSet
 	// endedHere holds the namespace/id of records this handle ended (wrote terminal): their
-	// lease is dropped on release without reading the record again.
-	endedHere map[string]bool
+	// lease is dropped on release without reading the record again. Each key is stored once
+	// and taken once (LoadAndDelete), so it needs no share of mu.
+	endedHere sync.Map
 	// claimed holds, per namespace/id of a record this handle created, the ModifyIndex of
 	// the job's marker as its claim wrote it: the record's end deletes the marker at that
 	// index without reading it first.

@@ -316,20 +316,8 @@ func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
 	s := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{Logger: quiet})
 	ctx := storetest.Context(t, 30*time.Second)
 	rec := storetest.CreateRecord(t, ctx, s, "default", "web", 1)
-	type result struct {
-		idx uint64
-		err error
-	}
-	done := make(chan result, 1)
 	c.LoseLeader(5 * time.Second) // 500 ms of real time
-	go func() {
-		r, err := s.Watch(ctx, "default", rec.ID, rec.ModifyIndex)
-		if err != nil {
-			done <- result{0, err}
-			return
-		}
-		done <- result{r.ModifyIndex, nil}
-	}()
+	done := storetest.WatchInBackground(ctx, s, "default", rec.ID, rec.ModifyIndex)
 	// The update itself may meet the lost leader: retry it as a driver would.
 	for {
 		err := s.Update(ctx, rec)
@@ -341,9 +329,8 @@ func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r := <-done
-	if r.err != nil || r.idx != rec.ModifyIndex {
-		t.Fatalf("Watch across a leader loss: index %d, %v (want %d)", r.idx, r.err, rec.ModifyIndex)
+	if w := <-done; w.Err != nil || w.Rec.ModifyIndex != rec.ModifyIndex {
+		t.Fatalf("Watch across a leader loss: %+v, %v (want index %d)", w.Rec, w.Err, rec.ModifyIndex)
 	}
 }
 

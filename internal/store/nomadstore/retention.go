@@ -119,21 +119,11 @@ func (l *nomadLease) dropEndedLease(ctx context.Context, index uint64) {
 }
 
 // markEnded notes that this handle wrote record k terminal.
-func (n *Restarts) markEnded(k string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.endedHere == nil {
-		n.endedHere = map[string]bool{}
-	}
-	n.endedHere[k] = true
-}
+func (n *Restarts) markEnded(k string) { n.endedHere.Store(k, struct{}{}) }
 
 // takeEnded reports (once) whether this handle wrote record k terminal: a terminal record
 // never changes status again, so its lease may go without a read.
 func (n *Restarts) takeEnded(k string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ended := n.endedHere[k]
-	delete(n.endedHere, k)
+	_, ended := n.endedHere.LoadAndDelete(k)
 	return ended
 }

@@ -74,3 +74,35 @@ func BenchUpdate(b *testing.B, s store.Store, n int, written func() int64) {
 	b.StopTimer()
 	b.ReportMetric(float64(last-base)/float64(b.N), "bytes/update")
 }
+
+// Watched is the answer of a watch made in the background: the record, WatchControl's next
+// token (0 for the other watches) and the error.
+type Watched[R any] struct {
+	Rec   R
+	Token uint64
+	Err   error
+}
+
+// InBackground calls watch in a goroutine, so that the test can write while it waits; its
+// answer waits on the channel until the test reads it.
+func InBackground[R any](watch func() (R, uint64, error)) <-chan Watched[R] {
+	out := make(chan Watched[R], 1)
+	go func() {
+		rec, token, err := watch()
+		out <- Watched[R]{rec, token, err}
+	}()
+	return out
+}
+
+// WatchControlInBackground is s.WatchControl, InBackground.
+func WatchControlInBackground[R any](ctx context.Context, s store.Records[R], namespace, id string, token uint64) <-chan Watched[R] {
+	return InBackground(func() (R, uint64, error) { return s.WatchControl(ctx, namespace, id, token) })
+}
+
+// WatchInBackground is s.Watch, InBackground.
+func WatchInBackground[R any](ctx context.Context, s store.Records[R], namespace, id string, afterIndex uint64) <-chan Watched[R] {
+	return InBackground(func() (R, uint64, error) {
+		rec, err := s.Watch(ctx, namespace, id, afterIndex)
+		return rec, 0, err
+	})
+}

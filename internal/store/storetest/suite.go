@@ -528,24 +528,19 @@ func testWatchControl(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		rec   *restart.Record
-		wakes int
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		wakes, tok := 0, token
+	// wakes counts the watch's answers; it is read once the watch answered on done.
+	wakes := 0
+	done := InBackground(func() (*restart.Record, uint64, error) {
+		tok := token
 		for {
 			r, next, err := driver.WatchControl(ctx, "default", rec.ID, tok)
 			wakes++
 			if err != nil || r.Control.Intent == restart.IntentPause {
-				done <- result{r, wakes, err}
-				return
+				return r, next, err
 			}
 			tok = next
 		}
-	}()
+	})
 	// The driver's own progress, three writes.
 	for i := range 3 {
 		own.Allocs[i].State = restart.AllocDone
@@ -559,20 +554,20 @@ func testWatchControl(t *testing.T, b Backend) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var r result
+	var r Watched[*restart.Record]
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("WatchControl did not wake on the operator's pause")
 	}
-	if r.err != nil {
-		t.Fatalf("WatchControl: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("WatchControl: %v", r.Err)
 	}
-	if r.rec.Control.By != "tester" || r.rec.ModifyIndex <= own.ModifyIndex {
-		t.Fatalf("WatchControl returned control %+v at index %d, want the pause by tester after index %d", r.rec.Control, r.rec.ModifyIndex, own.ModifyIndex)
+	if r.Rec.Control.By != "tester" || r.Rec.ModifyIndex <= own.ModifyIndex {
+		t.Fatalf("WatchControl returned control %+v at index %d, want the pause by tester after index %d", r.Rec.Control, r.Rec.ModifyIndex, own.ModifyIndex)
 	}
-	if b.BellOnly && r.wakes != 1 {
-		t.Fatalf("WatchControl woke %d times, want once: the driver's own writes woke it", r.wakes)
+	if b.BellOnly && wakes != 1 {
+		t.Fatalf("WatchControl woke %d times, want once: the driver's own writes woke it", wakes)
 	}
 }
 
@@ -610,17 +605,13 @@ func testWatchContext(t *testing.T, b Backend) {
 	rec := NewRecord("default", "web", 1)
 	MustCreate(t, s, rec)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Watch(ctx, "default", rec.ID, rec.ModifyIndex)
-		done <- err
-	}()
+	done := WatchInBackground(ctx, s, "default", rec.ID, rec.ModifyIndex)
 	time.Sleep(20 * time.Millisecond)
 	cancel()
 	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Watch after cancel: got %v, want context.Canceled", err)
+	case w := <-done:
+		if !errors.Is(w.Err, context.Canceled) {
+			t.Fatalf("Watch after cancel: got %v, want context.Canceled", w.Err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Watch ignored its context")
