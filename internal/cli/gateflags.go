@@ -111,7 +111,7 @@ func printGateValues(p *output.Printer, ms []gate.Measurement, policy gate.Polic
 		now := ""
 		switch m.Verdict {
 		case gate.VerdictError:
-			now = "query failed: " + oneLine(m.Error)
+			now = "query failed: " + output.OneLine(m.Error)
 		case gate.VerdictNoData:
 			now = "no data, " + string(gate.VerdictFail)
 			if policy.NoData == gate.NoDataPass {
@@ -129,7 +129,7 @@ func printGateValues(p *output.Printer, ms []gate.Measurement, policy gate.Polic
 func gatesAnswered(ms []gate.Measurement) error {
 	for _, m := range ms {
 		if m.Verdict == gate.VerdictError {
-			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, oneLine(m.Error))
+			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, output.OneLine(m.Error))
 		}
 	}
 	return nil
@@ -142,7 +142,7 @@ func printGateRuns(w io.Writer, runs []restart.GateRun) {
 		for _, m := range g.Measurements {
 			ms = append(ms, describeGateMeasurement(m))
 		}
-		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, orDash(strings.Join(ms, ", ")), orDash(oneLine(g.Reason)))
+		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, output.OrDash(strings.Join(ms, ", ")), output.OrDash(output.OneLine(g.Reason)))
 	})
 }
 
