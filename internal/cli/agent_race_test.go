@@ -44,7 +44,7 @@ func besideAnAgent(t *testing.T, c *nomadsim.Cluster) (cliEnv, context.Context, 
 // drives, never takes one up, so no pipeline's `run` ends "driven by another process".
 // `run -detach` still leaves its restart to the agent.
 func TestRunBesideAnAgentDrivesItsOwnRestart(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	jobs := []string{"api", "web"}
 	for _, j := range jobs {
 		register(t, c, simpleJob(j, api.JobTypeService, 1))
@@ -100,7 +100,7 @@ func TestRunBesideAnAgentDrivesItsOwnRestart(t *testing.T) {
 // With an agent running, `run -jobs` drives its fleet, and every child the fleet files,
 // from their first writes: the agent takes up neither.
 func TestRunFleetBesideAnAgentDrivesItsOwnChildren(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	registerFleetJobs(t, c, "", "svc", 4, 1)
 	e, ctx, metrics := besideAnAgent(t, c)
 

@@ -53,7 +53,7 @@ func TestAgentBadFlags(t *testing.T) {
 // `nomad-restart agent` adopts a detached restart, serves /healthz, and on cancellation
 // (SIGTERM) exits 0.
 func TestAgentCommandAdoptsDetachedRestart(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	register(t, c, testJob("web", "service"))
 	client := simtest.Client(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -123,8 +123,9 @@ func TestAgentCommandAdoptsDetachedRestart(t *testing.T) {
 // triggered by the change, driven to its end by the agent.
 func TestAgentCommandRollsOnChange(t *testing.T) {
 	t.Parallel()
-	// Nomad's time is real time here: the debounce is a timer of the agent's.
-	c := startSim(t, nomadsim.Options{TimeScale: 1})
+	// Nomad's time is real time here, not simtest's 50 times faster: the debounce is a timer
+	// of the agent's, on real time.
+	c := simtest.Start(t, nomadsim.Options{TimeScale: 1})
 	client := adminClient(t, c)
 	path := "nomad/jobs/web/config"
 	index := agenttest.PutVar(t, client, path, "hello", 0)
@@ -165,7 +166,7 @@ func TestAgentCommandRollsOnChange(t *testing.T) {
 // agent whose own token (NOMAD_TOKEN, the agent policy) may write the records still cannot
 // pause a restart through it; with an operator token it can; neither token is logged.
 func TestAgentPageActsWithTheRequestsToken(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	register(t, c, testJob("web", "service"))
 	admin := adminClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

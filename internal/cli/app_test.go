@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -51,7 +52,7 @@ func TestHolderTellsAgentsOfOneNodeApart(t *testing.T) {
 // that each gives exit 1, exactly one line on stderr naming the problem (and the fix), and
 // no mutating request to Nomad.
 func TestBadInput(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	register(t, c, testJob("web", api.JobTypeService))
 	register(t, c, simpleJob("api-a", api.JobTypeService, 1))
 	register(t, c, simpleJob("api-b", api.JobTypeService, 1))
@@ -92,7 +93,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
-	acl := startSim(t, nomadsim.Options{ACLs: true})
+	acl := simtest.Start(t, nomadsim.Options{ACLs: true})
 	register(t, acl, simpleJob("secure", api.JobTypeService, 1))
 	readOnly, err := acl.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
 	if err != nil {

@@ -31,7 +31,7 @@ func operatorRules(namespaces ...string) string {
 // and fb-0 in team-b.
 func startMemberSim(t *testing.T) (*nomadsim.Cluster, *api.Client) {
 	t.Helper()
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	admin := adminClient(t, c)
 	if _, err := admin.Namespaces().Register(&api.Namespace{Name: "team-b"}, nil); err != nil {
 		t.Fatal(err)

@@ -15,23 +15,11 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// simScale runs nomadsim fast: a task's 100 ms simulated start takes 5 ms.
-const simScale = 20
-
-// startSim starts a simulated cluster for one test, at simScale unless opts say otherwise.
-func startSim(t *testing.T, opts nomadsim.Options) *nomadsim.Cluster {
-	t.Helper()
-	if opts.TimeScale == 0 {
-		opts.TimeScale = simScale
-	}
-	return simtest.Start(t, opts)
-}
-
 // startSimEnv starts a simulated cluster with jobs registered and running, and the
 // environment to run commands on it.
 func startSimEnv(t *testing.T, opts nomadsim.Options, jobs ...*api.Job) (*nomadsim.Cluster, cliEnv) {
 	t.Helper()
-	c := startSim(t, opts)
+	c := simtest.Start(t, opts)
 	for _, job := range jobs {
 		register(t, c, job)
 	}
@@ -56,29 +44,18 @@ func startFleetEnv(t *testing.T, prefix string, n, count int) (*nomadsim.Cluster
 }
 
 // adminClient is a Nomad API client for c with its bootstrap (management) token.
-func adminClient(t *testing.T, c *nomadsim.Cluster) *api.Client {
+func adminClient(t testing.TB, c *nomadsim.Cluster) *api.Client {
 	t.Helper()
 	return simtest.ClientAs(t, c, c.BootstrapToken())
 }
 
 // register registers job and waits until its allocations run.
-func register(t *testing.T, c *nomadsim.Cluster, job *api.Job) {
+func register(t testing.TB, c *nomadsim.Cluster, job *api.Job) {
 	t.Helper()
-	if _, err := c.RegisterJob(job); err != nil {
-		t.Fatalf("registering %s: %v", *job.ID, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ns := "default"
-	if job.Namespace != nil && *job.Namespace != "" {
-		ns = *job.Namespace
-	}
-	if err := c.WaitJobRunning(ctx, ns, *job.ID); err != nil {
-		t.Fatalf("waiting for %s to run: %v", *job.ID, err)
-	}
+	simtest.RegisterRunning(t, c, job)
 	// Poststart sidecars start after the main tasks: wait until every task that is meant
 	// to keep running runs, so that "restart the running tasks" has a fixed meaning.
-	simtest.WaitFor(t, ctx, "every task of "+*job.ID+" to run", func() bool {
+	simtest.WaitWithin(t, 30*time.Second, "every task of "+*job.ID+" to run", func() bool {
 		for _, a := range allocsOf(t, c, *job.ID) {
 			for name, ts := range a.TaskStates {
 				if name != "prestart" && ts.State != "running" && a.ClientStatus == api.AllocClientStatusRunning {
@@ -158,7 +135,7 @@ type cliEnv struct {
 	env map[string]string
 }
 
-func newCLIEnv(t *testing.T, c *nomadsim.Cluster) cliEnv {
+func newCLIEnv(t testing.TB, c *nomadsim.Cluster) cliEnv {
 	return cliEnv{addr: c.Addr(), localDir: t.TempDir(), clock: c.Now, scale: c.TimeScale()}
 }
 
@@ -202,7 +179,7 @@ func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bo
 }
 
 // allocsOf returns the job's allocations, newest first (Nomad's restart order), full.
-func allocsOf(t *testing.T, c *nomadsim.Cluster, jobID string) []*api.Allocation {
+func allocsOf(t testing.TB, c *nomadsim.Cluster, jobID string) []*api.Allocation {
 	t.Helper()
 	client := adminClient(t, c)
 	stubs, _, err := client.Jobs().Allocations(jobID, true, nil)

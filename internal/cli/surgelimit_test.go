@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -34,7 +35,7 @@ func TestRunSurgePastJobMaxCountRefused(t *testing.T) {
 // (a 500, permanent) then fails the restart at once with Nomad's text and the fix, rather
 // than being retried as a passing failure: nothing was restarted, the count is as it was.
 func TestRunSurgeLimitLearntAtScale(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true, JobMaxCount: new(3)})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true, JobMaxCount: new(3)})
 	register(t, c, simpleJob("web", api.JobTypeService, 2))
 	e := newCLIEnvAs(t, c, "surger", `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle", "scale-job"] }`)
 	ctx := testCtx(t)
