@@ -123,25 +123,81 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// parseClientFlags parses the options of cmd: Nomad's client options into client, as given
+// (withEnv fills them from the environment), and those that extra registers (nil: none).
+// It returns the arguments after the options.
+func parseClientFlags(cmd string, client *clientFlags, args []string, extra func(fs *flag.FlagSet)) ([]string, error) {
+	fs := newFlagSet(cmd)
+	client.add(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parseFlags(fs, cmd, args); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
 // addClientFlags registers Nomad's client options on fs.
 func (c *clientFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.address, "address", "", "")
-	fs.StringVar(&c.region, "region", "", "")
-	fs.StringVar(&c.namespace, "namespace", "", "")
-	fs.StringVar(&c.token, "token", "", "")
-	fs.StringVar(&c.caCert, "ca-cert", "", "")
-	fs.StringVar(&c.caPath, "ca-path", "", "")
-	fs.StringVar(&c.clientCert, "client-cert", "", "")
-	fs.StringVar(&c.clientKey, "client-key", "", "")
-	fs.StringVar(&c.tlsServerName, "tls-server-name", "", "")
+	addTextOptions(fs, c.texts())
 	fs.BoolVar(&c.insecure, "tls-skip-verify", false, "")
 	fs.BoolVar(&c.insecure, "insecure", false, "")
-	fs.StringVar(&c.logLevel, "log-level", "", "")
 	fs.Func("request-timeout", "", func(v string) error {
 		d, err := parseRequestTimeout(v)
 		c.requestTimeout = d
 		return err
 	})
+}
+
+// texts are Nomad's client options given as text, with the NOMAD_* variables that stand
+// in for them.
+func (c *clientFlags) texts() []textOption {
+	return []textOption{
+		{"address", "NOMAD_ADDR", &c.address},
+		{"region", "NOMAD_REGION", &c.region},
+		{"namespace", "NOMAD_NAMESPACE", &c.namespace},
+		{"token", "NOMAD_TOKEN", &c.token},
+		{"ca-cert", "NOMAD_CACERT", &c.caCert},
+		{"ca-path", "NOMAD_CAPATH", &c.caPath},
+		{"client-cert", "NOMAD_CLIENT_CERT", &c.clientCert},
+		{"client-key", "NOMAD_CLIENT_KEY", &c.clientKey},
+		{"tls-server-name", "NOMAD_TLS_SERVER_NAME", &c.tlsServerName},
+		{"log-level", "NOMAD_RESTART_LOG_LEVEL", &c.logLevel},
+	}
+}
+
+// textOption is an option given as text: by its flag, else, when the flag is not given
+// (empty), by its environment variable, as Nomad's and Consul's CLIs read theirs.
+type textOption struct {
+	flag, env string
+	v         *string
+}
+
+// addTextOptions registers each option's flag on fs, empty (not given) by default.
+func addTextOptions(fs *flag.FlagSet, opts []textOption) {
+	for _, o := range opts {
+		fs.StringVar(o.v, o.flag, "", "")
+	}
+}
+
+// fillFromEnv sets each option whose flag was not given to its variable's value in env,
+// trimmed.
+func fillFromEnv(opts []textOption, env func(string) string) {
+	for _, o := range opts {
+		if *o.v == "" {
+			*o.v = strings.TrimSpace(env(o.env))
+		}
+	}
+}
+
+// certAndKey refuses a client certificate without its key, or a key without its
+// certificate: flags -<prefix>client-cert and -<prefix>client-key.
+func certAndKey(prefix, cert, key string) error {
+	if (cert == "") != (key == "") {
+		return usageErrorf("-%[1]sclient-cert and -%[1]sclient-key go together: give both, or neither", prefix)
+	}
+	return nil
 }
 
 // parseRequestTimeout reads a request timeout: a positive duration.
@@ -156,27 +212,13 @@ func parseRequestTimeout(v string) (time.Duration, error) {
 // withEnv fills the options not given as flags from the NOMAD_* environment (flags win, as
 // in Nomad's Meta.clientConfig).
 func (c clientFlags) withEnv(env func(string) string) clientFlags {
-	fill := func(v *string, name string) {
-		if *v == "" {
-			*v = strings.TrimSpace(env(name))
-		}
-	}
-	fill(&c.address, "NOMAD_ADDR")
-	fill(&c.region, "NOMAD_REGION")
-	fill(&c.namespace, "NOMAD_NAMESPACE")
-	fill(&c.token, "NOMAD_TOKEN")
-	fill(&c.caCert, "NOMAD_CACERT")
-	fill(&c.caPath, "NOMAD_CAPATH")
-	fill(&c.clientCert, "NOMAD_CLIENT_CERT")
-	fill(&c.clientKey, "NOMAD_CLIENT_KEY")
-	fill(&c.tlsServerName, "NOMAD_TLS_SERVER_NAME")
+	fillFromEnv(c.texts(), env)
 	if !c.insecure {
 		switch strings.ToLower(strings.TrimSpace(env("NOMAD_SKIP_VERIFY"))) {
 		case "1", "true", "t", "yes":
 			c.insecure = true
 		}
 	}
-	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
 	c.xdgStateHome, c.home = strings.TrimSpace(env("XDG_STATE_HOME")), strings.TrimSpace(env("HOME"))
 	c.timeout, c.timeoutErr = c.requestTimeout, nil
 	if c.timeout == 0 {

@@ -22,32 +22,37 @@ type prometheusFlags struct {
 }
 
 func (p *prometheusFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&p.address, "prometheus-address", "", "")
-	fs.StringVar(&p.tokenFile, "prometheus-token-file", "", "")
-	fs.StringVar(&p.caCert, "prometheus-ca-cert", "", "")
-	fs.StringVar(&p.clientCert, "prometheus-client-cert", "", "")
-	fs.StringVar(&p.clientKey, "prometheus-client-key", "", "")
+	addTextOptions(fs, p.texts())
 	fs.BoolVar(&p.skipVerify, "prometheus-tls-skip-verify", false, "")
 }
 
-func (p prometheusFlags) validate() error {
-	if (p.clientCert == "") != (p.clientKey == "") {
-		return usageErrorf("-prometheus-client-cert and -prometheus-client-key go together: give both, or neither")
+// texts are the -prometheus-* options given as text, with the NOMAD_RESTART_PROMETHEUS_*
+// variables that stand in for them.
+func (p *prometheusFlags) texts() []textOption {
+	return []textOption{
+		{"prometheus-address", "NOMAD_RESTART_PROMETHEUS_ADDR", &p.address},
+		{"prometheus-token-file", "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE", &p.tokenFile},
+		{"prometheus-ca-cert", "NOMAD_RESTART_PROMETHEUS_CACERT", &p.caCert},
+		{"prometheus-client-cert", "NOMAD_RESTART_PROMETHEUS_CLIENT_CERT", &p.clientCert},
+		{"prometheus-client-key", "NOMAD_RESTART_PROMETHEUS_CLIENT_KEY", &p.clientKey},
 	}
-	return nil
+}
+
+func (p prometheusFlags) validate() error {
+	return certAndKey("prometheus-", p.clientCert, p.clientKey)
 }
 
 // config is the Prometheus configuration: the flags, then the environment env gives. A
 // bearer token is read from NOMAD_RESTART_PROMETHEUS_TOKEN, or a file, never a flag (a
 // flag's value shows in the process list).
 func (p prometheusFlags) config(env func(string) string) prometheus.Config {
-	pick := flagOrEnv(env)
+	fillFromEnv(p.texts(), env)
 	cfg := prometheus.Config{
-		Address:            pick(p.address, "NOMAD_RESTART_PROMETHEUS_ADDR"),
-		BearerTokenFile:    pick(p.tokenFile, "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE"),
-		CACert:             pick(p.caCert, "NOMAD_RESTART_PROMETHEUS_CACERT"),
-		ClientCert:         pick(p.clientCert, "NOMAD_RESTART_PROMETHEUS_CLIENT_CERT"),
-		ClientKey:          pick(p.clientKey, "NOMAD_RESTART_PROMETHEUS_CLIENT_KEY"),
+		Address:            p.address,
+		BearerTokenFile:    p.tokenFile,
+		CACert:             p.caCert,
+		ClientCert:         p.clientCert,
+		ClientKey:          p.clientKey,
 		InsecureSkipVerify: p.skipVerify,
 	}
 	if cfg.BearerTokenFile == "" {

@@ -264,15 +264,15 @@ func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var jsonOut, verbose bool
 	var job string
-	fs := newFlagSet("schedules")
-	cf.add(fs)
-	fs.BoolVar(&jsonOut, "json", false, "")
-	fs.BoolVar(&verbose, "verbose", false, "")
-	fs.StringVar(&job, "job", "", "")
-	if err := parseFlags(fs, "schedules", args); err != nil {
+	rest, err := parseClientFlags("schedules", &cf, args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&jsonOut, "json", false, "")
+		fs.BoolVar(&verbose, "verbose", false, "")
+		fs.StringVar(&job, "job", "", "")
+	})
+	if err != nil {
 		return err
 	}
-	if rest := fs.Args(); len(rest) > 0 {
+	if len(rest) > 0 {
 		return usageErrorf("too many arguments %q: schedules takes options only, like -job <job>", strings.Join(rest, " "))
 	}
 	ns := cf.namespace // only as given: schedule IDs are unique, so list every namespace by default
@@ -370,13 +370,12 @@ type unscheduleCommand struct{}
 func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var verbose bool
-	fs := newFlagSet("unschedule")
-	cf.add(fs)
-	fs.BoolVar(&verbose, "verbose", false, "")
-	if err := parseFlags(fs, "unschedule", args); err != nil {
+	rest, err := parseClientFlags("unschedule", &cf, args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&verbose, "verbose", false, "")
+	})
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
 	switch {
 	case len(rest) == 0:
 		return usageErrorf("missing schedule ID: give the ID or a unique prefix, as in `nomad-restart unschedule <id>` (list them with `nomad-restart schedules`)")
