@@ -18,6 +18,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -159,10 +160,26 @@ func runRefused(t *testing.T, ctx context.Context, e cliEnv, sim *nomadsim.Clust
 	}
 }
 
-// findInNomad finds restart id in the Nomad store that opts configure.
-func findInNomad(t *testing.T, ctx context.Context, client *api.Client, id string, opts nomadstore.Options) (*nomadstore.Restarts, *restart.Record) {
+// nomadRestarts is the restart records in client's Nomad, in Nomad Variables.
+func nomadRestarts(client *api.Client) *nomadstore.Restarts {
+	return nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
+}
+
+// nomadFleets is the fleet records in client's Nomad, in Nomad Variables.
+func nomadFleets(client *api.Client) *nomadstore.Fleets {
+	return nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
+}
+
+// nomadSchedules is the schedules in client's Nomad, in Nomad Variables.
+func nomadSchedules(client *api.Client) *schedule.Store {
+	return schedule.NewStore(nomadvars.New(client, nomadvars.Options{}), "")
+}
+
+// findInNomad finds restart id in the Nomad store, whose leases' locks wait lockDelay
+// after their release (0: the store's default).
+func findInNomad(t *testing.T, ctx context.Context, client *api.Client, id string, lockDelay time.Duration) (*nomadstore.Restarts, *restart.Record) {
 	t.Helper()
-	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), opts)
+	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{LockDelay: lockDelay})
 	rec, err := st.Find(ctx, "", id)
 	if err != nil {
 		t.Fatalf("finding restart %s: %v", id, err)
@@ -383,7 +400,7 @@ func writeVariable(t *testing.T, client *api.Client, path, value string) *api.Va
 // (status end) frees the job for the next.
 func fileRollout(ctx context.Context, t *testing.T, client *api.Client, job string, triggers []restart.Trigger, end restart.Status) *restart.Record {
 	t.Helper()
-	st := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
+	st := nomadRestarts(client)
 	e := engine.New(engine.Config{Cluster: cluster.NewNomad(client), Store: st})
 	p, err := e.Plan(ctx, engine.Request{Job: job, Spec: restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}}})
 	if err != nil {

@@ -264,15 +264,15 @@ func (schedulesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var jsonOut, verbose bool
 	var job string
-	rest, err := parseClientFlags("schedules", &cf, args, func(fs *flag.FlagSet) {
-		fs.BoolVar(&jsonOut, "json", false, "")
-		fs.BoolVar(&verbose, "verbose", false, "")
-		fs.StringVar(&job, "job", "", "")
-	})
-	if err != nil {
+	fs := newFlagSet("schedules")
+	cf.add(fs)
+	fs.BoolVar(&jsonOut, "json", false, "")
+	fs.BoolVar(&verbose, "verbose", false, "")
+	fs.StringVar(&job, "job", "", "")
+	if err := parseFlags(fs, "schedules", args); err != nil {
 		return err
 	}
-	if len(rest) > 0 {
+	if rest := fs.Args(); len(rest) > 0 {
 		return usageErrorf("too many arguments %q: schedules takes options only, like -job <job>", strings.Join(rest, " "))
 	}
 	ns := cf.namespace // only as given: schedule IDs are unique, so list every namespace by default

@@ -10,7 +10,9 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -156,6 +158,22 @@ func (e cliEnv) localStore(t *testing.T) *localstore.Store {
 		t.Fatalf("opening the local store: %v", err)
 	}
 	return local
+}
+
+// localRecords lists the records of the environment's local store: those of job in
+// namespace default, or every one for job "". It fails the test when the store cannot be
+// read.
+func (e cliEnv) localRecords(t *testing.T, ctx context.Context, job string) []*restart.Record {
+	t.Helper()
+	filter := store.Filter{}
+	if job != "" {
+		filter = store.Filter{Namespace: "default", JobID: job}
+	}
+	recs, err := e.localStore(t).List(ctx, filter)
+	if err != nil {
+		t.Fatalf("listing the local store's records: %v", err)
+	}
+	return recs
 }
 
 // run runs one command in-process, off a terminal, and returns its exit code and output.

@@ -189,7 +189,7 @@ func TestResumeWhileDrivenFollows(t *testing.T) {
 func ghostDriver(t *testing.T, ctx context.Context, c *nomadsim.Cluster, id string) (full string, die func()) {
 	t.Helper()
 	client := adminClient(t, c)
-	st, rec := findInNomad(t, ctx, client, id, nomadstore.Options{LockDelay: 100 * time.Millisecond})
+	st, rec := findInNomad(t, ctx, client, id, 100*time.Millisecond)
 	lease, err := st.AcquireLease(ctx, rec.Namespace, rec.ID, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)
