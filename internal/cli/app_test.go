@@ -13,8 +13,6 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -71,13 +69,10 @@ func TestBadInput(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("setup run -detach: %d\n%s\n%s", code, out, errOut)
 	}
-	local, err := localstore.New(e.localDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending, err := local.List(ctx, store.Filter{JobID: "api-a"})
-	if err != nil || len(pending) != 1 {
-		t.Fatalf("setup: %v %d", err, len(pending))
+	local := e.localStore(t)
+	pending := e.localRecords(t, ctx, "api-a")
+	if len(pending) != 1 {
+		t.Fatalf("setup: %d", len(pending))
 	}
 	pendingID := pending[0].ID
 	for _, id := range []string{"abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002", "ee000000-0000-4000-8000-000000000003"} {
