@@ -13,8 +13,9 @@ import (
 // consulFlags say where Consul's health API is, for the checks of Consul services. Empty
 // values fall back to the CONSUL_* environment, as Consul's own CLI reads it.
 type consulFlags struct {
-	address, token, caCert, clientCert, clientKey, tlsServerName string
-	skipVerify                                                   string // "", or a boolean
+	address, token, tlsServerName string
+	tlsFiles
+	skipVerify string // "", or a boolean
 }
 
 func (c *consulFlags) add(fs *flag.FlagSet) {
@@ -25,19 +26,13 @@ func (c *consulFlags) add(fs *flag.FlagSet) {
 // texts are the -consul-* options given as text, with the CONSUL_* variables that stand
 // in for them.
 func (c *consulFlags) texts() []textOption {
-	return []textOption{
-		{"consul-address", "CONSUL_HTTP_ADDR", &c.address},
-		{"consul-token", "CONSUL_HTTP_TOKEN", &c.token},
-		{"consul-ca-cert", "CONSUL_CACERT", &c.caCert},
-		{"consul-client-cert", "CONSUL_CLIENT_CERT", &c.clientCert},
-		{"consul-client-key", "CONSUL_CLIENT_KEY", &c.clientKey},
-		{"consul-tls-server-name", "CONSUL_TLS_SERVER_NAME", &c.tlsServerName},
-	}
+	return append(c.tlsFiles.options("consul-", "CONSUL_"),
+		textOption{"consul-address", "CONSUL_HTTP_ADDR", &c.address},
+		textOption{"consul-token", "CONSUL_HTTP_TOKEN", &c.token},
+		textOption{"consul-tls-server-name", "CONSUL_TLS_SERVER_NAME", &c.tlsServerName})
 }
 
-func (c consulFlags) validate() error {
-	return certAndKey("consul-", c.clientCert, c.clientKey)
-}
+func (c consulFlags) validate() error { return c.tlsFiles.validate("consul-") }
 
 // config is the Consul configuration: the flags, then the environment env gives (the
 // process's, or a test's).

@@ -91,10 +91,11 @@ const generalOptions = `General Options:
 // clientFlags are Nomad's general client options (command/meta.go FlagSetClient). Empty
 // values fall back to the NOMAD_* environment, as Nomad's CLI does.
 type clientFlags struct {
-	address, region, namespace, token                    string
-	caCert, caPath, clientCert, clientKey, tlsServerName string
-	insecure                                             bool
-	logLevel                                             string
+	address, region, namespace, token string
+	tlsFiles
+	caPath, tlsServerName string
+	insecure              bool
+	logLevel              string
 	// requestTimeout is -request-timeout as given (0: not given); timeout is it or
 	// NOMAD_RESTART_REQUEST_TIMEOUT or the default, filled by withEnv, and timeoutErr a
 	// bad value of the variable, reported when a session opens.
@@ -153,18 +154,14 @@ func (c *clientFlags) add(fs *flag.FlagSet) {
 // texts are Nomad's client options given as text, with the NOMAD_* variables that stand
 // in for them.
 func (c *clientFlags) texts() []textOption {
-	return []textOption{
-		{"address", "NOMAD_ADDR", &c.address},
-		{"region", "NOMAD_REGION", &c.region},
-		{"namespace", "NOMAD_NAMESPACE", &c.namespace},
-		{"token", "NOMAD_TOKEN", &c.token},
-		{"ca-cert", "NOMAD_CACERT", &c.caCert},
-		{"ca-path", "NOMAD_CAPATH", &c.caPath},
-		{"client-cert", "NOMAD_CLIENT_CERT", &c.clientCert},
-		{"client-key", "NOMAD_CLIENT_KEY", &c.clientKey},
-		{"tls-server-name", "NOMAD_TLS_SERVER_NAME", &c.tlsServerName},
-		{"log-level", "NOMAD_RESTART_LOG_LEVEL", &c.logLevel},
-	}
+	return append(c.tlsFiles.options("", "NOMAD_"),
+		textOption{"address", "NOMAD_ADDR", &c.address},
+		textOption{"region", "NOMAD_REGION", &c.region},
+		textOption{"namespace", "NOMAD_NAMESPACE", &c.namespace},
+		textOption{"token", "NOMAD_TOKEN", &c.token},
+		textOption{"ca-path", "NOMAD_CAPATH", &c.caPath},
+		textOption{"tls-server-name", "NOMAD_TLS_SERVER_NAME", &c.tlsServerName},
+		textOption{"log-level", "NOMAD_RESTART_LOG_LEVEL", &c.logLevel})
 }
 
 // textOption is an option given as text: by its flag, else, when the flag is not given
@@ -191,10 +188,25 @@ func fillFromEnv(opts []textOption, env func(string) string) {
 	}
 }
 
-// certAndKey refuses a client certificate without its key, or a key without its
-// certificate: flags -<prefix>client-cert and -<prefix>client-key.
-func certAndKey(prefix, cert, key string) error {
-	if (cert == "") != (key == "") {
+// tlsFiles are the files of a TLS client (of Nomad, Consul or Prometheus): the CA
+// certificate to verify the server with, and the client's own certificate and key.
+type tlsFiles struct{ caCert, clientCert, clientKey string }
+
+// options are the files' options: flags -<prefix>ca-cert, -<prefix>client-cert and
+// -<prefix>client-key, and the variables <env>CACERT, <env>CLIENT_CERT and
+// <env>CLIENT_KEY, as Nomad and Consul name theirs.
+func (f *tlsFiles) options(prefix, env string) []textOption {
+	return []textOption{
+		{prefix + "ca-cert", env + "CACERT", &f.caCert},
+		{prefix + "client-cert", env + "CLIENT_CERT", &f.clientCert},
+		{prefix + "client-key", env + "CLIENT_KEY", &f.clientKey},
+	}
+}
+
+// validate refuses a client certificate without its key, or a key without its
+// certificate, given by the options of flag prefix.
+func (f tlsFiles) validate(prefix string) error {
+	if (f.clientCert == "") != (f.clientKey == "") {
 		return usageErrorf("-%[1]sclient-cert and -%[1]sclient-key go together: give both, or neither", prefix)
 	}
 	return nil

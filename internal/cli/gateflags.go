@@ -17,8 +17,9 @@ import (
 // prometheusFlags say where Prometheus is, for the metric gates. Empty values fall back to
 // the NOMAD_RESTART_PROMETHEUS_* environment.
 type prometheusFlags struct {
-	address, tokenFile, caCert, clientCert, clientKey string
-	skipVerify                                        bool
+	address, tokenFile string
+	tlsFiles
+	skipVerify bool
 }
 
 func (p *prometheusFlags) add(fs *flag.FlagSet) {
@@ -29,18 +30,12 @@ func (p *prometheusFlags) add(fs *flag.FlagSet) {
 // texts are the -prometheus-* options given as text, with the NOMAD_RESTART_PROMETHEUS_*
 // variables that stand in for them.
 func (p *prometheusFlags) texts() []textOption {
-	return []textOption{
-		{"prometheus-address", "NOMAD_RESTART_PROMETHEUS_ADDR", &p.address},
-		{"prometheus-token-file", "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE", &p.tokenFile},
-		{"prometheus-ca-cert", "NOMAD_RESTART_PROMETHEUS_CACERT", &p.caCert},
-		{"prometheus-client-cert", "NOMAD_RESTART_PROMETHEUS_CLIENT_CERT", &p.clientCert},
-		{"prometheus-client-key", "NOMAD_RESTART_PROMETHEUS_CLIENT_KEY", &p.clientKey},
-	}
+	return append(p.tlsFiles.options("prometheus-", "NOMAD_RESTART_PROMETHEUS_"),
+		textOption{"prometheus-address", "NOMAD_RESTART_PROMETHEUS_ADDR", &p.address},
+		textOption{"prometheus-token-file", "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE", &p.tokenFile})
 }
 
-func (p prometheusFlags) validate() error {
-	return certAndKey("prometheus-", p.clientCert, p.clientKey)
-}
+func (p prometheusFlags) validate() error { return p.tlsFiles.validate("prometheus-") }
 
 // config is the Prometheus configuration: the flags, then the environment env gives. A
 // bearer token is read from NOMAD_RESTART_PROMETHEUS_TOKEN, or a file, never a flag (a
