@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,23 +33,23 @@ type agentOptions struct {
 
 func parseAgentFlags(args []string) (*agentOptions, error) {
 	o := &agentOptions{}
-	fs := newFlagSet("agent")
-	o.client.add(fs)
-	fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
-	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
-	fs.StringVar(&o.state, "state", "nomad", "")
-	fs.StringVar(&o.logFormat, "log-format", "text", "")
-	fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
-	// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
-	o.client.prometheus.add(fs)
-	if err := parseFlags(fs, "agent", args); err != nil {
+	rest, err := parseClientFlags("agent", &o.client, args, func(fs *flag.FlagSet) {
+		fs.IntVar(&o.concurrency, "concurrency", agent.DefaultConcurrency, "")
+		fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:9646", "")
+		fs.StringVar(&o.state, "state", "nomad", "")
+		fs.StringVar(&o.logFormat, "log-format", "text", "")
+		fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
+		// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
+		o.client.prometheus.add(fs)
+	})
+	if err != nil {
 		return nil, err
 	}
 	if err := o.client.prometheus.validate(); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(fs.Args(), " "))
+	if len(rest) > 0 {
+		return nil, usageErrorf("agent takes no arguments, got %q; see `nomad-restart agent -help`", strings.Join(rest, " "))
 	}
 	// -namespace is the agent's scope, not the client's default namespace (see the help).
 	o.namespace = strings.TrimSpace(o.client.namespace)

@@ -285,9 +285,3 @@ func (a *app) by() string {
 	}
 	return "nomad-restart"
 }
-
-// flat, oneLine and shortID are output's Flat, OneLine and ShortID by the names the
-// assembly's files (nomad.go, storehints.go, gateflags.go) call them.
-func flat(err error) error                   { return output.Flat(err) }
-func oneLine(s string) string                { return output.OneLine(s) }
-func shortID(id string, verbose bool) string { return output.ShortID(id, verbose) }

@@ -12,8 +12,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -51,7 +50,7 @@ func TestHolderTellsAgentsOfOneNodeApart(t *testing.T) {
 // that each gives exit 1, exactly one line on stderr naming the problem (and the fix), and
 // no mutating request to Nomad.
 func TestBadInput(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	register(t, c, testJob("web", api.JobTypeService))
 	register(t, c, simpleJob("api-a", api.JobTypeService, 1))
 	register(t, c, simpleJob("api-b", api.JobTypeService, 1))
@@ -70,13 +69,10 @@ func TestBadInput(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("setup run -detach: %d\n%s\n%s", code, out, errOut)
 	}
-	local, err := localstore.New(e.localDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pending, err := local.List(ctx, store.Filter{JobID: "api-a"})
-	if err != nil || len(pending) != 1 {
-		t.Fatalf("setup: %v %d", err, len(pending))
+	local := e.localStore(t)
+	pending := e.localRecords(t, ctx, "api-a")
+	if len(pending) != 1 {
+		t.Fatalf("setup: %d", len(pending))
 	}
 	pendingID := pending[0].ID
 	for _, id := range []string{"abcd1111-0000-4000-8000-000000000001", "abcd2222-0000-4000-8000-000000000002", "ee000000-0000-4000-8000-000000000003"} {
@@ -92,7 +88,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
-	acl := startSim(t, nomadsim.Options{ACLs: true})
+	acl := simtest.Start(t, nomadsim.Options{ACLs: true})
 	register(t, acl, simpleJob("secure", api.JobTypeService, 1))
 	readOnly, err := acl.CreateToken("reader", map[string]string{"reader": `namespace "default" { capabilities = ["read-job"] }`})
 	if err != nil {

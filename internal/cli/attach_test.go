@@ -8,7 +8,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 )
 
 func TestAttachFollowsToTheEnd(t *testing.T) {
@@ -55,7 +54,7 @@ func TestAttachToOrphanSaysNobodyDrives(t *testing.T) {
 	c, e, ctx := startWebEnv(t, 1)
 	id, _ := e.runDetached(t, ctx, "web")
 	// Its driver wrote its name, then died.
-	st, rec := findInNomad(t, ctx, adminClient(t, c), id, nomadstore.Options{})
+	st, rec := findInNomad(t, ctx, adminClient(t, c), id, 0)
 	if _, err := store.Mutate(ctx, st, rec.Namespace, rec.ID, func(r *restart.Record) error { r.Driver = "dead@host"; return nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -13,38 +13,38 @@ import (
 // consulFlags say where Consul's health API is, for the checks of Consul services. Empty
 // values fall back to the CONSUL_* environment, as Consul's own CLI reads it.
 type consulFlags struct {
-	address, token, caCert, clientCert, clientKey, tlsServerName string
-	skipVerify                                                   string // "", or a boolean
+	address, token, tlsServerName string
+	tlsFiles
+	skipVerify string // "", or a boolean
 }
 
 func (c *consulFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.address, "consul-address", "", "")
-	fs.StringVar(&c.token, "consul-token", "", "")
-	fs.StringVar(&c.caCert, "consul-ca-cert", "", "")
-	fs.StringVar(&c.clientCert, "consul-client-cert", "", "")
-	fs.StringVar(&c.clientKey, "consul-client-key", "", "")
-	fs.StringVar(&c.tlsServerName, "consul-tls-server-name", "", "")
+	addTextOptions(fs, c.texts())
 	fs.Var(boolText{&c.skipVerify}, "consul-tls-skip-verify", "")
 }
 
-func (c consulFlags) validate() error {
-	if (c.clientCert == "") != (c.clientKey == "") {
-		return usageErrorf("-consul-client-cert and -consul-client-key go together: give both, or neither")
-	}
-	return nil
+// texts are the -consul-* options given as text, with the CONSUL_* variables that stand
+// in for them.
+func (c *consulFlags) texts() []textOption {
+	return append(c.tlsFiles.options("consul-", "CONSUL_"),
+		textOption{"consul-address", "CONSUL_HTTP_ADDR", &c.address},
+		textOption{"consul-token", "CONSUL_HTTP_TOKEN", &c.token},
+		textOption{"consul-tls-server-name", "CONSUL_TLS_SERVER_NAME", &c.tlsServerName})
 }
+
+func (c consulFlags) validate() error { return c.tlsFiles.validate("consul-") }
 
 // config is the Consul configuration: the flags, then the environment env gives (the
 // process's, or a test's).
 func (c consulFlags) config(env func(string) string) health.ConsulConfig {
-	pick := flagOrEnv(env)
+	fillFromEnv(c.texts(), env)
 	cfg := health.ConsulConfig{
-		Address:       pick(c.address, "CONSUL_HTTP_ADDR"),
-		Token:         pick(c.token, "CONSUL_HTTP_TOKEN"),
-		CACert:        pick(c.caCert, "CONSUL_CACERT"),
-		ClientCert:    pick(c.clientCert, "CONSUL_CLIENT_CERT"),
-		ClientKey:     pick(c.clientKey, "CONSUL_CLIENT_KEY"),
-		TLSServerName: pick(c.tlsServerName, "CONSUL_TLS_SERVER_NAME"),
+		Address:       c.address,
+		Token:         c.token,
+		CACert:        c.caCert,
+		ClientCert:    c.clientCert,
+		ClientKey:     c.clientKey,
+		TLSServerName: c.tlsServerName,
 		Env:           consulEnv(env),
 	}
 	if c.skipVerify != "" {
@@ -62,17 +62,6 @@ func (c consulFlags) config(env func(string) string) health.ConsulConfig {
 		}
 	}
 	return cfg
-}
-
-// flagOrEnv picks a flag's value when given, else the environment variable's that env
-// gives (trimmed), as Consul's and Nomad's CLIs do.
-func flagOrEnv(env func(string) string) func(flag, name string) string {
-	return func(flag, name string) string {
-		if flag != "" {
-			return flag
-		}
-		return strings.TrimSpace(env(name))
-	}
 }
 
 // consulEnv is what consul/api's DefaultConfig reads from the environment, read from the

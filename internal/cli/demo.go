@@ -22,16 +22,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
-// The sample job, as nomad.go's demoJob describes it to the simulator: the demo's.
-const (
-	demoJobID         = demo.JobID
-	demoCount         = demo.Count
-	demoStartDelay    = demo.StartDelay
-	demoWarmUp        = demo.WarmUp
-	demoCheckInterval = demo.CheckInterval
-	demoMinHealthy    = demo.MinHealthy
-)
-
 // demoOptions are demo's options: run's, which shape nomad-restart's restart, and its own.
 type demoOptions struct {
 	run      *runOptions
@@ -52,7 +42,7 @@ func parseDemoArgs(args []string) (*demoOptions, error) {
 	o := d.run
 	switch {
 	case fs.NArg() > 0:
-		return nil, usageErrorf("demo takes no arguments (it restarts its own sample job %q); see `nomad-restart demo -help`", demoJobID)
+		return nil, usageErrorf("demo takes no arguments (it restarts its own sample job %q); see `nomad-restart demo -help`", demo.JobID)
 	case d.scale <= 0:
 		return nil, usageErrorf("Invalid -time-scale value %v: give a positive number of simulated seconds per real second, like 1 or 10", d.scale)
 	case o.detach:
@@ -71,7 +61,7 @@ func parseDemoArgs(args []string) (*demoOptions, error) {
 	if err := raw.validate(o, given, false); err != nil {
 		return nil, err
 	}
-	o.job = demoJobID
+	o.job = demo.JobID
 	return d, nil
 }
 
@@ -101,14 +91,14 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 	}
 	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSim()
-	sim, err := demo.Start(simCtx, ctx, d.scale, demoJob())
+	sim, err := demo.Start(simCtx, ctx, d.scale)
 	if err != nil {
 		return err
 	}
 	defer sim.Close()
 	if !o.json {
 		p.Header(a.now(), fmt.Sprintf("Simulated Nomad at %s; job %q runs %d instances that serve %s after they start (%s to start, %s to warm up), checked every %s",
-			sim.Addr(), demoJobID, demoCount, demoStartDelay+demoWarmUp, demoStartDelay, demoWarmUp, demoCheckInterval))
+			sim.Addr(), demo.JobID, demo.Count, demo.StartDelay+demo.WarmUp, demo.StartDelay, demo.WarmUp, demo.CheckInterval))
 	}
 	res, err := a.runDemo(ctx, p, sim, o)
 	if err != nil {

@@ -57,17 +57,17 @@ func TestDemoJSON(t *testing.T) {
 		t.Fatalf("demo -json printed more than one JSON object: %v\n%s", err, out.String())
 	}
 	n, g := got.Nomad, got.NomadRestart
-	if got.Count != demoCount {
-		t.Errorf("count %d, want %d", got.Count, demoCount)
+	if got.Count != demo.Count {
+		t.Errorf("count %d, want %d", got.Count, demo.Count)
 	}
-	if g.MinServing != demoCount-1 || g.NoneServingShare != 0 {
-		t.Errorf("nomad-restart: %+v; want %d serving at least and never none", g, demoCount-1)
+	if g.MinServing != demo.Count-1 || g.NoneServingShare != 0 {
+		t.Errorf("nomad-restart: %+v; want %d serving at least and never none", g, demo.Count-1)
 	}
 	if n.MinServing != 0 || n.NoneServingShare <= 0.3 {
 		t.Errorf("as Nomad does: %+v; want none serving for a good share of the time", n)
 	}
-	serveAfter := (demoStartDelay + demoWarmUp).Seconds()
-	if n.Seconds < serveAfter || g.Seconds < demoCount*serveAfter || n.RestartSeconds > n.Seconds || g.RestartSeconds > g.Seconds {
+	serveAfter := (demo.StartDelay + demo.WarmUp).Seconds()
+	if n.Seconds < serveAfter || g.Seconds < demo.Count*serveAfter || n.RestartSeconds > n.Seconds || g.RestartSeconds > g.Seconds {
 		t.Errorf("times: as Nomad does %+v, nomad-restart %+v: an instance needs %.0fs to serve again", n, g, serveAfter)
 	}
 	if n.RestartID == "" || g.RestartID == "" || n.RestartID == g.RestartID {

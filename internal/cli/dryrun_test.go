@@ -22,7 +22,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -65,8 +64,8 @@ func TestDryRun(t *testing.T) {
 	}
 
 	assertNoMutationsSince(t, c, before)
-	if recs, err := e.localStore(t).List(ctx, store.Filter{}); err != nil || len(recs) != 0 {
-		t.Fatalf("recorded %d restarts (%v)", len(recs), err)
+	if recs := e.localRecords(t, ctx, ""); len(recs) != 0 {
+		t.Fatalf("recorded %d restarts", len(recs))
 	}
 }
 
@@ -226,9 +225,9 @@ func TestPlanWarnsWhereRequestsWillBeLost(t *testing.T) {
 	if code != 0 || !strings.Contains(out, want) {
 		t.Fatalf("run: exit %d, want the warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "bare"})
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("records %v, %v", recs, err)
+	recs := e.localRecords(t, ctx, "bare")
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
 	}
 	if !slices.ContainsFunc(recs[0].Events, func(ev restart.Event) bool {
 		return ev.Type == restart.EventWarning && strings.Contains(ev.Message, "Warning: group web")
@@ -253,9 +252,9 @@ func TestDrainRecordsItsStepsAndLeavesNoCheck(t *testing.T) {
 	if code != 0 || strings.Contains(out, "Warning:") {
 		t.Fatalf("run: exit %d, want success and no warning\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "bare"})
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("records %v, %v", recs, err)
+	recs := e.localRecords(t, ctx, "bare")
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
 	}
 	rec := recs[0]
 	if rec.Spec.Drain != restart.DefaultDrain {
@@ -320,9 +319,9 @@ func TestDrainDeniedGoesOnUndrainedAndSaysSoOnce(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "bare"})
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("records %v, %v", recs, err)
+	recs := e.localRecords(t, ctx, "bare")
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
 	}
 	rec := recs[0]
 	var warnings []string

@@ -91,10 +91,11 @@ const generalOptions = `General Options:
 // clientFlags are Nomad's general client options (command/meta.go FlagSetClient). Empty
 // values fall back to the NOMAD_* environment, as Nomad's CLI does.
 type clientFlags struct {
-	address, region, namespace, token                    string
-	caCert, caPath, clientCert, clientKey, tlsServerName string
-	insecure                                             bool
-	logLevel                                             string
+	address, region, namespace, token string
+	tlsFiles
+	caPath, tlsServerName string
+	insecure              bool
+	logLevel              string
 	// requestTimeout is -request-timeout as given (0: not given); timeout is it or
 	// NOMAD_RESTART_REQUEST_TIMEOUT or the default, filled by withEnv, and timeoutErr a
 	// bad value of the variable, reported when a session opens.
@@ -123,25 +124,92 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// parseClientFlags parses the options of cmd: Nomad's client options into client, as given
+// (withEnv fills them from the environment), and those that extra registers (nil: none).
+// It returns the arguments after the options.
+func parseClientFlags(cmd string, client *clientFlags, args []string, extra func(fs *flag.FlagSet)) ([]string, error) {
+	fs := newFlagSet(cmd)
+	client.add(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parseFlags(fs, cmd, args); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
 // addClientFlags registers Nomad's client options on fs.
 func (c *clientFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&c.address, "address", "", "")
-	fs.StringVar(&c.region, "region", "", "")
-	fs.StringVar(&c.namespace, "namespace", "", "")
-	fs.StringVar(&c.token, "token", "", "")
-	fs.StringVar(&c.caCert, "ca-cert", "", "")
-	fs.StringVar(&c.caPath, "ca-path", "", "")
-	fs.StringVar(&c.clientCert, "client-cert", "", "")
-	fs.StringVar(&c.clientKey, "client-key", "", "")
-	fs.StringVar(&c.tlsServerName, "tls-server-name", "", "")
+	addTextOptions(fs, c.texts())
 	fs.BoolVar(&c.insecure, "tls-skip-verify", false, "")
 	fs.BoolVar(&c.insecure, "insecure", false, "")
-	fs.StringVar(&c.logLevel, "log-level", "", "")
 	fs.Func("request-timeout", "", func(v string) error {
 		d, err := parseRequestTimeout(v)
 		c.requestTimeout = d
 		return err
 	})
+}
+
+// texts are Nomad's client options given as text, with the NOMAD_* variables that stand
+// in for them.
+func (c *clientFlags) texts() []textOption {
+	return append(c.tlsFiles.options("", "NOMAD_"),
+		textOption{"address", "NOMAD_ADDR", &c.address},
+		textOption{"region", "NOMAD_REGION", &c.region},
+		textOption{"namespace", "NOMAD_NAMESPACE", &c.namespace},
+		textOption{"token", "NOMAD_TOKEN", &c.token},
+		textOption{"ca-path", "NOMAD_CAPATH", &c.caPath},
+		textOption{"tls-server-name", "NOMAD_TLS_SERVER_NAME", &c.tlsServerName},
+		textOption{"log-level", "NOMAD_RESTART_LOG_LEVEL", &c.logLevel})
+}
+
+// textOption is an option given as text: by its flag, else, when the flag is not given
+// (empty), by its environment variable, as Nomad's and Consul's CLIs read theirs.
+type textOption struct {
+	flag, env string
+	v         *string
+}
+
+// addTextOptions registers each option's flag on fs, empty (not given) by default.
+func addTextOptions(fs *flag.FlagSet, opts []textOption) {
+	for _, o := range opts {
+		fs.StringVar(o.v, o.flag, "", "")
+	}
+}
+
+// fillFromEnv sets each option whose flag was not given to its variable's value in env,
+// trimmed.
+func fillFromEnv(opts []textOption, env func(string) string) {
+	for _, o := range opts {
+		if *o.v == "" {
+			*o.v = strings.TrimSpace(env(o.env))
+		}
+	}
+}
+
+// tlsFiles are the files of a TLS client (of Nomad, Consul or Prometheus): the CA
+// certificate to verify the server with, and the client's own certificate and key.
+type tlsFiles struct{ caCert, clientCert, clientKey string }
+
+// options are the files' options: flags -<prefix>ca-cert, -<prefix>client-cert and
+// -<prefix>client-key, and the variables <env>CACERT, <env>CLIENT_CERT and
+// <env>CLIENT_KEY, as Nomad and Consul name theirs.
+func (f *tlsFiles) options(prefix, env string) []textOption {
+	return []textOption{
+		{prefix + "ca-cert", env + "CACERT", &f.caCert},
+		{prefix + "client-cert", env + "CLIENT_CERT", &f.clientCert},
+		{prefix + "client-key", env + "CLIENT_KEY", &f.clientKey},
+	}
+}
+
+// validate refuses a client certificate without its key, or a key without its
+// certificate, given by the options of flag prefix.
+func (f tlsFiles) validate(prefix string) error {
+	if (f.clientCert == "") != (f.clientKey == "") {
+		return usageErrorf("-%[1]sclient-cert and -%[1]sclient-key go together: give both, or neither", prefix)
+	}
+	return nil
 }
 
 // parseRequestTimeout reads a request timeout: a positive duration.
@@ -156,27 +224,13 @@ func parseRequestTimeout(v string) (time.Duration, error) {
 // withEnv fills the options not given as flags from the NOMAD_* environment (flags win, as
 // in Nomad's Meta.clientConfig).
 func (c clientFlags) withEnv(env func(string) string) clientFlags {
-	fill := func(v *string, name string) {
-		if *v == "" {
-			*v = strings.TrimSpace(env(name))
-		}
-	}
-	fill(&c.address, "NOMAD_ADDR")
-	fill(&c.region, "NOMAD_REGION")
-	fill(&c.namespace, "NOMAD_NAMESPACE")
-	fill(&c.token, "NOMAD_TOKEN")
-	fill(&c.caCert, "NOMAD_CACERT")
-	fill(&c.caPath, "NOMAD_CAPATH")
-	fill(&c.clientCert, "NOMAD_CLIENT_CERT")
-	fill(&c.clientKey, "NOMAD_CLIENT_KEY")
-	fill(&c.tlsServerName, "NOMAD_TLS_SERVER_NAME")
+	fillFromEnv(c.texts(), env)
 	if !c.insecure {
 		switch strings.ToLower(strings.TrimSpace(env("NOMAD_SKIP_VERIFY"))) {
 		case "1", "true", "t", "yes":
 			c.insecure = true
 		}
 	}
-	fill(&c.logLevel, "NOMAD_RESTART_LOG_LEVEL")
 	c.xdgStateHome, c.home = strings.TrimSpace(env("XDG_STATE_HOME")), strings.TrimSpace(env("HOME"))
 	c.timeout, c.timeoutErr = c.requestTimeout, nil
 	if c.timeout == 0 {

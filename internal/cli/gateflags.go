@@ -17,37 +17,37 @@ import (
 // prometheusFlags say where Prometheus is, for the metric gates. Empty values fall back to
 // the NOMAD_RESTART_PROMETHEUS_* environment.
 type prometheusFlags struct {
-	address, tokenFile, caCert, clientCert, clientKey string
-	skipVerify                                        bool
+	address, tokenFile string
+	tlsFiles
+	skipVerify bool
 }
 
 func (p *prometheusFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&p.address, "prometheus-address", "", "")
-	fs.StringVar(&p.tokenFile, "prometheus-token-file", "", "")
-	fs.StringVar(&p.caCert, "prometheus-ca-cert", "", "")
-	fs.StringVar(&p.clientCert, "prometheus-client-cert", "", "")
-	fs.StringVar(&p.clientKey, "prometheus-client-key", "", "")
+	addTextOptions(fs, p.texts())
 	fs.BoolVar(&p.skipVerify, "prometheus-tls-skip-verify", false, "")
 }
 
-func (p prometheusFlags) validate() error {
-	if (p.clientCert == "") != (p.clientKey == "") {
-		return usageErrorf("-prometheus-client-cert and -prometheus-client-key go together: give both, or neither")
-	}
-	return nil
+// texts are the -prometheus-* options given as text, with the NOMAD_RESTART_PROMETHEUS_*
+// variables that stand in for them.
+func (p *prometheusFlags) texts() []textOption {
+	return append(p.tlsFiles.options("prometheus-", "NOMAD_RESTART_PROMETHEUS_"),
+		textOption{"prometheus-address", "NOMAD_RESTART_PROMETHEUS_ADDR", &p.address},
+		textOption{"prometheus-token-file", "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE", &p.tokenFile})
 }
+
+func (p prometheusFlags) validate() error { return p.tlsFiles.validate("prometheus-") }
 
 // config is the Prometheus configuration: the flags, then the environment env gives. A
 // bearer token is read from NOMAD_RESTART_PROMETHEUS_TOKEN, or a file, never a flag (a
 // flag's value shows in the process list).
 func (p prometheusFlags) config(env func(string) string) prometheus.Config {
-	pick := flagOrEnv(env)
+	fillFromEnv(p.texts(), env)
 	cfg := prometheus.Config{
-		Address:            pick(p.address, "NOMAD_RESTART_PROMETHEUS_ADDR"),
-		BearerTokenFile:    pick(p.tokenFile, "NOMAD_RESTART_PROMETHEUS_TOKEN_FILE"),
-		CACert:             pick(p.caCert, "NOMAD_RESTART_PROMETHEUS_CACERT"),
-		ClientCert:         pick(p.clientCert, "NOMAD_RESTART_PROMETHEUS_CLIENT_CERT"),
-		ClientKey:          pick(p.clientKey, "NOMAD_RESTART_PROMETHEUS_CLIENT_KEY"),
+		Address:            p.address,
+		BearerTokenFile:    p.tokenFile,
+		CACert:             p.caCert,
+		ClientCert:         p.clientCert,
+		ClientKey:          p.clientKey,
 		InsecureSkipVerify: p.skipVerify,
 	}
 	if cfg.BearerTokenFile == "" {
@@ -111,7 +111,7 @@ func printGateValues(p *output.Printer, ms []gate.Measurement, policy gate.Polic
 		now := ""
 		switch m.Verdict {
 		case gate.VerdictError:
-			now = "query failed: " + oneLine(m.Error)
+			now = "query failed: " + output.OneLine(m.Error)
 		case gate.VerdictNoData:
 			now = "no data, " + string(gate.VerdictFail)
 			if policy.NoData == gate.NoDataPass {
@@ -129,7 +129,7 @@ func printGateValues(p *output.Printer, ms []gate.Measurement, policy gate.Polic
 func gatesAnswered(ms []gate.Measurement) error {
 	for _, m := range ms {
 		if m.Verdict == gate.VerdictError {
-			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, oneLine(m.Error))
+			return fmt.Errorf("gate %q: its query failed: %s; fix the query or Prometheus, then run again (nothing was restarted)", m.Gate, output.OneLine(m.Error))
 		}
 	}
 	return nil
@@ -142,7 +142,7 @@ func printGateRuns(w io.Writer, runs []restart.GateRun) {
 		for _, m := range g.Measurements {
 			ms = append(ms, describeGateMeasurement(m))
 		}
-		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, orDash(strings.Join(ms, ", ")), orDash(oneLine(g.Reason)))
+		return fmt.Sprintf("%d\t%s\t%s\t%s", g.Batch, g.Outcome, output.OrDash(strings.Join(ms, ", ")), output.OrDash(output.OneLine(g.Reason)))
 	})
 }
 

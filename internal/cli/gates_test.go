@@ -17,7 +17,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // serviceMetrics is the test service's /metrics as Prometheus scrapes it: each running
@@ -94,9 +93,9 @@ func TestRunGatesOnRealPrometheus(t *testing.T) {
 	if restarted != 1 {
 		t.Fatalf("%d allocations restarted, want 1 (the gate stops the restart after the 1st batch)", restarted)
 	}
-	recs, err := e.localStore(t).List(ctx, store.Filter{Namespace: "default", JobID: "web"})
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("records %v, %v", recs, err)
+	recs := e.localRecords(t, ctx, "web")
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
 	}
 	rec := recs[0]
 	g := rec.GateRunOf(1)

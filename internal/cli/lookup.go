@@ -33,12 +33,6 @@ type idOptions struct {
 	namespace string
 }
 
-func (o *idOptions) add(fs *flag.FlagSet) {
-	o.client.add(fs)
-	fs.StringVar(&o.state, "state", stateAuto, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
-}
-
 // parsed finishes parsing: -state, the namespace filter, the environment.
 func (o *idOptions) parsed(env func(string) string) error {
 	if err := validState(o.state); err != nil {
@@ -52,18 +46,20 @@ func (o *idOptions) parsed(env func(string) string) error {
 // parseIDFlags parses the options of cmd, a command on existing restarts: idOptions into o
 // and those that extra registers (nil: none). It returns the arguments after the options.
 func (a *app) parseIDFlags(cmd string, o *idOptions, args []string, extra func(fs *flag.FlagSet)) ([]string, error) {
-	fs := newFlagSet(cmd)
-	o.add(fs)
-	if extra != nil {
-		extra(fs)
-	}
-	if err := parseFlags(fs, cmd, args); err != nil {
+	rest, err := parseClientFlags(cmd, &o.client, args, func(fs *flag.FlagSet) {
+		fs.StringVar(&o.state, "state", stateAuto, "")
+		fs.BoolVar(&o.verbose, "verbose", false, "")
+		if extra != nil {
+			extra(fs)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	if err := o.parsed(a.env); err != nil {
 		return nil, err
 	}
-	return fs.Args(), nil
+	return rest, nil
 }
 
 // oneID takes exactly one restart ID from args.

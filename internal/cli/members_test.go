@@ -8,10 +8,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -31,7 +29,7 @@ func operatorRules(namespaces ...string) string {
 // and fb-0 in team-b.
 func startMemberSim(t *testing.T) (*nomadsim.Cluster, *api.Client) {
 	t.Helper()
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	admin := adminClient(t, c)
 	if _, err := admin.Namespaces().Register(&api.Namespace{Name: "team-b"}, nil); err != nil {
 		t.Fatal(err)
@@ -55,7 +53,7 @@ func TestFleetMemberMarkerLetsBothNamespacesRestart(t *testing.T) {
 		}
 	}
 	checkFleetOnce(t, ctx, c, e, f)
-	fleets := nomadstore.NewFleets(nomadvars.New(admin, nomadvars.Options{}), nomadstore.Options{})
+	fleets := nomadFleets(admin)
 	m, err := fleets.Member(ctx, "team-b", f.ID)
 	if err != nil || m.Home != "default" || strings.Join(m.Jobs, ",") != "fb-0" {
 		t.Errorf("the fleet's member marker in team-b: %+v, %v; want home default, jobs [fb-0]", m, err)
@@ -86,7 +84,7 @@ func TestFleetScheduleMemberMarker(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run -jobs -at with rights in both namespaces: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	ss := schedule.NewStore(nomadvars.New(admin, nomadvars.Options{}), "")
+	ss := nomadSchedules(admin)
 	list, err := ss.List(ctx, "*", "")
 	if err != nil || len(list) != 1 || list[0].Namespace != "default" {
 		t.Fatalf("schedules: %d, %v; want one in default", len(list), err)

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent"
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
@@ -163,7 +164,7 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 	if !strings.HasPrefix(base.Address, "unix://") {
 		shared = &http.Client{Transport: cluster.NewTransport()}
 		if err := api.ConfigureTLS(shared, base.TLSConfig); err != nil {
-			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, oneLine(err.Error()))
+			return nil, usageErrorf("configuring TLS for Nomad at %s: %s; check the TLS options", base.Address, output.OneLine(err.Error()))
 		}
 		shared.Transport = cluster.Guard(shared.Transport, base.Address, cc.RequestTimeout)
 	}
@@ -224,13 +225,13 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 	}
 	client, err := cluster.NewClient(cc)
 	if err != nil {
-		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+		return nil, usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	// The records get a client of their own (cluster.StoreMaxConns).
 	cc.MaxConns = cluster.StoreMaxConns
 	storeClient, err := cluster.NewClient(cc)
 	if err != nil {
-		return nil, usageErrorf("%s; check -address and the TLS options", oneLine(err.Error()))
+		return nil, usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
 		gates: gatesConfig(cf.prometheusConfig)}
@@ -263,7 +264,7 @@ func (s *nomadSession) reachable(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return flat(err)
+	return output.Flat(err)
 }
 
 func (s *nomadSession) probeNomad(ctx context.Context, namespace, job string) error {
@@ -327,29 +328,6 @@ func (s *nomadSession) fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.D
 // reads the sources of config-change rollouts as the agent watches them.
 func (s *nomadSession) sourceHub(opts sourcewatch.Options) *sourcewatch.Hub {
 	return sourcewatch.New(s.vars, opts)
-}
-
-// demoJob is a service of demoCount instances: each task takes demoStartDelay to start,
-// then fails its Nomad check "ready" until it has warmed up for demoWarmUp. Its update
-// block creates no deployment (max_parallel 0) but gives the health gate its times.
-func demoJob() *api.Job {
-	tg := api.NewTaskGroup("web", demoCount)
-	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
-	minHealthy, deadline := demoMinHealthy, time.Minute
-	tg.Update = &api.UpdateStrategy{MaxParallel: new(int), MinHealthyTime: &minHealthy, HealthyDeadline: &deadline}
-	task := api.NewTask("server", "docker")
-	task.Config = map[string]any{"image": "example/web:1.0", "ports": []string{"http"}}
-	task.Services = []*api.Service{{Name: demoJobID, PortLabel: "http", Provider: "nomad",
-		Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/ready", Interval: demoCheckInterval, Timeout: time.Second}}}}
-	task.Meta = map[string]string{
-		"nomadsim.start_delay": demoStartDelay.String(),
-		"nomadsim.check.ready": "pass_after=" + demoWarmUp.String(),
-	}
-	tg.AddTask(task)
-	job := api.NewServiceJob(demoJobID, demoJobID, "global", 50)
-	job.Datacenters = []string{"dc1", "dc2"}
-	job.AddTaskGroup(tg)
-	return job
 }
 
 // jobCluster is the session's Nomad, for commands that read jobs only (watches).

@@ -170,7 +170,7 @@ func TestRunSystemJobReschedule(t *testing.T) {
 }
 
 func TestRunNoAllocations(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	job := simpleJob("nowhere", api.JobTypeService, 2)
 	job.Datacenters = []string{"dc-that-does-not-exist"}
 	if _, err := c.RegisterJob(job); err != nil {
@@ -339,6 +339,8 @@ func TestVerboseShowsSkippedAllocations(t *testing.T) {
 // SIGTERM do through the context), then resumes the restart from another command: every
 // allocation is restarted exactly once.
 func TestCtrlCDetachesAndResumeFinishesExactlyOnce(t *testing.T) {
+	// Nomad's time at 5, not simtest's 50: slow enough that the interrupt lands while the
+	// run is still in its batches, leaving some allocations for resume.
 	c, e := startSimEnv(t, nomadsim.Options{TimeScale: 5}, simpleJob("web", api.JobTypeService, 5))
 	ctx := testCtx(t)
 	runCtx, interrupt := context.WithCancel(ctx)
@@ -463,7 +465,7 @@ func TestRunHealthChecksWithLifecycleTasks(t *testing.T) {
 // TestACLCombinations follows Nomad's ACL tests of `nomad job restart`, plus where the
 // record goes with -state auto.
 func TestACLCombinations(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	register(t, c, simpleJob("secure", api.JobTypeService, 2))
 	n := 0
 	token := func(rules string) string {
@@ -656,7 +658,7 @@ func TestFleetBadSelections(t *testing.T) {
 // token that may list and restart the jobs of namespace team-a only: the fleet selects
 // team-a's jobs, restarts each once, and neither reads into nor writes anything in team-b.
 func TestFleetACLSelectsOnlyListableNamespaces(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	admin := adminClient(t, c)
 	for _, ns := range []string{"team-a", "team-b"} {
 		if _, err := admin.Namespaces().Register(&api.Namespace{Name: ns}, nil); err != nil {
@@ -700,7 +702,7 @@ namespace "default" { `+vars+` }`)
 // fleet whose token may not keep the fleet's record (in "default" for '*') or its jobs'
 // restarts (in their namespace) in Nomad Variables.
 func TestFleetACLVariablesDenied(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	admin := adminClient(t, c)
 	if _, err := admin.Namespaces().Register(&api.Namespace{Name: "team-a"}, nil); err != nil {
 		t.Fatal(err)

@@ -370,13 +370,12 @@ type unscheduleCommand struct{}
 func (unscheduleCommand) Run(ctx context.Context, a *app, args []string) error {
 	var cf clientFlags
 	var verbose bool
-	fs := newFlagSet("unschedule")
-	cf.add(fs)
-	fs.BoolVar(&verbose, "verbose", false, "")
-	if err := parseFlags(fs, "unschedule", args); err != nil {
+	rest, err := parseClientFlags("unschedule", &cf, args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&verbose, "verbose", false, "")
+	})
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
 	switch {
 	case len(rest) == 0:
 		return usageErrorf("missing schedule ID: give the ID or a unique prefix, as in `nomad-restart unschedule <id>` (list them with `nomad-restart schedules`)")

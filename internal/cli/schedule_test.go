@@ -10,12 +10,10 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -26,7 +24,7 @@ func TestScheduleCommands(t *testing.T) {
 		simpleJob("web", api.JobTypeService, 2), simpleJob("api", api.JobTypeService, 1))
 	ctx := testCtx(t)
 	cl := adminClient(t, c)
-	ss := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
+	ss := nomadSchedules(cl)
 
 	at := time.Now().Add(36 * time.Hour).UTC().Truncate(time.Second)
 	code, out, errOut := e.run(ctx, "run", "-at", at.Format(time.RFC3339), "-batch-size=2", "-group=web", "web")
@@ -67,7 +65,7 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("the -at schedule: %+v", web)
 	}
 	// Scheduling writes no restart record.
-	recs, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).List(ctx, store.Filter{Namespace: "*"})
+	recs, err := nomadRestarts(cl).List(ctx, store.Filter{Namespace: "*"})
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("restart records after scheduling: %d, %v", len(recs), err)
 	}
@@ -106,7 +104,7 @@ func TestScheduleWithoutVariablePermission(t *testing.T) {
 	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "Permission denied") || !strings.Contains(errOut, `path "nomad-restart/*"`) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	if list, err := schedule.NewStore(nomadvars.New(adminClient(t, c), nomadvars.Options{}), "").List(ctx, "*", ""); err != nil || len(list) != 0 {
+	if list, err := nomadSchedules(adminClient(t, c)).List(ctx, "*", ""); err != nil || len(list) != 0 {
 		t.Fatalf("schedules: %v, %v", list, err)
 	}
 }
@@ -119,7 +117,7 @@ func TestScheduleFleetCommands(t *testing.T) {
 		simpleJob("fl-web", api.JobTypeService, 2), simpleJob("fl-api", api.JobTypeService, 1), simpleJob("other", api.JobTypeService, 1))
 	ctx := testCtx(t)
 	cl := adminClient(t, c)
-	ss := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
+	ss := nomadSchedules(cl)
 	const filter = `Name matches "^fl-"`
 
 	at := time.Now().Add(36 * time.Hour).UTC().Truncate(time.Second)
@@ -162,10 +160,10 @@ func TestScheduleFleetCommands(t *testing.T) {
 		t.Fatalf("the -at fleet schedule: %+v", once)
 	}
 	// Scheduling writes no fleet and no restart record.
-	if fleets, err := nomadstore.NewFleets(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).List(ctx, "*", false); err != nil || len(fleets) != 0 {
+	if fleets, err := nomadFleets(cl).List(ctx, "*", false); err != nil || len(fleets) != 0 {
 		t.Errorf("fleets after scheduling: %d, %v", len(fleets), err)
 	}
-	if recs, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
+	if recs, err := nomadRestarts(cl).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
 		t.Errorf("restart records after scheduling: %d, %v", len(recs), err)
 	}
 

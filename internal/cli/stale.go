@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,15 +30,15 @@ type staleCommand struct{}
 // time of each destination file through Nomad's allocation filesystem API.
 func (staleCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o staleOptions
-	fs := newFlagSet("stale")
-	o.client.add(fs)
-	fs.BoolVar(&o.json, "json", false, "")
-	fs.BoolVar(&o.verbose, "verbose", false, "")
-	if err := parseFlags(fs, "stale", args); err != nil {
+	rest, err := parseClientFlags("stale", &o.client, args, func(fs *flag.FlagSet) {
+		fs.BoolVar(&o.json, "json", false, "")
+		fs.BoolVar(&o.verbose, "verbose", false, "")
+	})
+	if err != nil {
 		return err
 	}
 	o.client = o.client.withEnv(a.env)
-	jobs, err := jobArgs(fs.Args())
+	jobs, err := jobArgs(rest)
 	if err != nil {
 		return err
 	}

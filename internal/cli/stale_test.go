@@ -202,7 +202,7 @@ func TestStaleBadInput(t *testing.T) {
 // that the token cannot read the files of a job that follows its templates by them. With
 // read-fs, the same reading works.
 func TestStaleWithoutReadFS(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	job := noopJob("web", 2)
 	job.Meta = map[string]string{onchange.KeyOnChange: string(onchange.ConsentRendered)}
 	register(t, c, job)

@@ -205,9 +205,6 @@ func byWhom(by string) string {
 	return " (by " + by + ")"
 }
 
-// orDash is output.OrDash, by the name gateflags.go calls it.
-func orDash(s string) string { return output.OrDash(s) }
-
 // hasKind says whether one of stores is of kind ("nomad" or "local").
 func hasKind(stores []store.Store, kind string) bool {
 	for _, st := range stores {

@@ -65,6 +65,8 @@ func TestDetachStatusResume(t *testing.T) {
 }
 
 func TestPauseResumeCancelFromAnotherCommand(t *testing.T) {
+	// Nomad's time at 5, not simtest's 50: slow enough that the restart is still between
+	// its first and last batches when the other commands pause, resume and cancel it.
 	c, e := startSimEnv(t, nomadsim.Options{TimeScale: 5}, simpleJob("web", api.JobTypeService, 4))
 	ctx := testCtx(t)
 
@@ -166,6 +168,8 @@ func TestAnswerDetachedBatchWaitAsk(t *testing.T) {
 // TestResumeWhileDrivenFollows: a resume while another process drives the restart sets the
 // intent and follows the driver instead of driving twice.
 func TestResumeWhileDrivenFollows(t *testing.T) {
+	// Nomad's time at 5, not simtest's 50: slow enough that the first driver still runs
+	// the restart when resume is asked.
 	c, e := startSimEnv(t, nomadsim.Options{TimeScale: 5}, simpleJob("web", api.JobTypeService, 3))
 	ctx := testCtx(t)
 	done := e.start(ctx, "run", "-on-error=fail", "web")
@@ -185,7 +189,7 @@ func TestResumeWhileDrivenFollows(t *testing.T) {
 func ghostDriver(t *testing.T, ctx context.Context, c *nomadsim.Cluster, id string) (full string, die func()) {
 	t.Helper()
 	client := adminClient(t, c)
-	st, rec := findInNomad(t, ctx, client, id, nomadstore.Options{LockDelay: 100 * time.Millisecond})
+	st, rec := findInNomad(t, ctx, client, id, 100*time.Millisecond)
 	lease, err := st.AcquireLease(ctx, rec.Namespace, rec.ID, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -21,8 +21,8 @@ func TestRunSurgePastJobMaxCountRefused(t *testing.T) {
 		"run", "-on-error", "fail", "-surge", "100000000", "web")
 	runRefused(t, ctx, e, c, true, `lower -surge to at most 49998`,
 		"run", "-state=local", "-on-error", "fail", "-surge", "49999", "web")
-	if recs, err := e.localStore(t).List(ctx, store.Filter{}); err != nil || len(recs) != 0 {
-		t.Fatalf("local store: %d records (%v), want none", len(recs), err)
+	if recs := e.localRecords(t, ctx, ""); len(recs) != 0 {
+		t.Fatalf("local store: %d records, want none", len(recs))
 	}
 	if _, out, _ := e.run(ctx, "status"); strings.Contains(out, "web") {
 		t.Errorf("status lists a restart of web:\n%s", out)
@@ -34,7 +34,7 @@ func TestRunSurgePastJobMaxCountRefused(t *testing.T) {
 // (a 500, permanent) then fails the restart at once with Nomad's text and the fix, rather
 // than being retried as a passing failure: nothing was restarted, the count is as it was.
 func TestRunSurgeLimitLearntAtScale(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true, JobMaxCount: new(3)})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true, JobMaxCount: new(3)})
 	register(t, c, simpleJob("web", api.JobTypeService, 2))
 	e := newCLIEnvAs(t, c, "surger", `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle", "scale-job"] }`)
 	ctx := testCtx(t)
@@ -48,9 +48,9 @@ func TestRunSurgeLimitLearntAtScale(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	recs, err := e.localStore(t).List(ctx, store.Filter{})
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("local store: %d records (%v), want 1", len(recs), err)
+	recs := e.localRecords(t, ctx, "")
+	if len(recs) != 1 {
+		t.Fatalf("local store: %d records, want 1", len(recs))
 	}
 	rec := recs[0]
 	if rec.Status != restart.StatusFailed || !strings.Contains(rec.Reason, "job_max_count: 4 > 3") || strings.Contains(rec.Reason, "\n") {

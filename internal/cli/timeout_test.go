@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -132,7 +133,7 @@ func TestSomethingElseAnswersForNomad(t *testing.T) {
 // Prometheus at servers that never answer are refused before anything changes, in one
 // line naming their address.
 func TestConsulAndPrometheusThatNeverAnswer(t *testing.T) {
-	c := startSim(t, nomadsim.Options{})
+	c := simtest.Start(t, nomadsim.Options{})
 	register(t, c, checkedJob("checked", 2, "pass", time.Second, time.Minute))
 	register(t, c, simpleJob("web", api.JobTypeService, 1))
 	e := newCLIEnv(t, c)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // trafficMode is one way a restart runs (issue 21): in place, -reschedule (Nomad stops the
@@ -132,31 +131,9 @@ func restartModeUnderTraffic(b *testing.B, tc trafficCase, m trafficMode) modeOu
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := nomadsim.Start(ctx, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
-	if err != nil {
-		b.Fatalf("starting nomadsim: %v", err)
-	}
-	defer func() { _ = c.Close() }()
-	job := simtest.ServedJob("web", 3, tc.provider, 3*time.Second, tc.delay)
-	minHealthy, deadline := 2*time.Second, time.Minute
-	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
-	if _, err := c.RegisterJob(job); err != nil {
-		b.Fatalf("registering web: %v", err)
-	}
-	if err := c.WaitAllocsRunning(ctx, "default", "web"); err != nil {
-		b.Fatalf("waiting for web to run: %v", err)
-	}
-	e := cliEnv{addr: c.Addr(), localDir: b.TempDir(), clock: c.Now, scale: c.TimeScale()}
-	bal := simtest.NomadBalancer(c, "web")
-	if tc.provider == "consul" {
-		e.consul = c.ConsulAddr()
-		bal = simtest.ConsulBalancer(c, "web")
-	}
-	bal.Census = answeringEvery
-	if err := bal.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	bal.WaitAnswering(b, 3, 30*time.Second)
+	// The cluster ends with the sub-benchmark (simtest.Start): run it with -benchtime=1x, so
+	// that one cluster runs at a time.
+	e, bal := servedWeb(b, ctx, tc, answeringEvery)
 	before := bal.Instances()
 
 	args := []string{"run", "-on-error=fail"}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -115,22 +116,8 @@ func TestRestartUnderTraffic(t *testing.T) {
 // allocations answering behind a balancer, the restart, and the balancer's counts from
 // just before the restart until every instance answers again.
 func restartUnderTraffic(t *testing.T, tc trafficCase, run trafficRun) simtest.Result {
-	c := startSim(t, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
-	job := simtest.ServedJob("web", 3, tc.provider, 3*time.Second, tc.delay)
-	minHealthy, deadline := 2*time.Second, time.Minute
-	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
-	register(t, c, job)
-	e := newCLIEnv(t, c)
-	b := simtest.NomadBalancer(c, "web")
-	if tc.provider == "consul" {
-		e.consul = c.ConsulAddr()
-		b = simtest.ConsulBalancer(c, "web")
-	}
 	ctx := testCtx(t)
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.WaitAnswering(t, 3, 30*time.Second)
+	e, b := servedWeb(t, ctx, tc, 0)
 	b.Reset()
 	args := append([]string{"run", "-on-error=fail", "-state=local"}, run.args...)
 	code, out, errOut := e.run(ctx, append(args, "web")...)
@@ -142,6 +129,32 @@ func restartUnderTraffic(t *testing.T, tc trafficCase, run trafficRun) simtest.R
 	r := b.Stop()
 	t.Logf("%s over %.1fs of Nomad's time; failed per second %v", r, r.Elapsed.Seconds(), r.FailedPerSecond)
 	return r
+}
+
+// servedWeb starts the case's cluster, at trafficScale and serving instances, with its
+// service web of 3 allocations running, and a balancer (started on ctx, counting the
+// instances that answer every census of Nomad's time; 0: never) that reads the case's
+// catalog. It returns, once the 3 instances answer, the environment to run commands on the
+// cluster (given Consul's address in a Consul case) and the balancer.
+func servedWeb(tb testing.TB, ctx context.Context, tc trafficCase, census time.Duration) (cliEnv, *simtest.Balancer) {
+	tb.Helper()
+	c := simtest.Start(tb, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
+	job := simtest.ServedJob("web", 3, tc.provider, 3*time.Second, tc.delay)
+	minHealthy, deadline := 2*time.Second, time.Minute
+	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
+	register(tb, c, job)
+	e := newCLIEnv(tb, c)
+	b := simtest.NomadBalancer(c, "web")
+	if tc.provider == "consul" {
+		e.consul = c.ConsulAddr()
+		b = simtest.ConsulBalancer(c, "web")
+	}
+	b.Census = census
+	if err := b.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	b.WaitAnswering(tb, 3, 30*time.Second)
+	return e, b
 }
 
 // trafficTable lays out the figures of the traffic cases for the test's log: the title, a

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -29,19 +30,18 @@ type watchesCommand struct{}
 // records): nothing is written anywhere.
 func (watchesCommand) Run(ctx context.Context, a *app, args []string) error {
 	var o watchesOptions
-	fs := newFlagSet("watches")
-	o.client.add(fs)
-	o.client.consul.add(fs)
-	fs.BoolVar(&o.explain, "explain", false, "")
-	fs.BoolVar(&o.json, "json", false, "")
-	if err := parseFlags(fs, "watches", args); err != nil {
+	rest, err := parseClientFlags("watches", &o.client, args, func(fs *flag.FlagSet) {
+		o.client.consul.add(fs)
+		fs.BoolVar(&o.explain, "explain", false, "")
+		fs.BoolVar(&o.json, "json", false, "")
+	})
+	if err != nil {
 		return err
 	}
 	if err := o.client.consul.validate(); err != nil {
 		return err
 	}
 	o.client = o.client.withEnv(a.env)
-	rest := fs.Args()
 	if !o.explain {
 		if len(rest) > 0 {
 			return usageErrorf("unexpected arguments %q: to explain one job, use `nomad-restart watches -explain %s` (options go before the job)", strings.Join(rest, " "), rest[0])

@@ -231,7 +231,7 @@ func TestWatchesBadInput(t *testing.T) {
 // of the exact ID still works (Nomad's lookup falls back to the literal ID), and the
 // listing is refused in one line that names the capability.
 func TestWatchesACL(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	if _, err := c.RegisterJob(watchesJobs()[0]); err != nil {
 		t.Fatalf("registering web: %v", err)
 	}
@@ -423,7 +423,7 @@ func runWithoutConsul(ctx context.Context, e cliEnv, args ...string) (int, strin
 // missing (Nomad leaves it out of the listing), and that the command still needs no
 // read capability on it.
 func TestWatchesUnlistableVariable(t *testing.T) {
-	c := startSim(t, nomadsim.Options{ACLs: true})
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	register(t, c, watchesJobs()[0])
 	admin := adminClient(t, c)
 	writeVariable(t, admin, "nomad/jobs/web/config", "8080")

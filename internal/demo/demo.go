@@ -31,18 +31,41 @@ const (
 	MinHealthy    = time.Second // the group's update block: min_healthy_time
 )
 
+// sampleJob is the sample service, JobID, of Count instances: each task takes StartDelay to
+// start, then fails its Nomad check "ready" until it has warmed up for WarmUp. Its update
+// block creates no deployment (max_parallel 0) but gives the health gate its times.
+func sampleJob() *api.Job {
+	tg := api.NewTaskGroup("web", Count)
+	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
+	minHealthy, deadline := MinHealthy, time.Minute
+	tg.Update = &api.UpdateStrategy{MaxParallel: new(int), MinHealthyTime: &minHealthy, HealthyDeadline: &deadline}
+	task := api.NewTask("server", "docker")
+	task.Config = map[string]any{"image": "example/web:1.0", "ports": []string{"http"}}
+	task.Services = []*api.Service{{Name: JobID, PortLabel: "http", Provider: "nomad",
+		Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/ready", Interval: CheckInterval, Timeout: time.Second}}}}
+	task.Meta = map[string]string{
+		"nomadsim.start_delay": StartDelay.String(),
+		"nomadsim.check.ready": "pass_after=" + WarmUp.String(),
+	}
+	tg.AddTask(task)
+	job := api.NewServiceJob(JobID, JobID, "global", 50)
+	job.Datacenters = []string{"dc1", "dc2"}
+	job.AddTaskGroup(tg)
+	return job
+}
+
 // Cluster is the demo's simulated Nomad (and Consul) with the sample job running.
 type Cluster struct{ sim *nomadsim.Cluster }
 
-// Start starts nomadsim on simCtx and registers job, the sample job, waiting (on ctx)
-// until its allocations run. Its instances answer HTTP on their service ports, as their
-// checks say (ServeInstances), for the demo's load balancer.
-func Start(simCtx, ctx context.Context, scale float64, job *api.Job) (*Cluster, error) {
+// Start starts nomadsim on simCtx and registers the sample job, waiting (on ctx) until its
+// allocations run. Its instances answer HTTP on their service ports, as their checks say
+// (ServeInstances), for the demo's load balancer.
+func Start(simCtx, ctx context.Context, scale float64) (*Cluster, error) {
 	sim, err := nomadsim.Start(simCtx, nomadsim.Options{TimeScale: scale, ServeInstances: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting the simulated cluster: %w", err)
 	}
-	if _, err := sim.RegisterJob(job); err != nil {
+	if _, err := sim.RegisterJob(sampleJob()); err != nil {
 		sim.Close()
 		return nil, fmt.Errorf("registering the sample job: %w", err)
 	}

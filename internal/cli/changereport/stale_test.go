@@ -7,13 +7,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // fakeFiles is a JobFiles: allocations as given, files read from times, or the error
@@ -23,9 +23,9 @@ type fakeFiles struct {
 	times  map[string]map[string]time.Time
 	err    func(allocID string) error
 
-	mu            sync.Mutex
-	reads         []string
-	inFlight, top atomic.Int32
+	mu      sync.Mutex
+	reads   []string
+	reading simtest.Overlap
 }
 
 func (f *fakeFiles) JobAllocations(context.Context, string, string) ([]*restart.Alloc, uint64, error) {
@@ -33,14 +33,7 @@ func (f *fakeFiles) JobAllocations(context.Context, string, string) ([]*restart.
 }
 
 func (f *fakeFiles) FileTimes(ctx context.Context, allocID string, paths []string) (map[string]time.Time, error) {
-	n := f.inFlight.Add(1)
-	defer f.inFlight.Add(-1)
-	for {
-		top := f.top.Load()
-		if n <= top || f.top.CompareAndSwap(top, n) {
-			break
-		}
-	}
+	defer f.reading.Enter()()
 	time.Sleep(time.Millisecond) // let the reads overlap
 	f.mu.Lock()
 	f.reads = append(f.reads, allocID)
@@ -110,6 +103,24 @@ func TestReadStale(t *testing.T) {
 	slices.Sort(f.reads)
 	if want := []string{"aaaaaaaa-0000-4000-8000-000000000001", "bbbbbbbb-0000-4000-8000-000000000002", "cccccccc-0000-4000-8000-000000000003"}; !slices.Equal(f.reads, want) {
 		t.Errorf("files read of %v, want those of the running allocations %v", f.reads, want)
+	}
+}
+
+// TestReadStaleBoundsItsReads checks that at most staleFileReads listings are in flight,
+// each forwarded by a server to an allocation's client.
+func TestReadStaleBoundsItsReads(t *testing.T) {
+	job, f, now := staleFixture()
+	f.allocs, f.times = nil, map[string]map[string]time.Time{}
+	for i := range 20 {
+		id := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		f.allocs = append(f.allocs, &restart.Alloc{ID: id, Group: "web", ClientStatus: restart.ClientRunning, DesiredStatus: restart.DesiredRun})
+		f.times[id] = map[string]time.Time{"main/local/app.env": now}
+	}
+	if _, err := ReadStale(context.Background(), f, job, now); err != nil || len(f.reads) != 20 {
+		t.Fatalf("read the files of %d allocations, err %v; want 20", len(f.reads), err)
+	}
+	if most := f.reading.Most(); most > staleFileReads || most < 2 {
+		t.Errorf("%d reads in flight at once, want 2 to %d", most, staleFileReads)
 	}
 }
 
