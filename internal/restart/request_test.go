@@ -14,37 +14,47 @@ import (
 func TestResolveDefaults(t *testing.T) {
 	cases := []struct {
 		filing  Filing
-		yes     bool
 		onError OnError
 		noted   bool
 	}{
-		{AtTerminal, false, OnErrorAsk, false},
-		{NoTerminal, false, OnErrorFail, true},
-		{NoTerminal, true, OnErrorAsk, false}, // -yes answers, as Nomad's -yes does
-		{Detached, false, OnErrorAsk, false},
-		{Unattended, false, OnErrorFail, false},
+		{AtTerminal, OnErrorAsk, false},
+		{NoTerminal, OnErrorFail, true},
+		{Detached, OnErrorAsk, false},
+		{Unattended, OnErrorFail, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.filing.String(), func(t *testing.T) {
-			res, err := Options{Yes: tc.yes}.Resolve(tc.filing)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := DefaultSpec()
-			want.OnError, want.Yes = tc.onError, tc.yes
-			if !reflect.DeepEqual(res.Spec, want) {
-				t.Fatalf("spec = %+v\nwant   %+v", res.Spec, want)
-			}
-			if (len(res.Notes) > 0) != tc.noted {
-				t.Fatalf("notes = %q, want a note: %v", res.Notes, tc.noted)
-			}
+			checkDefaults(t, Options{}, tc.filing, tc.onError, tc.noted)
 		})
 	}
+	// -yes answers the questions, as Nomad's -yes does: without a terminal, errors are asked
+	// about (and answered) as at one.
+	t.Run("without a terminal, -yes", func(t *testing.T) {
+		checkDefaults(t, Options{Yes: true}, NoTerminal, OnErrorAsk, false)
+	})
 	// The defaults the planner resolves further (auto health, the groups' update blocks,
 	// the drain) are left for it, never decided here.
 	res, _ := Options{}.Resolve(Detached)
 	if s := res.Spec; s.Health != HealthAuto || s.MinHealthyTimeGiven || s.HealthyDeadlineGiven || s.DrainGiven {
 		t.Fatalf("planning inputs decided before planning: %+v", s)
+	}
+}
+
+// checkDefaults resolves o, which gives no option but -yes, filed from f: the spec is the
+// default one with -on-error defaulting to onError, and a note says so when noted.
+func checkDefaults(t *testing.T, o Options, f Filing, onError OnError, noted bool) {
+	t.Helper()
+	res, err := o.Resolve(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultSpec()
+	want.OnError, want.Yes = onError, o.Yes
+	if !reflect.DeepEqual(res.Spec, want) {
+		t.Fatalf("spec = %+v\nwant   %+v", res.Spec, want)
+	}
+	if (len(res.Notes) > 0) != noted {
+		t.Fatalf("notes = %q, want a note: %v", res.Notes, noted)
 	}
 }
 
