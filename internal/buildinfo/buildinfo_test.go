@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// toolchainRecord is what the Go toolchain records for a build of the command from a
-// checkout: the main module's version, the Nomad API module among the deps and the VCS
-// settings.
-func toolchainRecord(mainVersion string, settings map[string]string) *debug.BuildInfo {
-	bi := &debug.BuildInfo{
+// toolchainRecord is what the Go toolchain records for a build of the command without VCS
+// information (-buildvcs=false, or go install of a module): the main module's version and
+// the Nomad API module among the deps.
+func toolchainRecord(mainVersion string) *debug.BuildInfo {
+	return &debug.BuildInfo{
 		GoVersion: "go1.26.8",
 		Main:      debug.Module{Path: "github.com/nomad-restart/nomad-restart", Version: mainVersion},
 		Deps: []*debug.Module{
@@ -18,19 +18,25 @@ func toolchainRecord(mainVersion string, settings map[string]string) *debug.Buil
 			{Path: NomadAPIModule, Version: "v0.0.0-20261016150620-df630b26e78a"},
 		},
 	}
-	for k, v := range settings {
-		bi.Settings = append(bi.Settings, debug.BuildSetting{Key: k, Value: v})
+}
+
+// checkoutRevision is the commit that checkoutRecord's build was made from.
+const checkoutRevision = "4ccd94c9d6e0f1a2b3c4d5e6f708192a3b4c5d6e"
+
+// checkoutRecord is what the toolchain records for a build from a checkout with changes:
+// toolchainRecord and the VCS settings (commit checkoutRevision, of 2026-11-30 12:00 UTC).
+func checkoutRecord(mainVersion string) *debug.BuildInfo {
+	bi := toolchainRecord(mainVersion)
+	bi.Settings = []debug.BuildSetting{
+		{Key: "vcs", Value: "git"},
+		{Key: "vcs.revision", Value: checkoutRevision},
+		{Key: "vcs.time", Value: "2026-11-30T12:00:00Z"},
+		{Key: "vcs.modified", Value: "true"},
 	}
 	return bi
 }
 
 func TestDescribe(t *testing.T) {
-	checkout := map[string]string{
-		"vcs":          "git",
-		"vcs.revision": "4ccd94c9d6e0f1a2b3c4d5e6f708192a3b4c5d6e",
-		"vcs.time":     "2026-11-30T12:00:00Z",
-		"vcs.modified": "true",
-	}
 	commitTime := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name  string
@@ -41,7 +47,7 @@ func TestDescribe(t *testing.T) {
 		{
 			name:  "release build: the stamp wins over the toolchain's record",
 			stamp: stamp{version: "1.2.3", commit: "0123456789abcdef0123456789abcdef01234567", date: "2026-12-01T09:30:00+01:00"},
-			bi:    toolchainRecord("(devel)", checkout),
+			bi:    checkoutRecord("(devel)"),
 			want: Info{
 				Version: "v1.2.3", Release: true, Revision: "0123456789abcdef0123456789abcdef01234567",
 				BuildDate: time.Date(2026, 12, 1, 8, 30, 0, 0, time.UTC), GoVersion: "go1.26.8",
@@ -51,7 +57,7 @@ func TestDescribe(t *testing.T) {
 		{
 			name:  "snapshot from a checkout with changes",
 			stamp: stamp{version: "0.0.0-snapshot-4ccd94c", commit: "4ccd94c9d6e0f1a2b3c4d5e6f708192a3b4c5d6e", date: "2026-11-30T12:00:00Z", dirty: "true"},
-			bi:    toolchainRecord("(devel)", nil),
+			bi:    toolchainRecord("(devel)"),
 			want: Info{
 				Version: "v0.0.0-snapshot-4ccd94c", Release: true, Revision: "4ccd94c9d6e0f1a2b3c4d5e6f708192a3b4c5d6e", Modified: true,
 				BuildDate: commitTime, GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a",
@@ -60,38 +66,38 @@ func TestDescribe(t *testing.T) {
 		{
 			name:  "a stamped version given with its v keeps one",
 			stamp: stamp{version: "v1.2.3"},
-			bi:    toolchainRecord("(devel)", nil),
+			bi:    toolchainRecord("(devel)"),
 			want:  Info{Version: "v1.2.3", Release: true, GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a"},
 		},
 		{
 			name: "development build from a checkout: dev, with the checkout's revision",
-			bi:   toolchainRecord("(devel)", checkout),
+			bi:   checkoutRecord("(devel)"),
 			want: Info{
-				Version: Dev, Revision: checkout["vcs.revision"], Modified: true, BuildDate: commitTime,
+				Version: Dev, Revision: checkoutRevision, Modified: true, BuildDate: commitTime,
 				GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a",
 			},
 		},
 		{
 			name: "development build whose version the toolchain derived from the checkout",
-			bi:   toolchainRecord("v0.1.1-0.20261130120000-4ccd94c9d6e0+dirty", checkout),
+			bi:   checkoutRecord("v0.1.1-0.20261130120000-4ccd94c9d6e0+dirty"),
 			want: Info{
-				Version: Dev, Revision: checkout["vcs.revision"], Modified: true, BuildDate: commitTime,
+				Version: Dev, Revision: checkoutRevision, Modified: true, BuildDate: commitTime,
 				GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a",
 			},
 		},
 		{
 			name: "go install of a pseudo-version is not a release",
-			bi:   toolchainRecord("v0.0.0-20261130120000-4ccd94c9d6e0", nil),
+			bi:   toolchainRecord("v0.0.0-20261130120000-4ccd94c9d6e0"),
 			want: Info{Version: Dev, GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a"},
 		},
 		{
 			name: "go install ...@v1.4.0 is that release",
-			bi:   toolchainRecord("v1.4.0", nil),
+			bi:   toolchainRecord("v1.4.0"),
 			want: Info{Version: "v1.4.0", Release: true, GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a"},
 		},
 		{
 			name: "built with -buildvcs=false: dev and nothing more",
-			bi:   toolchainRecord("(devel)", nil),
+			bi:   toolchainRecord("(devel)"),
 			want: Info{Version: Dev, GoVersion: "go1.26.8", NomadAPIVersion: "v0.0.0-20261016150620-df630b26e78a"},
 		},
 	}
@@ -108,7 +114,7 @@ func TestDescribe(t *testing.T) {
 // TestDescribeReplacedNomadAPI reports the version a replace directive put in, which is
 // what was compiled.
 func TestDescribeReplacedNomadAPI(t *testing.T) {
-	bi := toolchainRecord("(devel)", nil)
+	bi := toolchainRecord("(devel)")
 	bi.Deps[1].Replace = &debug.Module{Path: NomadAPIModule, Version: "v0.0.0-20270101000000-aaaaaaaaaaaa"}
 	if got := describe(stamp{}, bi).NomadAPIVersion; got != "v0.0.0-20270101000000-aaaaaaaaaaaa" {
 		t.Errorf("NomadAPIVersion %q, want the replacement's version", got)

@@ -8,39 +8,39 @@ import (
 	"time"
 )
 
+// TestJudge: a sample passes when "value op threshold" holds and fails when it does not,
+// infinities included; NaN and no series are no data, whatever the comparison.
 func TestJudge(t *testing.T) {
+	gate := func(op Op, threshold float64) Spec {
+		return Spec{Name: "g", PromQL: "x", Op: op, Threshold: threshold}
+	}
 	tests := []struct {
-		op        Op
-		v         float64
-		threshold float64
-		want      Verdict
+		gate   Spec
+		sample Sample
+		want   Verdict
 	}{
-		{OpLess, 0.01, 0.02, VerdictPass},
-		{OpLess, 0.02, 0.02, VerdictFail},
-		{OpLessEqual, 0.02, 0.02, VerdictPass},
-		{OpLessEqual, 0.03, 0.02, VerdictFail},
-		{OpGreater, 3, 2, VerdictPass},
-		{OpGreater, 2, 2, VerdictFail},
-		{OpGreaterEqual, 2, 2, VerdictPass},
-		{OpGreaterEqual, -1, 0, VerdictFail},
-		{OpEqual, 3, 3, VerdictPass},
-		{OpEqual, 2, 3, VerdictFail},
-		{OpNotEqual, 2, 3, VerdictPass},
-		{OpNotEqual, 3, 3, VerdictFail},
-		{OpLess, math.Inf(1), 0.02, VerdictFail},
-		{OpGreater, math.Inf(1), 0.02, VerdictPass},
-		{OpLess, math.NaN(), 0.02, VerdictNoData},
-		{OpNotEqual, math.NaN(), 0.02, VerdictNoData},
+		{gate(OpLess, 0.02), Sample{Value: 0.01}, VerdictPass},
+		{gate(OpLess, 0.02), Sample{Value: 0.02}, VerdictFail},
+		{gate(OpLessEqual, 0.02), Sample{Value: 0.02}, VerdictPass},
+		{gate(OpLessEqual, 0.02), Sample{Value: 0.03}, VerdictFail},
+		{gate(OpGreater, 2), Sample{Value: 3}, VerdictPass},
+		{gate(OpGreater, 2), Sample{Value: 2}, VerdictFail},
+		{gate(OpGreaterEqual, 2), Sample{Value: 2}, VerdictPass},
+		{gate(OpGreaterEqual, 0), Sample{Value: -1}, VerdictFail},
+		{gate(OpEqual, 3), Sample{Value: 3}, VerdictPass},
+		{gate(OpEqual, 3), Sample{Value: 2}, VerdictFail},
+		{gate(OpNotEqual, 3), Sample{Value: 2}, VerdictPass},
+		{gate(OpNotEqual, 3), Sample{Value: 3}, VerdictFail},
+		{gate(OpLess, 0.02), Sample{Value: math.Inf(1)}, VerdictFail},
+		{gate(OpGreater, 0.02), Sample{Value: math.Inf(1)}, VerdictPass},
+		{gate(OpLess, 0.02), Sample{Value: math.NaN()}, VerdictNoData},
+		{gate(OpNotEqual, 0.02), Sample{Value: math.NaN()}, VerdictNoData},
+		{gate(OpGreaterEqual, 0), Sample{Empty: true}, VerdictNoData},
 	}
 	for _, tt := range tests {
-		s := Spec{Name: "g", PromQL: "x", Op: tt.op, Threshold: tt.threshold}
-		if got := s.Judge(Sample{Value: tt.v}); got != tt.want {
-			t.Errorf("%v %s %v: %s, want %s", tt.v, tt.op, tt.threshold, got, tt.want)
+		if got := tt.gate.Judge(tt.sample); got != tt.want {
+			t.Errorf("gate %q judging %+v: %s, want %s", tt.gate, tt.sample, got, tt.want)
 		}
-	}
-	s := Spec{Name: "g", PromQL: "x", Op: OpGreaterEqual, Threshold: 0}
-	if got := s.Judge(Sample{Empty: true}); got != VerdictNoData {
-		t.Errorf("an empty result: %s, want no-data", got)
 	}
 }
 

@@ -194,22 +194,21 @@ func TestActionsOfEachKind(t *testing.T) {
 }
 
 // The pages of a record answer its lookup's failure as plain text, with the status an
-// action gets.
+// action gets: 404, whether the record or every fleet is unknown.
 func TestPagesOfUnknownRecords(t *testing.T) {
 	tests := []struct {
 		path     string
 		noFleets bool
-		status   int
 		says     string
 	}{
-		{"/restart/9999", false, http.StatusNotFound, `no restart with ID or prefix "9999"`},
-		{"/fleet/9999/events", false, http.StatusNotFound, `no fleet with ID or prefix "9999"`},
-		{"/fleet/4444", true, http.StatusNotFound, "this agent follows no fleets"},
+		{"/restart/9999", false, `no restart with ID or prefix "9999"`},
+		{"/fleet/9999/events", false, `no fleet with ID or prefix "9999"`},
+		{"/fleet/4444", true, "this agent follows no fleets"},
 	}
 	for _, tt := range tests {
 		w := (&fakeSource{noFleets: tt.noFleets}).serve(Config{}, httptest.NewRequest(http.MethodGet, tt.path, nil))
-		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.says) || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
-			t.Errorf("GET %s: %d %s (%s), want %d saying %q", tt.path, w.Code, w.Body, w.Header().Get("Content-Type"), tt.status, tt.says)
+		if w.Code != http.StatusNotFound || !strings.Contains(w.Body.String(), tt.says) || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+			t.Errorf("GET %s: %d %s (%s), want 404 saying %q", tt.path, w.Code, w.Body, w.Header().Get("Content-Type"), tt.says)
 		}
 	}
 	list := (&fakeSource{noFleets: true}).serve(Config{}, httptest.NewRequest(http.MethodGet, "/", nil))

@@ -14,32 +14,24 @@ import (
 func TestResolveDefaults(t *testing.T) {
 	cases := []struct {
 		filing  Filing
-		yes     bool
 		onError OnError
 		noted   bool
 	}{
-		{AtTerminal, false, OnErrorAsk, false},
-		{NoTerminal, false, OnErrorFail, true},
-		{NoTerminal, true, OnErrorAsk, false}, // -yes answers, as Nomad's -yes does
-		{Detached, false, OnErrorAsk, false},
-		{Unattended, false, OnErrorFail, false},
+		{AtTerminal, OnErrorAsk, false},
+		{NoTerminal, OnErrorFail, true},
+		{Detached, OnErrorAsk, false},
+		{Unattended, OnErrorFail, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.filing.String(), func(t *testing.T) {
-			res, err := Options{Yes: tc.yes}.Resolve(tc.filing)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := DefaultSpec()
-			want.OnError, want.Yes = tc.onError, tc.yes
-			if !reflect.DeepEqual(res.Spec, want) {
-				t.Fatalf("spec = %+v\nwant   %+v", res.Spec, want)
-			}
-			if (len(res.Notes) > 0) != tc.noted {
-				t.Fatalf("notes = %q, want a note: %v", res.Notes, tc.noted)
-			}
+			checkDefaults(t, Options{}, tc.filing, tc.onError, tc.noted)
 		})
 	}
+	// -yes answers the questions, as Nomad's -yes does: without a terminal, errors are asked
+	// about (and answered) as at one.
+	t.Run("without a terminal, -yes", func(t *testing.T) {
+		checkDefaults(t, Options{Yes: true}, NoTerminal, OnErrorAsk, false)
+	})
 	// The defaults the planner resolves further (auto health, the groups' update blocks,
 	// the drain) are left for it, never decided here.
 	res, _ := Options{}.Resolve(Detached)
@@ -48,63 +40,109 @@ func TestResolveDefaults(t *testing.T) {
 	}
 }
 
+// checkDefaults resolves o, which gives no option but -yes, filed from f: the spec is the
+// default one with -on-error defaulting to onError, and a note says so when noted.
+func checkDefaults(t *testing.T, o Options, f Filing, onError OnError, noted bool) {
+	t.Helper()
+	res, err := o.Resolve(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultSpec()
+	want.OnError, want.Yes = onError, o.Yes
+	if !reflect.DeepEqual(res.Spec, want) {
+		t.Fatalf("spec = %+v\nwant   %+v", res.Spec, want)
+	}
+	if (len(res.Notes) > 0) != noted {
+		t.Fatalf("notes = %q, want a note: %v", res.Notes, noted)
+	}
+}
+
 // TestResolveRefuses: every empty, out-of-range or unknown value gets one line naming the
-// option, the value and the fix.
+// option, the value and the fix. Where the restart is filed changes none of them (only
+// "ask", TestResolveAskNeedsATerminal), so each is filed detached.
 func TestResolveRefuses(t *testing.T) {
 	cases := []struct {
 		name string
 		o    Options
-		f    Filing
 		want string
 	}{
-		{"empty batch size", Options{BatchSize: Given("")}, Detached, `invalid -batch-size value "": it is empty; give a number`},
-		{"batch size over 100%", Options{BatchSize: Given("101%")}, Detached, `invalid -batch-size value "101%": a percentage must be at most 100%`},
-		{"batch size too large", Options{BatchSize: Given("99999999999999999999")}, Detached, "it is too large"},
-		{"batch size zero", Options{BatchSize: Given("0")}, Detached, "greater than zero"},
-		{"empty batch wait", Options{BatchWait: Given("")}, Detached, `invalid -batch-wait value "": it is empty; give a duration`},
-		{"batch wait without a unit", Options{BatchWait: Given("10")}, Detached, "give a duration with a unit"},
-		{"batch wait too long", Options{BatchWait: Given("99999999999h")}, Detached, `invalid -batch-wait value "99999999999h": it is too long`},
-		{"negative batch wait", Options{BatchWait: Given("-1s")}, Detached, "must not be negative"},
-		{"batch wait ask off a terminal", Options{BatchWait: Given("ask")}, NoTerminal, `"ask" needs an interactive terminal`},
-		{"empty on-error", Options{OnError: Given("")}, Detached, `invalid -on-error value "": it is empty`},
-		{"empty gate delay", Options{Gates: []string{"e: up < 1"}, GateDelay: Given("")}, Detached, `invalid -gate-delay value "": it is empty`},
-		{"on-error ask off a terminal", Options{OnError: Given("ask")}, NoTerminal, `"ask" needs an interactive terminal`},
-		{"unknown health", Options{Health: Given("healthy")}, Detached, `invalid -health value "healthy"`},
-		{"empty health", Options{Health: Given(" ")}, Detached, `invalid -health value " "`},
-		{"zero deadline", Options{HealthyDeadline: Given("0s")}, Detached, "positive duration"},
-		{"deadline too long", Options{HealthyDeadline: Given("9999999999h")}, Detached, "too long"},
-		{"min healthy past the deadline", Options{HealthyDeadline: Given("1m"), MinHealthyTime: Given("1m")}, Detached, "shorter than -healthy-deadline (1m0s)"},
-		{"max unavailable over 100%", Options{MaxUnavailable: Given("101%")}, Detached, "at most 100%"},
-		{"empty filter", Options{Filter: Given("  ")}, Detached, `invalid -filter value "  ": it is empty; give a filter expression`},
-		{"empty group", Options{Groups: []string{"web", ""}}, Detached, `invalid -group value "": it is empty; give a task group`},
-		{"empty node", Options{Nodes: []string{" "}}, Detached, `invalid -node value " ": it is empty`},
-		{"empty datacenter", Options{Datacenters: []string{""}}, Detached, `invalid -datacenter value ""`},
-		{"surge zero", Options{Surge: Given("0")}, Detached, "1 or more"},
-		{"surge not a number", Options{Surge: Given("many")}, Detached, "1 or more"},
-		{"drain too long", Options{Drain: Given("6m")}, Detached, "from 0 (no drain) to 5m0s"},
-		{"empty gate", Options{Gates: []string{""}}, Detached, `invalid -gate value ""`},
-		{"bad gate", Options{Gates: []string{"errors: up"}}, Detached, "Invalid -gate value"},
-		{"gate count negative", Options{Gates: []string{"e: up < 1"}, GateCount: Given("-1")}, Detached, `invalid -gate-count value "-1"`},
-		{"gate options without a gate", Options{GateCount: Given("2")}, Detached, "need -gate"},
-		{"all tasks with a task", Options{AllTasks: true, Tasks: []string{"main"}}, Detached, "-all-tasks option cannot be used with -task"},
-		{"reschedule with a task", Options{Reschedule: true, Tasks: []string{"main"}}, Detached, "-reschedule option cannot be used with -task"},
-		{"ignore scaling without surge", Options{SurgeIgnoreScaling: true}, Detached, "needs -surge"},
+		{"empty batch size", Options{BatchSize: Given("")}, `invalid -batch-size value "": it is empty; give a number`},
+		{"batch size over 100%", Options{BatchSize: Given("101%")}, `invalid -batch-size value "101%": a percentage must be at most 100%`},
+		{"batch size too large", Options{BatchSize: Given("99999999999999999999")}, "it is too large"},
+		{"batch size zero", Options{BatchSize: Given("0")}, "greater than zero"},
+		{"empty batch wait", Options{BatchWait: Given("")}, `invalid -batch-wait value "": it is empty; give a duration`},
+		{"batch wait without a unit", Options{BatchWait: Given("10")}, "give a duration with a unit"},
+		{"batch wait too long", Options{BatchWait: Given("99999999999h")}, `invalid -batch-wait value "99999999999h": it is too long`},
+		{"negative batch wait", Options{BatchWait: Given("-1s")}, "must not be negative"},
+		{"empty on-error", Options{OnError: Given("")}, `invalid -on-error value "": it is empty`},
+		{"empty gate delay", Options{Gates: []string{"e: up < 1"}, GateDelay: Given("")}, `invalid -gate-delay value "": it is empty`},
+		{"unknown health", Options{Health: Given("healthy")}, `invalid -health value "healthy"`},
+		{"empty health", Options{Health: Given(" ")}, `invalid -health value " "`},
+		{"zero deadline", Options{HealthyDeadline: Given("0s")}, "positive duration"},
+		{"deadline too long", Options{HealthyDeadline: Given("9999999999h")}, "too long"},
+		{"min healthy past the deadline", Options{HealthyDeadline: Given("1m"), MinHealthyTime: Given("1m")}, "shorter than -healthy-deadline (1m0s)"},
+		{"max unavailable over 100%", Options{MaxUnavailable: Given("101%")}, "at most 100%"},
+		{"empty filter", Options{Filter: Given("  ")}, `invalid -filter value "  ": it is empty; give a filter expression`},
+		{"empty group", Options{Groups: []string{"web", ""}}, `invalid -group value "": it is empty; give a task group`},
+		{"empty node", Options{Nodes: []string{" "}}, `invalid -node value " ": it is empty`},
+		{"empty datacenter", Options{Datacenters: []string{""}}, `invalid -datacenter value ""`},
+		{"surge zero", Options{Surge: Given("0")}, "1 or more"},
+		{"surge not a number", Options{Surge: Given("many")}, "1 or more"},
+		{"drain too long", Options{Drain: Given("6m")}, "from 0 (no drain) to 5m0s"},
+		{"empty gate", Options{Gates: []string{""}}, `invalid -gate value ""`},
+		{"bad gate", Options{Gates: []string{"errors: up"}}, "Invalid -gate value"},
+		{"gate count negative", Options{Gates: []string{"e: up < 1"}, GateCount: Given("-1")}, `invalid -gate-count value "-1"`},
+		{"gate options without a gate", Options{GateCount: Given("2")}, "need -gate"},
+		{"all tasks with a task", Options{AllTasks: true, Tasks: []string{"main"}}, "-all-tasks option cannot be used with -task"},
+		{"reschedule with a task", Options{Reschedule: true, Tasks: []string{"main"}}, "-reschedule option cannot be used with -task"},
+		{"ignore scaling without surge", Options{SurgeIgnoreScaling: true}, "needs -surge"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.o.Resolve(tc.f)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want %q", err, tc.want)
+			_, err := tc.o.Resolve(Detached)
+			checkResolveRefusal(t, err, tc.want)
+		})
+	}
+}
+
+// TestResolveAskNeedsATerminal: "ask" is refused where nothing can answer the question (a
+// script without -yes) and accepted wherever something can.
+func TestResolveAskNeedsATerminal(t *testing.T) {
+	for name, o := range map[string]Options{
+		"-batch-wait ask": {BatchWait: Given("ask")},
+		"-on-error ask":   {OnError: Given("ask")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := o.Resolve(NoTerminal)
+			checkResolveRefusal(t, err, `"ask" needs an interactive terminal`)
+			for _, f := range []Filing{AtTerminal, Detached, Unattended} {
+				if _, err := o.Resolve(f); err != nil {
+					t.Errorf("filed %s: %v", f, err)
+				}
 			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("err is not one line: %q", err)
-			}
-			var ve *ValueError
-			var oe *OptionError
-			if !errors.As(err, &ve) && !errors.As(err, &oe) {
-				t.Fatalf("err %T names no option", err)
+			o.Yes = true
+			if _, err := o.Resolve(NoTerminal); err != nil {
+				t.Errorf("filed %s with -yes: %v", NoTerminal, err)
 			}
 		})
+	}
+}
+
+// checkResolveRefusal: err is the one-line refusal, containing want, of an error type that names
+// the option.
+func checkResolveRefusal(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err is not one line: %q", err)
+	}
+	var ve *ValueError
+	var oe *OptionError
+	if !errors.As(err, &ve) && !errors.As(err, &oe) {
+		t.Fatalf("err %T names no option", err)
 	}
 }
 
