@@ -11,10 +11,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -448,7 +446,7 @@ func TestFleetResumeTakesOverFromDeadDriver(t *testing.T) {
 	c, e, ctx := startFleetEnv(t, "gh", 2, 1)
 	short, _ := detachFleet(t, ctx, e, "gh", "-on-error=fail")
 	id := fleetOf(t, ctx, e, short).ID
-	ghost := nomadstore.NewFleets(nomadvars.New(adminClient(t, c), nomadvars.Options{}), nomadstore.Options{LockDelay: 100 * time.Millisecond})
+	ghost := nomadFleets(adminClient(t, c), 100*time.Millisecond)
 	lease, err := ghost.AcquireLease(ctx, "default", id, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)
