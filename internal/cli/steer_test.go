@@ -477,10 +477,10 @@ func TestFleetAnswerGoesToWaitingJobs(t *testing.T) {
 	id, _ := detachFleet(t, ctx, e, "aq")
 	c.FailTaskStarts("default", "aq-0", "main", 100)
 	driver := e.start(ctx, "resume", id)
-	f := waitFleet(t, ctx, e, id, "its first job's restart waiting for an answer", func(f *fleetJSON) bool {
-		j := f.Jobs[0]
-		return j.Status == fleet.JobRunning && statusOf(t, ctx, e, j.RestartID).Status == restart.StatusWaiting
-	})
+	// The fleet's record names a job's restart before the driver files it: wait on the
+	// restart by its job, which finds none until it is filed.
+	waitRestart(t, ctx, e, "aq-0", func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+	f := waitFleet(t, ctx, e, id, "its first job running", func(f *fleetJSON) bool { return f.Jobs[0].Status == fleet.JobRunning })
 	code, out, errOut := e.run(ctx, "answer", id, "yes")
 	if code != 0 || !strings.Contains(out, `Answered "yes" to 1 restart of fleet `+id+": "+f.Jobs[0].RestartID[:8]) {
 		t.Fatalf("answer: exit %d\n%s\n%s", code, out, errOut)
