@@ -408,9 +408,10 @@ func nomadRestarts(client *api.Client) *nomadstore.Restarts {
 	return nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 }
 
-// nomadFleets is the fleet records in client's Nomad, in Nomad Variables.
-func nomadFleets(client *api.Client) *nomadstore.Fleets {
-	return nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
+// nomadFleets is the fleet records in client's Nomad, in Nomad Variables, whose leases'
+// locks wait lockDelay after their release (0: the store's default).
+func nomadFleets(client *api.Client, lockDelay time.Duration) *nomadstore.Fleets {
+	return nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{LockDelay: lockDelay})
 }
 
 // nomadSchedules is the schedules in client's Nomad, in Nomad Variables.

@@ -53,7 +53,7 @@ func TestFleetMemberMarkerLetsBothNamespacesRestart(t *testing.T) {
 		}
 	}
 	checkFleetOnce(t, ctx, c, e, f)
-	fleets := nomadFleets(admin)
+	fleets := nomadFleets(admin, 0)
 	m, err := fleets.Member(ctx, "team-b", f.ID)
 	if err != nil || m.Home != "default" || strings.Join(m.Jobs, ",") != "fb-0" {
 		t.Errorf("the fleet's member marker in team-b: %+v, %v; want home default, jobs [fb-0]", m, err)

@@ -160,7 +160,7 @@ func TestScheduleFleetCommands(t *testing.T) {
 		t.Fatalf("the -at fleet schedule: %+v", once)
 	}
 	// Scheduling writes no fleet and no restart record.
-	if fleets, err := nomadFleets(cl).List(ctx, "*", false); err != nil || len(fleets) != 0 {
+	if fleets, err := nomadFleets(cl, 0).List(ctx, "*", false); err != nil || len(fleets) != 0 {
 		t.Errorf("fleets after scheduling: %d, %v", len(fleets), err)
 	}
 	if recs, err := nomadRestarts(cl).List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {

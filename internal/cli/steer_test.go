@@ -11,10 +11,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -448,7 +446,7 @@ func TestFleetResumeTakesOverFromDeadDriver(t *testing.T) {
 	c, e, ctx := startFleetEnv(t, "gh", 2, 1)
 	short, _ := detachFleet(t, ctx, e, "gh", "-on-error=fail")
 	id := fleetOf(t, ctx, e, short).ID
-	ghost := nomadstore.NewFleets(nomadvars.New(adminClient(t, c), nomadvars.Options{}), nomadstore.Options{LockDelay: 100 * time.Millisecond})
+	ghost := nomadFleets(adminClient(t, c), 100*time.Millisecond)
 	lease, err := ghost.AcquireLease(ctx, "default", id, "ghost@gone")
 	if err != nil {
 		t.Fatalf("ghost lease: %v", err)
@@ -479,10 +477,10 @@ func TestFleetAnswerGoesToWaitingJobs(t *testing.T) {
 	id, _ := detachFleet(t, ctx, e, "aq")
 	c.FailTaskStarts("default", "aq-0", "main", 100)
 	driver := e.start(ctx, "resume", id)
-	f := waitFleet(t, ctx, e, id, "its first job's restart waiting for an answer", func(f *fleetJSON) bool {
-		j := f.Jobs[0]
-		return j.Status == fleet.JobRunning && statusOf(t, ctx, e, j.RestartID).Status == restart.StatusWaiting
-	})
+	// The fleet's record names a job's restart before the driver files it: wait on the
+	// restart by its job, which finds none until it is filed.
+	waitRestart(t, ctx, e, "aq-0", func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+	f := waitFleet(t, ctx, e, id, "its first job running", func(f *fleetJSON) bool { return f.Jobs[0].Status == fleet.JobRunning })
 	code, out, errOut := e.run(ctx, "answer", id, "yes")
 	if code != 0 || !strings.Contains(out, `Answered "yes" to 1 restart of fleet `+id+": "+f.Jobs[0].RestartID[:8]) {
 		t.Fatalf("answer: exit %d\n%s\n%s", code, out, errOut)

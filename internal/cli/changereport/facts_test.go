@@ -9,10 +9,8 @@ import (
 	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/cli/output"
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -109,44 +107,5 @@ func TestNewSourceFact(t *testing.T) {
 	}
 	if f := newSourceFact(nomad, sourcewatch.State{Index: 42, Count: 1, ChangedAt: at}); f.LastChange.Time.Location() != time.UTC {
 		t.Errorf("a Nomad time is kept in %s, want UTC as before", f.LastChange.Time.Location())
-	}
-}
-
-// watches -explain says, per group, where a rollout's restarts lose requests through a
-// balancer, as run's plan does: a Consul service without shutdown_delay does, one with a
-// delay does not, and a Nomad service always does.
-func TestExplainShowsRequestsAtRisk(t *testing.T) {
-	auto := map[string]string{onchange.KeyOnChange: "auto"}
-	withService := func(provider string, delay time.Duration) *api.Job {
-		tg := groupWithVar("web", 3, nil)
-		tg.Services = []*api.Service{{Name: "web", Provider: provider}}
-		if delay > 0 {
-			tg.ShutdownDelay = &delay
-		}
-		return explainedJob(api.JobTypeService, auto, tg)
-	}
-	cases := []struct {
-		name string
-		job  *api.Job
-		want []string // "" : no section
-	}{
-		{"consul without delay", withService("consul", 0), []string{"Requests at Risk", `group web: service "web" stopped with no delay`, "shutdown_delay"}},
-		{"consul with delay", withService("consul", 2*time.Second), nil},
-		{"nomad provider", withService("nomad", 2*time.Second), []string{"Requests at Risk", "Nomad's catalog has no health"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			spec := cluster.NewJobSpec(tc.job)
-			var out strings.Builder
-			PrintExplain(&out, spec, WatchedJob{Explain: onchange.Analyze(*spec)})
-			if tc.want == nil && strings.Contains(out.String(), "Requests at Risk") {
-				t.Errorf("explain warns of requests at risk:\n%s", out.String())
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("explain lacks %q:\n%s", w, out.String())
-				}
-			}
-		})
 	}
 }
