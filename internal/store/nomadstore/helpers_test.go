@@ -3,9 +3,7 @@ package nomadstore_test
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -78,61 +76,11 @@ func startFleets(t testing.TB, opts nomadstore.Options) (*api.Client, *nomadstor
 	return cl, nomadstore.NewFleets(vars, opts), nomadstore.NewRestarts(vars, opts)
 }
 
-// counter is an http.RoundTripper that counts the requests an api client sends and the
-// bytes of their bodies, by method and whether the URL holds a marker such as "lock-renew".
-type counter struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	reqs map[string]int
-	sent int64
-}
-
-func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	key := r.Method
-	if strings.Contains(r.URL.RawQuery, "lock-renew") {
-		key += " lock-renew"
-	}
-	c.reqs[key]++
-	if r.ContentLength > 0 {
-		c.sent += r.ContentLength
-	}
-	c.mu.Unlock()
-	return c.next.RoundTrip(r)
-}
-
-func (c *counter) count(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reqs[key]
-}
-
-func (c *counter) bytesSent() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sent
-}
-
-// countingClient is an api client on the cluster whose traffic is counted.
-func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
-	t.Helper()
-	cnt := &counter{next: http.DefaultTransport, reqs: map[string]int{}}
-	return simtest.ClientVia(t, c, "", cnt), cnt
-}
-
 // startNomadStore starts a simulated Nomad and opens a store with opts on it.
 func startNomadStore(t testing.TB, opts nomadstore.Options) (*api.Client, *nomadstore.Restarts) {
 	t.Helper()
 	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
 	return cl, restartsOn(cl, opts)
-}
-
-// startCountedStore is startNomadStore with a client whose requests are counted.
-func startCountedStore(t testing.TB, opts nomadstore.Options) (*api.Client, *counter, *nomadstore.Restarts) {
-	t.Helper()
-	c := simtest.Start(t, nomadsim.Options{})
-	cl, cnt := countingClient(t, c)
-	return cl, cnt, restartsOn(cl, opts)
 }
 
 // releaseUnder releases, through another client, the lock of lease variable path under l

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -572,4 +573,54 @@ func BenchmarkNomadUpdate(b *testing.B) {
 			b.ReportMetric(float64(reqs()-reqs0)/float64(b.N), "reqs/update")
 		})
 	}
+}
+
+// counter is an http.RoundTripper that counts the requests an api client sends and the
+// bytes of their bodies, by method and whether the URL holds a marker such as "lock-renew".
+type counter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	reqs map[string]int
+	sent int64
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	key := r.Method
+	if strings.Contains(r.URL.RawQuery, "lock-renew") {
+		key += " lock-renew"
+	}
+	c.reqs[key]++
+	if r.ContentLength > 0 {
+		c.sent += r.ContentLength
+	}
+	c.mu.Unlock()
+	return c.next.RoundTrip(r)
+}
+
+func (c *counter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reqs[key]
+}
+
+func (c *counter) bytesSent() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+// countingClient is an api client on the cluster whose traffic is counted.
+func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
+	t.Helper()
+	cnt := &counter{next: http.DefaultTransport, reqs: map[string]int{}}
+	return simtest.ClientVia(t, c, "", cnt), cnt
+}
+
+// startCountedStore is startNomadStore with a client whose requests are counted.
+func startCountedStore(t testing.TB, opts nomadstore.Options) (*api.Client, *counter, *nomadstore.Restarts) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{})
+	cl, cnt := countingClient(t, c)
+	return cl, cnt, restartsOn(cl, opts)
 }
