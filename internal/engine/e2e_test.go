@@ -16,7 +16,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -37,10 +36,7 @@ func startSim(t testing.TB, nomadStore bool) *simEnv {
 	if nomadStore {
 		s = nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
 	} else {
-		var err error
-		if s, err = localstore.New(t.TempDir()); err != nil {
-			t.Fatal(err)
-		}
+		s = localStore(t)
 	}
 	e := New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "e2e:1", Health: HealthConfig{TimeScale: sim.TimeScale()}})
 	return &simEnv{sim: sim, client: client, e: e, store: s}

@@ -26,11 +26,19 @@ func newTestEngine(t *testing.T, c cluster.Cluster) (*Engine, store.Store) {
 
 func newLocalEngine(t *testing.T, c cluster.Cluster) (*Engine, store.Store) {
 	t.Helper()
+	s := localStore(t)
+	return New(Config{Cluster: c, Store: s, Holder: "test:1"}), s
+}
+
+// localStore opens a local store (the one of -state local) in the test's temporary
+// directory.
+func localStore(t testing.TB) store.Store {
+	t.Helper()
 	s, err := localstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Cluster: c, Store: s, Holder: "test:1"}), s
+	return s
 }
 
 // planAndCreate plans a restart of the fake job with spec and stores it.

@@ -20,7 +20,6 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -42,10 +41,7 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 	t.Helper()
 	sim := simtest.Start(t, nomadsim.Options{TimeScale: scale, Seed: 3})
 	client := simtest.Client(t, sim)
-	s, err := localstore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := localStore(t)
 	if consulAddr == "" {
 		consulAddr = sim.ConsulAddr()
 	}
@@ -54,6 +50,18 @@ func startGateSimScale(t testing.TB, consulAddr string, scale float64) *simEnv {
 		Consul: health.ConsulDialer{Config: health.ConsulConfig{Address: consulAddr, Wait: time.Second}},
 	}})
 	return &simEnv{sim: sim, client: client, e: e, store: s}
+}
+
+// startGateSimAs is an engine on nomadsim, at the gates' time scale, that enforces ACLs and
+// that the engine reaches with a token of policy; the test reads the cluster (env.client)
+// with the management token.
+func startGateSimAs(t testing.TB, policy string) *simEnv {
+	t.Helper()
+	sim := simtest.Start(t, nomadsim.Options{TimeScale: gateScale, Seed: 3, ACLs: true})
+	client := simtest.ClientAs(t, sim, simtest.Token(t, sim, "operator", policy))
+	s := localStore(t)
+	return &simEnv{sim: sim, client: simtest.ClientAs(t, sim, sim.BootstrapToken()), store: s,
+		e: New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "acl:1", Health: HealthConfig{Clock: sim.Now, TimeScale: gateScale}})}
 }
 
 // gateEngine is another process's Engine on env's simulation, with its own store handle.

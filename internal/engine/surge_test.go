@@ -14,10 +14,7 @@ import (
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
-	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // fakeScaler is a fake cluster with the job scale endpoint: one group "web" whose count and
@@ -622,16 +619,8 @@ func TestSurgeCrashPoints(t *testing.T) {
 // TestSurgeWithoutScalePermission: a token without scale-job fails the restart with one
 // line naming the capability, before anything changed in the cluster.
 func TestSurgeWithoutScalePermission(t *testing.T) {
-	sim := simtest.Start(t, nomadsim.Options{TimeScale: gateScale, Seed: 3, ACLs: true})
-	mgmt := simtest.ClientAs(t, sim, sim.BootstrapToken())
-	token := simtest.Token(t, sim, "operator", `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle"] }`)
-	client := simtest.ClientAs(t, sim, token)
-	s, err := localstore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &simEnv{sim: sim, client: mgmt, store: s,
-		e: New(Config{Cluster: cluster.NewNomad(client), Store: s, Holder: "acl:1", Health: HealthConfig{Clock: sim.Now, TimeScale: gateScale}})}
+	env := startGateSimAs(t, `namespace "default" { capabilities = ["read-job", "list-jobs", "alloc-lifecycle"] }`)
+	mgmt := env.client
 	env.registerJob(t, surgeJob(1, ""))
 	rec := env.plan(t, "web", restart.Spec{Health: restart.HealthRunning, Yes: true, OnError: restart.OnErrorFail, Surge: 1})
 	final, dt := env.driveGate(t, rec)

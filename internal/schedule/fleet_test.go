@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
@@ -73,7 +72,7 @@ func TestFleetScheduleJSON(t *testing.T) {
 // and no fleet, both, or a fleet it could never start.
 func TestStoreFleetSchedule(t *testing.T) {
 	_, cl, ctx := startWithProd(t, nomadsim.Options{})
-	st := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
+	st := storeOn(cl)
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	target := &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "prod", Filter: `Type == "service"`}, Options: fleet.DefaultOptions()}
 	fl := &schedule.Schedule{Namespace: "prod", Fleet: target, Cron: "0 2 * * *", Next: t0}
@@ -127,7 +126,7 @@ func TestStoreFleetSchedule(t *testing.T) {
 // there is refused with a PermissionError.
 func TestScheduleMemberMarker(t *testing.T) {
 	c, admin, ctx := startWithProd(t, nomadsim.Options{ACLs: true})
-	s := schedule.NewStore(nomadvars.New(admin, nomadvars.Options{}), "")
+	s := storeOn(admin)
 	due := time.Now().Add(time.Hour).UTC()
 	sc := &schedule.Schedule{At: due, Next: due, Namespace: "default",
 		Fleet: &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "*", Filter: `Name matches "^api-"`}, Options: fleet.DefaultOptions()}}
@@ -161,7 +160,7 @@ func TestScheduleMemberMarker(t *testing.T) {
 	token := simtest.Token(t, c, "default-writer", `
 namespace "default" { variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } } }`)
 	var perm *schedule.PermissionError
-	if err := schedule.NewStore(nomadvars.New(simtest.ClientAs(t, c, token), nomadvars.Options{}), "").PutMember(ctx, "prod", sc.ID, want); !errors.As(err, &perm) || perm.Namespace != "prod" {
+	if err := storeOn(simtest.ClientAs(t, c, token)).PutMember(ctx, "prod", sc.ID, want); !errors.As(err, &perm) || perm.Namespace != "prod" {
 		t.Fatalf("PutMember in prod with a default-only token: got %v, want a PermissionError in prod", err)
 	}
 

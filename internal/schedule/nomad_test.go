@@ -29,6 +29,11 @@ func startWithProd(t *testing.T, opts nomadsim.Options) (*nomadsim.Cluster, *api
 	return c, cl, ctxT(t)
 }
 
+// storeOn opens a schedule store through cl, under the default prefix.
+func storeOn(cl *api.Client) *schedule.Store {
+	return schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -37,7 +42,7 @@ func ctxT(t *testing.T) context.Context {
 
 func TestStoreRoundTripAndCAS(t *testing.T) {
 	_, cl, ctx := startWithProd(t, nomadsim.Options{})
-	st := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
+	st := storeOn(cl)
 	t0 := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
 	spec := restart.Spec{BatchSizes: []restart.BatchSize{{N: 2}}, OnError: restart.OnErrorFail, MinHealthyTime: 3 * time.Second, MinHealthyTimeGiven: true}
 	a := &schedule.Schedule{JobID: "web", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", Next: t0, Grace: time.Minute}
@@ -101,7 +106,7 @@ func TestStoreRoundTripAndCAS(t *testing.T) {
 	if err := st.Delete(ctx, &stale); !errors.Is(err, schedule.ErrConflict) {
 		t.Fatalf("stale delete: %v, want ErrConflict", err)
 	}
-	after, err := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "").Mutate(ctx, "default", a.ID, func(s *schedule.Schedule) (bool, error) {
+	after, err := storeOn(cl).Mutate(ctx, "default", a.ID, func(s *schedule.Schedule) (bool, error) {
 		s.Missed++
 		return true, nil
 	})
@@ -123,7 +128,7 @@ func TestSchedulesAreInvisibleToTheRestartStore(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
 	cl := simtest.ClientAs(t, c, c.BootstrapToken())
 	ctx := ctxT(t)
-	sched := schedule.NewStore(nomadvars.New(cl, nomadvars.Options{}), "")
+	sched := storeOn(cl)
 	if err := sched.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +155,7 @@ func TestStorePermissionDenied(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{ACLs: true})
 	tok := simtest.Token(t, c, "reader", `namespace "default" { capabilities = ["read-job"] }`)
 	ctx := ctxT(t)
-	st := schedule.NewStore(nomadvars.New(simtest.ClientAs(t, c, tok), nomadvars.Options{}), "")
+	st := storeOn(simtest.ClientAs(t, c, tok))
 	err := st.Create(ctx, &schedule.Schedule{JobID: "web", Cron: "@daily", Next: time.Now().Add(time.Hour)})
 	var perm *schedule.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" {

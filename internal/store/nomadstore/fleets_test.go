@@ -15,13 +15,11 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
 	"github.com/nomad-restart/nomad-restart/internal/store/storetest"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // newFleet is a pending fleet of jobs jobs in namespace ns, as a driver files it.
@@ -48,15 +46,6 @@ func newFleet(ns string, jobs int) *fleet.Record {
 		})
 	}
 	return f
-}
-
-// startFleets starts a simulated Nomad and opens a fleet store and a restart store on it,
-// with the management client they use.
-func startFleets(t testing.TB, opts nomadstore.Options) (*api.Client, *nomadstore.Fleets, *nomadstore.Restarts) {
-	t.Helper()
-	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
-	vars := nomadvars.New(cl, nomadvars.Options{})
-	return cl, nomadstore.NewFleets(vars, opts), nomadstore.NewRestarts(vars, opts)
 }
 
 func mustCreateFleet(t testing.TB, ctx context.Context, s store.Fleets, f *fleet.Record) *fleet.Record {
@@ -449,7 +438,7 @@ func TestNomadFleetNotARestart(t *testing.T) {
 			t.Errorf("Get(%q) of the fleet's ID: got %v, want ErrNotFound", ns, err)
 		}
 	}
-	listing, err := nomadstore.NewLister(nomadvars.New(cl, nomadvars.Options{}), "").List(ctx, "*", 0, 0)
+	listing, err := nomadstore.NewLister(varsOn(cl), "").List(ctx, "*", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +449,7 @@ func TestNomadFleetNotARestart(t *testing.T) {
 
 // A token without the variables' write capability is told which rule to grant.
 func TestNomadFleetACLs(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	c := startWithACLs(t)
 	ctx := storetest.Context(t, 30*time.Second)
 	reader := simtest.Token(t, c, "reader", `
 namespace "default" {
@@ -470,10 +459,10 @@ namespace "default" {
   }
 }`)
 	none := simtest.Token(t, c, "none", `namespace "default" { policy = "read" }`)
-	admin := nomadstore.NewFleets(nomadvars.New(simtest.ClientAs(t, c, c.BootstrapToken()), nomadvars.Options{}), nomadstore.Options{})
+	admin := fleetsAs(t, c, c.BootstrapToken())
 	f := mustCreateFleet(t, ctx, admin, newFleet("default", 1))
 
-	rs := nomadstore.NewFleets(nomadvars.New(simtest.ClientAs(t, c, reader), nomadvars.Options{}), nomadstore.Options{})
+	rs := fleetsAs(t, c, reader)
 	err := rs.Create(ctx, newFleet("default", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" || perm.Namespace != "default" {
@@ -494,7 +483,7 @@ namespace "default" {
 		t.Fatalf("AcquireFleetLease with a read-only token: got %v, want a PermissionError for write", err)
 	}
 
-	ns := nomadstore.NewFleets(nomadvars.New(simtest.ClientAs(t, c, none), nomadvars.Options{}), nomadstore.Options{})
+	ns := fleetsAs(t, c, none)
 	// Nomad leaves out of a listing what the token may not list: nothing to find.
 	if _, err := ns.Find(ctx, "default", f.ID[:6]); !errors.Is(err, store.ErrFleetNotFound) {
 		t.Fatalf("FindFleet without the variables' list capability: got %v, want ErrFleetNotFound", err)
@@ -567,7 +556,7 @@ func TestFleetMemberWriteRead(t *testing.T) {
 	if recs, err := rs.List(ctx, store.Filter{Namespace: "*"}); err != nil || len(recs) != 0 {
 		t.Errorf("the restart store lists the marker: %v, %v", recs, err)
 	}
-	if listing, err := nomadstore.NewLister(nomadvars.New(cl, nomadvars.Options{}), "").List(ctx, "*", 0, 0); err != nil || len(listing.Restarts) != 0 {
+	if listing, err := nomadstore.NewLister(varsOn(cl), "").List(ctx, "*", 0, 0); err != nil || len(listing.Restarts) != 0 {
 		t.Errorf("the restart lister shows the marker: %+v, %v", listing, err)
 	}
 
@@ -582,7 +571,7 @@ func TestFleetMemberWriteRead(t *testing.T) {
 // A token that may write nomad-restart's variables in default only is refused a marker
 // in prod, with the rule to grant; so is a token that may not read there.
 func TestFleetMemberDenied(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	c := startWithACLs(t)
 	ctx := storetest.Context(t, 30*time.Second)
 	admin := simtest.ClientAs(t, c, c.BootstrapToken())
 	if _, err := admin.Namespaces().Register(&api.Namespace{Name: "prod"}, nil); err != nil {
@@ -592,7 +581,7 @@ func TestFleetMemberDenied(t *testing.T) {
 namespace "default" {
   variables { path "nomad-restart/*" { capabilities = ["read", "list", "write", "destroy"] } }
 }`)
-	s := nomadstore.NewFleets(nomadvars.New(simtest.ClientAs(t, c, token), nomadvars.Options{}), nomadstore.Options{})
+	s := fleetsAs(t, c, token)
 	f := mustCreateFleet(t, ctx, s, newFleet("default", 1))
 	err := s.PutMember(ctx, "prod", f.ID, store.Membership{Home: "default", Jobs: []string{"db"}})
 	var perm *store.PermissionError

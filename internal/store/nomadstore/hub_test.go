@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -23,12 +22,7 @@ import (
 const testGap = 10 * time.Millisecond
 
 func TestNomadSharedWatchSuite(t *testing.T) {
-	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
-		c := simtest.Start(t, nomadsim.Options{})
-		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
-			return nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{SharedWatch: true, SharedWatchGap: testGap})
-		}}
-	})
+	runNomadSuite(t, nomadstore.Options{SharedWatch: true, SharedWatchGap: testGap})
 }
 
 type watchResult struct {
@@ -57,9 +51,9 @@ func TestNomadSharedWatchManyWaiters(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			c := simtest.Start(t, nomadsim.Options{})
-			writer := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{})
+			writer := restartsOn(simtest.Client(t, c), nomadstore.Options{})
 			cl, tr := simtest.TrackedClient(t, c, "")
-			watcher := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{SharedWatch: tc.shared, SharedWatchGap: testGap})
+			watcher := restartsOn(cl, nomadstore.Options{SharedWatch: tc.shared, SharedWatchGap: testGap})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 
@@ -175,10 +169,10 @@ type sharedEnv struct {
 func newSharedEnv(t *testing.T, ctx context.Context, records int, gap time.Duration) *sharedEnv {
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{})
-	e := &sharedEnv{c: c, writer: nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{})}
+	e := &sharedEnv{c: c, writer: restartsOn(simtest.Client(t, c), nomadstore.Options{})}
 	cl, tr := simtest.TrackedClient(t, c, "")
 	e.tr = tr
-	e.watcher = nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{SharedWatch: true, SharedWatchGap: gap, Logger: quiet})
+	e.watcher = restartsOn(cl, nomadstore.Options{SharedWatch: true, SharedWatchGap: gap, Logger: quiet})
 	e.recs = createMany(t, ctx, e.writer, records)
 	if _, err := e.watcher.List(ctx, store.Filter{}); err != nil {
 		t.Fatal(err)

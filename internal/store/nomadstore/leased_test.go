@@ -1,16 +1,13 @@
 package nomadstore_test
 
 import (
-	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/nomadstore"
@@ -40,7 +37,7 @@ func TestNomadCreateLeasedRefusedLeavesNothing(t *testing.T) {
 func TestNomadLeaseWithoutRecordIsSwept(t *testing.T) {
 	cl, s := startNomadStore(t, nomadstore.Options{Logger: quiet})
 	ctx := storetest.Context(t, 30*time.Second)
-	lister := nomadstore.NewLister(nomadvars.New(cl, nomadvars.Options{}), "")
+	lister := nomadstore.NewLister(varsOn(cl), "")
 
 	// A restart whose driver let go: its lease variable is left, unlocked, beside it.
 	kept := storetest.CreateRecord(t, ctx, s, "default", "web", 1)
@@ -144,28 +141,4 @@ func TestNomadFleetCreateLeased(t *testing.T) {
 	if exists(t, cl, orphan) {
 		t.Fatal("the lease left without its fleet is still there after the next fleet's creation")
 	}
-}
-
-// variablesUnder lists the paths of the variables under prefix in namespace default.
-func variablesUnder(t testing.TB, cl *api.Client, prefix string) []string {
-	t.Helper()
-	metas, _, err := cl.Variables().PrefixList(prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, m := range metas {
-		out = append(out, m.Path)
-	}
-	return out
-}
-
-// exists reports whether the variable at path exists in namespace default.
-func exists(t testing.TB, cl *api.Client, path string) bool {
-	t.Helper()
-	v, _, err := cl.Variables().Peek(path, (&api.QueryOptions{}).WithContext(context.Background()))
-	if err != nil && !strings.Contains(err.Error(), "404") {
-		t.Fatal(err)
-	}
-	return v != nil
 }

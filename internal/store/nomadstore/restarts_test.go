@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/internal/store"
@@ -23,16 +21,8 @@ import (
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
-// quiet discards the warnings a lost lease logs on purpose in these tests.
-var quiet = slog.New(slog.DiscardHandler)
-
 func TestNomadSuite(t *testing.T) {
-	storetest.RunSuite(t, func(t *testing.T) storetest.Backend {
-		c := simtest.Start(t, nomadsim.Options{})
-		return storetest.Backend{BellOnly: true, Open: func(t *testing.T) store.Store {
-			return nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{})
-		}}
-	})
+	runNomadSuite(t, nomadstore.Options{})
 }
 
 // A lease that Nomad no longer holds for its driver (here another client released the
@@ -60,7 +50,7 @@ func TestNomadLeaseLostWhenTakenAway(t *testing.T) {
 // A lease whose renewals cannot reach Nomad for a whole TTL is lost.
 func TestNomadLeaseLostWhenUnreachable(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	s := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{RenewEvery: 20 * time.Millisecond, Logger: quiet})
+	s := restartsOn(simtest.Client(t, c), nomadstore.Options{RenewEvery: 20 * time.Millisecond, Logger: quiet})
 	ctx := storetest.Context(t, 30*time.Second)
 	rec := storetest.CreateRecord(t, ctx, s, "default", "web", 1)
 	l := storetest.MustLease(t, ctx, s, rec, "driver")
@@ -103,7 +93,7 @@ func TestNomadLeaseRenewed(t *testing.T) {
 }
 
 func TestNomadACLs(t *testing.T) {
-	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	c := startWithACLs(t)
 	ctx := context.Background()
 
 	reader := simtest.Token(t, c, "reader", `namespace "default" { policy = "read" }`)
@@ -125,7 +115,7 @@ namespace "default" {
 		{"reader", reader, false},
 	}
 	for _, p := range probes {
-		err := nomadstore.Probe(ctx, nomadvars.New(simtest.ClientAs(t, c, p.token), nomadvars.Options{}), "default", "web")
+		err := nomadstore.Probe(ctx, varsOn(simtest.ClientAs(t, c, p.token)), "default", "web")
 		if (err == nil) != p.wantOK {
 			t.Errorf("Probe with the %s token: %v, want ok=%v", p.name, err, p.wantOK)
 		}
@@ -138,7 +128,7 @@ namespace "default" {
 	}
 
 	// The reader cannot create a record, and is told what to grant.
-	rs := nomadstore.NewRestarts(nomadvars.New(simtest.ClientAs(t, c, reader), nomadvars.Options{}), nomadstore.Options{})
+	rs := restartsAs(t, c, reader)
 	err := rs.Create(ctx, storetest.NewRecord("default", "web", 1))
 	var perm *store.PermissionError
 	if !errors.As(err, &perm) || perm.Capability != "write" {
@@ -151,7 +141,7 @@ namespace "default" {
 	}
 
 	// The writer's token is enough for the whole life of a restart.
-	ws := nomadstore.NewRestarts(nomadvars.New(simtest.ClientAs(t, c, writer), nomadvars.Options{}), nomadstore.Options{})
+	ws := restartsAs(t, c, writer)
 	rec := storetest.NewRecord("default", "web", 3)
 	if err := ws.Create(ctx, rec); err != nil {
 		t.Fatalf("Create with a variables writer token: %v", err)
@@ -167,7 +157,7 @@ namespace "default" {
 
 func TestProbeNomadWithoutACLs(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
-	if err := nomadstore.Probe(context.Background(), nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), "default", "web"); err != nil {
+	if err := nomadstore.Probe(context.Background(), varsOn(simtest.Client(t, c)), "default", "web"); err != nil {
 		t.Fatalf("Probe with ACLs disabled: %v", err)
 	}
 }
@@ -232,7 +222,7 @@ func TestNomadChunksCleanedUp(t *testing.T) {
 	if listed, named := chunkVars(); listed != named {
 		t.Fatalf("after the end: %d chunk variables, head names %d: the orphan was not swept", listed, named)
 	}
-	got, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).Get(ctx, "default", rec.ID)
+	got, err := restartsOn(cl, nomadstore.Options{}).Get(ctx, "default", rec.ID)
 	if err != nil || len(got.Allocs) != 3000 || got.Allocs[2000].State != "done" {
 		t.Fatalf("record after clean-up: %v", err)
 	}
@@ -246,7 +236,7 @@ func TestNomadStaleMarkerIsFree(t *testing.T) {
 	if _, _, err := cl.Variables().Create(marker, nil); err != nil {
 		t.Fatal(err)
 	}
-	s := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
+	s := restartsOn(cl, nomadstore.Options{})
 	storetest.CheckStaleMarkerIsFree(t, s)
 }
 
@@ -258,7 +248,7 @@ func TestNomadUnderFaults(t *testing.T) {
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.05, Status: 500, Body: "rpc error: No cluster leader"})
 	c.SetFault(nomadsim.Fault{Path: "/v1/var", ErrorRate: 0.02, Drop: true})
 	ctx := storetest.Context(t, 60*time.Second)
-	s := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{Logger: quiet})
+	s := restartsOn(simtest.Client(t, c), nomadstore.Options{Logger: quiet})
 	rec := storetest.NewRecord("default", "big", 3000)
 	if err := s.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
@@ -269,7 +259,7 @@ func TestNomadUnderFaults(t *testing.T) {
 			t.Fatalf("Update %d: %v", i, err)
 		}
 	}
-	got, err := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{}).Get(ctx, "default", rec.ID)
+	got, err := restartsOn(simtest.Client(t, c), nomadstore.Options{}).Get(ctx, "default", rec.ID)
 	if err != nil {
 		t.Fatalf("Get from a fresh handle: %v", err)
 	}
@@ -280,7 +270,7 @@ func TestNomadUnderFaults(t *testing.T) {
 	errs := make(chan error, workers)
 	for range workers {
 		go func() {
-			h := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{})
+			h := restartsOn(simtest.Client(t, c), nomadstore.Options{})
 			for range each {
 				if _, err := store.Mutate(ctx, h, "default", rec.ID, func(r *restart.Record) error { r.CurrentBatch++; return nil }); err != nil {
 					errs <- err
@@ -313,7 +303,7 @@ func TestNomadUnderFaults(t *testing.T) {
 func TestNomadWatchSurvivesLeaderLoss(t *testing.T) {
 	// At 10, the leader's 5 simulated seconds away last 500 ms of the watch's real time.
 	c := simtest.Start(t, nomadsim.Options{TimeScale: 10})
-	s := nomadstore.NewRestarts(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), nomadstore.Options{Logger: quiet})
+	s := restartsOn(simtest.Client(t, c), nomadstore.Options{Logger: quiet})
 	ctx := storetest.Context(t, 30*time.Second)
 	rec := storetest.CreateRecord(t, ctx, s, "default", "web", 1)
 	c.LoseLeader(5 * time.Second) // 500 ms of real time
@@ -420,7 +410,7 @@ func TestNomadHeadCarriesChangedChunks(t *testing.T) {
 		if size := variableSize(t, cl, head); size > 65536 {
 			t.Fatalf("update %d: head of %d bytes, over Nomad's limit", i, size)
 		}
-		got, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).Get(ctx, "default", rec.ID)
+		got, err := restartsOn(cl, nomadstore.Options{}).Get(ctx, "default", rec.ID)
 		if err != nil {
 			t.Fatalf("update %d: a fresh reader: %v", i, err)
 		}
@@ -448,7 +438,7 @@ func TestNomadHeadCarriesChangedChunks(t *testing.T) {
 			t.Fatalf("after an unhurried write the head still carries %s", k)
 		}
 	}
-	if got, err := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{}).Get(ctx, "default", rec.ID); err != nil || got.Allocs[2999].State != "done" {
+	if got, err := restartsOn(cl, nomadstore.Options{}).Get(ctx, "default", rec.ID); err != nil || got.Allocs[2999].State != "done" {
 		t.Fatalf("after an unhurried write: %v", err)
 	}
 	// Nothing leaks: the variables under the record are exactly the chunks the head names
@@ -483,7 +473,7 @@ func chunkVariables(t *testing.T, cl *api.Client, head string) (listed, named in
 // and answers an unchanged listing when its wait ends.
 func TestNomadRestartListerBlocksUntilAChange(t *testing.T) {
 	cl, s := startNomadStore(t, nomadstore.Options{Logger: quiet})
-	lister := nomadstore.NewLister(nomadvars.New(cl, nomadvars.Options{}), "")
+	lister := nomadstore.NewLister(varsOn(cl), "")
 	ctx := storetest.Context(t, 30*time.Second)
 
 	empty, err := lister.List(ctx, "*", 0, time.Minute)
@@ -543,7 +533,7 @@ func TestNomadRestartListerBlocksUntilAChange(t *testing.T) {
 func TestNomadRestartListerTriesOnce(t *testing.T) {
 	c := simtest.Start(t, nomadsim.Options{})
 	cl, cnt := countingClient(t, c)
-	lister := nomadstore.NewLister(nomadvars.New(cl, nomadvars.Options{}), "/nomad-restart/")
+	lister := nomadstore.NewLister(varsOn(cl), "/nomad-restart/")
 	ctx := storetest.Context(t, 30*time.Second)
 
 	remove := c.SetFault(nomadsim.Fault{Method: http.MethodGet, Path: "/v1/vars", Status: http.StatusInternalServerError})
@@ -571,7 +561,7 @@ func BenchmarkNomadUpdate(b *testing.B) {
 		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) {
 			c := simtest.Start(b, nomadsim.Options{})
 			cl, cnt := countingClient(b, c)
-			s := nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), nomadstore.Options{})
+			s := restartsOn(cl, nomadstore.Options{})
 			reqs := func() int { return cnt.count("PUT") + cnt.count("DELETE") + cnt.count("GET") }
 			var reqs0 int
 			storetest.BenchUpdate(b, s, n, func() int64 {
@@ -627,51 +617,10 @@ func countingClient(t testing.TB, c *nomadsim.Cluster) (*api.Client, *counter) {
 	return simtest.ClientVia(t, c, "", cnt), cnt
 }
 
-// startNomadStore starts a simulated Nomad and opens a store with opts on it.
-func startNomadStore(t testing.TB, opts nomadstore.Options) (*api.Client, *nomadstore.Restarts) {
-	t.Helper()
-	cl := simtest.Client(t, simtest.Start(t, nomadsim.Options{}))
-	return cl, nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), opts)
-}
-
 // startCountedStore is startNomadStore with a client whose requests are counted.
 func startCountedStore(t testing.TB, opts nomadstore.Options) (*api.Client, *counter, *nomadstore.Restarts) {
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{})
 	cl, cnt := countingClient(t, c)
-	return cl, cnt, nomadstore.NewRestarts(nomadvars.New(cl, nomadvars.Options{}), opts)
-}
-
-// releaseUnder releases, through another client, the lock of lease variable path under l
-// (as Nomad does when the lock's TTL ran out during a partition), and waits until l says it
-// is lost.
-func releaseUnder(t testing.TB, ctx context.Context, cl *api.Client, path string, l store.Lease) {
-	t.Helper()
-	v, _, err := cl.Variables().Read(path, nil)
-	if err != nil || v.LockID() == "" {
-		t.Fatalf("reading the lease variable: %v, %+v", err, v)
-	}
-	if _, _, err := cl.Variables().ReleaseLock(&api.Variable{Path: path, Lock: &api.VariableLock{ID: v.LockID()}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-l.Lost():
-	case <-ctx.Done():
-		t.Fatal("the lock was released under the lease but Lost was never closed")
-	}
-}
-
-// variableSize is the bytes of the items of the variable at path, as Nomad counts them
-// against its limit of 64 KiB.
-func variableSize(t testing.TB, cl *api.Client, path string) int {
-	t.Helper()
-	v, _, err := cl.Variables().Read(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := 0
-	for k, val := range v.Items {
-		size += len(k) + len(val)
-	}
-	return size
+	return cl, cnt, restartsOn(cl, opts)
 }
