@@ -85,7 +85,8 @@ func TestPauseResumeCancelFromAnotherCommand(t *testing.T) {
 	if donePaused == 0 || donePaused == 4 {
 		t.Fatalf("paused with %d of 4 allocations done; want a pause between batches", donePaused)
 	}
-	if code, out, errOut := e.run(ctx, "resume", "-detach", id); code != 0 {
+	if code, out, errOut := e.run(ctx, "resume", "-detach", id); code != 0 ||
+		!strings.Contains(out, "Restart "+id+` of job "web" set to run`) || !strings.Contains(out, "`nomad-restart resume "+id+"` without -detach") {
 		t.Fatalf("resume -detach: %d\n%s\n%s", code, out, errOut)
 	}
 	r := <-done
@@ -369,8 +370,9 @@ func TestFleetDetachThenResume(t *testing.T) {
 	}
 }
 
-// TestFleetPauseResume pauses a fleet being driven (no new job starts), then resumes it
-// from another process, which follows it to its end while the first driver finishes it.
+// TestFleetPauseResume pauses a fleet being driven (no new job starts), sets it to run with
+// resume -detach (its driver goes on), then resumes it from another process, which follows
+// it to its end while the first driver finishes it.
 func TestFleetPauseResume(t *testing.T) {
 	c, e, ctx := startFleetEnv(t, "pr", 4, 2)
 	id, _ := detachFleet(t, ctx, e, "pr", "-on-error=fail", "-batch-wait=1s")
@@ -397,6 +399,11 @@ func TestFleetPauseResume(t *testing.T) {
 		t.Fatalf("a paused fleet started jobs: %d started at the pause, now %v (%s)", started, f.Counts(), f.Status)
 	}
 
+	// Set to run and left to its driver; then a resume that follows it to the end.
+	code, out, errOut = e.run(ctx, "resume", "-detach", id)
+	if code != 0 || !strings.Contains(out, "Fleet "+id+" set to run") || !strings.Contains(out, "`nomad-restart resume "+id+"` without -detach") {
+		t.Fatalf("resume -detach: exit %d\n%s\n%s", code, out, errOut)
+	}
 	code, out, errOut = e.run(ctx, "resume", id)
 	t.Logf("second resume:\n%s\n%s", out, errOut)
 	if code != 0 || !strings.Contains(out, "is driven by") || !strings.Contains(out, "Fleet restarted 4 jobs successfully!") {

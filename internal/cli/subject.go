@@ -204,3 +204,13 @@ func steerError(s subject, cmd string, err error, verbose bool) error {
 	h := s.head()
 	return fmt.Errorf("%s %s %s: %s", cmd, h.Kind, output.ShortID(h.ID, verbose), s.storeErrorText(err))
 }
+
+// reportSetToRun says that a resume with -detach was recorded and left to a driver: the
+// record as its JSON line (entry), or the line a person reads.
+func reportSetToRun(a *app, p *output.Printer, entry any, line string) {
+	if p.JSON {
+		p.JSONLine(entry)
+		return
+	}
+	p.Header(a.now(), line)
+}

@@ -80,11 +80,8 @@ func (s *fleetSubject) resume(ctx context.Context, a *app, p *output.Printer, de
 	}
 	id := output.ShortID(out.ID, p.Verbose)
 	if detach {
-		if p.JSON {
-			p.JSONLine(newFleetEntry(out))
-		} else {
-			p.Header(a.now(), fmt.Sprintf("Fleet %s set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach", id, out.Status, id))
-		}
+		reportSetToRun(a, p, newFleetEntry(out),
+			fmt.Sprintf("Fleet %s set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach", id, out.Status, id))
 		return nil
 	}
 	if !p.JSON {

@@ -85,11 +85,8 @@ func (s *restartSubject) resume(ctx context.Context, a *app, p *output.Printer, 
 	}
 	id := output.ShortID(rec.ID, p.Verbose)
 	if detach {
-		if p.JSON {
-			p.JSONLine(rec)
-		} else {
-			p.Header(a.now(), fmt.Sprintf("Restart %s of job %q set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach, or the agent", id, rec.JobID, rec.Status, id))
-		}
+		reportSetToRun(a, p, rec,
+			fmt.Sprintf("Restart %s of job %q set to run (status: %s); a driver continues it: `nomad-restart resume %s` without -detach, or the agent", id, rec.JobID, rec.Status, id))
 		return nil
 	}
 	if !p.JSON {
