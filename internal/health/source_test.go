@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,6 +215,45 @@ func TestConsulConfigOverrides(t *testing.T) {
 	if cfg.Address != "consul.flag:8501" || cfg.Token != "flag-token" || cfg.TLSConfig.CAFile != "ca.pem" ||
 		cfg.TLSConfig.Address != "consul.internal" || cfg.TLSConfig.InsecureSkipVerify || cfg.Scheme != "https" {
 		t.Fatalf("flags did not override: %+v", cfg)
+	}
+}
+
+// TestConsulEnvReadsAsConsulAPIDoes holds ConsulEnv to consul/api's own reading of the
+// CONSUL_* environment: for each environment, the configuration built from what the CLI
+// read equals DefaultNonPooledConfig's, field by field that a request uses.
+func TestConsulEnvReadsAsConsulAPIDoes(t *testing.T) {
+	// The variables ConsulEnv's fields hold, in the fields' order.
+	names := []string{consulapi.HTTPAddrEnvName, consulapi.HTTPTokenEnvName, consulapi.HTTPTokenFileEnvName,
+		consulapi.HTTPAuthEnvName, consulapi.HTTPSSLEnvName, consulapi.HTTPTLSServerName, consulapi.HTTPCAFile,
+		consulapi.HTTPCAPath, consulapi.HTTPClientCert, consulapi.HTTPClientKey, consulapi.HTTPSSLVerifyEnvName,
+		consulapi.HTTPNamespaceEnvName, consulapi.HTTPPartitionEnvName}
+	if n := reflect.TypeFor[ConsulEnv]().NumField(); n != len(names) {
+		t.Fatalf("ConsulEnv has %d fields, the test names %d variables", n, len(names))
+	}
+	environments := []map[string]string{
+		{},
+		{consulapi.HTTPAddrEnvName: "consul.service:8501", consulapi.HTTPTokenEnvName: "t0k3n", consulapi.HTTPNamespaceEnvName: "team", consulapi.HTTPPartitionEnvName: "p1"},
+		{consulapi.HTTPAuthEnvName: "ops:s3cret:with-colon", consulapi.HTTPSSLEnvName: "1", consulapi.HTTPSSLVerifyEnvName: "0", consulapi.HTTPTokenFileEnvName: "/run/token"},
+		{consulapi.HTTPAuthEnvName: "ops", consulapi.HTTPSSLEnvName: "yes", consulapi.HTTPSSLVerifyEnvName: "not-a-bool"},
+		{consulapi.HTTPSSLEnvName: "TRUE", consulapi.HTTPSSLVerifyEnvName: "true", consulapi.HTTPTLSServerName: "consul.internal:8501",
+			consulapi.HTTPCAFile: "ca.pem", consulapi.HTTPCAPath: "certs/", consulapi.HTTPClientCert: "c.pem", consulapi.HTTPClientKey: "k.pem"},
+		{consulapi.HTTPAddrEnvName: "unix:///run/consul.sock"},
+	}
+	for i, vars := range environments {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			var env ConsulEnv
+			fields := reflect.ValueOf(&env).Elem()
+			for f, name := range names {
+				t.Setenv(name, vars[name]) // consul/api reads "" as unset
+				fields.Field(f).SetString(vars[name])
+			}
+			want, got := consulapi.DefaultNonPooledConfig(), env.apiConfig(false)
+			if got.Address != want.Address || got.Scheme != want.Scheme || got.Token != want.Token || got.TokenFile != want.TokenFile ||
+				got.Namespace != want.Namespace || got.Partition != want.Partition || !reflect.DeepEqual(got.TLSConfig, want.TLSConfig) ||
+				!reflect.DeepEqual(got.HttpAuth, want.HttpAuth) {
+				t.Errorf("from %v:\n got %+v (auth %+v)\nwant %+v (auth %+v)", vars, got, got.HttpAuth, want, want.HttpAuth)
+			}
+		})
 	}
 }
 
