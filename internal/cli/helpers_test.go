@@ -320,15 +320,25 @@ func createdID(t *testing.T, out string) (string, string) {
 // statusOf reads a restart with `status -json`.
 func statusOf(t *testing.T, ctx context.Context, e cliEnv, id string) *restart.Record {
 	t.Helper()
+	rec, err := readStatus(ctx, e, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// readStatus is `status -json <id>`'s record, or why it could not be read: for a wait on a
+// restart that a fleet names before its record exists.
+func readStatus(ctx context.Context, e cliEnv, id string) (*restart.Record, error) {
 	code, out, errOut := e.run(ctx, "status", "-json", id)
 	if code != 0 {
-		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+		return nil, fmt.Errorf("status: exit %d\n%s\n%s", code, out, errOut)
 	}
 	var rec restart.Record
 	if err := json.Unmarshal([]byte(out), &rec); err != nil {
-		t.Fatalf("status -json: %v\n%s", err, out)
+		return nil, fmt.Errorf("status -json: %w\n%s", err, out)
 	}
-	return &rec
+	return &rec, nil
 }
 
 // waitRestart waits for the newest restart of job to satisfy cond and returns its short ID.

@@ -389,7 +389,11 @@ func TestFleetPauseResume(t *testing.T) {
 	// moves until the resume.
 	waitFleet(t, ctx, e, id, "its running job held", func(f *fleetJSON) bool {
 		for _, j := range f.Jobs {
-			if j.Status == fleet.JobRunning && statusOf(t, ctx, e, j.RestartID).Status != restart.StatusPaused {
+			if j.Status != fleet.JobRunning {
+				continue
+			}
+			// The fleet names a job's restart before its driver creates the record.
+			if rec, err := readStatus(ctx, e, j.RestartID); err != nil || rec.Status != restart.StatusPaused {
 				return false
 			}
 		}
