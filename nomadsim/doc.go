@@ -27,6 +27,14 @@
 //	                        the restart policy applies
 //	nomadsim.ignore_signal  "true": the task ignores its kill signal, so a stop or restart
 //	                        takes the full kill_timeout and ends with SIGKILL (exit 137)
+//	nomadsim.bad_when       "nomad:<path>:<item>=<value>" (a variable of the allocation's
+//	                        namespace) or "consul:<key>=<value>": a task that starts while
+//	                        its source holds that value loaded a bad configuration, until
+//	                        it starts again: its services' checks fail, and their instances
+//	                        (Options.ServeInstances) answer a share of requests with 500.
+//	                        The value is read as the task starts, as a task with
+//	                        restart { render_templates = true } loads it
+//	nomadsim.bad_errors     that share, from 0 to 1 (default 0.3)
 //
 // Health checks of services (either provider) follow a script given by the check's name:
 //

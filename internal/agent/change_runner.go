@@ -40,6 +40,9 @@ type ChangeRollouts struct {
 	// MaxFileReads bounds the directory listings in flight at once, across jobs;
 	// default 4.
 	MaxFileReads int
+	// Values reads, keeps and writes back the values of the sources of jobs that revert
+	// failed rollouts (nomad-restart.on-failure = "revert"); nil: failed rollouts stop.
+	Values SourceValues
 }
 
 // changeRunner runs ChangeRollouts: one blocking list of the jobs, and one follower per
@@ -70,6 +73,9 @@ type changeRunner struct {
 	// carried holds, by namespace/job, the triggers of a rollout that a newer change
 	// waited for: the rollout that follows lists them before its own.
 	carried map[string][]restart.Trigger
+	// outcomes holds the rollouts (and reverts) whose end a follower awaits, to revert or
+	// forget kept values (change_revert.go): one wait per restart.
+	outcomes map[string]bool
 }
 
 // jobFollower is the follow of one opted-in job at one version of its specification.
@@ -83,7 +89,7 @@ func (a *Agent) startChangeRunner(ctx context.Context) {
 	}
 	c := &changeRunner{a: a, cfg: *a.cfg.Changes, log: a.log.With("component", "config-change"),
 		metrics: a.metrics.changeMetrics(), followers: map[string]*jobFollower{}, carried: map[string][]restart.Trigger{},
-		analyzed: map[string]uint64{}, notices: map[string]noticeSet{}, unreadable: map[string]string{}}
+		analyzed: map[string]uint64{}, notices: map[string]noticeSet{}, unreadable: map[string]string{}, outcomes: map[string]bool{}}
 	if c.cfg.BusyRecheck <= 0 {
 		c.cfg.BusyRecheck = 30 * time.Second
 	}
@@ -323,6 +329,9 @@ func (c *changeRunner) follow(ctx context.Context, ex onchange.Explain) {
 		}()
 	}
 	states := map[onchange.Source]onchange.SourceState{}
+	// held is the last value read of each source whose change may be reverted.
+	held := map[onchange.Source]onchange.SourceValue{}
+	reverting := revertSources(ex)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -344,6 +353,9 @@ func (c *changeRunner) follow(ctx context.Context, ex onchange.Explain) {
 			case u := <-updates:
 				if !c.take(ex, states, u) {
 					continue
+				}
+				if reverting[u.src] && c.cfg.Values != nil {
+					c.keep(ctx, ex, held, u.src, states[u.src])
 				}
 			case <-timer.C:
 			case <-tick:
@@ -453,6 +465,9 @@ func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states m
 		}
 		return max(d.RecheckAt.Sub(now), time.Millisecond)
 	}
+	if c.revertUnderWay(ctx, ex, d.Rollout) {
+		return 0
+	}
 	return c.file(ctx, ex, d.Rollout)
 }
 
@@ -525,9 +540,11 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 		c.log.Info("config-change rollout filed", "job", ex.JobID, "restart", rec.ID, "allocs", len(rec.Allocs), "groups", r.Groups)
 		c.metrics.rollouts.WithLabelValues("filed").Inc()
 		c.a.offerFiled(rec.Namespace, rec.ID, rec.ModifyIndex)
+		c.followOutcome(ctx, ex, rec.Namespace, rec.ID)
 		return 0
 	case errors.Is(err, store.ErrExists):
 		c.metrics.rollouts.WithLabelValues("exists").Inc()
+		c.followOutcome(ctx, ex, rec.Namespace, rec.ID)
 		return 0 // filed already, by this agent or another: once per change
 	case errors.As(err, &busy):
 		c.log.Info("config change: the job has a restart in progress; rolling after it", "job", ex.JobID, "restart", busy.RestartID)
@@ -562,16 +579,21 @@ func (c *changeRunner) superseded(ex onchange.Explain) []restart.Trigger {
 	return out
 }
 
-// awaitEnd waits, with the store's blocking watch, until restart id has ended.
-func (c *changeRunner) awaitEnd(ctx context.Context, ns, id string) {
+// awaitEnd waits, with the store's blocking watch, until restart id has ended, and returns
+// its record then (nil when it cannot be read, or ctx ended).
+func (c *changeRunner) awaitEnd(ctx context.Context, ns, id string) *restart.Record {
 	var after uint64
 	for ctx.Err() == nil {
 		r, err := c.a.cfg.Store.WatchHead(ctx, ns, id, after)
-		if err != nil || r.Status.Terminal() {
-			return
+		if err != nil {
+			return nil
+		}
+		if r.Status.Terminal() {
+			return r
 		}
 		after = r.ModifyIndex
 	}
+	return nil
 }
 
 func triggerSources(ts []restart.Trigger) string {

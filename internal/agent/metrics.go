@@ -157,6 +157,7 @@ type changeMetrics struct {
 	rollouts     *prometheus.CounterVec
 	warnings     *prometheus.CounterVec
 	renderReads  *prometheus.CounterVec
+	reverts      *prometheus.CounterVec
 }
 
 func (m *Metrics) changeMetrics() *changeMetrics {
@@ -169,11 +170,14 @@ func (m *Metrics) changeMetrics() *changeMetrics {
 			"Config-change rollouts this agent decided, by result: filed, exists (filed already, by this agent or another), waiting (a deployment or a restart of the job in progress), failed (planning or filing failed).", "result"),
 			"filed", "exists", "waiting", "failed")),
 		warnings: register(m.reg, withLabels(newCounterVec("config_change_warnings_total",
-			"Problems with opted-in jobs, by kind: invalid_meta (the group is not rolled), change_mode (a watched template makes Nomad act on every allocation itself), source_unreadable (the agent cannot watch a source), source_missing (a watched variable is missing, or not listable by the agent's token), read_fs_denied (the agent's token may not read the allocations' files: the namespace's read-fs capability), files_unreadable (an allocation's files could not be read).", "kind"),
-			"invalid_meta", "change_mode", "source_unreadable", "source_missing", "read_fs_denied", "files_unreadable")),
+			"Problems with opted-in jobs, by kind: invalid_meta (the group is not rolled), change_mode (a watched template makes Nomad act on every allocation itself), source_unreadable (the agent cannot watch a source), source_missing (a watched variable is missing, or not listable by the agent's token), read_fs_denied (the agent's token may not read the allocations' files: the namespace's read-fs capability), files_unreadable (an allocation's files could not be read), keep_failed (the value of a source of a job that reverts failed rollouts could not be read or kept).", "kind"),
+			"invalid_meta", "change_mode", "source_unreadable", "source_missing", "read_fs_denied", "files_unreadable", "keep_failed")),
 		renderReads: register(m.reg, withLabels(newCounterVec("config_change_render_reads_total",
 			"Directory listings of allocations this agent sent to follow templates' re-renders (one per allocation and template directory every render-interval), by result: ok, denied, error.", "result"),
 			"ok", "denied", "error")),
+		reverts: register(m.reg, withLabels(newCounterVec("config_change_reverts_total",
+			"Failed config-change rollouts of jobs with nomad-restart.on-failure = revert, by what this agent did: reverted (the kept value written back and the restart of the allocations that restarted onto the bad one filed), changed_since (the source changed again since: left alone), unkept (no value was kept for the change), not_revertible (a prefix or a re-render), error.", "result"),
+			"reverted", "changed_since", "unkept", "not_revertible", "error")),
 	}
 }
 

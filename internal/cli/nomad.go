@@ -190,10 +190,8 @@ func changeRollouts(on bool, client *api.Client, env func(string) string, timeou
 	}
 	consul := consulFlags{}.config(env)
 	consul.RequestTimeout = timeout
-	return &agent.ChangeRollouts{
-		Sources: sourcewatch.New(nomadvars.New(client, nomadvars.Options{Logger: logger}), sourcewatch.Options{Logger: logger, Consul: consul.SharedClient(true)}),
-		Files:   cluster.NewNomad(client),
-	}
+	hub := sourcewatch.New(nomadvars.New(client, nomadvars.Options{Logger: logger}), sourcewatch.Options{Logger: logger, Consul: consul.SharedClient(true)})
+	return &agent.ChangeRollouts{Sources: hub, Values: hub, Files: cluster.NewNomad(client)}
 }
 
 // nomadBackend opens sessions on a real (or simulated) Nomad through the official client.

@@ -65,6 +65,10 @@ type Group struct {
 	NotFollowed []NotFollowed `json:",omitempty"`
 	// RenderInterval is how often the files of followed templates are read.
 	RenderInterval time.Duration `json:",omitempty"`
+	// OnFailure is what a rollout whose batch fails does: stop, or revert the change.
+	OnFailure OnFailure `json:",omitempty"`
+	// NotRevertible says, with on-failure revert, which changes cannot be reverted and why.
+	NotRevertible []string `json:",omitempty"`
 	// Warnings are things that work but not as the author likely means.
 	Warnings []string `json:",omitempty"`
 	// Problems are invalid values and unknown keys; a group with any is never rolled.
@@ -155,6 +159,7 @@ func analyzeGroup(job JobSpec, tg GroupSpec) Group {
 	meta := groupMeta(job.Meta, tg.Meta)
 	opts := readOptions(g.Name, meta)
 	g.Spec, g.Debounce, g.RenderInterval, g.Problems = opts.spec, opts.debounce, opts.renderInterval, opts.problems
+	g.OnFailure = opts.onFailure
 	g.Problems = append(g.Problems, taskMetaProblems(tg)...)
 
 	var reads []found
@@ -184,6 +189,7 @@ func analyzeGroup(job JobSpec, tg GroupSpec) Group {
 		g.Watched = watchAuto(reads)
 	}
 	g.Followed, g.NotFollowed = followTemplates(tg, g.Consent, dynamic)
+	g.NotRevertible = notRevertible(g)
 	g.Warnings = warnings(g)
 	return g
 }

@@ -43,7 +43,9 @@ func JobOptions(spec restart.Spec, meta map[string]string) (restart.Spec, []Prob
 }
 
 // isRunOption reports whether key is one of run's options (not a rollout's own key).
-func isRunOption(key string) bool { return key != KeyOnChange && key != KeyDebounce }
+func isRunOption(key string) bool {
+	return key != KeyOnChange && key != KeyDebounce && key != KeyOnFailure
+}
 
 // deadlineProblem is the job's healthy deadline when it is not longer than the min healthy
 // time the run gives (the job leaving min-healthy-time to the run): the engine would refuse

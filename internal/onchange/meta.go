@@ -36,6 +36,10 @@ const (
 	// by their renders (change_mode noop): the cost per allocation, against how soon a
 	// re-render is noticed.
 	KeyRenderInterval = MetaPrefix + "render-interval"
+	// KeyOnFailure is what a rollout whose batch fails does next: stop (the default) or
+	// revert (put the kept previous value back and bring back the allocations that
+	// restarted onto the new one).
+	KeyOnFailure = MetaPrefix + "on-failure"
 )
 
 // knownKeys lists the keys in the order their problems are reported, so that a job with
@@ -44,7 +48,7 @@ func knownKeys() []string {
 	return []string{
 		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
 		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeyDrain, KeySurge,
-		KeyRenderInterval,
+		KeyRenderInterval, KeyOnFailure,
 	}
 }
 
@@ -112,6 +116,7 @@ type options struct {
 	spec           restart.Spec
 	debounce       time.Duration
 	renderInterval time.Duration
+	onFailure      OnFailure
 	problems       []Problem
 }
 
@@ -119,7 +124,7 @@ type options struct {
 // defaults of a rollout nobody watches at a terminal: on-error fail, and questions (batch
 // wait ask, on-error ask) answered with `nomad-restart answer` as for a detached run.
 func readOptions(group string, meta map[string]metaValue) options {
-	o := options{debounce: DefaultDebounce, renderInterval: DefaultRenderInterval}
+	o := options{debounce: DefaultDebounce, renderInterval: DefaultRenderInterval, onFailure: OnFailureStop}
 	// A rollout is filed by the agent itself: run's defaults, with on-error fail.
 	res, err := restart.Options{Groups: []string{group}}.Resolve(restart.Unattended)
 	if err != nil {
@@ -130,6 +135,14 @@ func readOptions(group string, meta map[string]metaValue) options {
 	for _, key := range knownKeys() {
 		mv, ok := meta[key]
 		if !ok || key == KeyOnChange {
+			continue
+		}
+		if key == KeyOnFailure {
+			f, err := ParseOnFailure(mv.value)
+			if err != nil {
+				o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: err.Error()})
+			}
+			o.onFailure = f
 			continue
 		}
 		if key == KeyRenderInterval {
@@ -194,6 +207,29 @@ func parseRenderInterval(value string) (time.Duration, error) {
 		return DefaultRenderInterval, fmt.Errorf("give a duration of at least %s with a unit, like 30s or 2m", MinRenderInterval)
 	}
 	return d, nil
+}
+
+// OnFailure is what a config-change rollout does when a batch fails (nomad-restart.on-failure).
+type OnFailure string
+
+const (
+	// OnFailureStop stops the rollout: the allocations restarted keep the new value.
+	OnFailureStop OnFailure = "stop"
+	// OnFailureRevert writes the kept previous value back (check-and-set) and restarts the
+	// allocations that restarted onto the new value.
+	OnFailureRevert OnFailure = "revert"
+)
+
+// ParseOnFailure reads nomad-restart.on-failure: stop or revert, in any case, around
+// spaces. An invalid value reads as stop, the default.
+func ParseOnFailure(value string) (OnFailure, error) {
+	switch OnFailure(strings.ToLower(strings.TrimSpace(value))) {
+	case OnFailureStop:
+		return OnFailureStop, nil
+	case OnFailureRevert:
+		return OnFailureRevert, nil
+	}
+	return OnFailureStop, errors.New("give stop (the default: the rollout stops) or revert (the previous value is written back and the restarted allocations brought back to it)")
 }
 
 // reasonOf is the reason of a parser's error in the meta's words: the names of run's flags

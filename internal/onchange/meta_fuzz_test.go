@@ -24,6 +24,7 @@ func metaSeeds() [][2]string {
 		{"nomad-restart.batch_size", "2"}, {KeyRenderInterval, "1s"}, {KeyGatePrefix + "errors", "up < 1"},
 		{KeyGatePrefix + "a.b", "up < 1"}, {KeyOnChange, "nomad:nomad/jobs/web/config, consul:web/config?ns=ops@dc2"},
 		{KeyOnChange, "auto, nomad:x"}, {KeyOnChange, "vault:x"}, {"team", "core"}, {"nomad-restart.\n", "x"},
+		{KeyOnFailure, "revert"}, {KeyOnFailure, "stop"}, {KeyOnFailure, "Revert "}, {KeyOnFailure, "rollback"},
 	}
 }
 

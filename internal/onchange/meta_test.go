@@ -68,6 +68,9 @@ func TestReadOptionsValid(t *testing.T) {
 		}},
 		{"surge", map[string]string{KeySurge: " 2 "}, func(o options) bool { return o.spec.Surge == 2 }},
 		{"debounce", map[string]string{KeyDebounce: "1m"}, func(o options) bool { return o.debounce == time.Minute }},
+		{"on-failure revert, any case", map[string]string{KeyOnFailure: " Revert "}, func(o options) bool { return o.onFailure == OnFailureRevert }},
+		{"on-failure stop", map[string]string{KeyOnFailure: "stop"}, func(o options) bool { return o.onFailure == OnFailureStop }},
+		{"on-failure defaults to stop", map[string]string{}, func(o options) bool { return o.onFailure == OnFailureStop }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,6 +115,8 @@ func TestReadOptionsInvalid(t *testing.T) {
 		{KeyMaxUnavailable, "one", "give a number of allocations"},
 		{KeySurge, "0", "1 or more"},
 		{KeySurge, "two", "1 or more"},
+		{KeyOnFailure, "rollback", "give stop (the default: the rollout stops) or revert"},
+		{KeyOnFailure, "", "give stop (the default: the rollout stops) or revert"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {

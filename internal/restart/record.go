@@ -105,6 +105,11 @@ type Record struct {
 	// operator or a schedule filed), oldest first.
 	Triggers []Trigger `json:",omitempty"`
 
+	// Revert is set on the restart that brings back, after a config-change rollout failed,
+	// the allocations that restarted onto the bad value: what was written back, never the
+	// value itself.
+	Revert *Revert `json:",omitempty"`
+
 	// Fleet is the ID of the fleet that filed this restart as one of its jobs' ("" for a
 	// restart filed on its own).
 	Fleet string `json:",omitempty"`
@@ -315,6 +320,26 @@ const (
 	EventGateWouldFail EventType = "gate-would-fail"
 	EventGateFailed    EventType = "gate-failed"
 )
+
+// Revert says what the revert of a failed config-change rollout wrote back before its
+// restart: its allocations' progress is each one's way back to the previous value.
+type Revert struct {
+	// Rollout is the failed rollout reverted.
+	Rollout string
+	Writes  []RevertWrite
+}
+
+// RevertWrite is one source put back to its kept value with check-and-set.
+type RevertWrite struct {
+	// Source names the source as the rollout's trigger does ("nomad:<path>",
+	// "consul:<key>[@dc]").
+	Source string
+	// KeptPath is the Nomad variable (in the job's namespace) the previous value was kept in.
+	KeptPath string
+	// BadIndex is the bad value's modify index, the check-and-set's; WrittenIndex the
+	// source's index after the write-back.
+	BadIndex, WrittenIndex uint64
+}
 
 // MaxEvents bounds Record.Events; older events are dropped first, and one marker event says
 // how many were dropped.

@@ -31,6 +31,7 @@ func PrintExplain(w io.Writer, job *onchange.JobSpec, wj WatchedJob) {
 		printNotWatched(w, g)
 		printFollowed(w, g)
 		printNotFollowed(w, g.NotFollowed)
+		printNotes(w, "Not Revertible (a failed rollout of these stops)", g.NotRevertible)
 		printNotes(w, "Warnings", g.Warnings)
 		// What a rollout's restarts cost the service's clients, as run's plan says it.
 		spec := g.Spec
@@ -92,6 +93,7 @@ func printGroupOptions(w io.Writer, job *onchange.JobSpec, g onchange.Group) {
 	field("Surge", fmt.Sprint(s.Surge))
 	field("On Error", string(s.OnError))
 	field("Debounce", g.Debounce.String())
+	field("On Failure", onFailureText(g))
 	if len(g.Followed) > 0 || g.Consent == onchange.ConsentRendered {
 		field("Render Interval", g.RenderInterval.String())
 	}
@@ -292,6 +294,14 @@ func printNotFollowed(w io.Writer, list []onchange.NotFollowed) {
 	_ = output.WriteSection(w, "Not Followed", list, "Task\tTemplate\tReason", func(n onchange.NotFollowed) string {
 		return fmt.Sprintf("%s\t%s\t%s", n.Task, templateText(n.Template, n.Destination), n.Reason)
 	})
+}
+
+// onFailureText says what a failed rollout of the group does.
+func onFailureText(g onchange.Group) string {
+	if g.OnFailure == onchange.OnFailureRevert {
+		return "revert (the kept previous value of a variable or key is written back, and the allocations restarted onto the new one restarted again)"
+	}
+	return "stop"
 }
 
 // printNotes prints a titled list of sentences, when there are any.

@@ -71,6 +71,9 @@ type taskRun struct {
 	// proc says the task's process runs: from its start until it exits, through a kill
 	// signal it has not yet obeyed and through the task's shutdown_delay.
 	proc bool
+	// bad is the share of requests its services answer 500, having loaded a bad value at
+	// its start (nomadsim.bad_when); its services' checks fail meanwhile. 0: not bad.
+	bad float64
 	// restart policy bookkeeping
 	attempts    int
 	windowStart time.Time

@@ -40,7 +40,10 @@ type instance struct {
 	// ready says whether the workload answers 200; it is read by the listener's handler
 	// without c.Mu.
 	ready atomic.Bool
-	srv   *http.Server // listening while non-nil
+	// badPermille is the share of requests answered 500, in thousandths (the workload
+	// loaded a bad value); read by the handler without c.Mu.
+	badPermille atomic.Int64
+	srv         *http.Server // listening while non-nil
 	// next is the simulated moment of the re-evaluation armed for the next change of the
 	// checks' scripts (zero: none armed).
 	next time.Time
@@ -52,6 +55,10 @@ func (in *instance) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("X-Nomadsim-Alloc", in.allocID)
 	if !in.ready.Load() {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	if p := in.badPermille.Load(); p > 0 && rand.Int64N(1000) < p {
+		http.Error(w, "bad configuration", http.StatusInternalServerError)
 		return
 	}
 	_, _ = fmt.Fprintf(w, "ok %s %s\n", in.allocID, in.label)
@@ -111,6 +118,7 @@ func (ar *AllocRun) syncInstances() {
 	for _, label := range slices.Sorted(maps.Keys(ar.insts)) {
 		in := ar.insts[label]
 		ready, next := ar.instanceReady(label, now)
+		in.badPermille.Store(int64(ar.badShare(label) * 1000))
 		c.setInstance(in, ready)
 		if next.Equal(in.next) {
 			continue
@@ -151,6 +159,9 @@ func (ar *AllocRun) instanceReady(label string, now time.Time) (bool, time.Time)
 		for k := range svc.Checks {
 			chk := &svc.Checks[k]
 			sc := ar.scriptFor(tr, svc, chk)
+			if sc.bad {
+				continue // its health endpoint reports the bad value; it serves all the same
+			}
 			origin := sc.origin(start)
 			el := now.Sub(origin)
 			if !sc.passing(el) {

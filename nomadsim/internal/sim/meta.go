@@ -96,6 +96,9 @@ type checkScript struct {
 	// since, when set (runtime overrides), is when the script's clock starts if that is
 	// later than the workload's start.
 	since time.Time
+	// bad says the check fails because the workload loaded a bad value
+	// (nomadsim.bad_when): the workload still answers, with errors.
+	bad bool
 }
 
 // origin is when the script's clock starts for a workload started at start.

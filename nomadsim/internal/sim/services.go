@@ -59,6 +59,10 @@ func (ar *AllocRun) scriptFor(tr *taskRun, svc *api.Service, chk *api.ServiceChe
 	if tr != nil {
 		t = tr.Task
 	}
+	if tr != nil && tr.bad > 0 {
+		// The workload loaded a bad value: its checks fail, while it answers (badShare).
+		return checkScript{kind: "fail", bad: true}
+	}
 	job := ar.Alloc.Job
 	for _, name := range []string{checkName(svc, chk), chk.Name} {
 		if name == "" {

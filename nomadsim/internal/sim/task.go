@@ -31,6 +31,7 @@ func (tr *taskRun) launch() {
 		}
 		tr.State.State = TaskRunning
 		tr.proc = true
+		tr.loadConfig()
 		tr.State.StartedAt = c.Clock.Now()
 		if !tr.State.StartedAt.After(tr.prestartAt) {
 			// The prestart hooks (templates rendered) come strictly before the start,

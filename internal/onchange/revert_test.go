@@ -1,0 +1,140 @@
+package onchange
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+)
+
+// revertJob is a job whose group reverts, reading one variable, one key, a prefix and a
+// path computed at render time.
+func revertJob(onFailure string) JobSpec {
+	text := `{{ with nomadVar "nomad/jobs/web/config" }}{{ .mode }}{{ end }}{{ key "web/flags" }}` +
+		`{{ range ls "web/extra" }}{{ .Key }}{{ end }}{{ with nomadVar (printf "nomad/jobs/%s" (env "NOMAD_JOB_NAME")) }}{{ end }}`
+	return JobSpec{ID: "web", Namespace: "default", Meta: map[string]string{KeyOnChange: "auto", KeyOnFailure: onFailure},
+		Groups: []GroupSpec{{Name: "web", Count: 4, Tasks: []TaskSpec{{Name: "app",
+			Templates: []TemplateSpec{{Embedded: text, DestPath: "local/app.env", ChangeMode: "noop"}}}}}}}
+}
+
+func TestOnFailureRevertSaysWhatCannotBeReverted(t *testing.T) {
+	g := Analyze(revertJob("revert")).Groups[0]
+	if len(g.Problems) != 0 || g.OnFailure != OnFailureRevert {
+		t.Fatalf("problems %v, on-failure %q; want none and revert", g.Problems, g.OnFailure)
+	}
+	var reverts []string
+	for _, w := range g.Watched {
+		if g.Reverts(w.Source) {
+			reverts = append(reverts, w.Source.Ref())
+		}
+	}
+	if want := []string{"consul:web/flags", "nomad:nomad/jobs/web/config"}; !reflect.DeepEqual(sorted(reverts), want) {
+		t.Errorf("reverted sources = %v, want %v", reverts, want)
+	}
+	text := strings.Join(g.NotRevertible, "\n")
+	for _, want := range []string{"consul:web/extra/: a prefix", `template "local/app.env" of task "app": followed by its re-renders`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("NotRevertible = %q, want it to say %q", g.NotRevertible, want)
+		}
+	}
+	stop := Analyze(revertJob("stop")).Groups[0]
+	if len(stop.NotRevertible) != 0 || stop.Reverts(g.Watched[0].Source) {
+		t.Errorf("a group with on-failure stop reverts or lists %v", stop.NotRevertible)
+	}
+}
+
+func TestOnFailureInvalidIsAProblemAndNoRollout(t *testing.T) {
+	g := Analyze(revertJob("undo")).Groups[0]
+	if len(g.Problems) != 1 || g.Problems[0].Key != KeyOnFailure || g.Rolls() {
+		t.Fatalf("problems = %v, rolls %v; want one on %s and no rollout", g.Problems, g.Rolls(), KeyOnFailure)
+	}
+	if got := g.Problems[0].String(); strings.Contains(got, "\n") || !strings.Contains(got, `job meta nomad-restart.on-failure = "undo"`) {
+		t.Errorf("problem reads %q", got)
+	}
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func TestRestartedOntoListsTheAllocationsAskedToRestart(t *testing.T) {
+	rec := &restart.Record{Allocs: []restart.AllocProgress{
+		{ID: "a", State: restart.AllocFailed, Attempts: 1},
+		{ID: "b", State: restart.AllocDone, Attempts: 1},
+		{ID: "c", State: restart.AllocRestarting},
+		{ID: "d", State: restart.AllocPending},
+		{ID: "e", State: restart.AllocSkipped},
+		{ID: "f", State: restart.AllocDone, Attempts: 1, Replacement: "f2"},
+	}}
+	if got, want := RestartedOnto(rec), []string{"a", "b", "c", "f2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("RestartedOnto = %v, want %v", got, want)
+	}
+}
+
+func TestDecideWriteBack(t *testing.T) {
+	good := SourceValue{Index: 10, Items: map[string]string{"mode": "good", "port": "8080"}}
+	held := Kept{State: KeptReverting, OldIndex: 10, BadIndex: 12, Value: good}
+	tests := []struct {
+		name string
+		k    Kept
+		cur  SourceValue
+		want WriteBack
+	}{
+		{"still the bad value", held, SourceValue{Index: 12, Items: map[string]string{"mode": "bad", "port": "8080"}}, WriteNow},
+		{"an earlier write-back landed", held, SourceValue{Index: 14, Items: map[string]string{"mode": "good", "port": "8080"}}, WrittenAlready},
+		{"written back, as recorded", Kept{State: KeptReverted, BadIndex: 12, WrittenIndex: 14}, SourceValue{Index: 14}, WrittenAlready},
+		{"changed by hand", held, SourceValue{Index: 14, Items: map[string]string{"mode": "hand"}}, ChangedSince},
+		{"an item more", held, SourceValue{Index: 14, Items: map[string]string{"mode": "good", "port": "8080", "x": ""}}, ChangedSince},
+		{"deleted since", held, SourceValue{}, ChangedSince},
+		{"a key's flags differ", Kept{BadIndex: 3, Value: SourceValue{Index: 2, Bytes: []byte("good")}}, SourceValue{Index: 5, Bytes: []byte("good"), Flags: 1}, ChangedSince},
+		{"a key's bytes back", Kept{BadIndex: 3, Value: SourceValue{Index: 2, Bytes: []byte("good")}}, SourceValue{Index: 5, Bytes: []byte("good")}, WrittenAlready},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.k.DecideWriteBack(tt.cur); got != tt.want {
+				t.Errorf("DecideWriteBack = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeptProtectsARevertUnderWay(t *testing.T) {
+	tests := []struct {
+		k    Kept
+		from uint64
+		want bool
+	}{
+		{Kept{State: KeptHeld, BadIndex: 12}, 12, false},
+		{Kept{State: KeptReverting, BadIndex: 12}, 12, true},
+		{Kept{State: KeptReverted, BadIndex: 12, WrittenIndex: 14}, 12, true},  // the write-back itself
+		{Kept{State: KeptReverted, BadIndex: 12, WrittenIndex: 14}, 14, false}, // a change after it
+	}
+	for _, tt := range tests {
+		if got := tt.k.Protects(tt.from); got != tt.want {
+			t.Errorf("%+v.Protects(%d) = %v, want %v", tt.k, tt.from, got, tt.want)
+		}
+	}
+}
+
+func TestRevertIDIsTheRolloutsOwn(t *testing.T) {
+	if RevertID("r1") != RevertID("r1") || RevertID("r1") == RevertID("r2") || RevertID("r1") == "r1" {
+		t.Error("RevertID must be the same for a rollout and differ between rollouts")
+	}
+}
+
+func TestKeptPathIsUnderTheProductsPrefix(t *testing.T) {
+	src := Source{Kind: NomadVariable, Path: "nomad/jobs/web/config", Namespace: "prod"}
+	got := KeptPath("nomad-restart/", src, strings.NewReplacer(" ", "_", "/", "~2F").Replace)
+	if !strings.HasPrefix(got, "nomad-restart/~kept/") || strings.Count(got, "/") != 2 {
+		t.Errorf("KeptPath = %q", got)
+	}
+}

@@ -1,0 +1,99 @@
+package sourcewatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	consulapi "github.com/hashicorp/consul/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+)
+
+// Values: what reverts of config changes need beyond watching. A watch sees metadata only;
+// a job that asks for reverts (nomad-restart.on-failure = "revert") has the agent read the
+// whole value of its variables and keys (which needs "read" on them), so that the value a
+// change replaces can be kept, and written back with check-and-set when the change's
+// rollout fails.
+
+// ErrChanged says a check-and-set write-back found the source changed since the index it
+// was checked against.
+var ErrChanged = errors.New("the source changed since the index checked")
+
+// ReadValue reads the whole value of src, one variable or one key; a missing one is a
+// SourceValue with Index 0.
+func (h *Hub) ReadValue(ctx context.Context, src onchange.Source) (onchange.SourceValue, error) {
+	switch src.Kind {
+	case onchange.NomadVariable:
+		if h.vars == nil {
+			return onchange.SourceValue{}, errNoNomad
+		}
+		v, err := h.vars.InRegion(src.Region).Read(ctx, src.Namespace, src.Path)
+		if errors.Is(err, nomadvars.ErrNotFound) {
+			return onchange.SourceValue{}, nil
+		}
+		if err != nil {
+			return onchange.SourceValue{}, err
+		}
+		return onchange.SourceValue{Index: v.ModifyIndex, Items: v.Items}, nil
+	case onchange.ConsulKey:
+		kv, err := h.consulKV(src.Datacenter)
+		if err != nil {
+			return onchange.SourceValue{}, err
+		}
+		pair, _, err := kv.Get(src.Path, consulQuery(ctx, src))
+		if err != nil {
+			return onchange.SourceValue{}, fmt.Errorf("reading Consul key %q: %w", src.Path, err)
+		}
+		if pair == nil {
+			return onchange.SourceValue{}, nil
+		}
+		return onchange.SourceValue{Index: pair.ModifyIndex, Bytes: pair.Value, Flags: pair.Flags}, nil
+	}
+	return onchange.SourceValue{}, fmt.Errorf("%s holds no single value to read", src)
+}
+
+// WriteBack writes v's content to src with check-and-set on index (the bad value's
+// ModifyIndex: Nomad's cas, Consul's ?cas), and returns the source's index after the
+// write; ErrChanged when the source is no longer at index.
+func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error) {
+	switch src.Kind {
+	case onchange.NomadVariable:
+		if h.vars == nil {
+			return 0, errNoNomad
+		}
+		out, err := h.vars.InRegion(src.Region).Write(ctx, &nomadvars.Variable{Namespace: src.Namespace, Path: src.Path, Items: v.Items, ModifyIndex: index})
+		var conflict *nomadvars.ConflictError
+		if errors.As(err, &conflict) {
+			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
+		}
+		if err != nil {
+			return 0, err
+		}
+		return out.ModifyIndex, nil
+	case onchange.ConsulKey:
+		kv, err := h.consulKV(src.Datacenter)
+		if err != nil {
+			return 0, err
+		}
+		w := (&consulapi.WriteOptions{Datacenter: src.Datacenter, Namespace: src.Namespace, Partition: src.Partition}).WithContext(ctx)
+		ok, _, err := kv.CAS(&consulapi.KVPair{Key: src.Path, Value: v.Bytes, Flags: v.Flags, ModifyIndex: index}, w)
+		if err != nil {
+			return 0, fmt.Errorf("writing %s back: %w", src, err)
+		}
+		if !ok {
+			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
+		}
+		cur, err := h.ReadValue(ctx, src)
+		if err != nil {
+			return 0, err
+		}
+		return cur.Index, nil
+	}
+	return 0, fmt.Errorf("%s holds no single value to write", src)
+}
+
+func consulQuery(ctx context.Context, src onchange.Source) *consulapi.QueryOptions {
+	return (&consulapi.QueryOptions{Datacenter: src.Datacenter, Namespace: src.Namespace, Partition: src.Partition}).WithContext(ctx)
+}
