@@ -139,7 +139,7 @@ func rolloutMeta(debounce string, extra ...string) map[string]string {
 func rollingOn(e *env, sources *sourcewatch.Hub) func(*Config) {
 	return func(c *Config) {
 		c.Now = e.Sim.Now
-		c.Changes = &ChangeRollouts{Sources: sources, BusyRecheck: 200 * time.Millisecond}
+		c.Changes = &ChangeRollouts{Sources: sources, Values: sources, BusyRecheck: 200 * time.Millisecond}
 	}
 }
 
@@ -470,17 +470,16 @@ func TestConfigChangeInvalidMetaOrUnlistableSourceRestartsNothing(t *testing.T) 
 // of each of jobs; it returns the agent, its way to Nomad (all its requests go through it)
 // and its stop. A job just registered is still in its deployment (Nomad's default
 // min_healthy_time, 10s, in real time here), during which a rollout waits: the agent
-// decides again soon after it ends. tweak, when given, runs last but for the rollouts'
-// configuration.
+// decides again soon after it ends. tweak, when given, runs last.
 func (e *env) runChangeAgent(t *testing.T, holder, token string, tweak func(*Config), jobs ...string) (*Agent, *agentNet, func()) {
 	t.Helper()
 	net := &agentNet{}
 	a := e.newAgent(t, holder, token, func(c *Config) {
 		net.wire(t, e, c, token)
+		rollingOn(e, sourcewatch.New(nomadvars.New(net.client, nomadvars.Options{}), sourcewatch.Options{}))(c)
 		if tweak != nil {
 			tweak(c)
 		}
-		rollingOn(e, sourcewatch.New(nomadvars.New(net.client, nomadvars.Options{}), sourcewatch.Options{}))(c)
 	})
 	stop := agenttest.Run(t, a)
 	for _, job := range jobs {

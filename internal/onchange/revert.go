@@ -84,9 +84,16 @@ func RevertTrigger(rec *restart.Record, src Source) (restart.Trigger, bool) {
 const KeptDir = "~kept"
 
 // KeptPath is where the previous value of src is kept, under prefix (the product's, such as
-// "nomad-restart"), in the namespace of the job that reads it: one variable per source.
+// "nomad-restart"), in the namespace of the job that reads it: one variable per source,
+// named by its reference and, where set, its namespace, region and partition.
 func KeptPath(prefix string, src Source, escape func(string) string) string {
-	return strings.TrimSuffix(prefix, "/") + "/" + KeptDir + "/" + escape(src.String())
+	name := src.Ref()
+	for _, where := range [][2]string{{"ns", src.Namespace}, {"region", src.Region}, {"partition", src.Partition}} {
+		if where[1] != "" {
+			name += " " + where[0] + "=" + where[1]
+		}
+	}
+	return strings.TrimSuffix(prefix, "/") + "/" + KeptDir + "/" + escape(name)
 }
 
 // SourceValue is what one variable or key holds at one index: a variable's items, or a

@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/onchange"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/store"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// End to end on nomadsim, the revert of a failed config change (nomad-restart.on-failure =
+// "revert"): a 4-instance service whose instances load `mode` from a variable as they
+// start; `mode=bad` makes an instance answer 30% of requests with 500 and fail its health
+// check, so the rollout's first batch fails its health gate.
+
+// goodItems and badItems are the variable's values; "port" holds a value that must never
+// appear in a record.
+var (
+	goodItems = map[string]string{"mode": "good", "port": "kept-8080"}
+	badItems  = map[string]string{"mode": "bad", "port": "kept-8080"}
+)
+
+// revertJob is a service job of count instances whose task renders `mode` of the variable
+// at path (change_mode noop), serves port http behind a Nomad service with a health check,
+// loads a bad configuration when mode is bad, and asks rollouts to revert on failure.
+func revertJob(id string, count int, path string) *api.Job {
+	meta := rolloutMeta("1s", onchange.KeyOnFailure, "revert", onchange.KeyBatchSize, "1", onchange.KeyHealth, "checks",
+		onchange.KeyHealthyDeadline, "6s", onchange.KeyMinHealthyTime, "1s")
+	job := templatedJob(id, count, `{{ with nomadVar "`+path+`" }}{{ .mode }}{{ end }}`, meta)
+	tg := job.TaskGroups[0]
+	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
+	tg.Tasks[0].Services = []*api.Service{{Name: id, PortLabel: "http", Provider: "nomad",
+		Checks: []api.ServiceCheck{{Name: "health", Type: "http", Path: "/health", Interval: time.Second, Timeout: time.Second}}}}
+	tg.Meta = map[string]string{"nomadsim.bad_when": "nomad:" + path + ":mode=bad"}
+	tg.Update = &api.UpdateStrategy{MinHealthyTime: new(time.Second), HealthyDeadline: new(10 * time.Second)}
+	return job
+}
+
+// putItems writes the variable at path of namespace default with check-and-set at index
+// (0: create) and returns its new ModifyIndex.
+func putItems(t *testing.T, client *api.Client, path string, items map[string]string, index uint64) uint64 {
+	t.Helper()
+	v := &api.Variable{Namespace: "default", Path: path, Items: items, ModifyIndex: index}
+	var out *api.Variable
+	var err error
+	if index == 0 {
+		out, _, err = client.Variables().CheckedCreate(v, nil)
+	} else {
+		out, _, err = client.Variables().CheckedUpdate(v, nil)
+	}
+	if err != nil {
+		t.Fatalf("writing variable %s: %v", path, err)
+	}
+	return out.ModifyIndex
+}
+
+// revertEnv starts a cluster whose instances answer, creates the variable with goodItems,
+// runs the job (4 instances) and waits for its deployment to end.
+func revertEnv(t *testing.T, job string) (e *env, path string, index uint64) {
+	t.Helper()
+	e = startEnv(t, nomadsim.Options{TimeScale: realTime, ServeInstances: true})
+	path = "nomad/jobs/" + job + "/config"
+	index = putItems(t, e.Client, path, goodItems, 0)
+	submitTemplated(t, e, revertJob(job, 4, path), 4)
+	awaitNoDeployment(t, agenttest.Context(t), e, job)
+	return e, path, index
+}
+
+// awaitRecord waits until the restart id exists, and returns it.
+func awaitRecord(t *testing.T, ctx context.Context, e *env, id string) *restart.Record {
+	t.Helper()
+	var rec *restart.Record
+	simtest.WaitFor(t, ctx, "restart "+id, func() bool {
+		r, err := e.Store.Get(ctx, "default", id)
+		rec = r
+		return err == nil
+	})
+	return rec
+}
+
+// failedRollout waits for the job's rollout (not a revert) to fail, and returns it.
+func failedRollout(t *testing.T, ctx context.Context, e *env, job string) *restart.Record {
+	t.Helper()
+	rec := waitRollout(t, ctx, e, job, func(r *restart.Record) bool { return r.Revert == nil })
+	if rec = e.WaitEnd(t, rec); rec.Status != restart.StatusFailed {
+		t.Fatalf("the rollout of the bad value ended %s (%s), want failed", rec.Status, rec.Reason)
+	}
+	return rec
+}
+
+// checkReverted checks the end of a revert: the variable holds its previous items exactly
+// at the index the revert recorded; the one allocation restarted onto the bad value was
+// restarted once more and answers again, the others never restarted; the kept value is
+// gone and no record shows it.
+func checkReverted(t *testing.T, ctx context.Context, e *env, path string, rollout *restart.Record, bad uint64) *restart.Record {
+	t.Helper()
+	back := e.WaitEnd(t, awaitRecord(t, ctx, e, onchange.RevertID(rollout.ID)))
+	if back.Status != restart.StatusSucceeded {
+		t.Fatalf("the revert's restart ended %s (%s):\n%s", back.Status, back.Reason, agenttest.EventLines(back))
+	}
+	onto := onchange.RestartedOnto(rollout)
+	if len(onto) != 1 {
+		t.Fatalf("the rollout restarted %v onto the bad value, want its first batch's one allocation", onto)
+	}
+	if back.Revert == nil || back.Revert.Rollout != rollout.ID || len(back.Revert.Writes) != 1 {
+		t.Fatalf("the revert's record says %+v, want one write-back of rollout %s", back.Revert, rollout.ID)
+	}
+	w := back.Revert.Writes[0]
+	v, _, err := e.Client.Variables().Read(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(v.Items, goodItems) || v.ModifyIndex != w.WrittenIndex || w.BadIndex != bad || w.Source != "nomad:"+path {
+		t.Errorf("the variable holds %v at index %d; the revert wrote %+v; want %v written over index %d", v.Items, v.ModifyIndex, w, goodItems, bad)
+	}
+	if len(back.Allocs) != 1 || back.Allocs[0].ID != onto[0] {
+		t.Errorf("the revert restarted %+v, want only %s", back.Allocs, onto[0])
+	}
+	counts, err := simtest.CountRestarts(ctx, e.Client, "default", rollout.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range counts.InPlace {
+		want := 0
+		if id == onto[0] {
+			want = 2 // onto the bad value, and back
+		}
+		if n != want {
+			t.Errorf("allocation %s was restarted %d times, want %d", id, n, want)
+		}
+	}
+	if len(counts.Replaced) != 0 {
+		t.Errorf("allocations replaced: %v", counts.Replaced)
+	}
+	kept, _, err := e.Client.Variables().Read(w.KeptPath, nil)
+	if err != nil || strings.Contains(kept.Items["kept"], "kept-8080") || !strings.Contains(kept.Items["kept"], `"State":"reverted"`) {
+		t.Errorf("the kept variable %s after the revert: %v %v, want the mark of the write-back without the value", w.KeptPath, kept, err)
+	}
+	for _, r := range []*restart.Record{rollout, back} {
+		b, _ := json.Marshal(r)
+		if strings.Contains(string(b), "kept-8080") {
+			t.Errorf("record %s shows the variable's value", r.ID)
+		}
+	}
+	answersGood(t, ctx, e, onto[0])
+	return back
+}
+
+// answersGood checks that the allocation's instance answers 200 to 50 requests in a row
+// (a bad one answers 30% of them 500).
+func answersGood(t *testing.T, ctx context.Context, e *env, allocID string) {
+	t.Helper()
+	regs, _, err := e.Client.Allocations().Services(allocID, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil || len(regs) != 1 {
+		t.Fatalf("services of %s: %v %v", allocID, regs, err)
+	}
+	url := "http://" + net.JoinHostPort(regs[0].Address, strconv.Itoa(regs[0].Port)) + "/"
+	for i := range 50 {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("request %d to the reverted allocation: %v", i, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d to the reverted allocation answered %d", i, resp.StatusCode)
+		}
+	}
+}
+
+// The variable is changed to a bad value: the rollout's first batch fails its health gate,
+// the agent writes the previous items back with check-and-set, and brings back the one
+// allocation that restarted onto the bad value; the other three never restart, and never
+// fewer than 3 of 4 instances answer. The requests failed through a balancer are counted
+// (docs/benchmarks.md).
+func TestConfigChangeRevertsAFailedChange(t *testing.T) {
+	t.Parallel()
+	e, path, old := revertEnv(t, "svc")
+	ctx := agenttest.Context(t)
+	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), nil, "svc")
+	defer stop()
+
+	bal := simtest.NomadBalancer(e.Sim, "svc")
+	bal.Census = 100 * time.Millisecond
+	if err := bal.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bal.WaitAnswering(t, 4, 10*time.Second)
+	bal.Reset()
+
+	bad := putItems(t, e.Client, path, badItems, old)
+	rollout := failedRollout(t, ctx, e, "svc")
+	checkReverted(t, ctx, e, path, rollout, bad)
+	res := bal.Stop()
+	t.Logf("through a balancer reading Nomad's service table: %s; fewest instances answering %d of 4", res, res.MinAnswering)
+	if res.MinAnswering < 3 {
+		t.Errorf("only %d of 4 instances answered at one moment, want at least 3", res.MinAnswering)
+	}
+	if res.Status == 0 {
+		t.Errorf("no request met the bad allocation's 500s (%s): the bad value did not reach it", res)
+	}
+}
+
+// hookedValues runs hook after each successful call of the agent's kept-value writes and
+// write-backs, with what was written: a test's way to act, or kill the agent, at the points
+// of a revert.
+type hookedValues struct {
+	SourceValues
+	writeBacks atomic.Int32
+	onKept     func(onchange.Kept) error
+	onWritten  func() error
+}
+
+func (h *hookedValues) WriteKept(ctx context.Context, ns string, src onchange.Source, k onchange.Kept, index uint64) (uint64, error) {
+	out, err := h.SourceValues.WriteKept(ctx, ns, src, k, index)
+	if err == nil && h.onKept != nil {
+		if herr := h.onKept(k); herr != nil {
+			return 0, herr
+		}
+	}
+	return out, err
+}
+
+func (h *hookedValues) WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error) {
+	out, err := h.SourceValues.WriteBack(ctx, src, v, index)
+	if err == nil {
+		h.writeBacks.Add(1)
+		if h.onWritten != nil {
+			if herr := h.onWritten(); herr != nil {
+				return 0, herr
+			}
+		}
+	}
+	return out, err
+}
+
+// hook is a Config tweak that puts h between the agent and its source values.
+func (h *hookedValues) hook(c *Config) {
+	h.SourceValues = c.Changes.Values
+	c.Changes.Values = h
+}
+
+// A change made by hand between the failure and the write-back is left alone: the agent
+// finds the variable changed since the bad value, writes nothing and files no revert.
+func TestConfigChangeRevertLeavesAChangeByHandAlone(t *testing.T) {
+	t.Parallel()
+	e, path, old := revertEnv(t, "hand")
+	ctx := agenttest.Context(t)
+	hand := map[string]string{"mode": "hand"}
+	var bad atomic.Uint64
+	h := &hookedValues{}
+	h.onKept = func(k onchange.Kept) error {
+		if k.State == onchange.KeptReverting {
+			putItems(t, e.Client, path, hand, bad.Load()) // the operator, at 3 a.m.
+		}
+		return nil
+	}
+	a, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), h.hook, "hand")
+	defer stop()
+
+	bad.Store(putItems(t, e.Client, path, badItems, old))
+	rollout := failedRollout(t, ctx, e, "hand")
+	simtest.WaitFor(t, ctx, "the agent to find the change by hand", func() bool {
+		return counterValue(a.metrics.changeMetrics().reverts.WithLabelValues("changed_since")) == 1
+	})
+	if n := h.writeBacks.Load(); n != 0 {
+		t.Errorf("%d write-backs, want none", n)
+	}
+	v, _, err := e.Client.Variables().Read(path, nil)
+	if err != nil || !maps.Equal(v.Items, hand) {
+		t.Errorf("the variable holds %v (%v), want the change by hand %v", v, err, hand)
+	}
+	if _, err := e.Store.Get(ctx, "default", onchange.RevertID(rollout.ID)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a revert was filed (%v)", err)
+	}
+}
