@@ -194,7 +194,8 @@ func (c *changeRunner) forgetKept(ctx context.Context, ex onchange.Explain, rec 
 			continue
 		}
 		switch {
-		case rec.Revert == nil && k.State == onchange.KeptHeld && k.BadIndex == t.NewIndex:
+		case rec.Revert == nil && k.State == onchange.KeptHeld && k.BadIndex <= t.NewIndex:
+			// kept for this change, or for an older one this rollout's success supersedes
 			err = c.cfg.Values.DeleteKept(ctx, ex.Namespace, src, idx)
 		case rec.Revert != nil && k.State == onchange.KeptReverted && k.Rollout == rec.Revert.Rollout && k.Value.Exists():
 			k.Value = onchange.SourceValue{}

@@ -147,10 +147,12 @@ func checkReverted(t *testing.T, ctx context.Context, e *env, path string, rollo
 	if len(counts.Replaced) != 0 {
 		t.Errorf("allocations replaced: %v", counts.Replaced)
 	}
-	kept, _, err := e.Client.Variables().Read(w.KeptPath, nil)
-	if err != nil || strings.Contains(kept.Items["kept"], "kept-8080") || !strings.Contains(kept.Items["kept"], `"State":"reverted"`) {
-		t.Errorf("the kept variable %s after the revert: %v %v, want the mark of the write-back without the value", w.KeptPath, kept, err)
-	}
+	// Once the revert's restart succeeded, the agent forgets the value; the variable stays
+	// as the mark of the write-back.
+	simtest.WaitFor(t, ctx, "the kept value forgotten", func() bool {
+		kept, _, err := e.Client.Variables().Read(w.KeptPath, nil)
+		return err == nil && !strings.Contains(kept.Items["kept"], "kept-8080") && strings.Contains(kept.Items["kept"], `"State":"reverted"`)
+	})
 	for _, r := range []*restart.Record{rollout, back} {
 		b, _ := json.Marshal(r)
 		if strings.Contains(string(b), "kept-8080") {
@@ -221,11 +223,18 @@ func TestConfigChangeRevertsAFailedChange(t *testing.T) {
 type hookedValues struct {
 	SourceValues
 	writeBacks atomic.Int32
+	// beforeKept runs before a kept value's write; an error stops it.
+	beforeKept func(onchange.Kept) error
 	onKept     func(onchange.Kept) error
 	onWritten  func() error
 }
 
 func (h *hookedValues) WriteKept(ctx context.Context, ns string, src onchange.Source, k onchange.Kept, index uint64) (uint64, error) {
+	if h.beforeKept != nil {
+		if err := h.beforeKept(k); err != nil {
+			return 0, err
+		}
+	}
 	out, err := h.SourceValues.WriteKept(ctx, ns, src, k, index)
 	if err == nil && h.onKept != nil {
 		if herr := h.onKept(k); herr != nil {
@@ -286,5 +295,72 @@ func TestConfigChangeRevertLeavesAChangeByHandAlone(t *testing.T) {
 	}
 	if _, err := e.Store.Get(ctx, "default", onchange.RevertID(rollout.ID)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a revert was filed (%v)", err)
+	}
+}
+
+// The revert is durable: an agent killed after the rollout failed (before it began the
+// revert), after it wrote the kept value back (before it said so), or mid-way through the
+// restart that brings the allocation back, leaves it to another agent, which finishes it
+// exactly once: one write-back in all, the allocation restarted once more, never twice.
+func TestConfigChangeRevertSurvivesAKilledAgent(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"after the failure", "after the write-back", "mid-way back"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			revertAfterKill(t, point)
+		})
+	}
+}
+
+func revertAfterKill(t *testing.T, point string) {
+	job := strings.ReplaceAll(point, " ", "-")
+	e, path, old := revertEnv(t, job)
+	ctx := agenttest.Context(t)
+	first, second := &hookedValues{}, &hookedValues{}
+	var cut func()
+	kill := func() error { cut(); return errKilled }
+	switch point {
+	case "after the failure":
+		first.beforeKept = func(k onchange.Kept) error {
+			if k.State == onchange.KeptReverting {
+				return kill()
+			}
+			return nil
+		}
+	case "after the write-back":
+		first.onWritten = kill
+	}
+	_, net, stopFirst := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), first.hook, job)
+	cut = func() { net.cut.Store(true) }
+
+	bad := putItems(t, e.Client, path, badItems, old)
+	rollout := failedRollout(t, ctx, e, job)
+	if point == "mid-way back" {
+		back := awaitRecord(t, ctx, e, onchange.RevertID(rollout.ID))
+		simtest.WaitFor(t, ctx, "the revert's restart asked of Nomad", func() bool {
+			r, err := e.Store.Get(ctx, back.Namespace, back.ID)
+			return err == nil && len(r.Allocs) == 1 && r.Allocs[0].State == restart.AllocWaiting
+		})
+		cut()
+	} else {
+		simtest.WaitFor(t, ctx, "the first agent's death", net.cut.Load)
+	}
+	// Nothing of the first agent reaches Nomad any more; its process ends at the test's end
+	// (a killed agent's goroutines give up at their own pace, which the second does not wait).
+	defer stopFirst()
+
+	e.runChangeAgent(t, "agent-b", e.Sim.BootstrapToken(), second.hook)
+	back := checkReverted(t, ctx, e, path, rollout, bad)
+	if n := first.writeBacks.Load() + second.writeBacks.Load(); n != 1 {
+		t.Errorf("the kept value was written back %d times, want once", n)
+	}
+	// A killed driver records no detach: the lease kept the drivers apart, and the events
+	// show one start and, when the first agent died driving it, one takeover.
+	wantTakeovers := 0
+	if point == "mid-way back" {
+		wantTakeovers = 1
+	}
+	if started, tookOver, _ := agenttest.DriverEvents(back); started != 1 || tookOver != wantTakeovers {
+		t.Errorf("the revert's restart was started %d times and taken over %d, want once and %d; events:\n%s", started, tookOver, wantTakeovers, agenttest.EventLines(back))
 	}
 }
