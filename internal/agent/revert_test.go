@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
@@ -39,14 +41,20 @@ var (
 // at path (change_mode noop), serves port http behind a Nomad service with a health check,
 // loads a bad configuration when mode is bad, and asks rollouts to revert on failure.
 func revertJob(id string, count int, path string) *api.Job {
+	return revertJobReading(id, count, `{{ with nomadVar "`+path+`" }}{{ .mode }}{{ end }}`, "nomad:"+path+":mode=bad")
+}
+
+// revertJobReading is revertJob with the template tmpl, bad when badWhen (nomadsim's
+// nomadsim.bad_when).
+func revertJobReading(id string, count int, tmpl, badWhen string) *api.Job {
 	meta := rolloutMeta("1s", onchange.KeyOnFailure, "revert", onchange.KeyBatchSize, "1", onchange.KeyHealth, "checks",
 		onchange.KeyHealthyDeadline, "6s", onchange.KeyMinHealthyTime, "1s")
-	job := templatedJob(id, count, `{{ with nomadVar "`+path+`" }}{{ .mode }}{{ end }}`, meta)
+	job := templatedJob(id, count, tmpl, meta)
 	tg := job.TaskGroups[0]
 	tg.Networks = []*api.NetworkResource{{DynamicPorts: []api.Port{{Label: "http"}}}}
 	tg.Tasks[0].Services = []*api.Service{{Name: id, PortLabel: "http", Provider: "nomad",
 		Checks: []api.ServiceCheck{{Name: "health", Type: "http", Path: "/health", Interval: time.Second, Timeout: time.Second}}}}
-	tg.Meta = map[string]string{"nomadsim.bad_when": "nomad:" + path + ":mode=bad"}
+	tg.Meta = map[string]string{"nomadsim.bad_when": badWhen}
 	tg.Update = &api.UpdateStrategy{MinHealthyTime: new(time.Second), HealthyDeadline: new(10 * time.Second)}
 	return job
 }
@@ -109,6 +117,21 @@ func failedRollout(t *testing.T, ctx context.Context, e *env, job string) *resta
 // gone and no record shows it.
 func checkReverted(t *testing.T, ctx context.Context, e *env, path string, rollout *restart.Record, bad uint64) *restart.Record {
 	t.Helper()
+	return checkRevertedTo(t, ctx, e, rollout, func(w restart.RevertWrite) {
+		v, _, err := e.Client.Variables().Read(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(v.Items, goodItems) || v.ModifyIndex != w.WrittenIndex || w.BadIndex != bad || w.Source != "nomad:"+path {
+			t.Errorf("the variable holds %v at index %d; the revert wrote %+v; want %v written over index %d", v.Items, v.ModifyIndex, w, goodItems, bad)
+		}
+	})
+}
+
+// checkRevertedTo is checkReverted for any source; sourceBack checks the source after the
+// write-back w.
+func checkRevertedTo(t *testing.T, ctx context.Context, e *env, rollout *restart.Record, sourceBack func(w restart.RevertWrite)) *restart.Record {
+	t.Helper()
 	back := e.WaitEnd(t, awaitRecord(t, ctx, e, onchange.RevertID(rollout.ID)))
 	if back.Status != restart.StatusSucceeded {
 		t.Fatalf("the revert's restart ended %s (%s):\n%s", back.Status, back.Reason, agenttest.EventLines(back))
@@ -121,13 +144,7 @@ func checkReverted(t *testing.T, ctx context.Context, e *env, path string, rollo
 		t.Fatalf("the revert's record says %+v, want one write-back of rollout %s", back.Revert, rollout.ID)
 	}
 	w := back.Revert.Writes[0]
-	v, _, err := e.Client.Variables().Read(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !maps.Equal(v.Items, goodItems) || v.ModifyIndex != w.WrittenIndex || w.BadIndex != bad || w.Source != "nomad:"+path {
-		t.Errorf("the variable holds %v at index %d; the revert wrote %+v; want %v written over index %d", v.Items, v.ModifyIndex, w, goodItems, bad)
-	}
+	sourceBack(w)
 	if len(back.Allocs) != 1 || back.Allocs[0].ID != onto[0] {
 		t.Errorf("the revert restarted %+v, want only %s", back.Allocs, onto[0])
 	}
@@ -362,5 +379,56 @@ func revertAfterKill(t *testing.T, point string) {
 	}
 	if started, tookOver, _ := agenttest.DriverEvents(back); started != 1 || tookOver != wantTakeovers {
 		t.Errorf("the revert's restart was started %d times and taken over %d, want once and %d; events:\n%s", started, tookOver, wantTakeovers, agenttest.EventLines(back))
+	}
+}
+
+// The same with a Consul key: its bytes and flags are kept and written back with Consul's
+// check-and-set (?cas=<ModifyIndex>).
+func TestConfigChangeRevertsAFailedConsulKey(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime, ServeInstances: true})
+	ctx := agenttest.Context(t)
+	consul, err := consulapi.NewClient(&consulapi.Config{Address: e.Sim.ConsulAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := consul.KV()
+	const key = "kvsvc/mode"
+	if _, err := kv.Put(&consulapi.KVPair{Key: key, Value: []byte("good"), Flags: 42}, nil); err != nil {
+		t.Fatal(err)
+	}
+	submitTemplated(t, e, revertJobReading("kvsvc", 4, `{{ key "`+key+`" }}`, "consul:"+key+"=bad"), 4)
+	awaitNoDeployment(t, ctx, e, "kvsvc")
+	withConsul := func(c *Config) {
+		hub := sourcewatch.New(e.Vars, sourcewatch.Options{Consul: func(string) (*consulapi.Client, error) { return consul, nil }})
+		c.Changes.Sources, c.Changes.Values = hub, hub
+	}
+	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), withConsul, "kvsvc")
+	defer stop()
+	bal := simtest.NomadBalancer(e.Sim, "kvsvc")
+	bal.Census = 100 * time.Millisecond
+	if err := bal.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bal.WaitAnswering(t, 4, 10*time.Second)
+	bal.Reset()
+
+	if _, err := kv.Put(&consulapi.KVPair{Key: key, Value: []byte("bad")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rollout := failedRollout(t, ctx, e, "kvsvc")
+	checkRevertedTo(t, ctx, e, rollout, func(w restart.RevertWrite) {
+		pair, _, err := kv.Get(key, nil)
+		if err != nil || pair == nil {
+			t.Fatalf("reading %s: %v %v", key, pair, err)
+		}
+		if string(pair.Value) != "good" || pair.Flags != 42 || pair.ModifyIndex != w.WrittenIndex || w.Source != "consul:"+key || w.BadIndex == 0 {
+			t.Errorf("the key holds %q (flags %d) at index %d; the revert wrote %+v; want \"good\" with flags 42", pair.Value, pair.Flags, pair.ModifyIndex, w)
+		}
+	})
+	res := bal.Stop()
+	t.Logf("through a balancer reading Nomad's service table: %s; fewest instances answering %d of 4", res, res.MinAnswering)
+	if res.MinAnswering < 3 {
+		t.Errorf("only %d of 4 instances answered at one moment, want at least 3", res.MinAnswering)
 	}
 }
