@@ -30,6 +30,10 @@ namespace "*" {
     # templates read are watched by their metadata, which needs "list" only, never
     # "read". nomad/jobs/* is where Nomad's workload identities read by default; add the
     # paths your templates read elsewhere, or remove this block with -roll-on-change=false.
+    # Jobs that revert failed changes (nomad-restart.on-failure = "revert") need the agent
+    # to read the variables they read (to keep the value a change replaces) and write them
+    # (to put it back): grant "read" and "write" on their paths only, for example
+    #   path "nomad/jobs/web/*" { capabilities = ["list", "read", "write"] }
     path "nomad/jobs/*" {
       capabilities = ["list"]
     }

@@ -16,5 +16,12 @@ namespace "*" {
     path "nomad-restart/*" {
       capabilities = ["list", "read", "write", "destroy"]
     }
+    # The previous values of changed variables and Consul keys, kept by the agent for jobs
+    # that revert failed config changes (nomad-restart.on-failure = "revert"): read and
+    # written by the agent's token alone. Nomad applies the closest matching path, so this
+    # rule wins over the one above.
+    path "nomad-restart/~kept/*" {
+      capabilities = ["deny"]
+    }
   }
 }

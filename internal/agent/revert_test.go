@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
@@ -431,4 +432,50 @@ func TestConfigChangeRevertsAFailedConsulKey(t *testing.T) {
 	if res.MinAnswering < 3 {
 		t.Errorf("only %d of 4 instances answered at one moment, want at least 3", res.MinAnswering)
 	}
+}
+
+// The kept values are the agent's alone: with the shipped policies, an operator's token
+// may neither read nor list nomad-restart/~kept/*, though it may everything else under
+// nomad-restart/; the agent's token reads, writes and deletes it.
+func TestKeptValuesAreReadableByTheAgentAlone(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, nomadsim.Options{ACLs: true})
+	hub := sourcewatch.New(e.Vars, sourcewatch.Options{})
+	src := onchange.Source{Kind: onchange.NomadVariable, Path: "nomad/jobs/web/config", Namespace: "default", Region: "global"}
+	path := hub.KeptPath(src)
+	if !strings.HasPrefix(path, "nomad-restart/~kept/") {
+		t.Fatalf("kept at %s", path)
+	}
+	agent := sourcewatch.New(nomadvarsFor(t, e, e.ShippedToken(t, "agent")), sourcewatch.Options{})
+	ctx := agenttest.Context(t)
+	idx, err := agent.WriteKept(ctx, "default", src, onchange.Kept{Source: src.String(), State: onchange.KeptHeld, OldIndex: 1, BadIndex: 2,
+		Value: onchange.SourceValue{Index: 1, Items: goodItems}}, 0)
+	if err != nil {
+		t.Fatalf("the agent's policy may not keep a value: %v", err)
+	}
+	if k, got, err := agent.ReadKept(ctx, "default", src); err != nil || got != idx || !maps.Equal(k.Value.Items, goodItems) {
+		t.Fatalf("the agent reads back %+v at %d (%v), want the kept items at %d", k, got, err, idx)
+	}
+	op := e.shippedClient(t, "operator")
+	if _, _, err := op.Variables().Read(path, nil); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("the operator's policy reads the kept value: %v", err)
+	}
+	metas, _, err := op.Variables().PrefixList("nomad-restart/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range metas {
+		if strings.HasPrefix(m.Path, "nomad-restart/~kept/") {
+			t.Errorf("the operator's policy lists %s", m.Path)
+		}
+	}
+	if err := agent.DeleteKept(ctx, "default", src, idx); err != nil {
+		t.Errorf("the agent's policy may not delete its kept value: %v", err)
+	}
+}
+
+// nomadvarsFor is a Variables layer on the cluster with token.
+func nomadvarsFor(t *testing.T, e *env, token string) *nomadvars.Client {
+	t.Helper()
+	return nomadvars.New(simtest.ClientAs(t, e.Sim, token), nomadvars.Options{})
 }
