@@ -19,6 +19,11 @@
 //
 // Hub.Watch follows sources for as long as its caller needs (the agent); Hub.Read reads
 // them once, with the same queries and the same States (`nomad-restart watches`).
+//
+// Reverts of failed rollouts (nomad-restart.on-failure = "revert", value.go and kept.go) are
+// the one use that reads values: the agent reads the whole variable or key of such a job
+// (which needs "read" on it), keeps the value a change replaced in a variable of its own, and
+// writes it back with check-and-set.
 package sourcewatch
 
 import (
