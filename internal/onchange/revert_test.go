@@ -2,6 +2,7 @@ package onchange
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestOnFailureRevertSaysWhatCannotBeReverted(t *testing.T) {
 			reverts = append(reverts, w.Source.Ref())
 		}
 	}
-	if want := []string{"consul:web/flags", "nomad:nomad/jobs/web/config"}; !reflect.DeepEqual(sorted(reverts), want) {
+	if want := []string{"consul:web/flags", "nomad:nomad/jobs/web/config"}; !reflect.DeepEqual(slices.Sorted(slices.Values(reverts)), want) {
 		t.Errorf("reverted sources = %v, want %v", reverts, want)
 	}
 	text := strings.Join(g.NotRevertible, "\n")
@@ -52,18 +53,6 @@ func TestOnFailureInvalidIsAProblemAndNoRollout(t *testing.T) {
 	if got := g.Problems[0].String(); strings.Contains(got, "\n") || !strings.Contains(got, `job meta nomad-restart.on-failure = "undo"`) {
 		t.Errorf("problem reads %q", got)
 	}
-}
-
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 func TestRestartedOntoListsTheAllocationsAskedToRestart(t *testing.T) {
@@ -126,7 +115,8 @@ func TestKeptProtectsARevertUnderWay(t *testing.T) {
 }
 
 func TestRevertIDIsTheRolloutsOwn(t *testing.T) {
-	if RevertID("r1") != RevertID("r1") || RevertID("r1") == RevertID("r2") || RevertID("r1") == "r1" {
+	first, again := RevertID("r1"), RevertID("r"+"1")
+	if first != again || first == RevertID("r2") || first == "r1" {
 		t.Error("RevertID must be the same for a rollout and differ between rollouts")
 	}
 }
