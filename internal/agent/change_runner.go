@@ -531,6 +531,9 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 	rec.AppendEvent(restart.Event{Time: c.a.cfg.Now(), Type: restart.EventCreated,
 		Message: fmt.Sprintf("Restart of job %q created by %s: %d allocation(s) in %d batch(es)",
 			rec.JobID, cause, len(rec.Allocs), rec.Batches)})
+	for _, note := range onchange.RevertNotes(ex, r.Groups, r.Triggers) {
+		rec.AppendEvent(restart.Event{Time: c.a.cfg.Now(), Type: restart.EventWarning, Message: note})
+	}
 	err = c.a.eng.Create(ctx, rec)
 	var busy *store.JobBusyError
 	switch {

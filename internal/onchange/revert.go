@@ -2,6 +2,7 @@ package onchange
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -190,4 +191,29 @@ func (k Kept) DecideWriteBack(cur SourceValue) WriteBack {
 		return WrittenAlready
 	}
 	return ChangedSince
+}
+
+// RevertNotes says, for a rollout of groups answering triggers, which of its changes a
+// failure would not revert and why, when the groups ask for reverts: each line for the
+// rollout's plan (its record's events).
+func RevertNotes(ex Explain, groups []string, triggers []restart.Trigger) []string {
+	var out []string
+	for _, g := range ex.Groups {
+		if g.OnFailure != OnFailureRevert || !slices.Contains(groups, g.Name) {
+			continue
+		}
+		for _, t := range triggers {
+			if t.Destination != "" {
+				out = append(out, fmt.Sprintf("On failure, the re-render of template %q of task %q cannot be reverted: the agent never reads what it read (a Vault secret, a computed path, a file); the rollout stops", t.Destination, t.Task))
+				continue
+			}
+			for _, w := range g.Watched {
+				if w.Source.Ref() == t.Source && !Revertible(w.Source) {
+					out = append(out, fmt.Sprintf("On failure, the change of %s cannot be reverted: a prefix covers many entries, and the agent keeps the previous value of one variable or key only; the rollout stops", t.Source))
+				}
+			}
+		}
+		break // the rollout's groups share their options
+	}
+	return out
 }

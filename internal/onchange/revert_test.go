@@ -128,3 +128,16 @@ func TestKeptPathIsUnderTheProductsPrefix(t *testing.T) {
 		t.Errorf("KeptPath = %q", got)
 	}
 }
+
+func TestRevertNotesSayWhatAFailureWouldNotRevert(t *testing.T) {
+	ex := Analyze(revertJob("revert"))
+	triggers := []restart.Trigger{{Source: "nomad:nomad/jobs/web/config", NewIndex: 3}, {Source: "consul:web/extra/", NewIndex: 4},
+		{Source: "rendered:app/local/app.env", Task: "app", Destination: "local/app.env"}}
+	notes := RevertNotes(ex, []string{"web"}, triggers)
+	if len(notes) != 2 || !strings.Contains(notes[0], "consul:web/extra/ cannot be reverted") || !strings.Contains(notes[1], `template "local/app.env" of task "app" cannot be reverted`) {
+		t.Errorf("RevertNotes = %q", notes)
+	}
+	if notes := RevertNotes(Analyze(revertJob("stop")), []string{"web"}, triggers); len(notes) != 0 {
+		t.Errorf("a group that stops on failure has notes %q", notes)
+	}
+}
