@@ -144,6 +144,12 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 	for _, t := range r.Triggers {
 		field("Triggered By", t.String())
 	}
+	if r.Revert != nil {
+		field("Reverts", fmt.Sprintf("rollout %s, which failed (`nomad-restart status %s`)", output.ShortID(r.Revert.Rollout, verbose), output.ShortID(r.Revert.Rollout, verbose)))
+		for _, wb := range r.Revert.Writes {
+			field("Written Back", fmt.Sprintf("%s from %s, check-and-set on index %d, now index %d", wb.Source, wb.KeptPath, wb.BadIndex, wb.WrittenIndex))
+		}
+	}
 	if r.Fleet != "" {
 		field("Fleet", fmt.Sprintf("%s (this restart is one job of that fleet: `nomad-restart status %s`)", output.ShortID(r.Fleet, verbose), output.ShortID(r.Fleet, verbose)))
 	}

@@ -135,6 +135,25 @@ func TestStatusShowsTriggers(t *testing.T) {
 	}
 }
 
+// A revert's record names the failed rollout and what it wrote back: the source, where the
+// value was kept and the indexes, never the value.
+func TestStatusShowsARevert(t *testing.T) {
+	var out bytes.Buffer
+	a := newApp(strings.NewReader(""), &out, &out, func(string) string { return "" })
+	rec := &restart.Record{ID: "0b0c3e52-7a3f-4a55-9d3e-2f4c6a1b9e10", JobID: "web", Namespace: "default", Status: restart.StatusSucceeded,
+		Revert: &restart.Revert{Rollout: "5d1e6f2a-1111-4a55-9d3e-2f4c6a1b9e10", Writes: []restart.RevertWrite{
+			{Source: "nomad:nomad/jobs/web/config", KeptPath: "nomad-restart/~kept/x", BadIndex: 12, WrittenIndex: 15}}}}
+	a.printRecord(rec, "nomad", false, leaseHeld)
+	for _, want := range []string{
+		"Reverts      = rollout 5d1e6f2a, which failed (`nomad-restart status 5d1e6f2a`)",
+		"Written Back = nomad:nomad/jobs/web/config from nomad-restart/~kept/x, check-and-set on index 12, now index 15",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // closedAddr is an address nothing listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()
