@@ -494,3 +494,47 @@ func nomadvarsFor(t *testing.T, e *env, token string) *nomadvars.Client {
 	t.Helper()
 	return nomadvars.New(simtest.ClientAs(t, e.Sim, token), nomadvars.Options{})
 }
+
+// Two agents follow the job when its rollout fails: both go for the revert, and the
+// check-and-sets leave one write-back, one revert filed, the allocation restarted once more.
+func TestConfigChangeRevertByTwoAgentsWritesOnce(t *testing.T) {
+	t.Parallel()
+	e, path, old := revertEnv(t, "twice")
+	ctx := agenttest.Context(t)
+	hooks := []*hookedValues{{}, {}}
+	filers := []*createLog{{}, {}}
+	var reverting [2]atomic.Int32 // each agent's tries to mark the kept value as reverting
+	for i, holder := range []string{"agent-a", "agent-b"} {
+		hooks[i].beforeKept = func(k onchange.Kept) error {
+			if k.State == onchange.KeptReverting {
+				reverting[i].Add(1)
+			}
+			return nil
+		}
+		_, _, stop := e.runChangeAgent(t, holder, e.Sim.BootstrapToken(), func(c *Config) {
+			hooks[i].hook(c)
+			filers[i].wrap(c)
+		}, "twice")
+		defer stop()
+	}
+	bad := putItems(t, e.Client, path, badItems, old)
+	rollout := failedRollout(t, ctx, e, "twice")
+	checkReverted(t, ctx, e, path, rollout, bad)
+	if n := hooks[0].writeBacks.Load() + hooks[1].writeBacks.Load(); n != 1 {
+		t.Errorf("the kept value was written back %d times, want once", n)
+	}
+	t.Logf("tries to begin the revert: agent-a %d, agent-b %d", reverting[0].Load(), reverting[1].Load())
+	filed := 0
+	for _, f := range filers {
+		f.mu.Lock()
+		for _, err := range f.tries[onchange.RevertID(rollout.ID)] {
+			if err == nil {
+				filed++
+			}
+		}
+		f.mu.Unlock()
+	}
+	if filed != 1 {
+		t.Errorf("the revert was filed %d times, want once", filed)
+	}
+}
