@@ -153,7 +153,7 @@ func registerTemplated(t *testing.T, e *env, id string, count int, path string, 
 // submitTemplated registers job, of count allocations, and waits until they run; not for
 // its deployment (Nomad's default min_healthy_time, 10s, in real time here), which a
 // rollout waits for.
-func submitTemplated(t *testing.T, e *env, job *api.Job, count int) {
+func submitTemplated(t testing.TB, e *env, job *api.Job, count int) {
 	t.Helper()
 	if _, err := e.Sim.RegisterJob(job); err != nil {
 		t.Fatalf("registering job %s: %v", *job.ID, err)
@@ -471,7 +471,7 @@ func TestConfigChangeInvalidMetaOrUnlistableSourceRestartsNothing(t *testing.T) 
 // and its stop. A job just registered is still in its deployment (Nomad's default
 // min_healthy_time, 10s, in real time here), during which a rollout waits: the agent
 // decides again soon after it ends. tweak, when given, runs last.
-func (e *env) runChangeAgent(t *testing.T, holder, token string, tweak func(*Config), jobs ...string) (*Agent, *agentNet, func()) {
+func (e *env) runChangeAgent(t testing.TB, holder, token string, tweak func(*Config), jobs ...string) (*Agent, *agentNet, func()) {
 	t.Helper()
 	net := &agentNet{}
 	a := e.newAgent(t, holder, token, func(c *Config) {
@@ -489,7 +489,7 @@ func (e *env) runChangeAgent(t *testing.T, holder, token string, tweak func(*Con
 }
 
 // awaitNoDeployment waits until job has no active deployment.
-func awaitNoDeployment(t *testing.T, ctx context.Context, e *env, job string) {
+func awaitNoDeployment(t testing.TB, ctx context.Context, e *env, job string) {
 	t.Helper()
 	nc := cluster.NewNomad(e.Client)
 	simtest.WaitFor(t, ctx, "the end of the deployment of "+job, func() bool {
@@ -499,7 +499,7 @@ func awaitNoDeployment(t *testing.T, ctx context.Context, e *env, job string) {
 }
 
 // jobRestarts lists the restart records of job (namespace default).
-func jobRestarts(t *testing.T, ctx context.Context, e *env, job string) []*restart.Record {
+func jobRestarts(t testing.TB, ctx context.Context, e *env, job string) []*restart.Record {
 	t.Helper()
 	recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: job})
 	if err != nil {
@@ -510,7 +510,7 @@ func jobRestarts(t *testing.T, ctx context.Context, e *env, job string) []*resta
 
 // waitRollout waits until job has a restart record that satisfies ok (nil: any) and
 // returns it.
-func waitRollout(t *testing.T, ctx context.Context, e *env, job string, ok func(*restart.Record) bool) *restart.Record {
+func waitRollout(t testing.TB, ctx context.Context, e *env, job string, ok func(*restart.Record) bool) *restart.Record {
 	t.Helper()
 	var found *restart.Record
 	simtest.WaitFor(t, ctx, "a rollout of "+job, func() bool {
@@ -640,7 +640,7 @@ func (n *agentNet) asked(path string) bool {
 // awaitDecided waits until the agent has decided on job's sources as they are: it reads
 // the job's allocations only to decide (the job has no restart yet), after it took the
 // sources' states. A change made afterwards is seen as one, with its old index.
-func (n *agentNet) awaitDecided(t *testing.T, ctx context.Context, job string) {
+func (n *agentNet) awaitDecided(t testing.TB, ctx context.Context, job string) {
 	t.Helper()
 	simtest.WaitFor(t, ctx, "the agent to decide on the sources of "+job, func() bool {
 		return n.asked("/v1/job/" + job + "/allocations")
@@ -650,7 +650,7 @@ func (n *agentNet) awaitDecided(t *testing.T, ctx context.Context, job string) {
 // wire is a Config tweak: the agent's client, cluster and store go through n, and its
 // leases have Nomad's shortest TTL (10s, which Nomad's leader doubles) and a short lock
 // delay, so that a successor does not wait long for a lease left behind.
-func (n *agentNet) wire(t *testing.T, e *env, c *Config, token string) {
+func (n *agentNet) wire(t testing.TB, e *env, c *Config, token string) {
 	t.Helper()
 	n.next = c.Metrics.Transport(nil)
 	n.client = e.AgentClient(t, token, n)

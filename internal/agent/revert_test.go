@@ -62,7 +62,7 @@ func revertJobReading(id string, count int, tmpl, badWhen string) *api.Job {
 
 // putItems writes the variable at path of namespace default with check-and-set at index
 // (0: create) and returns its new ModifyIndex.
-func putItems(t *testing.T, client *api.Client, path string, items map[string]string, index uint64) uint64 {
+func putItems(t testing.TB, client *api.Client, path string, items map[string]string, index uint64) uint64 {
 	t.Helper()
 	v := &api.Variable{Namespace: "default", Path: path, Items: items, ModifyIndex: index}
 	var out *api.Variable
@@ -80,7 +80,7 @@ func putItems(t *testing.T, client *api.Client, path string, items map[string]st
 
 // revertEnv starts a cluster whose instances answer, creates the variable with goodItems,
 // runs the job (4 instances) and waits for its deployment to end.
-func revertEnv(t *testing.T, job string) (e *env, path string, index uint64) {
+func revertEnv(t testing.TB, job string) (e *env, path string, index uint64) {
 	t.Helper()
 	e = startEnv(t, nomadsim.Options{TimeScale: realTime, ServeInstances: true})
 	path = "nomad/jobs/" + job + "/config"
@@ -91,7 +91,7 @@ func revertEnv(t *testing.T, job string) (e *env, path string, index uint64) {
 }
 
 // awaitRecord waits until the restart id exists, and returns it.
-func awaitRecord(t *testing.T, ctx context.Context, e *env, id string) *restart.Record {
+func awaitRecord(t testing.TB, ctx context.Context, e *env, id string) *restart.Record {
 	t.Helper()
 	var rec *restart.Record
 	simtest.WaitFor(t, ctx, "restart "+id, func() bool {
@@ -103,7 +103,7 @@ func awaitRecord(t *testing.T, ctx context.Context, e *env, id string) *restart.
 }
 
 // failedRollout waits for the job's rollout (not a revert) to fail, and returns it.
-func failedRollout(t *testing.T, ctx context.Context, e *env, job string) *restart.Record {
+func failedRollout(t testing.TB, ctx context.Context, e *env, job string) *restart.Record {
 	t.Helper()
 	rec := waitRollout(t, ctx, e, job, func(r *restart.Record) bool { return r.Revert == nil })
 	if rec = e.WaitEnd(t, rec); rec.Status != restart.StatusFailed {
@@ -116,7 +116,7 @@ func failedRollout(t *testing.T, ctx context.Context, e *env, job string) *resta
 // at the index the revert recorded; the one allocation restarted onto the bad value was
 // restarted once more and answers again, the others never restarted; the kept value is
 // gone and no record shows it.
-func checkReverted(t *testing.T, ctx context.Context, e *env, path string, rollout *restart.Record, bad uint64) *restart.Record {
+func checkReverted(t testing.TB, ctx context.Context, e *env, path string, rollout *restart.Record, bad uint64) *restart.Record {
 	t.Helper()
 	return checkRevertedTo(t, ctx, e, rollout, func(w restart.RevertWrite) {
 		v, _, err := e.Client.Variables().Read(path, nil)
@@ -131,7 +131,7 @@ func checkReverted(t *testing.T, ctx context.Context, e *env, path string, rollo
 
 // checkRevertedTo is checkReverted for any source; sourceBack checks the source after the
 // write-back w.
-func checkRevertedTo(t *testing.T, ctx context.Context, e *env, rollout *restart.Record, sourceBack func(w restart.RevertWrite)) *restart.Record {
+func checkRevertedTo(t testing.TB, ctx context.Context, e *env, rollout *restart.Record, sourceBack func(w restart.RevertWrite)) *restart.Record {
 	t.Helper()
 	back := e.WaitEnd(t, awaitRecord(t, ctx, e, onchange.RevertID(rollout.ID)))
 	if back.Status != restart.StatusSucceeded {
@@ -192,7 +192,7 @@ func checkRevertedTo(t *testing.T, ctx context.Context, e *env, rollout *restart
 
 // answersGood checks that the allocation's instance answers 200 to 50 requests in a row
 // (a bad one answers 30% of them 500).
-func answersGood(t *testing.T, ctx context.Context, e *env, allocID string) {
+func answersGood(t testing.TB, ctx context.Context, e *env, allocID string) {
 	t.Helper()
 	regs, _, err := e.Client.Allocations().Services(allocID, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil || len(regs) != 1 {
@@ -537,4 +537,51 @@ func TestConfigChangeRevertByTwoAgentsWritesOnce(t *testing.T) {
 	if filed != 1 {
 		t.Errorf("the revert was filed %d times, want once", filed)
 	}
+}
+
+// BenchmarkConfigChangeRevert measures what a revert costs a service's clients: the
+// scenario of TestConfigChangeRevertsAFailedChange (4 instances, batch size 1, a 6 s healthy
+// deadline, nomadsim at time scale 1), with a balancer reading Nomad's service table from the
+// bad value's write to the end of the revert. It reports the requests that failed and the
+// seconds from the write to the revert's end (docs/benchmarks.md):
+//
+//	go test -run '^$' -bench BenchmarkConfigChangeRevert -benchtime=3x ./internal/agent/
+func BenchmarkConfigChangeRevert(b *testing.B) {
+	var failed, requests, minAnswering, took float64
+	for i := range b.N {
+		b.StopTimer()
+		job := "bench" + strconv.Itoa(i)
+		e, path, old := revertEnv(b, job)
+		ctx := agenttest.Context(b)
+		_, _, stop := e.runChangeAgent(b, "agent-a", e.Sim.BootstrapToken(), nil, job)
+		bal := simtest.NomadBalancer(e.Sim, job)
+		bal.Census = 100 * time.Millisecond
+		if err := bal.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		bal.WaitAnswering(b, 4, 10*time.Second)
+		bal.Reset()
+		b.StartTimer()
+		start := time.Now()
+		putItems(b, e.Client, path, badItems, old)
+		rollout := failedRollout(b, ctx, e, job)
+		back := e.WaitEnd(b, awaitRecord(b, ctx, e, onchange.RevertID(rollout.ID)))
+		took += time.Since(start).Seconds()
+		b.StopTimer()
+		res := bal.Stop()
+		stop()
+		if back.Status != restart.StatusSucceeded {
+			b.Fatalf("the revert ended %s (%s)", back.Status, back.Reason)
+		}
+		failed += float64(res.Failed)
+		requests += float64(res.Requests)
+		minAnswering += float64(res.MinAnswering)
+		b.Logf("%s; fewest answering %d of 4", res, res.MinAnswering)
+	}
+	n := float64(b.N)
+	b.ReportMetric(failed/n, "failed/op")
+	b.ReportMetric(requests/n, "requests/op")
+	b.ReportMetric(100*failed/requests, "failed-%")
+	b.ReportMetric(minAnswering/n, "min-answering")
+	b.ReportMetric(took/n, "s-to-reverted")
 }
