@@ -122,7 +122,7 @@ func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, 
 			c.log.Warn("reading a failed rollout to finish its revert", "job", ex.JobID, "restart", k.Rollout, "err", err)
 			return true
 		}
-		c.once(ctx, "revert:"+rec.ID, func(ctx context.Context) { c.revert(ctx, ex, rec) })
+		c.startRevert(ctx, ex, rec)
 		return true
 	}
 	return false
@@ -171,7 +171,7 @@ func (c *changeRunner) followOutcome(ctx context.Context, ex onchange.Explain, n
 		switch {
 		case rec == nil:
 		case rec.Status == restart.StatusFailed && rec.Revert == nil:
-			c.once(ctx, "revert:"+rec.ID, func(ctx context.Context) { c.revert(ctx, ex, rec) })
+			c.startRevert(ctx, ex, rec)
 		case rec.Status == restart.StatusSucceeded:
 			c.forgetKept(ctx, ex, rec)
 		}
@@ -207,9 +207,30 @@ func (c *changeRunner) forgetKept(ctx context.Context, ex onchange.Explain, rec 
 	}
 }
 
+// revertStep says how a step of a revert ended.
+type revertStep int
+
+const (
+	stepDone  revertStep = iota
+	stepStop             // the revert stops, for a reason that lasts (logged)
+	stepRetry            // a request failed: the revert is tried again
+)
+
+// startRevert reverts rec in the background (once at a time in this agent), trying again
+// after BusyRecheck while requests fail.
+func (c *changeRunner) startRevert(ctx context.Context, ex onchange.Explain, rec *restart.Record) {
+	c.once(ctx, "revert:"+rec.ID, func(ctx context.Context) {
+		for {
+			if c.revert(ctx, ex, rec) != stepRetry || !cluster.Sleep(ctx, c.cfg.BusyRecheck) {
+				return
+			}
+		}
+	})
+}
+
 // revert puts back the values a failed rollout replaced and files the restart of the
 // allocations that restarted onto them.
-func (c *changeRunner) revert(ctx context.Context, ex onchange.Explain, rec *restart.Record) {
+func (c *changeRunner) revert(ctx context.Context, ex onchange.Explain, rec *restart.Record) revertStep {
 	reverting := revertSources(ex)
 	var writes []restart.RevertWrite
 	var writtenAt time.Time
@@ -218,9 +239,9 @@ func (c *changeRunner) revert(ctx context.Context, ex onchange.Explain, rec *res
 		if !ok {
 			continue
 		}
-		w, at, ok := c.writeBack(ctx, ex, rec, src, t)
-		if !ok {
-			return
+		w, at, step := c.writeBack(ctx, ex, rec, src, t)
+		if step != stepDone {
+			return step
 		}
 		writes = append(writes, w)
 		writtenAt = maxTime(writtenAt, at)
@@ -228,16 +249,16 @@ func (c *changeRunner) revert(ctx context.Context, ex onchange.Explain, rec *res
 	if len(writes) == 0 {
 		c.log.Warn("a rollout failed; none of its changes can be reverted (a prefix, a re-render): it stops", "job", ex.JobID, "restart", rec.ID)
 		c.metrics.reverts.WithLabelValues("not_revertible").Inc()
-		return
+		return stepStop
 	}
-	c.fileRevert(ctx, ex, rec, writes, writtenAt)
+	return c.fileRevert(ctx, ex, rec, writes, writtenAt)
 }
 
 // writeBack puts src back to its kept value for the failed rollout rec (its trigger t):
 // exactly once, whatever agents did before (the kept variable's state and the source's
-// check-and-set say what was done). It returns what was written and when; false when the
-// revert stops (said why).
-func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *restart.Record, src onchange.Source, t restart.Trigger) (restart.RevertWrite, time.Time, bool) {
+// check-and-set say what was done). It returns what was written and when, and whether the
+// revert goes on, stops (said why) or is to be tried again (a failed request).
+func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *restart.Record, src onchange.Source, t restart.Trigger) (restart.RevertWrite, time.Time, revertStep) {
 	v := c.cfg.Values
 	log := c.log.With("job", ex.JobID, "restart", rec.ID, "source", src.String())
 	for range 5 {
@@ -245,12 +266,12 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		if err != nil {
 			log.Warn("reading the kept value to revert a failed rollout", "err", err)
 			c.metrics.reverts.WithLabelValues("error").Inc()
-			return restart.RevertWrite{}, time.Time{}, false
+			return restart.RevertWrite{}, time.Time{}, stepRetry
 		}
 		if idx == 0 || k.BadIndex != t.NewIndex || k.Rollout != "" && k.Rollout != rec.ID {
 			log.Warn("a rollout failed and is not reverted: the agent did not see the value its change replaced (no agent ran then, or the source changed again since)", "bad_index", t.NewIndex)
 			c.metrics.reverts.WithLabelValues("unkept").Inc()
-			return restart.RevertWrite{}, time.Time{}, false
+			return restart.RevertWrite{}, time.Time{}, stepStop
 		}
 		if k.State == onchange.KeptHeld {
 			k.State, k.Rollout = onchange.KeptReverting, rec.ID
@@ -260,14 +281,14 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 				}
 				log.Warn("marking the kept value as being reverted", "err", err)
 				c.metrics.reverts.WithLabelValues("error").Inc()
-				return restart.RevertWrite{}, time.Time{}, false
+				return restart.RevertWrite{}, time.Time{}, stepRetry
 			}
 		}
 		cur, err := v.ReadValue(ctx, src)
 		if err != nil {
 			log.Warn("reading the source to revert a failed rollout", "err", err)
 			c.metrics.reverts.WithLabelValues("error").Inc()
-			return restart.RevertWrite{}, time.Time{}, false
+			return restart.RevertWrite{}, time.Time{}, stepRetry
 		}
 		written := cur.Index
 		switch k.DecideWriteBack(cur) {
@@ -277,7 +298,7 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 			if err := v.DeleteKept(ctx, ex.Namespace, src, idx); err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
 				log.Warn("deleting a kept value no longer needed", "err", err)
 			}
-			return restart.RevertWrite{}, time.Time{}, false
+			return restart.RevertWrite{}, time.Time{}, stepStop
 		case onchange.WriteNow:
 			written, err = v.WriteBack(ctx, src, k.Value, k.BadIndex)
 			if errors.Is(err, sourcewatch.ErrChanged) {
@@ -286,7 +307,7 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 			if err != nil {
 				log.Warn("writing the kept value back", "err", err)
 				c.metrics.reverts.WithLabelValues("error").Inc()
-				return restart.RevertWrite{}, time.Time{}, false
+				return restart.RevertWrite{}, time.Time{}, stepRetry
 			}
 			log.Info("a rollout failed: wrote the kept value back with check-and-set", "kept_at", v.KeptPath(src), "bad_index", k.BadIndex, "written_index", written)
 		}
@@ -298,41 +319,41 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 				}
 				log.Warn("marking the kept value as written back", "err", err)
 				c.metrics.reverts.WithLabelValues("error").Inc()
-				return restart.RevertWrite{}, time.Time{}, false
+				return restart.RevertWrite{}, time.Time{}, stepRetry
 			}
 		}
 		return restart.RevertWrite{Source: src.Ref(), KeptPath: v.KeptPath(src), BadIndex: k.BadIndex, WrittenIndex: k.WrittenIndex},
-			time.Unix(0, k.WrittenAt), true
+			time.Unix(0, k.WrittenAt), stepDone
 	}
 	log.Warn("the kept value kept changing while a failed rollout was reverted: not reverted")
 	c.metrics.reverts.WithLabelValues("error").Inc()
-	return restart.RevertWrite{}, time.Time{}, false
+	return restart.RevertWrite{}, time.Time{}, stepRetry
 }
 
 // fileRevert files the restart of the allocations that restarted onto the bad values, once
 // the templates had the group's debounce to render the values written back, under the
 // revert's ID; then it follows it to forget the kept values when it succeeds.
-func (c *changeRunner) fileRevert(ctx context.Context, ex onchange.Explain, rec *restart.Record, writes []restart.RevertWrite, writtenAt time.Time) {
+func (c *changeRunner) fileRevert(ctx context.Context, ex onchange.Explain, rec *restart.Record, writes []restart.RevertWrite, writtenAt time.Time) revertStep {
 	id := onchange.RevertID(rec.ID)
 	if _, err := c.a.cfg.Store.Get(ctx, rec.Namespace, id); err == nil {
 		c.followOutcome(ctx, ex, rec.Namespace, id)
-		return
+		return stepDone
 	}
 	g, ok := groupOf(ex, rec)
 	if !ok {
-		return
+		return stepStop
 	}
 	if !cluster.Sleep(ctx, time.Until(writtenAt.Add(g.Debounce))) {
-		return
+		return stepStop
 	}
 	spec := g.Spec
 	spec.Groups = rec.Spec.Groups
 	spec.OnlyAllocs = onchange.RestartedOnto(rec)
 	plan, err := c.a.eng.Plan(ctx, engine.Request{Namespace: rec.Namespace, Job: rec.JobID, Spec: spec})
 	if err != nil {
-		c.log.Warn("planning the restart that reverts a failed rollout (the values are written back)", "job", ex.JobID, "restart", rec.ID, "err", err)
+		c.log.Warn("planning the restart that reverts a failed rollout (the values are written back); trying again", "job", ex.JobID, "restart", rec.ID, "err", err)
 		c.metrics.reverts.WithLabelValues("error").Inc()
-		return
+		return stepRetry
 	}
 	back := plan.Record
 	back.ID = id
@@ -349,11 +370,12 @@ func (c *changeRunner) fileRevert(ctx context.Context, ex onchange.Explain, rec 
 		c.a.offerFiled(back.Namespace, back.ID, back.ModifyIndex)
 	case errors.Is(err, store.ErrExists):
 	default:
-		c.log.Warn("filing the restart that reverts a failed rollout (the values are written back)", "job", ex.JobID, "restart", rec.ID, "err", err)
+		c.log.Warn("filing the restart that reverts a failed rollout (the values are written back); trying again", "job", ex.JobID, "restart", rec.ID, "err", err)
 		c.metrics.reverts.WithLabelValues("error").Inc()
-		return
+		return stepRetry
 	}
 	c.followOutcome(ctx, ex, rec.Namespace, id)
+	return stepDone
 }
 
 // revertMessage is the revert's first event: what was written back, where the value was

@@ -257,6 +257,8 @@ type hookedValues struct {
 	beforeKept func(onchange.Kept) error
 	onKept     func(onchange.Kept) error
 	onWritten  func() error
+	// beforeWriteBack runs before a write-back; an error stops it, as a failed request.
+	beforeWriteBack func() error
 }
 
 func (h *hookedValues) WriteKept(ctx context.Context, ns string, src onchange.Source, k onchange.Kept, index uint64) (uint64, error) {
@@ -275,6 +277,11 @@ func (h *hookedValues) WriteKept(ctx context.Context, ns string, src onchange.So
 }
 
 func (h *hookedValues) WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error) {
+	if h.beforeWriteBack != nil {
+		if err := h.beforeWriteBack(); err != nil {
+			return 0, err
+		}
+	}
 	out, err := h.SourceValues.WriteBack(ctx, src, v, index)
 	if err == nil {
 		h.writeBacks.Add(1)
@@ -584,4 +591,27 @@ func BenchmarkConfigChangeRevert(b *testing.B) {
 	b.ReportMetric(100*failed/requests, "failed-%")
 	b.ReportMetric(minAnswering/n, "min-answering")
 	b.ReportMetric(took/n, "s-to-reverted")
+}
+
+// A write-back whose request fails (Nomad answers 500) is tried again: the revert ends as
+// it would have, with one write-back.
+func TestConfigChangeRevertRetriesAFailedWriteBack(t *testing.T) {
+	t.Parallel()
+	e, path, old := revertEnv(t, "retry")
+	ctx := agenttest.Context(t)
+	var failures atomic.Int32
+	h := &hookedValues{beforeWriteBack: func() error {
+		if failures.Add(1) == 1 {
+			return errors.New("Unexpected response code: 500 (rpc error: leader unavailable)")
+		}
+		return nil
+	}}
+	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), h.hook, "retry")
+	defer stop()
+	bad := putItems(t, e.Client, path, badItems, old)
+	rollout := failedRollout(t, ctx, e, "retry")
+	checkReverted(t, ctx, e, path, rollout, bad)
+	if n, tries := h.writeBacks.Load(), failures.Load(); n != 1 || tries != 2 {
+		t.Errorf("%d write-backs in %d tries, want one in two", n, tries)
+	}
 }
