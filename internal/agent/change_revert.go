@@ -92,16 +92,21 @@ func (c *changeRunner) keep(ctx context.Context, ex onchange.Explain, held map[o
 }
 
 // revertUnderWay reports whether the rollout r decided answers a revert's write-back (the
-// source's newest change is the kept value put back): the revert is resumed, or left to
-// its restart, rather than every allocation rolled.
+// newest change of its sources is the kept value put back): the revert is resumed, or left
+// to its restart, rather than every allocation rolled. A change of another source since is
+// rolled as any other.
 func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, r *onchange.Rollout) bool {
 	if c.cfg.Values == nil {
 		return false
 	}
 	reverting := revertSources(ex)
+	var newest time.Time
+	for _, t := range r.Triggers {
+		newest = maxTime(newest, t.ChangedAt)
+	}
 	for _, t := range r.Triggers {
 		src, ok := sourceOf(reverting, t.Source)
-		if !ok {
+		if !ok || t.ChangedAt.Before(newest) {
 			continue
 		}
 		k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
@@ -147,6 +152,55 @@ func (c *changeRunner) once(ctx context.Context, key string, fn func(context.Con
 		}()
 		fn(ctx)
 	}()
+}
+
+// noteRolledBy records, in the values kept for the changes rollout id answers, that it was
+// filed: an agent that starts later resumes the revert from there (resumeReverts), whatever
+// its own watch saw first (a Consul key's first answer carries no change).
+func (c *changeRunner) noteRolledBy(ctx context.Context, ex onchange.Explain, id string, triggers []restart.Trigger) {
+	if c.cfg.Values == nil {
+		return
+	}
+	reverting := revertSources(ex)
+	for _, t := range triggers {
+		src, ok := sourceOf(reverting, t.Source)
+		if !ok {
+			continue
+		}
+		k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
+		if err != nil || idx == 0 || k.State != onchange.KeptHeld || k.BadIndex != t.NewIndex || k.RolledBy == id {
+			continue
+		}
+		k.RolledBy = id
+		if _, err := c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+			c.log.Warn("noting the rollout of a kept value's change", "job", ex.JobID, "source", src.String(), "err", err)
+		}
+	}
+}
+
+// resumeReverts picks up, as a follower starts, what the kept values of the job's sources
+// say is under way: a rollout filed for a change (its end is awaited, to revert it if it
+// failed), or a revert begun (finished, or its restart followed).
+func (c *changeRunner) resumeReverts(ctx context.Context, ex onchange.Explain) {
+	if c.cfg.Values == nil {
+		return
+	}
+	for src := range revertSources(ex) {
+		k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
+		switch {
+		case err != nil || idx == 0:
+		case k.State == onchange.KeptHeld && k.RolledBy != "":
+			c.followOutcome(ctx, ex, ex.Namespace, k.RolledBy)
+		case k.State != onchange.KeptHeld && k.Rollout != "":
+			if _, err := c.a.cfg.Store.Get(ctx, ex.Namespace, onchange.RevertID(k.Rollout)); err == nil {
+				c.followOutcome(ctx, ex, ex.Namespace, onchange.RevertID(k.Rollout))
+				continue
+			}
+			if rec, err := c.a.cfg.Store.Get(ctx, ex.Namespace, k.Rollout); err == nil {
+				c.startRevert(ctx, ex, rec)
+			}
+		}
+	}
 }
 
 // sourceOf finds, among sources, the one a trigger names.

@@ -332,6 +332,7 @@ func (c *changeRunner) follow(ctx context.Context, ex onchange.Explain) {
 	// held is the last value read of each source whose change may be reverted.
 	held := map[onchange.Source]onchange.SourceValue{}
 	reverting := revertSources(ex)
+	c.resumeReverts(ctx, ex)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -543,10 +544,12 @@ func (c *changeRunner) file(ctx context.Context, ex onchange.Explain, r *onchang
 		c.log.Info("config-change rollout filed", "job", ex.JobID, "restart", rec.ID, "allocs", len(rec.Allocs), "groups", r.Groups)
 		c.metrics.rollouts.WithLabelValues("filed").Inc()
 		c.a.offerFiled(rec.Namespace, rec.ID, rec.ModifyIndex)
+		c.noteRolledBy(ctx, ex, rec.ID, r.Triggers)
 		c.followOutcome(ctx, ex, rec.Namespace, rec.ID)
 		return 0
 	case errors.Is(err, store.ErrExists):
 		c.metrics.rollouts.WithLabelValues("exists").Inc()
+		c.noteRolledBy(ctx, ex, rec.ID, r.Triggers)
 		c.followOutcome(ctx, ex, rec.Namespace, rec.ID)
 		return 0 // filed already, by this agent or another: once per change
 	case errors.As(err, &busy):

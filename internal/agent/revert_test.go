@@ -259,9 +259,35 @@ type hookedValues struct {
 	onWritten  func() error
 	// beforeWriteBack runs before a write-back; an error stops it, as a failed request.
 	beforeWriteBack func() error
+	// dead cuts the agent off its sources and kept values, as a killed process.
+	dead atomic.Bool
+}
+
+func (h *hookedValues) ReadValue(ctx context.Context, src onchange.Source) (onchange.SourceValue, error) {
+	if h.dead.Load() {
+		return onchange.SourceValue{}, errKilled
+	}
+	return h.SourceValues.ReadValue(ctx, src)
+}
+
+func (h *hookedValues) ReadKept(ctx context.Context, ns string, src onchange.Source) (onchange.Kept, uint64, error) {
+	if h.dead.Load() {
+		return onchange.Kept{}, 0, errKilled
+	}
+	return h.SourceValues.ReadKept(ctx, ns, src)
+}
+
+func (h *hookedValues) DeleteKept(ctx context.Context, ns string, src onchange.Source, index uint64) error {
+	if h.dead.Load() {
+		return errKilled
+	}
+	return h.SourceValues.DeleteKept(ctx, ns, src, index)
 }
 
 func (h *hookedValues) WriteKept(ctx context.Context, ns string, src onchange.Source, k onchange.Kept, index uint64) (uint64, error) {
+	if h.dead.Load() {
+		return 0, errKilled
+	}
 	if h.beforeKept != nil {
 		if err := h.beforeKept(k); err != nil {
 			return 0, err
@@ -277,6 +303,9 @@ func (h *hookedValues) WriteKept(ctx context.Context, ns string, src onchange.So
 }
 
 func (h *hookedValues) WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error) {
+	if h.dead.Load() {
+		return 0, errKilled
+	}
 	if h.beforeWriteBack != nil {
 		if err := h.beforeWriteBack(); err != nil {
 			return 0, err
@@ -368,7 +397,7 @@ func revertAfterKill(t *testing.T, point string) {
 		first.onWritten = kill
 	}
 	_, net, stopFirst := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), first.hook, job)
-	cut = func() { net.cut.Store(true) }
+	cut = func() { net.cut.Store(true); first.dead.Store(true) }
 
 	bad := putItems(t, e.Client, path, badItems, old)
 	rollout := failedRollout(t, ctx, e, job)
@@ -406,23 +435,9 @@ func revertAfterKill(t *testing.T, point string) {
 // check-and-set (?cas=<ModifyIndex>).
 func TestConfigChangeRevertsAFailedConsulKey(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, nomadsim.Options{TimeScale: realTime, ServeInstances: true})
+	e, kv, withConsul := consulRevertEnv(t, "kvsvc")
 	ctx := agenttest.Context(t)
-	consul, err := consulapi.NewClient(&consulapi.Config{Address: e.Sim.ConsulAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := consul.KV()
 	const key = "kvsvc/mode"
-	if _, err := kv.Put(&consulapi.KVPair{Key: key, Value: []byte("good"), Flags: 42}, nil); err != nil {
-		t.Fatal(err)
-	}
-	submitTemplated(t, e, revertJobReading("kvsvc", 4, `{{ key "`+key+`" }}`, "consul:"+key+"=bad"), 4)
-	awaitNoDeployment(t, ctx, e, "kvsvc")
-	withConsul := func(c *Config) {
-		hub := sourcewatch.New(e.Vars, sourcewatch.Options{Consul: func(string) (*consulapi.Client, error) { return consul, nil }})
-		c.Changes.Sources, c.Changes.Values = hub, hub
-	}
 	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), withConsul, "kvsvc")
 	defer stop()
 	bal := simtest.NomadBalancer(e.Sim, "kvsvc")
@@ -613,5 +628,64 @@ func TestConfigChangeRevertRetriesAFailedWriteBack(t *testing.T) {
 	checkReverted(t, ctx, e, path, rollout, bad)
 	if n, tries := h.writeBacks.Load(), failures.Load(); n != 1 || tries != 2 {
 		t.Errorf("%d write-backs in %d tries, want one in two", n, tries)
+	}
+}
+
+// consulRevertEnv starts a cluster whose instances answer, sets the Consul key <job>/mode to
+// "good" with flags 42, runs the job (4 instances reading it) and waits for its deployment
+// to end; it returns the env, Consul's KV and a Config tweak that watches Consul.
+func consulRevertEnv(t testing.TB, job string) (*env, *consulapi.KV, func(*Config)) {
+	t.Helper()
+	e := startEnv(t, nomadsim.Options{TimeScale: realTime, ServeInstances: true})
+	consul, err := consulapi.NewClient(&consulapi.Config{Address: e.Sim.ConsulAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := job + "/mode"
+	if _, err := consul.KV().Put(&consulapi.KVPair{Key: key, Value: []byte("good"), Flags: 42}, nil); err != nil {
+		t.Fatal(err)
+	}
+	submitTemplated(t, e, revertJobReading(job, 4, `{{ key "`+key+`" }}`, "consul:"+key+"=bad"), 4)
+	awaitNoDeployment(t, agenttest.Context(t), e, job)
+	withConsul := func(c *Config) {
+		hub := sourcewatch.New(e.Vars, sourcewatch.Options{Consul: func(string) (*consulapi.Client, error) { return consul, nil }})
+		c.Changes.Sources, c.Changes.Values = hub, hub
+	}
+	return e, consul.KV(), withConsul
+}
+
+// A revert of a Consul key survives an agent killed after the failure: the next agent's
+// watch sees the key first at the bad value (Consul keeps no time: no change to decide on),
+// and finds the failed rollout through the value kept for the change.
+func TestConfigChangeRevertOfAConsulKeySurvivesAKilledAgent(t *testing.T) {
+	t.Parallel()
+	e, kv, withConsul := consulRevertEnv(t, "kvkill")
+	ctx := agenttest.Context(t)
+	first, second := &hookedValues{}, &hookedValues{}
+	first.beforeKept = func(k onchange.Kept) error {
+		if k.State == onchange.KeptReverting {
+			first.dead.Store(true)
+			return errKilled
+		}
+		return nil
+	}
+	_, net, stopFirst := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), func(c *Config) { withConsul(c); first.hook(c) }, "kvkill")
+	defer stopFirst()
+	if _, err := kv.Put(&consulapi.KVPair{Key: "kvkill/mode", Value: []byte("bad")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rollout := failedRollout(t, ctx, e, "kvkill")
+	simtest.WaitFor(t, ctx, "the first agent's death", first.dead.Load)
+	net.cut.Store(true)
+
+	e.runChangeAgent(t, "agent-b", e.Sim.BootstrapToken(), func(c *Config) { withConsul(c); second.hook(c) })
+	checkRevertedTo(t, ctx, e, rollout, func(w restart.RevertWrite) {
+		pair, _, err := kv.Get("kvkill/mode", nil)
+		if err != nil || pair == nil || string(pair.Value) != "good" || pair.Flags != 42 || pair.ModifyIndex != w.WrittenIndex {
+			t.Errorf("the key after the revert: %+v (%v), want \"good\" with flags 42 at %d", pair, err, w.WrittenIndex)
+		}
+	})
+	if n := first.writeBacks.Load() + second.writeBacks.Load(); n != 1 {
+		t.Errorf("the kept value was written back %d times, want once", n)
 	}
 }

@@ -145,6 +145,9 @@ type Kept struct {
 	// OldIndex is the index of the kept value; BadIndex the index of the change it was
 	// replaced by, the only one it may revert.
 	OldIndex, BadIndex uint64
+	// RolledBy is the rollout filed for the change (set once it is filed, while held): an
+	// agent that starts after it finds it here, whatever its watch saw first.
+	RolledBy string `json:",omitempty"`
 	// Rollout is the failed rollout being reverted (from KeptReverting on).
 	Rollout string `json:",omitempty"`
 	// WrittenIndex is the source's index after the write-back (KeptReverted).
