@@ -84,7 +84,9 @@ func checkName(name string) error {
 		return fmt.Errorf("%q is not a job name: give one job before the colon, and separate the upstreams after it with commas", name)
 	}
 	if ns, job, ok := strings.Cut(name, "/"); ok {
-		if ns == "" || job == "" || strings.ContainsFunc(ns, func(r rune) bool { return !(r == '-' || r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r))) }) {
+		if ns == "" || job == "" || strings.ContainsFunc(ns, func(r rune) bool {
+			return !(r == '-' || r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)))
+		}) {
 			return fmt.Errorf("%q is not a job name: give \"job\" or \"namespace/job\"", name)
 		}
 	}
