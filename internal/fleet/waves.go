@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -518,4 +519,58 @@ func (f Fleet) WaveReached() int {
 		}
 	}
 	return n
+}
+
+// ParseWaveWait parses -wave-wait: a duration with a unit, 0 or more ("0" alone is 0).
+func ParseWaveWait(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, &restart.ValueError{Flag: "wave-wait", Value: s, Reason: "give a duration with a unit, 0 or more, like 30s"}
+	}
+	return d, nil
+}
+
+// WaveSummary is one wave as status, -json and the page show it.
+type WaveSummary struct {
+	Wave int
+	// Jobs are the wave's jobs by ID, in the fleet's order.
+	Jobs []string
+	// State is "done" once every job of it ended, "running" once one started, else
+	// "waiting".
+	State string
+	// Waits says, for each of its pending jobs held by an upstream, what it waits for:
+	// "api: waits for db-proxy: 2 of 3 allocations healthy".
+	Waits []string `json:",omitempty"`
+}
+
+// WaveSummaries lists the fleet's waves in order (none for a fleet without waves).
+func (f Fleet) WaveSummaries() []WaveSummary {
+	out := make([]WaveSummary, f.Waves())
+	for w := range out {
+		s := WaveSummary{Wave: w + 1, State: "done"}
+		started := false
+		for _, i := range f.WaveOf(w + 1) {
+			j := f.Jobs[i]
+			s.Jobs = append(s.Jobs, j.JobID)
+			if !j.Status.Terminal() {
+				s.State = "waiting"
+			}
+			started = started || j.Status != JobPending
+			if j.Status != JobPending {
+				continue
+			}
+			if g := f.GateOf(i); g.Waits != "" {
+				s.Waits = append(s.Waits, j.JobID+": "+g.Waits)
+			}
+		}
+		if s.State == "waiting" && started {
+			s.State = "running"
+		}
+		out[w] = s
+	}
+	return out
 }

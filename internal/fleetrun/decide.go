@@ -38,6 +38,9 @@ func (r *run) decide(ctx context.Context, next *fleet.Record) ([]start, error) {
 	if len(d.Abandon) > 0 {
 		next.AddEvent(now, fleet.EventJobEnded, fmt.Sprintf("%d jobs will not start: %s", len(d.Abandon), d.Reason))
 	}
+	for _, h := range d.Held {
+		next.AddEvent(now, fleet.EventJobEnded, jobMessage(next.Jobs[h.Job]))
+	}
 	r.settleStatus(next, before, d, now)
 	for _, s := range r.steerable(next, d.Steer) {
 		r.steer(ctx, next, s)
@@ -143,6 +146,8 @@ func (r *run) plan(ctx context.Context, next *fleet.Record, idx []int) ([]start,
 		return nil, context.Cause(ctx)
 	}
 	var starts []start
+	wave := next.WaveReached()
+	defer func() { noteWaves(next, wave, r.d.now()) }()
 	for n, i := range idx {
 		before := next.Jobs[i]
 		if err := fleet.Observe(&next.Fleet, obs[n]); err != nil {

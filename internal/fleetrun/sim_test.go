@@ -100,7 +100,7 @@ func (e *env) file(t testing.TB, filter string, spec restart.Spec, opts fleet.Op
 	if err != nil {
 		t.Fatalf("Select: %v", err)
 	}
-	rec := NewRecord(uuid.NewString(), HomeNamespace(sel.Namespace), sel, spec, opts, got.Jobs, e.client.Address(), time.Now())
+	rec := NewRecord(uuid.NewString(), HomeNamespace(sel.Namespace), sel, spec, opts, got.Jobs, got.Outside, e.client.Address(), time.Now())
 	if err := e.fleets.Create(ctx, rec); err != nil {
 		t.Fatalf("CreateFleet: %v", err)
 	}
