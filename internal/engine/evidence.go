@@ -102,8 +102,11 @@ func (e *Engine) allHealthy(ctx context.Context, rec *restart.Record, progress f
 }
 
 // judgeUpstreamAlloc is an allocation's readiness gate as a batch's (passReadiness), for an
-// allocation this driver did not restart: its tasks' start is when it took effect, and the
-// deadline runs from now.
+// allocation this driver did not restart: its tasks' start is when it took effect (check
+// results from before it do not count), and the deadline runs from now. The min-healthy
+// time is not waited again: evidence asks whether the allocation is healthy now, and an
+// upstream of the fleet has just had each of its allocations pass the whole gate in its
+// own restart, so a second wait would only delay its downstream jobs.
 func (d *driver) judgeUpstreamAlloc(ctx context.Context, id string, onWait func(string)) error {
 	a, index, err := d.e.cluster.WatchAllocation(ctx, id, 0)
 	if err != nil {
@@ -111,7 +114,7 @@ func (d *driver) judgeUpstreamAlloc(ctx context.Context, id string, onWait func(
 	}
 	mode := d.spec.Health
 	cfg := health.Config{Mode: mode}
-	minH, deadline := d.spec.HealthTimes(a.Group)
+	_, deadline := d.spec.HealthTimes(a.Group)
 	tasks := runningTasks(a)
 	var sources *health.Sources
 	if mode == restart.HealthChecks {
@@ -124,7 +127,7 @@ func (d *driver) judgeUpstreamAlloc(ctx context.Context, id string, onWait func(
 		sources = &src
 	}
 	d.e.observeTimes(a)
-	cfg.Tasks, cfg.Since, cfg.MinHealthy, cfg.Deadline, cfg.DeadlineFrom = tasks, tasksStarted(a, tasks), minH, deadline, d.e.nomadNow()()
+	cfg.Tasks, cfg.Since, cfg.Deadline, cfg.DeadlineFrom = tasks, tasksStarted(a, tasks), deadline, d.e.nomadNow()()
 	if a.ClientStatus != restart.ClientRunning {
 		cfg.Since = d.e.nomadNow()()
 	}

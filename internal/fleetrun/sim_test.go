@@ -40,7 +40,7 @@ func startEnv(t testing.TB) *env {
 	client := simtest.Client(t, sim)
 	nc := cluster.NewNomad(client)
 	restarts := nomadstore.NewRestarts(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{})
-	e := engine.New(engine.Config{Cluster: nc, Store: restarts, Holder: "fleet-test:1", Health: engine.HealthConfig{TimeScale: sim.TimeScale()}, MaxFeeds: 16})
+	e := engine.New(engine.Config{Cluster: nc, Store: restarts, Holder: "fleet-test:1", Health: engine.HealthConfig{Clock: sim.Now, TimeScale: sim.TimeScale()}, MaxFeeds: 16})
 	return &env{sim: sim, client: client, nomad: nc, fleets: nomadstore.NewFleets(nomadvars.New(client, nomadvars.Options{}), nomadstore.Options{}), restarts: restarts, eng: e}
 }
 
