@@ -48,7 +48,7 @@ type run struct {
 	measuring map[fleet.Ref]bool
 	evidence  map[fleet.Ref]fleet.Observation
 	facts     chan fact
-	rung     chan struct{}
+	rung      chan struct{}
 	// soon is told each time a child driven here starts its last batch: a slot frees soon.
 	soon chan struct{}
 	wg   sync.WaitGroup
