@@ -182,6 +182,12 @@ func collectJSONOutputs(t *testing.T) []jsonOutput {
 	out = run("run.schema.json", true, "run", "-json", "-jobs", `Name matches "^fleet-"`, "-on-error", "fail")
 	fleetID := lastRecordID(t, out)
 	run("status.schema.json", false, "status", "-json", fleetID)
+	// The same jobs in two waves, with an upstream outside the fleet (web-plain): planned,
+	// then driven and read back.
+	waves := []string{"-jobs", `Name matches "^fleet-"`, "-after", "fleet-1: fleet-0, web-plain", "-wave-wait", "100ms"}
+	run("run.schema.json", true, append([]string{"run", "-json", "-dry-run"}, waves...)...)
+	out = run("run.schema.json", true, append([]string{"run", "-json", "-on-error", "fail"}, waves...)...)
+	run("status.schema.json", false, "status", "-json", lastRecordID(t, out))
 	run("status.schema.json", false, "status", "-json")
 
 	// Schedules of a job (-at and -every) and of a fleet, then the list.
@@ -228,22 +234,23 @@ func lastRecordID(t *testing.T, out string) string {
 // schemaEnums ties each enumeration of common.schema.json to the Go types whose constants
 // it lists: a constant added in Go must be documented, and a value documented must exist.
 var schemaEnums = map[string][]goConstType{
-	"status":           {{"internal/restart", "Status"}},
-	"allocState":       {{"internal/restart", "AllocState"}},
-	"intent":           {{"internal/restart", "Intent"}},
-	"eventType":        {{"internal/restart", "EventType"}, {"internal/fleet", "EventType"}},
-	"questionKind":     {{"internal/restart", "QuestionKind"}, {"internal/fleet", "QuestionKind"}},
-	"surgePhase":       {{"internal/restart", "SurgePhase"}},
-	"onError":          {{"internal/restart", "OnError"}},
-	"healthMode":       {{"internal/restart", "HealthMode"}},
-	"jobStatus":        {{"internal/fleet", "JobStatus"}},
-	"fleetOrder":       {{"internal/fleet", "OrderBy"}},
-	"fleetBusy":        {{"internal/fleet", "Busy"}},
-	"scheduleStatus":   {{"internal/schedule", "Status"}},
-	"occurrenceResult": {{"internal/schedule", "Result"}},
-	"consent":          {{"internal/onchange", "Consent"}},
-	"sourceKind":       {{"internal/onchange", "SourceKind"}},
-	"followBy":         {{"internal/onchange", "FollowBy"}},
+	"status":            {{"internal/restart", "Status"}},
+	"allocState":        {{"internal/restart", "AllocState"}},
+	"intent":            {{"internal/restart", "Intent"}},
+	"eventType":         {{"internal/restart", "EventType"}, {"internal/fleet", "EventType"}},
+	"questionKind":      {{"internal/restart", "QuestionKind"}, {"internal/fleet", "QuestionKind"}},
+	"surgePhase":        {{"internal/restart", "SurgePhase"}},
+	"onError":           {{"internal/restart", "OnError"}},
+	"healthMode":        {{"internal/restart", "HealthMode"}},
+	"jobStatus":         {{"internal/fleet", "JobStatus"}},
+	"fleetOrder":        {{"internal/fleet", "OrderBy"}},
+	"fleetBusy":         {{"internal/fleet", "Busy"}},
+	"fleetAfterOutside": {{"internal/fleet", "AfterOutside"}},
+	"scheduleStatus":    {{"internal/schedule", "Status"}},
+	"occurrenceResult":  {{"internal/schedule", "Result"}},
+	"consent":           {{"internal/onchange", "Consent"}},
+	"sourceKind":        {{"internal/onchange", "SourceKind"}},
+	"followBy":          {{"internal/onchange", "FollowBy"}},
 }
 
 // goConstType is a string type of a package of the module (module-relative directory),
