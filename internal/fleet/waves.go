@@ -252,13 +252,13 @@ func afterTarget(jobs []Job, name string) (int, error) {
 		}
 		if j.JobID == name {
 			if found >= 0 {
-				return -1, &restart.ValueError{Flag: "after", Value: name, Reason: fmt.Sprintf("jobs %q of namespaces %q and %q are selected: name it \"namespace/%s\"", name, jobs[found].Namespace, j.Namespace, name)}
+				return -1, fmt.Errorf("-after names job %q, selected in namespaces %q and %q: name it \"namespace/%s\"", name, jobs[found].Namespace, j.Namespace, name)
 			}
 			found = i
 		}
 	}
 	if found < 0 {
-		return -1, &restart.ValueError{Flag: "after", Value: name, Reason: "-jobs did not select that job: -after orders jobs of the fleet; widen -jobs or fix the name"}
+		return -1, fmt.Errorf("-after names job %q, which -jobs did not select: -after orders the jobs of the fleet; widen -jobs or fix the name", name)
 	}
 	return found, nil
 }

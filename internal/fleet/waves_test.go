@@ -75,7 +75,7 @@ func TestPlanWaves(t *testing.T) {
 			wantErr: "cycle, api -> web -> api", wantErrCycle: true},
 		{name: "a job after itself is a cycle", jobs: named("web"), after: []string{"web: web"}, wantErr: "cycle, web -> web", wantErrCycle: true},
 		{name: "a cycle across namespaces names them", jobs: named("a/x", "b/y"), after: []string{"a/x: b/y", "b/y: a/x"}, wantErr: "cycle, a/x -> b/y -> a/x", wantErrCycle: true},
-		{name: "-after of a job not selected", jobs: named("web"), after: []string{"api: web"}, wantErr: `-jobs did not select that job`},
+		{name: "-after of a job not selected", jobs: named("web"), after: []string{"api: web"}, wantErr: `-after names job "api", which -jobs did not select`},
 		{name: "-after of an ambiguous job", jobs: named("a/web", "b/web", "a/api"), after: []string{"web: api"}, wantErr: `name it "namespace/web"`},
 		{name: "-after in a namespace: upstream in the job's namespace", jobs: named("a/web", "a/api", "b/api"), after: []string{"a/web: api"},
 			want: []string{"1:api", "1:api", "2:web"}},
