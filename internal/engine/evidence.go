@@ -31,7 +31,8 @@ type EvidenceProgress struct {
 
 // Evidence holds until the job's allocations (those a restart of it with spec would take
 // now) are all healthy by the readiness gate's rules, then until its gates (spec.Gates) held
-// for wait, measured evenly across it; progress hears each change. It returns nil once
+// for wait, measured evenly across it, and its allocations are healthy again at the end of
+// wait; progress hears each change. It returns nil once
 // both held, an error saying which allocation or gate failed (the deadline is each
 // allocation's healthy deadline, from now), or ctx's error.
 func (e *Engine) Evidence(ctx context.Context, namespace, jobID string, spec restart.Spec, wait time.Duration, progress func(EvidenceProgress)) error {
@@ -47,9 +48,16 @@ func (e *Engine) Evidence(ctx context.Context, namespace, jobID string, spec res
 	if err != nil {
 		return err
 	}
-	return e.holdGates(ctx, p.Record, wait, func(held time.Duration) {
+	err = e.holdGates(ctx, p.Record, wait, func(held time.Duration) {
 		progress(EvidenceProgress{Healthy: healthy, Total: healthy, GatesHeld: held})
 	})
+	if err != nil || wait <= 0 {
+		return err
+	}
+	// Healthy at the end of the wait too: an upstream whose allocations fail their checks
+	// during it gives no evidence, gates or not.
+	_, err = e.allHealthy(ctx, p.Record, progress)
+	return err
 }
 
 // allHealthy judges every allocation of rec through its readiness gate at once; the first
@@ -147,15 +155,18 @@ func (d *driver) judgeUpstreamAlloc(ctx context.Context, id string, onWait func(
 // holdGates measures the restart's gates evenly across wait (every gate at least once, at
 // its end): they held when no gate failed more measurements than the policy tolerates.
 // With no gate it waits wait.
-func (e *Engine) holdGates(ctx context.Context, rec *restart.Record, wait time.Duration, held func(time.Duration)) error {
+func (e *Engine) holdGates(ctx context.Context, rec *restart.Record, wait time.Duration, report func(time.Duration)) error {
 	start := time.Now()
 	g := rec.Spec.Gates
 	if g == nil || len(g.Specs) == 0 {
-		if wait > 0 {
-			held(0)
-			if !(wallClock{}).Sleep(ctx, wait) {
+		// No gate: the wait, its progress told every second.
+		for held := time.Duration(0); held < wait; {
+			step := min(time.Second, wait-held)
+			report(held)
+			if !(wallClock{}).Sleep(ctx, step) {
 				return ctx.Err()
 			}
+			held += step
 		}
 		return nil
 	}
@@ -187,7 +198,7 @@ func (e *Engine) holdGates(ctx context.Context, rec *restart.Record, wait time.D
 		vars.AllocNames = append(vars.AllocNames, a.Name)
 	}
 	res, err := gate.Run(ctx, q, specs, vars, p, wallClock{}, nil, func(gate.Measurement) error {
-		held(min(time.Since(start), wait))
+		report(min(time.Since(start), wait))
 		return nil
 	})
 	if err != nil {
