@@ -510,11 +510,12 @@ func (f Fleet) Waves() int {
 	return n
 }
 
-// WaveReached is the latest wave with a job that started or ended (0: none yet).
+// WaveReached is the latest wave a job of which started its restart (0: none yet). A job
+// skipped before its turn (held by a failed upstream) did not start its wave.
 func (f Fleet) WaveReached() int {
 	n := 0
 	for _, j := range f.Jobs {
-		if j.Status != JobPending {
+		if j.RestartID != "" {
 			n = max(n, j.Wave)
 		}
 	}

@@ -260,6 +260,9 @@ func TestHeldJobsFollowTheRules(t *testing.T) {
 	if f.Status != restart.StatusFailed {
 		t.Errorf("fleet %s, want failed", f.Status)
 	}
+	if got := f.WaveReached(); got != 1 {
+		t.Errorf("WaveReached = %d, want 1: the jobs skipped before their turn started no wave", got)
+	}
 }
 
 // TestAnswerYesReleasesHeldJobs: with the budget spent, held jobs wait for the operator;
