@@ -480,6 +480,9 @@ type Measuring struct {
 // Text is the evidence's progress as status shows it: "2 of 3 allocations healthy (...)",
 // "gates held 4s of 10s".
 func (m Measuring) Text() string {
+	if m.Total == 0 && m.Why != "" {
+		return m.Why // nothing counted yet: why (a deployment in progress)
+	}
 	if m.Healthy < m.Total || m.Total == 0 {
 		s := fmt.Sprintf("%d of %d allocations healthy", m.Healthy, m.Total)
 		if m.Why != "" {

@@ -315,3 +315,15 @@ func TestObserveEvidence(t *testing.T) {
 		t.Error("evidence of a job unknown to the fleet was taken")
 	}
 }
+
+func TestMeasuringText(t *testing.T) {
+	for m, want := range map[Measuring]string{
+		{Healthy: 2, Total: 3, Why: "allocation 3f2a91c0: check http (nomad) critical"}: "2 of 3 allocations healthy (allocation 3f2a91c0: check http (nomad) critical)",
+		{Healthy: 3, Total: 3, GatesHeld: "4s", WaveWait: "10s"}:                        "allocations healthy, gates held 4s of -wave-wait 10s",
+		{Why: `Deployment "1a2b3c4d" is "running"`}:                                     `Deployment "1a2b3c4d" is "running"`,
+	} {
+		if got := m.Text(); got != want {
+			t.Errorf("%+v.Text() = %q, want %q", m, got, want)
+		}
+	}
+}

@@ -55,7 +55,8 @@ func (r *run) evidenceSpec(ref fleet.Ref) (restart.Spec, time.Duration) {
 }
 
 // measure measures one upstream's evidence until its verdict, reporting progress as it
-// goes. A failure that passes (Nomad unavailable) is measured again.
+// goes. A failure that passes (Nomad unavailable), or a deployment of the upstream in
+// progress, is measured again.
 func (r *run) measure(ctx context.Context, ref fleet.Ref, spec restart.Spec, wait time.Duration) {
 	var last fleet.Evidence
 	var lastAt time.Time
@@ -70,6 +71,7 @@ func (r *run) measure(ctx context.Context, ref fleet.Ref, spec restart.Spec, wai
 		last, lastAt, lastHealthy = ev, now, p.Healthy
 		r.reportEvidence(ctx, ref, ev)
 	}
+	var deploying *engine.DeploymentError
 	for {
 		err := r.d.cfg.Engine.Evidence(ctx, ref.Namespace, ref.JobID, spec, wait, progress)
 		switch {
@@ -78,6 +80,13 @@ func (r *run) measure(ctx context.Context, ref fleet.Ref, spec restart.Spec, wai
 		case err == nil:
 			r.reportEvidence(ctx, ref, fleet.Evidence{Ready: true})
 			return
+		case errors.As(err, &deploying):
+			// A deployment of it runs (an upstream outside the fleet being updated): its
+			// allocations are not settled yet, which is a wait, not a failure.
+			progress(engine.EvidenceProgress{Why: oneLine(err.Error())})
+			if !cluster.Sleep(ctx, r.probeEvery()) {
+				return
+			}
 		case cluster.IsTransient(err):
 			r.d.log.Warn("measuring an upstream's evidence", "fleet", r.id, "job", ref.JobID, "err", err)
 			if !cluster.Sleep(ctx, r.probeEvery()) {
