@@ -222,3 +222,37 @@ func checkNoStartBeforeEvidence(t *testing.T, rec *fleet.Record) {
 		}
 	}
 }
+
+// TestFleetWavesAnswerYesLetsHeldJobsGoOn: with the failure budget spent under -on-error
+// ask, the job after a failed upstream is held and the fleet asks; answered yes, the held
+// job restarts without its upstream's evidence.
+func TestFleetWavesAnswerYesLetsHeldJobsGoOn(t *testing.T) {
+	e := startEnv(t)
+	e.registerChecked(t, "ask-up", "ask-down")
+	e.sim.ScriptCheck("default", "ask-up", "up", "pass_after=1m")
+	opts := options(2, 0, restart.OnErrorAsk)
+	d, _ := fleet.ParseAfter("ask-down: ask-up")
+	opts.After = []fleet.Dependency{d}
+	spec := restart.Spec{Health: restart.HealthChecks, OnError: restart.OnErrorFail, Yes: true, BatchSizes: []restart.BatchSize{{N: 1}},
+		HealthyDeadline: 20 * time.Second, MinHealthyTime: time.Second}
+	rec := e.file(t, `Name matches "^ask-"`, spec, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	drv := e.driver("waves-ask:1", true)
+	result := runInBackground(ctx, t, drv, rec)
+	read := e.reader(ctx, t, rec)
+	simtest.WaitFor(t, ctx, "the fleet to ask after ask-up failed", func() bool { return read().Status == restart.StatusWaiting })
+	if j := read().Jobs[1]; j.JobID != "ask-down" || j.Status != fleet.JobPending || j.RestartID != "" {
+		t.Fatalf("ask-down before the answer: %+v", j)
+	}
+	if _, err := drv.Answer(ctx, rec.Namespace, rec.ID, "y", "test"); err != nil {
+		t.Fatal(err)
+	}
+	done := <-result
+	if j := done.Jobs[1]; j.Status != fleet.JobSucceeded {
+		t.Errorf("ask-down after yes: %s %q, want succeeded", j.Status, j.Reason)
+	}
+	if done.Jobs[0].Status != fleet.JobFailed || done.Status != restart.StatusFailed {
+		t.Errorf("ask-up %s, fleet %s: want both failed", done.Jobs[0].Status, done.Status)
+	}
+}
