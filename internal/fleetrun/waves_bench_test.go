@@ -71,8 +71,8 @@ func BenchmarkFleetWaveHandoff(b *testing.B) {
 				sum += h
 			}
 			worst := slices.Max(handoffs)
-			b.ReportMetric(float64((worst-wait).Milliseconds()), "max-handoff-beyond-wait-ms")
-			b.ReportMetric(float64((sum/time.Duration(len(handoffs))-wait).Milliseconds()), "mean-handoff-beyond-wait-ms")
+			b.ReportMetric(float64((worst - wait).Milliseconds()), "max-handoff-beyond-wait-ms")
+			b.ReportMetric(float64((sum/time.Duration(len(handoffs)) - wait).Milliseconds()), "mean-handoff-beyond-wait-ms")
 			if worst > time.Second+wait {
 				b.Errorf("a downstream job started %s after its upstream was healthy, more than 1s + -wave-wait %s", worst, wait)
 			}
