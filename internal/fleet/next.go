@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -172,7 +173,15 @@ func budgetOutcome(f Fleet, t tally) Decision {
 	if f.Options.OnError == restart.OnErrorAsk {
 		return Decision{Status: restart.StatusWaiting, Reason: reason}
 	}
-	return Decision{Abandon: pending(f.Jobs), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
+	// The jobs an upstream's failure holds are skipped with that reason, the others
+	// abandoned with the fleet's.
+	d := Decision{Held: held(f), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
+	for _, i := range pending(f.Jobs) {
+		if !slices.ContainsFunc(d.Held, func(h Held) bool { return h.Job == i }) {
+			d.Abandon = append(d.Abandon, i)
+		}
+	}
+	return d
 }
 
 func spentReason(f Fleet, t tally) string {

@@ -327,3 +327,24 @@ func TestMeasuringText(t *testing.T) {
 		}
 	}
 }
+
+// TestOnErrorFailSkipsHeldJobs: once the budget is spent under -on-error fail, the jobs a
+// failed upstream holds are skipped naming it, the others canceled.
+func TestOnErrorFailSkipsHeldJobs(t *testing.T) {
+	f := chain()
+	f.Options.OnError = restart.OnErrorFail
+	f.Jobs = append(f.Jobs, Job{Namespace: "default", JobID: "free", Status: JobPending, Wave: 1})
+	f.Jobs[0].Status, f.Jobs[0].RestartID = JobFailed, "r0"
+	f.Jobs[1].Status, f.Jobs[1].RestartID = JobSucceeded, "r1"
+	d := Next(f)
+	d.Record(&f)
+	if f.Status != restart.StatusFailed {
+		t.Fatalf("fleet %s, want failed", f.Status)
+	}
+	if j := f.Jobs[2]; j.Status != JobSkipped || !strings.Contains(j.Reason, "its upstream db failed") {
+		t.Errorf("api: %s %q, want skipped naming db", j.Status, j.Reason)
+	}
+	if j := f.Jobs[4]; j.Status != JobCanceled {
+		t.Errorf("free: %s, want canceled", j.Status)
+	}
+}
