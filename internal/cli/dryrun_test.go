@@ -528,4 +528,7 @@ func TestFleetWavesSeen(t *testing.T) {
 	if !strings.Contains(out, "Waves (reached 3 of 3)") || !strings.Contains(out, "3  done     wv-2") {
 		t.Errorf("status of the ended fleet:\n%s", out)
 	}
+	if _, out, _ = e.run(ctx, "attach", id); !strings.Contains(out, "Wave 2 of 3 started: wv-1") {
+		t.Errorf("attach of the ended fleet does not say when its waves started:\n%s", out)
+	}
 }
