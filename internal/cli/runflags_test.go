@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"flag"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +171,7 @@ func TestParseRunArgsFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !o.fleet.selected() || o.job != "" || !reflect.DeepEqual(o.fleet.opts, tc.want) {
+			if !o.fleet.selected() || o.job != "" || !o.fleet.opts.Equal(tc.want) {
 				t.Errorf("fleet %+v, job %q; want options %+v", o.fleet, o.job, tc.want)
 			}
 			if o.spec.OnError != tc.want.OnError {

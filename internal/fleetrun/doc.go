@@ -22,7 +22,7 @@
 //     the marker is the consent of someone with rights in the job's namespace. Without
 //     it the job fails, naming the marker and the fix (consent.go).
 //   - In a fleet in waves, the evidence of each upstream a pending job waits on
-//     (fleet.Unproven) is measured off the loop (waves.go, Engine.Evidence) and its verdict
+//     (fleet.Unproven) is measured off the loop (follow.go, Engine.Evidence) and its verdict
 //     stored before any job after it starts, since starts are decided from the stored
 //     record. A driver that dies while measuring leaves no verdict: the next one measures
 //     again from the start.

@@ -43,7 +43,7 @@ type run struct {
 	// their record exists (a created fact), or the intent would be recorded as given to a
 	// restart that never heard it.
 	creating map[string]bool
-	// measuring marks the upstreams whose evidence this drive measures (waves.go); evidence
+	// measuring marks the upstreams whose evidence this drive measures (follow.go); evidence
 	// holds their newest facts since the last step, as seen does the jobs'.
 	measuring map[fleet.Ref]bool
 	evidence  map[fleet.Ref]fleet.Observation
