@@ -36,6 +36,9 @@ const (
 	// by their renders (change_mode noop): the cost per allocation, against how soon a
 	// re-render is noticed.
 	KeyRenderInterval = MetaPrefix + "render-interval"
+	// KeyAfter names the jobs a fleet restarts before this one, "api, db/db-proxy": its
+	// upstreams (see docs: "Fleet restarts", waves). Only fleets read it.
+	KeyAfter = MetaPrefix + "after"
 	// KeyOnFailure is what a rollout whose batch fails does next: stop (the default) or
 	// revert (put the kept previous value back and bring back the allocations that
 	// restarted onto the new one).
@@ -48,7 +51,7 @@ func knownKeys() []string {
 	return []string{
 		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
 		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeyDrain, KeySurge,
-		KeyRenderInterval, KeyOnFailure,
+		KeyRenderInterval, KeyAfter, KeyOnFailure,
 	}
 }
 
