@@ -318,8 +318,11 @@ func (runCommand) Synopsis() string { return "Restart every allocation of a job,
 // or detach. Every refusal before Create leaves the cluster and the stores unchanged.
 // opened, when not nil, is an already open session (the demo's).
 func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) error {
+	setup, err := o.notify.setup(a.environment())
+	if err != nil {
+		return err
+	}
 	ses := opened
-	var err error
 	if ses == nil {
 		ses, err = a.connect(ctx, o.client)
 	} else {
@@ -366,6 +369,14 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	if ok, err := a.confirmMultiRegion(ctx, p, plan, o, "Job restart canceled."); !ok || err != nil {
 		return err
 	}
+	sinks, err := ses.notifySinks(ctx, setup)
+	if err != nil {
+		return err
+	}
+	if subs := setup.cfg.On.Record(); subs != nil {
+		// Kept in the record: an agent that adopts the restart honours them for its sinks.
+		rec.Notify = &restart.Notifications{Subscribe: subs}
+	}
 	eng, st, h, err := a.recordRestart(ctx, p, ses, rec, o)
 	if err != nil {
 		return err
@@ -374,6 +385,8 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		a.printDetached(p, rec, o)
 		return nil
 	}
+	box := ses.startOutbox(ctx, setup, sinks, st)
+	defer flushNotifications(ctx, box)
 	return a.drive(ctx, p, eng, st, rec, o.verbose, h.Drive)
 }
 

@@ -252,7 +252,8 @@ func (d *driver) watchControl(ctx context.Context, token uint64) {
 	}
 }
 
-// takeStoredLocked adopts the operators' part of a newer stored record. The driver's fields
+// takeStoredLocked adopts the operators' part of a newer stored record, and the outbox's
+// (its notifications' delivery, which the notifying process writes). The driver's fields
 // stored there are the ones this driver wrote last (it holds the lease), so the newer
 // ModifyIndex can be taken as is.
 func (d *driver) takeStoredLocked(r *restart.Record) {
@@ -260,6 +261,7 @@ func (d *driver) takeStoredLocked(r *restart.Record) {
 		d.log.Info("control changed", "intent", r.Control.Intent, "answer", r.Control.Answer, "by", r.Control.By)
 	}
 	d.rec.Control = r.Control
+	d.rec.Notify = r.Notify
 	d.rec.ModifyIndex = r.ModifyIndex
 	d.rec.ModifyTime = r.ModifyTime
 }
@@ -323,6 +325,9 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 				for _, e := range events {
 					d.sink(e)
 				}
+			}
+			if d.e.outbox != nil && len(events) > 0 {
+				d.e.outbox.Stored(d.ns, d.id, events)
 			}
 			return nil
 		}

@@ -52,6 +52,14 @@ type Config struct {
 	// after which the step fails with a warning in the record (zero: the MaxElapsed of
 	// cluster.DefaultRetryPolicy, a minute).
 	Retry cluster.RetryPolicy
+	// Outbox hears, after each write, the events it stored, so that the notifications
+	// they call for are sent (off the restart's path: it must return at once); nil: none.
+	Outbox Outbox
+}
+
+// Outbox is told of a restart's events once they are stored (notify/deliver's Outbox).
+type Outbox interface {
+	Stored(namespace, id string, events []restart.Event)
 }
 
 // Engine plans, drives and steers restarts.
@@ -66,12 +74,14 @@ type Engine struct {
 	retry   cluster.RetryPolicy
 	offset  *health.OffsetClock
 	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
+	outbox  Outbox
 }
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, gates: cfg.Gates, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
+		health: cfg.Health, gates: cfg.Gates, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds)),
+		outbox: cfg.Outbox}
 	if e.offset == nil {
 		e.offset = health.NewOffsetClock(nil)
 	}
