@@ -121,6 +121,7 @@ func commands() []namedCommand {
 		{"unschedule", unscheduleCommand{}},
 		{"watches", watchesCommand{}},
 		{"stale", staleCommand{}},
+		{"notify", notifyCommand{}},
 		{"version", versionCommand{}},
 	}
 }

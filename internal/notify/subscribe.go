@@ -108,12 +108,8 @@ func (s Subscriptions) Record() map[string][]string {
 // left out (a newer version filed it).
 func FromRecord(m map[string][]string) Subscriptions {
 	subs := Subscriptions{}
-	for t, names := range m {
-		tr, err := ParseTrigger(t)
-		if err != nil {
-			continue
-		}
-		for _, n := range names {
+	for _, tr := range Triggers() { // in order: what a sink hears reads the same each time
+		for _, n := range m[string(tr)] {
 			subs.add(n, tr)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"log"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +73,7 @@ func NewSink(rawURL string, client *http.Client, timeout time.Duration) (Sink, e
 	service, err := r.Locate(rawURL)
 	if err != nil {
 		// shoutrrr's errors may quote the URL: say what failed without it.
-		return nil, fmt.Errorf("%s is not a URL shoutrrr can send to: check its scheme and parts (services: %s)", Redact(rawURL), strings.Join(r.ListServices(), ", "))
+		return nil, fmt.Errorf("%s is not a URL shoutrrr can send to: check its scheme and parts (services: %s)", Redact(rawURL), strings.Join(slices.Sorted(slices.Values(r.ListServices())), ", "))
 	}
 	return &shoutrrrSink{url: rawURL, service: service}, nil
 }
@@ -83,6 +84,11 @@ func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
 		return "<a URL that does not parse>"
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "http" && scheme != "https" && !strings.HasSuffix(scheme, "+http") && !strings.HasSuffix(scheme, "+https") {
+		// A service's URL (shoutrrr's) keeps its tokens anywhere, its host included.
+		return u.Scheme + "://…"
 	}
 	out := u.Scheme + "://" + u.Host
 	if u.User != nil || u.Path != "" || u.RawQuery != "" || u.Opaque != "" {

@@ -17,7 +17,7 @@ func TestRedactShowsSchemeAndHostOnly(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://hooks.slack.com/services/" + secret:        "https://hooks.slack.com/…",
 		"slack+https://hooks.slack.com/services/" + secret:  "slack+https://hooks.slack.com/…",
-		"telegram://123:XXXXsecretXXXX@telegram?chats=@ops": "telegram://telegram/…",
+		"telegram://123:XXXXsecretXXXX@telegram?chats=@ops": "telegram://…",
 		"https://example.com":                               "https://example.com",
 		"::nope":                                            "<a URL that does not parse>",
 	} {

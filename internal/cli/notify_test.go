@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// hookSecret is the secret part of the test webhooks' URLs: no output may show it.
+const hookSecret = "T0SECRET0B0"
+
+// webhookReceiver keeps the bodies POSTed to it.
+type webhookReceiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	bodies []map[string]any
+	raw    []string
+}
+
+func newWebhookReceiver(t *testing.T) *webhookReceiver {
+	r := &webhookReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		r.mu.Lock()
+		r.bodies = append(r.bodies, m)
+		r.raw = append(r.raw, string(b))
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *webhookReceiver) url() string { return r.srv.URL + "/hooks/" + hookSecret }
+
+func (r *webhookReceiver) triggers() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, b := range r.bodies {
+		out = append(out, b["trigger"].(string))
+	}
+	return out
+}
+
+// TestRunNotifiesAndStatusShowsIt: run -notify sends what -notify-on asks for to a
+// webhook named by a flag, by the environment and by a Nomad Variable, before it exits;
+// status shows the notifications sent; no output shows a sink's URL whole.
+func TestRunNotifiesAndStatusShowsIt(t *testing.T) {
+	sim, e, ctx := startWebEnv(t, 2)
+	byFlag, byEnv, byVar := newWebhookReceiver(t), newWebhookReceiver(t), newWebhookReceiver(t)
+	if _, _, err := adminClient(t, sim).Variables().Create(&api.Variable{Path: "nomad-restart/notify", Items: api.VariableItems{"hook": byVar.url()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.env = map[string]string{"NOMAD_RESTART_NOTIFY_TEAM": byEnv.url()}
+	code, out, errOut := e.run(ctx, "run", "-yes", "-batch-size", "1", "-notify", "ops="+byFlag.url(),
+		"-notify", "vault=nomadvar://nomad-restart/notify#hook", "-notify-on", "started,succeeded=ops,team,vault", "web")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for name, r := range map[string]*webhookReceiver{"flag": byFlag, "environment": byEnv, "variable": byVar} {
+		if got := strings.Join(r.triggers(), ","); got != "started,succeeded" {
+			t.Errorf("the sink named by the %s heard %q, want started,succeeded", name, got)
+		}
+	}
+	id, _ := createdID(t, out)
+	code, status, statusErr := e.run(ctx, "status", id)
+	if code != 0 || !strings.Contains(status, "Notifications (6 sent, 0 failed)") {
+		t.Errorf("status (exit %d) does not show the notifications:\n%s\n%s", code, status, statusErr)
+	}
+	for _, s := range []string{out, errOut, status, statusErr} {
+		if strings.Contains(s, hookSecret) {
+			t.Errorf("a sink's URL was shown whole:\n%s", s)
+		}
+	}
+}
+
+// TestNotifyFlagsRefuseBadInput: a bad -notify, -notify-on or -notify-min is one line
+// naming the flag and the fix, exit 1, and nothing changed in the cluster.
+func TestNotifyFlagsRefuseBadInput(t *testing.T) {
+	sim, e, ctx := startWebEnv(t, 1)
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"invalid -notify", []string{"-notify", "ops"}},
+		{"invalid -notify name", []string{"-notify", "Ops Team=https://x.example/" + hookSecret}},
+		{"unknown trigger \"restarted\"", []string{"-notify", "ops=https://x.example/" + hookSecret, "-notify-on", "restarted=ops"}},
+		{"invalid -notify-min", []string{"-notify-min", "loud"}},
+		{"invalid nomadvar URL", []string{"-notify", "ops=nomadvar://nomad-restart/notify"}},
+		{"needs an http(s) webhook URL", []string{"-notify", "ops=slack+ftp://x.example/" + hookSecret}},
+		{"not a URL shoutrrr can send to", []string{"-notify", "ops=nosuch://" + hookSecret}},
+		{"invalid -notify-page-url", []string{"-notify-page-url", "restarts.example.com"}},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			args := append([]string{"run", "-yes"}, tc.args...)
+			runRefused(t, ctx, e, sim, true, tc.want, append(args, "web")...)
+			if _, _, errOut := e.run(ctx, append(args, "web")...); strings.Contains(errOut, hookSecret) {
+				t.Errorf("the refusal shows a sink's URL whole: %s", errOut)
+			}
+		})
+	}
+	code, _, errOut := e.run(ctx, "notify", "test", "-notify", "ops=nomadvar://nomad-restart/none#hook", "ops")
+	if code != 1 || !strings.Contains(errOut, "reading Nomad variable nomad-restart/none") {
+		t.Errorf("notify test of a missing variable: exit %d, %q", code, errOut)
+	}
+}
+
+// TestNotifyTestSendsTheTestMessage: notify test sends one message to the sink named and
+// says so; a sink that refuses it makes it exit 1 saying why, its URL never whole.
+func TestNotifyTestSendsTheTestMessage(t *testing.T) {
+	hook := newWebhookReceiver(t)
+	e := cliEnv{localDir: t.TempDir()}
+	ctx := testCtx(t)
+	code, out, errOut := e.run(ctx, "notify", "test", "-notify", "ops="+hook.url(), "ops")
+	if code != 0 || !strings.Contains(out, "Sent a test notification to ops") || strings.Join(hook.triggers(), ",") != "test" {
+		t.Fatalf("exit %d, %q %q; the sink heard %v", code, out, errOut, hook.triggers())
+	}
+	code, _, errOut = e.run(ctx, "notify", "test", "-notify", "ops=http://127.0.0.1:1/hooks/"+hookSecret, "ops")
+	if code != 1 || !strings.Contains(errOut, "was not delivered") || strings.Contains(errOut, hookSecret) {
+		t.Errorf("exit %d, %q: want a refusal without the URL", code, errOut)
+	}
+}
