@@ -250,6 +250,16 @@ Agent Options:
     Prometheus, for the metric gates of the jobs' meta ("nomad-restart.gate.<name>")
     and of restarts whose record names none; as "run" reads them, with the same
     NOMAD_RESTART_PROMETHEUS_* environment.
+
+  -notify=<name>=<url>, -notify-on=<trigger>[,..]=<name>[,..],
+  -notify-min=<info|warning|error>, -notify-page-url=<url>
+    Notify sinks of the restarts and fleets this agent drives, as "run" does
+    (NOMAD_RESTART_NOTIFY_<NAME> names sinks too). A sink no -notify-on
+    names hears every trigger; "-notify-on none=<name>" leaves it to the
+    jobs' meta ("nomad-restart.notify.<trigger> = <name>"). Each
+    notification is recorded in its restart's record once delivered, so an
+    agent that adopts a restart sends what is owed and nothing twice. See
+    docs/notifications.md.
 `
 }
 

@@ -237,6 +237,30 @@ Our Options:
     NOMAD_RESTART_PROMETHEUS_TOKEN. The address is kept in the restart's
     record (no token is), so that a driver resuming it asks the same one.
 
+  -notify=<name>=<url>
+    Send notifications of this restart to a sink: a generic webhook
+    (http(s)://, the JSON body of docs/notifications.md), Slack's incoming
+    webhook (slack+https://hooks.slack.com/services/...), a Teams workflow's
+    webhook (teams+https://...), any shoutrrr service URL (discord://,
+    telegram://, ntfy://, smtp://, ...), or nomadvar://<path>#<key>: the
+    Nomad Variable that holds the URL, so that the secret stays in the
+    cluster. Repeatable; NOMAD_RESTART_NOTIFY_<NAME>=<url> names one too.
+    Sending never delays the restart; run waits up to 15s at its end for the
+    last ones. A URL is never printed or logged whole.
+
+  -notify-on=<trigger>[,<trigger>..]=<name>[,<name>..]
+    Which triggers a sink hears (default: every one): started, question,
+    batch-failed, gate-failed, paused, resumed, canceled, succeeded, failed,
+    config-change, schedule-fired, fleet-started, fleet-finished, or all.
+    Kept in the record: an agent that adopts the restart honours them for
+    the sinks of those names it has. Repeatable.
+
+  -notify-min=<info|warning|error>
+    Send only the notifications of this severity or above. Default info.
+
+  -notify-page-url=<url>
+    The agent's page as people reach it, for the links in messages.
+
   -at=<time>
     Do not restart now: store a schedule, print its ID and exit. The
     nomad-restart agent starts the restart at that time, as a detached
