@@ -10,6 +10,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // hookSecret is the secret part of the test webhooks' URLs: no output may show it.
@@ -126,5 +130,29 @@ func TestNotifyTestSendsTheTestMessage(t *testing.T) {
 	code, _, errOut = e.run(ctx, "notify", "test", "-notify", "ops=http://127.0.0.1:1/hooks/"+hookSecret, "ops")
 	if code != 1 || !strings.Contains(errOut, "was not delivered") || strings.Contains(errOut, hookSecret) {
 		t.Errorf("exit %d, %q: want a refusal without the URL", code, errOut)
+	}
+}
+
+// TestNomadVarSinkNeedsTheAgentPolicy: a sink kept in nomad-restart-notify/ is read with
+// the shipped agent policy, and refused to the operators' (one line naming the variable),
+// with ACLs enforced.
+func TestNomadVarSinkNeedsTheAgentPolicy(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	hook := newWebhookReceiver(t)
+	admin := simtest.ClientAs(t, c, c.BootstrapToken())
+	if _, _, err := admin.Variables().Create(&api.Variable{Path: "nomad-restart-notify/hooks", Items: api.VariableItems{"ops": hook.url()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	args := []string{"notify", "test", "-notify", "ops=nomadvar://nomad-restart-notify/hooks#ops", "ops"}
+	e := newCLIEnv(t, c)
+	e.token = agenttest.ShippedToken(t, c, "agent")
+	if code, out, errOut := e.run(ctx, args...); code != 0 || strings.Join(hook.triggers(), ",") != "test" {
+		t.Fatalf("with the agent's policy: exit %d, %q %q; the sink heard %v", code, out, errOut, hook.triggers())
+	}
+	e.token = agenttest.ShippedToken(t, c, "operator")
+	code, _, errOut := e.run(ctx, args...)
+	if code != 1 || !strings.Contains(errOut, "reading Nomad variable nomad-restart-notify/hooks") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("with the operators' policy: exit %d, %q; want one line naming the variable", code, errOut)
 	}
 }
