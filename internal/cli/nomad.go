@@ -106,8 +106,12 @@ func buildParts(c partsConfig) parts {
 	}
 	p.engine = engine.New(ecfg)
 	if p.fleets != nil {
-		p.fleet = fleetrun.New(fleetrun.Config{Fleets: p.fleets, Restarts: p.restarts, Engine: p.engine,
-			Holder: c.holder, Logger: c.logger, DriveChildren: c.driveChildren})
+		fcfg := fleetrun.Config{Fleets: p.fleets, Restarts: p.restarts, Engine: p.engine,
+			Holder: c.holder, Logger: c.logger, DriveChildren: c.driveChildren}
+		if c.outbox != nil {
+			fcfg.Outbox = c.outbox
+		}
+		p.fleet = fleetrun.New(fcfg)
 	}
 	return p
 }

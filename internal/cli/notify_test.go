@@ -156,3 +156,24 @@ func TestNomadVarSinkNeedsTheAgentPolicy(t *testing.T) {
 		t.Errorf("with the operators' policy: exit %d, %q; want one line naming the variable", code, errOut)
 	}
 }
+
+// TestFleetNotifiesOnceForAllItsJobs: a fleet of many jobs tells its start and its end,
+// with the jobs' counts, not one message per job.
+func TestFleetNotifiesOnceForAllItsJobs(t *testing.T) {
+	_, e, ctx := startFleetEnv(t, "fleet", 5, 1)
+	hook := newWebhookReceiver(t)
+	code, out, errOut := e.run(ctx, "run", "-jobs", `Name matches "^fleet-"`, "-on-error", "fail", "-max-parallel-jobs", "2", "-notify", "ops="+hook.url())
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := strings.Join(hook.triggers(), ","); got != "fleet-started,fleet-finished" {
+		t.Fatalf("the sink heard %q, want fleet-started,fleet-finished", got)
+	}
+	hook.mu.Lock()
+	last := hook.bodies[1]
+	hook.mu.Unlock()
+	progress, _ := last["progress"].(map[string]any)
+	if last["kind"] != "fleet" || last["status"] != "succeeded" || progress["jobs"] != float64(5) || progress["succeeded"] != float64(5) {
+		t.Errorf("the fleet's end says %v, %v, progress %v; want a fleet of 5 jobs succeeded", last["kind"], last["status"], progress)
+	}
+}

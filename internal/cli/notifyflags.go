@@ -187,6 +187,13 @@ func (s *outboxSlot) Stored(namespace, id string, events []restart.Event) {
 	s.box.Load().Stored(namespace, id, events)
 }
 
+func (s *outboxSlot) StoredFleet(namespace, id string) {
+	if s == nil {
+		return
+	}
+	s.box.Load().StoredFleet(namespace, id)
+}
+
 func (s *outboxSlot) set(o *deliver.Outbox) {
 	if s != nil {
 		s.box.Store(o)

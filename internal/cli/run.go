@@ -603,6 +603,10 @@ func (a *app) chooseStore(ctx context.Context, ses session, state, namespace, jo
 // leaves the cluster unchanged: no variable written (the fleet's member markers are
 // removed when the fleet cannot be recorded after them), no allocation restarted.
 func (a *app) runFleet(ctx context.Context, o *runOptions) error {
+	setup, err := o.notify.setup(a.environment())
+	if err != nil {
+		return err
+	}
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
 		return err
@@ -627,6 +631,10 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	if err := probeChildNamespaces(ctx, ses, rec); err != nil {
 		return err
 	}
+	sinks, err := ses.notifySinks(ctx, setup)
+	if err != nil {
+		return err
+	}
 	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
 		return err
 	}
@@ -647,6 +655,8 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		a.printFleetDetached(p, rec)
 		return nil
 	}
+	box := ses.startOutbox(ctx, setup, sinks, ses.nomadStore())
+	defer flushNotifications(ctx, box)
 	return a.driveFleet(ctx, p, fs, drv, rec, lease)
 }
 
