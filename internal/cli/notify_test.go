@@ -177,3 +177,40 @@ func TestFleetNotifiesOnceForAllItsJobs(t *testing.T) {
 		t.Errorf("the fleet's end says %v, %v, progress %v; want a fleet of 5 jobs succeeded", last["kind"], last["status"], progress)
 	}
 }
+
+// TestAgentNotifiesAndCountsIt: the agent sends a detached restart's notifications to its
+// sinks, with the page's link, and counts each in nomad_restart_notifications_total.
+func TestAgentNotifiesAndCountsIt(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{})
+	register(t, c, testJob("web", "service"))
+	e := newCLIEnv(t, c)
+	ctx := testCtx(t)
+	hook := newWebhookReceiver(t)
+	a := startAgentCommand(t, ctx, map[string]string{"NOMAD_ADDR": c.Addr()},
+		"-notify", "ops="+hook.url(), "-notify-on", "succeeded=ops", "-notify-page-url", "https://restarts.example.com")
+	id, _ := e.runDetached(t, ctx, "-yes", "web")
+	simtest.WaitFor(t, ctx, "the succeeded notification", func() bool { return len(hook.triggers()) > 0 })
+	if got := strings.Join(hook.triggers(), ","); got != "succeeded" {
+		t.Fatalf("the sink heard %q, want succeeded", got)
+	}
+	hook.mu.Lock()
+	link := hook.bodies[0]["link"]
+	hook.mu.Unlock()
+	if l, _ := link.(string); !strings.HasPrefix(l, "https://restarts.example.com/restart/"+id) {
+		t.Errorf("link %v", link)
+	}
+	want := `nomad_restart_notifications_total{outcome="sent",sink="ops"} 1`
+	simtest.WaitFor(t, ctx, "the notification counted", func() bool {
+		resp, err := http.Get("http://" + a.addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), want)
+	})
+	a.stopAndWait(t, ctx)
+	if strings.Contains(a.errb.String(), hookSecret) || !strings.Contains(a.errb.String(), "notifying") {
+		t.Errorf("the agent's log shows a sink's URL whole, or not its sinks:\n%s", a.errb.String())
+	}
+}
