@@ -47,7 +47,7 @@ const (
 func NewSink(rawURL string, client *http.Client, timeout time.Duration) (Sink, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("the URL is not one: give http(s)://..., slack+https://..., teams+https://... or a shoutrrr service URL (%s)", Redact(rawURL))
+		return nil, fmt.Errorf("%s is not a URL: give http(s)://..., slack+https://..., teams+https://... or a shoutrrr service URL", Redact(rawURL))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	switch {
@@ -57,7 +57,7 @@ func NewSink(rawURL string, client *http.Client, timeout time.Duration) (Sink, e
 		inner := rawURL[strings.Index(rawURL, "+")+1:]
 		iu, err := url.Parse(inner)
 		if err != nil || (iu.Scheme != "http" && iu.Scheme != "https") || iu.Host == "" {
-			return nil, fmt.Errorf("%s needs an http(s) webhook URL after the +, as in %shttps://...", Redact(rawURL), scheme[:strings.Index(scheme, "+")+1])
+			return nil, fmt.Errorf("%s needs an http(s) webhook URL after the +, as in %shttps://hooks.example.com/<path>", Redact(rawURL), scheme[:strings.Index(scheme, "+")+1])
 		}
 		format := slackBody
 		if strings.HasPrefix(scheme, schemeTeams) {
