@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config) *Outbox {
 		settled: map[string]uint64{}, queued: map[string]bool{}, meta: map[recordKey]map[string]string{}}
 	for _, name := range cfg.Notify.Sinks {
 		w := &sinkWorker{o: o, name: name, sink: cfg.Sinks[name], wake: make(chan struct{}, 1),
-			limit: notify.NewLimiter(cfg.Burst, cfg.Window)}
+			hurry: make(chan struct{}, 1), limit: notify.NewLimiter(cfg.Burst, cfg.Window)}
 		o.workers[name] = w
 		go w.run(ctx)
 	}
@@ -265,7 +265,8 @@ func (o *Outbox) settle(k recordKey, ds []restart.Delivery) {
 }
 
 // Flush waits until every notification known now is settled, or ctx ends (a command
-// about to exit gives its last notifications a bounded time).
+// about to exit gives its last notifications a bounded time). What a rate limit holds
+// goes at once, as its summary, rather than at the window's end.
 func (o *Outbox) Flush(ctx context.Context) error {
 	if o == nil {
 		return nil
@@ -278,6 +279,12 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		o.mu.Unlock()
 		if busy == 0 {
 			return nil
+		}
+		for _, w := range o.workers {
+			select {
+			case w.hurry <- struct{}{}:
+			default:
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -294,6 +301,7 @@ type sinkWorker struct {
 	sink  Sink
 	limit *notify.Limiter
 	wake  chan struct{}
+	hurry chan struct{} // Flush: send what is held now
 
 	mu    sync.Mutex
 	queue []item
@@ -349,6 +357,7 @@ func (w *sinkWorker) summarize(ctx context.Context, held []item) {
 		select {
 		case <-ctx.Done():
 		case <-t.C:
+		case <-w.hurry:
 		}
 		t.Stop()
 	}
