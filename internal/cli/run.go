@@ -251,7 +251,8 @@ Our Options:
   -notify-on=<trigger>[,<trigger>..]=<name>[,<name>..]
     Which triggers a sink hears (default: every one): started, question,
     batch-failed, gate-failed, paused, resumed, canceled, succeeded, failed,
-    config-change, schedule-fired, fleet-started, fleet-finished, or all.
+    config-change, stale-found, schedule-fired, fleet-started,
+    fleet-finished, or all.
     Kept in the record: an agent that adopts the restart honours them for
     the sinks of those names it has. Repeatable.
 

@@ -125,6 +125,8 @@ func title(s *Subject, t Trigger) string {
 		return what + " failed"
 	case TriggerConfigChange:
 		return what + " started: its configuration changed"
+	case TriggerStaleFound:
+		return what + " started: allocations run stale templates"
 	case TriggerScheduleFired:
 		return what + " was filed by its schedule"
 	case TriggerFleetFinished:

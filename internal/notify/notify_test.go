@@ -111,6 +111,16 @@ func TestConfigChangeSaysWhatChangedNeverItsValue(t *testing.T) {
 	}
 }
 
+func TestStaleRendersSayStaleFound(t *testing.T) {
+	r := &restart.Record{ID: "r1", Namespace: "default", JobID: "web", Status: restart.StatusRunning,
+		Triggers: []restart.Trigger{{Source: "rendered:web/local/app.conf", Task: "web", Destination: "local/app.conf", Allocs: 2, ChangedAt: t0}}}
+	r.AppendEvent(restart.Event{Time: t0, Type: restart.EventStarted, Message: "Restarting 2 allocations"})
+	ns := Config{Sinks: []string{"ops"}}.Pending(RestartSubject(r), nil)
+	if len(ns) != 1 || ns[0].Trigger != TriggerStaleFound || !strings.Contains(ns[0].Message.Text, `template "local/app.conf" of task "web" re-rendered`) {
+		t.Fatalf("pending %v, want one stale-found naming the template", ns)
+	}
+}
+
 func TestTriggersOfEvents(t *testing.T) {
 	restartSubj := &Subject{Kind: KindRestart}
 	for _, tc := range []struct {

@@ -29,7 +29,7 @@ type Notification struct {
 
 // quietInFleets are the triggers a fleet's job does not raise on its own: the fleet's
 // started and finished say them for all its jobs at once.
-var quietInFleets = []Trigger{TriggerStarted, TriggerSucceeded, TriggerConfigChange}
+var quietInFleets = []Trigger{TriggerStarted, TriggerSucceeded, TriggerConfigChange, TriggerStaleFound}
 
 // Pending are the notifications s still owes this process's sinks, in order per sink:
 // each event after the sink's settled sequence number (its outbox's Through) that raises

@@ -25,11 +25,14 @@ type Subject struct {
 	// Fleet is the fleet a restart is a job of ("" for one filed on its own).
 	Fleet string
 	// Changes name what a config-change rollout answers (sources and indexes, never values).
-	Changes  []string
-	Question *restart.Question
-	Progress Progress
-	Events   []restart.Event
-	Outbox   *restart.Notifications
+	Changes []string
+	// StaleRenders says the rollout answers allocations found running templates
+	// re-rendered after their tasks started (rather than a source's change).
+	StaleRenders bool
+	Question     *restart.Question
+	Progress     Progress
+	Events       []restart.Event
+	Outbox       *restart.Notifications
 }
 
 // Progress says how far a restart or a fleet got.
@@ -53,6 +56,7 @@ func RestartSubject(r *restart.Record) *Subject {
 		Status: r.Status, Reason: r.Reason, Fleet: r.Fleet, Question: r.Question, Events: r.Events, Outbox: r.Notify}
 	for _, t := range r.Triggers {
 		s.Changes = append(s.Changes, t.String())
+		s.StaleRenders = s.StaleRenders || t.Destination != ""
 	}
 	p := &s.Progress
 	p.Allocs, p.Batch, p.Batches = len(r.Allocs), r.CurrentBatch, r.Batches

@@ -25,6 +25,7 @@ const (
 	TriggerFailed        Trigger = "failed"         // it stopped on an error
 	TriggerConfigChange  Trigger = "config-change"  // the agent started a config-change rollout
 	TriggerScheduleFired Trigger = "schedule-fired" // a schedule filed the restart
+	TriggerStaleFound    Trigger = "stale-found"    // the agent found allocations running stale renders and started a rollout
 	TriggerFleetStarted  Trigger = "fleet-started"  // a fleet started, with its jobs' count
 	TriggerFleetFinished Trigger = "fleet-finished" // a fleet ended, with its jobs' outcomes
 )
@@ -33,7 +34,7 @@ const (
 func Triggers() []Trigger {
 	return []Trigger{TriggerStarted, TriggerQuestion, TriggerBatchFailed, TriggerGateFailed,
 		TriggerPaused, TriggerResumed, TriggerCanceled, TriggerSucceeded, TriggerFailed,
-		TriggerConfigChange, TriggerScheduleFired, TriggerFleetStarted, TriggerFleetFinished}
+		TriggerConfigChange, TriggerStaleFound, TriggerScheduleFired, TriggerFleetStarted, TriggerFleetFinished}
 }
 
 // ParseTrigger reads a trigger's name.
@@ -128,7 +129,10 @@ func triggersOf(s *Subject, ev restart.Event) []Trigger {
 			return []Trigger{TriggerScheduleFired}
 		}
 	case restart.EventStarted:
-		if len(s.Changes) > 0 {
+		switch {
+		case s.StaleRenders:
+			return []Trigger{TriggerStaleFound}
+		case len(s.Changes) > 0:
 			return []Trigger{TriggerConfigChange}
 		}
 		return []Trigger{TriggerStarted}

@@ -19,6 +19,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/notify"
 	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
@@ -511,5 +512,51 @@ func TestE2EManyRestartsSendASummary(t *testing.T) {
 		if final.Notify == nil || final.Notify.Sent != 1 {
 			t.Errorf("restart of %s: notifications %+v, want 1 settled", final.JobID, final.Notify)
 		}
+	}
+}
+
+// TestE2EJobMetaSubscribesItsTeam: a job's nomad-restart.notify.<trigger> meta subscribes
+// a sink that hears nothing else (-notify-on none=NAME); the other sink hears nothing.
+func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
+	e := &notifyEnv{Env: agenttest.StartEnv(t, nomadsim.Options{})}
+	ctx := agenttest.Context(t)
+	job := agenttest.Job("default", "web", 1, nil)
+	job.Meta = map[string]string{notify.MetaPrefix + "succeeded": "team"} // the job's own meta
+	if _, err := e.Sim.RegisterJob(job); err != nil {
+		t.Fatal(err)
+	}
+	nc := cluster.NewNomad(e.Client)
+	simtest.WaitFor(t, ctx, "web running, its deployment ended", func() bool {
+		d, err := nc.ActiveDeployment(ctx, "default", "web")
+		return agenttest.Running(ctx, e.Client, "default", "web", 1) && err == nil && d == nil
+	})
+	team, ops := newReceiver(t, http.StatusOK, false, genericFormat), newReceiver(t, http.StatusOK, false, genericFormat)
+	on, err := notify.ParseOn([]string{"none=team,ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := cluster.NewNomad(e.Client)
+	box := e.outbox(t, ctx, map[string]string{"team": team.srv.URL, "ops": ops.srv.URL}, deliver.Config{Notify: notify.Config{On: on},
+		JobMeta: func(ctx context.Context, ns, job string) (map[string]string, error) {
+			spec, err := jobs.JobSpec(ctx, ns, job)
+			if err != nil {
+				return nil, err
+			}
+			return spec.Meta, nil
+		}})
+	eng := e.engine("driver:1", box)
+	rec := e.file(t, eng, restart.Spec{Yes: true})
+	if err := <-drive(ctx, eng, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := team.received()
+	if len(got) != 1 || got[0]["trigger"] != string(notify.TriggerSucceeded) {
+		t.Errorf("the job's team heard %v, want its succeeded only", got)
+	}
+	if n := len(ops.received()); n != 0 {
+		t.Errorf("a sink no one subscribed heard %d messages", n)
 	}
 }
