@@ -172,6 +172,14 @@ func (o *Outbox) queuePending(k recordKey) error {
 	pending := o.cfg.Notify.Pending(subj, meta)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(pending) == 0 && subj.Status.Terminal() {
+		// Ended, and its record owes nothing: forget it (a long-running agent sees many).
+		delete(o.meta, k)
+		for name := range o.workers {
+			delete(o.settled, k.sinkKey(name))
+		}
+		return nil
+	}
 	for _, n := range pending {
 		sk := k.sinkKey(n.Sink)
 		qk := fmt.Sprintf("%s\x00%d", sk, n.Seq)
