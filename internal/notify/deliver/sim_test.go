@@ -560,3 +560,35 @@ func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 		t.Errorf("a sink no one subscribed heard %d messages", n)
 	}
 }
+
+// TestE2EBigRecordKeepsItsOutbox: a restart whose record is cut into chunks (more than a
+// hundred allocations) keeps both its progress and its outbox through the notifier's
+// writes between the driver's: every allocation restarted once, every notification once.
+func TestE2EBigRecordKeepsItsOutbox(t *testing.T) {
+	e := startNotifyEnv(t, 130)
+	ctx := agenttest.Context(t)
+	hook := newReceiver(t, http.StatusOK, false, genericFormat)
+	box := e.outbox(t, ctx, map[string]string{"hook": hook.srv.URL}, deliver.Config{})
+	eng := e.engine("driver:1", box)
+	rec := e.file(t, eng, restart.Spec{Yes: true, BatchSizes: []restart.BatchSize{{N: 50, Percent: true}}})
+	if err := <-drive(ctx, eng, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	final := e.WaitEnd(t, rec)
+	if final.Status != restart.StatusSucceeded {
+		t.Fatalf("status %s (%s)", final.Status, final.Reason)
+	}
+	e.CheckOnce(t, final)
+	got := hook.received()
+	for k, n := range keys(got) {
+		if n != 1 {
+			t.Errorf("key %s sent %d times", k, n)
+		}
+	}
+	if len(got) != 2 || final.Notify == nil || final.Notify.Sent != 2 || final.Notify.Through["hook"] != final.LastSeq() {
+		t.Errorf("%d messages, the record's outbox %+v; want started and succeeded, settled through %d", len(got), final.Notify, final.LastSeq())
+	}
+}
