@@ -361,7 +361,7 @@ func (s *nomadSession) startOutbox(ctx context.Context, setup notifySetup, sinks
 // fleets), reading jobs' meta through the parts' cluster.
 func outboxConfig(setup notifySetup, sinks map[string]deliver.Sink, st store.Store, p parts, logger *slog.Logger) deliver.Config {
 	jobs := p.cluster
-	return deliver.Config{Notify: setup.cfg, Sinks: sinks, Restarts: st, Fleets: p.fleets, Logger: logger,
+	return deliver.Config{Notify: setup.cfg, Sinks: sinks, Restarts: st, Fleets: p.fleets, Logger: logger, Note: p.engine.Note,
 		JobMeta: func(ctx context.Context, namespace, job string) (map[string]string, error) {
 			spec, err := jobs.JobSpec(ctx, namespace, job)
 			if err != nil {

@@ -71,6 +71,10 @@ type driver struct {
 	// drainOff is set when Consul refused a drain's write (ACLs): the rest of the restart
 	// goes undrained, with one warning rather than one per allocation.
 	drainOff atomic.Bool
+	// noteMu and ended keep Engine.Note's writes within the drive: ended is set, under
+	// noteMu, before the drive gives its lease up.
+	noteMu sync.RWMutex
+	ended  bool
 }
 
 // Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the
@@ -143,6 +147,13 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, h
 	if job == nil {
 		d.feed = e.startFeed(feedCtx, d.jobNS, d.jobID)
 	}
+	e.setLive(d, true)
+	defer func() {
+		d.noteMu.Lock()
+		d.ended = true
+		d.noteMu.Unlock()
+		e.setLive(d, false)
+	}()
 	// Events already in the record were delivered by whoever persisted them.
 	go d.watchControl(dctx, token)
 	go d.flushLazily(dctx)

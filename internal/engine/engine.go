@@ -75,6 +75,44 @@ type Engine struct {
 	offset  *health.OffsetClock
 	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
 	outbox  Outbox
+	// live are the drivers running in this engine, by namespace and ID (Note).
+	liveMu sync.Mutex
+	live   map[string]*driver
+}
+
+// Note appends ev to the log of a restart a driver of this engine drives now, written
+// before it returns; false when none does (the caller may write a record no one drives).
+// It is how the notifier records a notification it gave up, in the log the driver owns.
+func (e *Engine) Note(ctx context.Context, namespace, id string, ev restart.Event) bool {
+	e.liveMu.Lock()
+	d := e.live[namespace+"\x00"+id]
+	e.liveMu.Unlock()
+	if d == nil {
+		return false
+	}
+	// Held while the step writes: the drive does not end, and give its lease up, meanwhile.
+	d.noteMu.RLock()
+	defer d.noteMu.RUnlock()
+	if d.ended {
+		return false
+	}
+	return d.step(ctx, func(*restart.Record) { d.eventLocked(ev) }) == nil
+}
+
+// setLive registers d as running (on) or not.
+func (e *Engine) setLive(d *driver, on bool) {
+	e.liveMu.Lock()
+	defer e.liveMu.Unlock()
+	key := d.ns + "\x00" + d.id
+	switch {
+	case on:
+		if e.live == nil {
+			e.live = map[string]*driver{}
+		}
+		e.live[key] = d
+	case e.live[key] == d:
+		delete(e.live, key)
+	}
 }
 
 // New returns an Engine.

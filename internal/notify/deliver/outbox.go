@@ -46,6 +46,10 @@ type Config struct {
 	Window time.Duration
 	// Observe hears each settled notification (the agent's metric); nil: nothing.
 	Observe func(sink, outcome string)
+	// Note appends a warning to the log of a restart this process drives now (the engine's
+	// Note), for a notification given up; false (or nil) when none does: the warning then
+	// goes into the record itself if the restart has ended (no driver writes it any more).
+	Note func(ctx context.Context, namespace, id string, ev restart.Event) bool
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -405,6 +409,9 @@ func (w *sinkWorker) deliver(items []item, m notify.Message) {
 	case len(items) > 1 || m.Summary != nil:
 		outcome = restart.DeliverySummarized
 	}
+	if err != nil {
+		w.warnGivenUp(items, err)
+	}
 	byRecord := map[recordKey][]restart.Delivery{}
 	var order []recordKey
 	for _, it := range items {
@@ -421,6 +428,36 @@ func (w *sinkWorker) deliver(items []item, m notify.Message) {
 		w.o.settle(k, byRecord[k])
 	}
 }
+
+// warnGivenUp puts a warning event in the log of each restart whose notification was
+// given up: through its driver here, or, when it has ended, into its record.
+func (w *sinkWorker) warnGivenUp(items []item, err error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(w.o.ctx), 30*time.Second)
+	defer cancel()
+	for _, it := range items {
+		if it.rec.kind != notify.KindRestart {
+			continue // a fleet's log is its driver's; its outbox's log says it
+		}
+		ev := restart.Event{Time: w.o.cfg.Now(), Type: restart.EventWarning, Message: fmt.Sprintf(
+			"Warning: the %s notification (event %d) to sink %q was given up after %s: %v", it.n.Trigger, it.n.Seq, w.name, w.o.cfg.RetryFor, err)}
+		if w.o.cfg.Note != nil && w.o.cfg.Note(wctx, it.rec.ns, it.rec.id, ev) {
+			continue
+		}
+		_, merr := store.Mutate(wctx, w.o.cfg.Restarts, it.rec.ns, it.rec.id, func(r *restart.Record) error {
+			if !r.Status.Terminal() {
+				return errNotEnded
+			}
+			r.AppendEvent(ev)
+			return nil
+		})
+		if merr != nil && !errors.Is(merr, errNotEnded) {
+			w.o.log.Warn("recording a notification given up", "id", it.rec.id, "err", merr)
+		}
+	}
+}
+
+// errNotEnded stops the write of a warning into a record some driver still writes.
+var errNotEnded = errors.New("the restart has not ended")
 
 func (w *sinkWorker) send(m notify.Message) error {
 	if w.sink == nil {

@@ -592,3 +592,45 @@ func TestE2EBigRecordKeepsItsOutbox(t *testing.T) {
 		t.Errorf("%d messages, the record's outbox %+v; want started and succeeded, settled through %d", len(got), final.Notify, final.LastSeq())
 	}
 }
+
+// TestE2EGivenUpIsAWarningInTheLog: a notification that still fails when its retries'
+// time is up is given up with a warning in the restart's log (through its driver while it
+// runs, into the record once it ended), counted failed in its outbox.
+func TestE2EGivenUpIsAWarningInTheLog(t *testing.T) {
+	e := startNotifyEnv(t, 2)
+	ctx := agenttest.Context(t)
+	failing := newReceiver(t, http.StatusInternalServerError, false, nil)
+	var eng *engine.Engine // the engine's Note, handed to the outbox the engine is built with
+	note := func(ctx context.Context, ns, id string, ev restart.Event) bool { return eng.Note(ctx, ns, id, ev) }
+	box := e.outbox(t, ctx, map[string]string{"down": failing.srv.URL + "/hooks/" + "T0SECRET"}, deliver.Config{RetryFor: 100 * time.Millisecond, Note: note})
+	eng = e.engine("driver:1", box)
+	rec := e.file(t, eng, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
+	done := drive(ctx, eng, rec)
+	agenttest.WaitRecord(t, e.Store, rec, "the question waiting and its notification given up", func(r *restart.Record) bool {
+		return r.Status == restart.StatusWaiting && r.Notify != nil && r.Notify.Failed == 2
+	})
+	if _, err := eng.Answer(ctx, rec.Namespace, rec.ID, "y", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	final := e.WaitEnd(t, rec)
+	var warnings []string
+	for _, ev := range final.Events {
+		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "was given up") {
+			warnings = append(warnings, ev.Message)
+		}
+	}
+	if len(warnings) != 3 || final.Notify.Failed != 3 || final.Notify.Sent != 0 {
+		t.Fatalf("warnings %q, outbox %+v: want the started, question and succeeded notifications given up, each a warning", warnings, final.Notify)
+	}
+	for _, w := range warnings {
+		if !strings.Contains(w, `sink "down"`) || !strings.Contains(w, "500 Internal Server Error") || strings.Contains(w, "T0SECRET") {
+			t.Errorf("warning %q: want the sink's name and answer, never its URL", w)
+		}
+	}
+}
