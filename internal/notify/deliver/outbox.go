@@ -49,9 +49,9 @@ type Config struct {
 	// Note appends a warning to the log of a restart this process drives now (the engine's
 	// Note), for a notification given up; false (or nil) when none does: the warning then
 	// goes into the record itself if the restart has ended (no driver writes it any more).
-	Note func(ctx context.Context, namespace, id string, ev restart.Event) bool
-	Logger  *slog.Logger
-	Now     func() time.Time
+	Note   func(ctx context.Context, namespace, id string, ev restart.Event) bool
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Outbox sends what records owe this process's sinks. The driver of a record (the
