@@ -200,13 +200,18 @@ func (s *outboxSlot) set(o *deliver.Outbox) {
 	}
 }
 
+// notifyFlushWait bounds how long a command that drove a restart waits, at its end, for its
+// last notifications: a healthy sink answers in well under a second, and one that fails or
+// hangs must not hold a pipeline's step for a minute of retries.
+const notifyFlushWait = 5 * time.Second
+
 // flushNotifications gives the notifications of a command's last events a bounded time
 // before it exits; what stays unsent is in its record, for the next driver.
 func flushNotifications(ctx context.Context, o *deliver.Outbox) {
 	if o == nil || ctx.Err() != nil {
 		return // detached or stopped: the records keep what is owed
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyFlushWait)
 	defer cancel()
 	_ = o.Flush(fctx)
 }

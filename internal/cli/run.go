@@ -245,7 +245,7 @@ Our Options:
     telegram://, ntfy://, smtp://, ...), or nomadvar://<path>#<key>: the
     Nomad Variable that holds the URL, so that the secret stays in the
     cluster. Repeatable; NOMAD_RESTART_NOTIFY_<NAME>=<url> names one too.
-    Sending never delays the restart; run waits up to 15s at its end for the
+    Sending never delays the restart; run waits up to 5s at its end for the
     last ones. A URL is never printed or logged whole.
 
   -notify-on=<trigger>[,<trigger>..]=<name>[,<name>..]
