@@ -53,7 +53,7 @@ func (s *scheduleRunner) startFleet(ctx context.Context, sc *schedule.Schedule, 
 	case len(kept.jobs) == 0:
 		return schedule.Outcome{Result: schedule.ResultFailed, Reason: "no job to restart: " + kept.leftOut}, nil
 	}
-	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, kept.jobs, s.a.cfg.Address, s.now())
+	rec := fleetrun.NewRecord(id, sc.Namespace, target.Selection, sc.RestartSpec(), target.Options, kept.jobs, got.Outside, s.a.cfg.Address, s.now())
 	if len(rec.Events) == 1 { // NewRecord's "Fleet created": say which schedule made it
 		rec.Events[0].Message = fmt.Sprintf("Fleet created by schedule %s for its occurrence due %s: %d jobs selected by -jobs %q",
 			sc.ID, due.UTC().Format(time.RFC3339), len(kept.jobs), target.Selection.Filter)

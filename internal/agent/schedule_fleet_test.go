@@ -237,7 +237,7 @@ func TestScheduleFleetSkippedOccurrencePassesItsFleetOn(t *testing.T) {
 	ctx := agenttest.Context(t)
 	sel := fleet.Selection{Namespace: "default", Filter: `Name matches "^none-"`}
 	running := fleetrun.NewRecord(uuid.NewString(), "default", sel, restart.Spec{}, fleet.DefaultOptions(),
-		[]fleet.Job{{Namespace: "default", JobID: "none-0", Status: fleet.JobRunning, RestartID: uuid.NewString()}}, "", time.Now())
+		[]fleet.Job{{Namespace: "default", JobID: "none-0", Status: fleet.JobRunning, RestartID: uuid.NewString()}}, nil, "", time.Now())
 	running.Status = restart.StatusRunning
 	if err := e.Fleets.Create(ctx, running); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestFleetWithoutMemberMarkerLeavesOtherNamespaceAlone(t *testing.T) {
 		{Namespace: "prod", JobID: "prod-db", Type: "service", Priority: 50, Status: fleet.JobPending},
 	}
 	sel := fleet.Selection{Namespace: "*", Filter: `Name matches "-"`}
-	rec := fleetrun.NewRecord(uuid.NewString(), "default", sel, spec, opts, jobs, e.Client.Address(), time.Now())
+	rec := fleetrun.NewRecord(uuid.NewString(), "default", sel, spec, opts, jobs, nil, e.Client.Address(), time.Now())
 	if err := agenttest.NomadParts(writer).Fleets.Create(agenttest.Context(t), rec); err != nil {
 		t.Fatalf("the default-only writer files the fleet: %v", err)
 	}

@@ -480,3 +480,55 @@ func TestDryRunBatchWaitBetweenBatchesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetWavesSeen plans, records and drives a fleet of three jobs in three waves:
+// the dry run shows each job's wave and what it would wait for, status of the recorded
+// fleet lists its waves and what each waits for, and the driven fleet says when each wave
+// starts.
+func TestFleetWavesSeen(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{})
+	registerFleetJobs(t, c, "", "wv", 3, 1)
+	ctx := testCtx(t)
+	order := []string{"-jobs", `Name matches "^wv-"`, "-after", "wv-2: wv-1", "-after", "wv-1: wv-0", "-max-parallel-jobs", "3", "-on-error", "fail"}
+
+	before := c.Stats().Mutations
+	code, out, errOut := e.run(ctx, append([]string{"run", "-dry-run"}, order...)...)
+	if code != 0 {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"In 3 waves: a job starts once each upstream's restart succeeded", "Wave  Order  Job", "Waits For",
+		"waits for wv-0: its turn (wave 1)", "waits for wv-1: its turn (wave 2)", `after="wv-2: wv-1"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out)
+		}
+	}
+	assertNoMutationsSince(t, c, before)
+
+	code, out, errOut = e.run(ctx, append([]string{"run", "-detach", "-json"}, order...)...)
+	if code != 0 {
+		t.Fatalf("run -detach: exit %d\n%s\n%s", code, out, errOut)
+	}
+	id := lastRecordID(t, out)
+	_, out, _ = e.run(ctx, "status", id)
+	for _, want := range []string{"Waves (reached 0 of 3)", "1  waiting  wv-0", "2  waiting  wv-1", "wv-1: waits for wv-0: its turn (wave 1)", "wv-2: waits for wv-1: its turn (wave 2)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status of the recorded fleet lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = e.run(ctx, "resume", id)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"Wave 1 of 3 started: wv-0", "Wave 2 of 3 started: wv-1", "Wave 3 of 3 started: wv-2", `Upstream "wv-1" (namespace "default") gave its evidence`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the driven fleet's output lacks %q:\n%s", want, out)
+		}
+	}
+	_, out, _ = e.run(ctx, "status", id)
+	if !strings.Contains(out, "Waves (reached 3 of 3)") || !strings.Contains(out, "3  done     wv-2") {
+		t.Errorf("status of the ended fleet:\n%s", out)
+	}
+	if _, out, _ = e.run(ctx, "attach", id); !strings.Contains(out, "Wave 2 of 3 started: wv-1") {
+		t.Errorf("attach of the ended fleet does not say when its waves started:\n%s", out)
+	}
+}

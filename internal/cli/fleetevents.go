@@ -65,6 +65,8 @@ type fleetPlanOutput struct {
 	Spec      restart.Spec
 	Jobs      []fleetPlanJob
 	LeftOut   []string `json:",omitempty"`
+	// Outside are the upstreams outside the selection, which must be healthy.
+	Outside []fleet.Upstream `json:",omitempty"`
 }
 
 // fleetPlanJob is one job's part of a fleet's dry run.
@@ -76,6 +78,11 @@ type fleetPlanJob struct {
 	Spec            restart.Spec
 	Allocs, Batches int
 	Problem         string `json:",omitempty"`
+	// Wave, After and Waits place the job in the fleet's waves: its wave, its upstreams,
+	// and what it would wait for when the fleet starts.
+	Wave  int      `json:",omitempty"`
+	After []string `json:",omitempty"`
+	Waits string   `json:",omitempty"`
 }
 
 // printFleetPlan prints what a fleet would do (-dry-run): the jobs in order with their
@@ -83,10 +90,11 @@ type fleetPlanJob struct {
 // the fleet's limits. Nothing is recorded or restarted.
 func (a *app) printFleetPlan(p *output.Printer, rec *fleet.Record, plans []fleetrun.JobPlan, leftOut []string) {
 	if p.JSON {
-		out := fleetPlanOutput{DryRun: true, Selection: rec.Selection, Namespace: rec.Namespace, Options: rec.Options, Spec: rec.Spec, LeftOut: leftOut}
-		for _, jp := range plans {
+		out := fleetPlanOutput{DryRun: true, Selection: rec.Selection, Namespace: rec.Namespace, Options: rec.Options, Spec: rec.Spec, LeftOut: leftOut, Outside: rec.Outside}
+		for i, jp := range plans {
 			out.Jobs = append(out.Jobs, fleetPlanJob{Namespace: jp.Job.Namespace, JobID: jp.Job.JobID, Type: jp.Job.Type, Priority: jp.Job.Priority,
-				Meta: jp.Job.Meta, Spec: jp.Spec, Allocs: jp.Allocs, Batches: jp.Batches, Problem: jp.Problem})
+				Meta: jp.Job.Meta, Spec: jp.Spec, Allocs: jp.Allocs, Batches: jp.Batches, Problem: jp.Problem,
+				Wave: jp.Job.Wave, After: upstreamNames(jp.Job.After), Waits: rec.GateOf(i).Waits})
 		}
 		p.JSONLine(out)
 		return
@@ -110,17 +118,44 @@ func (a *app) printFleetPlan(p *output.Printer, rec *fleet.Record, plans []fleet
 	if len(leftOut) > 0 {
 		p.Plain(pad + "Left out (periodic or parameterized, their launches are jobs of their own): " + joinFew(leftOut, 5))
 	}
-	p.Plain("\n" + fleetPlanTable(plans))
+	if n := rec.Waves(); n > 0 {
+		p.Plain(pad + fmt.Sprintf("In %s: a job starts once each upstream's restart succeeded, its allocations are healthy and its gates held for -wave-wait %s", output.Plural(n, "wave", "waves"), rec.Options.WaveWait))
+		for _, o := range rec.Outside {
+			p.Plain(pad + fmt.Sprintf("Upstream outside the fleet, not restarted, must be healthy: %s/%s", o.Namespace, o.JobID))
+		}
+	}
+	p.Plain("\n" + fleetPlanTable(rec.Fleet, plans))
+}
+
+// upstreamNames names upstreams as namespace/job.
+func upstreamNames(refs []fleet.Ref) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.String())
+	}
+	return out
 }
 
 // fleetPlanTable is the dry run's table of jobs, in the fleet's order.
-func fleetPlanTable(plans []fleetrun.JobPlan) string {
+func fleetPlanTable(f fleet.Fleet, plans []fleetrun.JobPlan) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Order\tJob\tNamespace\tType\tPriority\tAllocations\tBatches\tOptions From Meta\tProblem")
+	waves := f.HasWaves()
+	head := "Order\tJob\tNamespace\tType\tPriority\tAllocations\tBatches\tOptions From Meta\tProblem"
+	if waves {
+		head = "Wave\t" + head + "\tWaits For"
+	}
+	fmt.Fprintln(tw, head)
 	for i, jp := range plans {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", i+1, jp.Job.JobID, jp.Job.Namespace, jp.Job.Type, jp.Job.Priority,
+		if waves {
+			fmt.Fprintf(tw, "%d\t", jp.Job.Wave)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s", i+1, jp.Job.JobID, jp.Job.Namespace, jp.Job.Type, jp.Job.Priority,
 			jp.Allocs, jp.Batches, output.OrDash(metaOptions(jp.Job.Meta)), output.OrDash(jp.Problem))
+		if waves {
+			fmt.Fprintf(tw, "\t%s", output.OrDash(f.GateOf(i).Waits))
+		}
+		fmt.Fprintln(tw)
 	}
 	_ = tw.Flush()
 	return strings.TrimRight(b.String(), "\n")

@@ -188,6 +188,12 @@ func collectJSONOutputs(t *testing.T) []jsonOutput {
 	out = run("run.schema.json", true, "run", "-json", "-jobs", `Name matches "^fleet-"`, "-on-error", "fail")
 	fleetID := lastRecordID(t, out)
 	run("status.schema.json", false, "status", "-json", fleetID)
+	// The same jobs in two waves, with an upstream outside the fleet (web-plain): planned,
+	// then driven and read back.
+	waves := []string{"-jobs", `Name matches "^fleet-"`, "-after", "fleet-1: fleet-0, web-plain", "-wave-wait", "100ms"}
+	run("run.schema.json", true, append([]string{"run", "-json", "-dry-run"}, waves...)...)
+	out = run("run.schema.json", true, append([]string{"run", "-json", "-on-error", "fail"}, waves...)...)
+	run("status.schema.json", false, "status", "-json", lastRecordID(t, out))
 	run("status.schema.json", false, "status", "-json")
 
 	// Schedules of a job (-at and -every) and of a fleet, then the list.

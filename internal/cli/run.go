@@ -325,6 +325,24 @@ Fleet Options:
     What to do with a job that already has a restart in progress: wait for
     it to end, then restart the job (default), or skip the job.
 
+  -after='<job>: <upstream>[, <upstream>...]'
+    Restart the job only after its upstreams (repeatable; "namespace/job"
+    names a job of another namespace). Merged with each job's meta
+    nomad-restart.after = "<job>[,<job>...]". The jobs are sorted into
+    waves; a job starts once each upstream's restart succeeded, its
+    allocations are healthy by the -health rules, and its gates held for
+    -wave-wait. An upstream outside the selection is not restarted but must
+    be healthy. A cycle, or an upstream that does not exist, is refused.
+
+  -after-outside=<wait|ignore>
+    Whether an upstream outside the selection must be healthy before its
+    downstream jobs start (wait, the default) or is not looked at.
+
+  -wave-wait=<duration>
+    How long an upstream's gates (-gate, its meta nomad-restart.gate.*)
+    must hold after its restart, its allocations healthy, before the jobs
+    after it start. Default 0.
+
   -dry-run prints the fleet's plan: the jobs in order with their type,
   allocations, batches, the options their meta overrides and any problem,
   and the limits. -detach records the fleet, prints its ID and exits; drive
@@ -624,7 +642,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	}
 	a.printNotes(p, o)
 	drv := fs.fleetDriver(o.fleet.opts.MaxParallelJobs, true)
-	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, o.spec, o.fleet.opts, got.Jobs, ses.address(), a.now())
+	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, o.spec, o.fleet.opts, got.Jobs, got.Outside, ses.address(), a.now())
 	if o.dryRun {
 		a.printFleetPlan(p, rec, drv.Plan(ctx, rec), got.LeftOut)
 		return nil

@@ -344,6 +344,10 @@ type fleetFlags struct {
 	// maxParallel and maxFailed are the numbers as typed, read by validate.
 	maxParallel, maxFailed string
 	order, busy            string
+	// after, afterOutside and waveWait are -after (repeated), -after-outside and
+	// -wave-wait as typed: the order of the fleet's jobs in waves.
+	after                  stringsFlag
+	afterOutside, waveWait string
 	// given names the fleet options set on the command line, to refuse them without -jobs.
 	given []string
 	// opts is the validated options (validate).
@@ -351,7 +355,7 @@ type fleetFlags struct {
 }
 
 // fleetOnlyFlags are the options that mean something only with -jobs.
-var fleetOnlyFlags = []string{"max-parallel-jobs", "max-failed-jobs", "order", "busy"}
+var fleetOnlyFlags = []string{"max-parallel-jobs", "max-failed-jobs", "order", "busy", "after", "after-outside", "wave-wait"}
 
 func (f *fleetFlags) add(fs *flag.FlagSet) {
 	d := fleet.DefaultOptions()
@@ -360,6 +364,9 @@ func (f *fleetFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.maxFailed, "max-failed-jobs", strconv.Itoa(d.MaxFailedJobs), "")
 	fs.StringVar(&f.order, "order", string(d.Order), "")
 	fs.StringVar(&f.busy, "busy", string(d.Busy), "")
+	fs.Var(&f.after, "after", "")
+	fs.StringVar(&f.afterOutside, "after-outside", string(d.AfterOutside), "")
+	fs.StringVar(&f.waveWait, "wave-wait", d.WaveWait.String(), "")
 }
 
 // parsed notes which fleet options the command line set (fs is parsed).
@@ -398,12 +405,29 @@ func (f *fleetFlags) validate(o *runOptions) error {
 		return err
 	}
 	opts := fleet.Options{MaxParallelJobs: parallel, MaxFailedJobs: failed,
-		Order: fleet.OrderBy(f.order), Busy: fleet.Busy(f.busy), OnError: o.spec.OnError}
+		Order: fleet.OrderBy(f.order), Busy: fleet.Busy(f.busy), OnError: o.spec.OnError, AfterOutside: fleet.AfterOutside(f.afterOutside)}
+	if err := f.parseWaves(&opts); err != nil {
+		return usageErrorf("%s", capitalInvalid(err))
+	}
 	if err := opts.Validate(); err != nil {
 		return usageErrorf("%s", capitalInvalid(err))
 	}
 	f.opts = opts
 	return nil
+}
+
+// parseWaves reads -after and -wave-wait into opts.
+func (f *fleetFlags) parseWaves(opts *fleet.Options) error {
+	for _, v := range f.after {
+		d, err := fleet.ParseAfter(v)
+		if err != nil {
+			return err
+		}
+		opts.After = append(opts.After, d)
+	}
+	wait, err := fleet.ParseWaveWait(f.waveWait)
+	opts.WaveWait = wait
+	return err
 }
 
 // wholeNumber reads the value of a flag that takes a number of jobs.
@@ -424,5 +448,23 @@ func describeFleetOptions(o fleet.Options) string {
 		"order=" + string(o.Order),
 		"busy=" + string(o.Busy),
 		"on-error=" + string(o.OnError),
-	}, " ")
+	}, " ") + describeWaveOptions(o)
+}
+
+// describeWaveOptions is the order options of a fleet in waves, "" for one without.
+func describeWaveOptions(o fleet.Options) string {
+	var parts []string
+	for _, d := range o.After {
+		parts = append(parts, fmt.Sprintf("after=%q", d.String()))
+	}
+	if o.AfterOutside == fleet.AfterOutsideIgnore {
+		parts = append(parts, "after-outside=ignore")
+	}
+	if o.WaveWait > 0 {
+		parts = append(parts, "wave-wait="+o.WaveWait.String())
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, " ")
 }

@@ -158,9 +158,12 @@ func TestParseRunArgsFleet(t *testing.T) {
 		want fleet.Options
 	}{
 		{"defaults", []string{"-jobs", `Type == "service"`, "-on-error=fail"},
-			fleet.Options{MaxParallelJobs: 1, MaxFailedJobs: 0, Order: fleet.OrderName, Busy: fleet.BusyWait, OnError: restart.OnErrorFail}},
-		{"every option", []string{"-jobs", `Type == "service"`, "-max-parallel-jobs", "5", "-max-failed-jobs=2", "-order=priority", "-busy", "skip", "-detach"},
-			fleet.Options{MaxParallelJobs: 5, MaxFailedJobs: 2, Order: fleet.OrderPriority, Busy: fleet.BusySkip, OnError: restart.OnErrorAsk}},
+			fleet.Options{MaxParallelJobs: 1, MaxFailedJobs: 0, Order: fleet.OrderName, Busy: fleet.BusyWait, OnError: restart.OnErrorFail, AfterOutside: fleet.AfterOutsideWait}},
+		{"every option", []string{"-jobs", `Type == "service"`, "-max-parallel-jobs", "5", "-max-failed-jobs=2", "-order=priority", "-busy", "skip", "-detach",
+			"-after", "web: api, auth", "-after=api: db/db-proxy", "-after-outside", "ignore", "-wave-wait", "30s"},
+			fleet.Options{MaxParallelJobs: 5, MaxFailedJobs: 2, Order: fleet.OrderPriority, Busy: fleet.BusySkip, OnError: restart.OnErrorAsk,
+				After:        []fleet.Dependency{{Job: "web", Upstreams: []string{"api", "auth"}}, {Job: "api", Upstreams: []string{"db/db-proxy"}}},
+				AfterOutside: fleet.AfterOutsideIgnore, WaveWait: 30 * time.Second}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,13 +171,28 @@ func TestParseRunArgsFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !o.fleet.selected() || o.job != "" || o.fleet.opts != tc.want {
+			if !o.fleet.selected() || o.job != "" || !o.fleet.opts.Equal(tc.want) {
 				t.Errorf("fleet %+v, job %q; want options %+v", o.fleet, o.job, tc.want)
 			}
 			if o.spec.OnError != tc.want.OnError {
 				t.Errorf("the children's -on-error %q, want the fleet's %q", o.spec.OnError, tc.want.OnError)
 			}
 		})
+	}
+	for args, want := range map[string]string{
+		"-after=web":           `Invalid -after value "web": give "<job>: <upstream>[, <upstream>...]"`,
+		"-after=web: a b":      `Invalid -after value "web: a b": "a b" is not a job name`,
+		"-after-outside=maybe": `Invalid -after-outside value "maybe": valid options are "wait" and "ignore"`,
+		"-wave-wait=5":         `Invalid -wave-wait value "5": give a duration with a unit`,
+		"-wave-wait=-1s":       `Invalid -wave-wait value "-1s"`,
+	} {
+		_, err := parseRunArgs([]string{"-jobs", "x", args}, false)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", args, err, want)
+		}
+	}
+	if _, err := parseRunArgs([]string{"-after", "web: api", "web"}, false); err == nil || !strings.Contains(err.Error(), "-after applies to fleet restarts only") {
+		t.Errorf("-after without -jobs: %v", err)
 	}
 	if o, err := parseRunArgs([]string{"-on-error=fail", "web"}, false); err != nil || o.fleet.selected() || o.job != "web" {
 		t.Errorf("a run of one job: %+v, %v", o, err)

@@ -274,6 +274,7 @@ func (a *app) printFleet(ctx context.Context, ft *fleetSubject, verbose bool) {
 	field("Modified", output.FormatTime(r.ModifyTime))
 	_ = tw.Flush()
 
+	a.printFleetWaves(r.Fleet)
 	a.printFleetJobs(p, r, children, verbose)
 	events := r.Events
 	if !verbose && len(events) > recentEvents {
@@ -284,6 +285,32 @@ func (a *app) printFleet(ctx context.Context, ft *fleetSubject, verbose bool) {
 		for _, ev := range events {
 			p.Event(ev)
 		}
+	}
+}
+
+// printFleetWaves prints a fleet's waves, each with its jobs and state, and what each of its
+// held jobs waits for.
+func (a *app) printFleetWaves(f fleet.Fleet) {
+	waves := f.WaveSummaries()
+	if len(waves) == 0 {
+		return
+	}
+	fmt.Fprintf(a.stdout, "\nWaves (reached %d of %d)\n", f.WaveReached(), len(waves))
+	for _, w := range waves {
+		fmt.Fprintf(a.stdout, "  %d  %-8s %s\n", w.Wave, w.State, strings.Join(w.Jobs, ", "))
+		for _, why := range w.Waits {
+			fmt.Fprintf(a.stdout, "              %s\n", why)
+		}
+	}
+	for _, o := range f.Outside {
+		state := cmp.Or(o.Evidence.Waits, "not measured yet")
+		switch {
+		case o.Evidence.Ready:
+			state = "healthy"
+		case o.Evidence.Unready != "":
+			state = o.Evidence.Unready
+		}
+		fmt.Fprintf(a.stdout, "  outside  %s/%s: %s\n", o.Namespace, o.JobID, state)
 	}
 }
 
@@ -466,9 +493,15 @@ const (
 type fleetEntry struct {
 	Kind string
 	*fleet.Record
+	// WaveReached and Waves show a fleet in waves: the latest wave started, and each wave's
+	// jobs and what they wait for.
+	WaveReached int                 `json:",omitempty"`
+	Waves       []fleet.WaveSummary `json:",omitempty"`
 }
 
-func newFleetEntry(rec *fleet.Record) fleetEntry { return fleetEntry{Kind: kindFleet, Record: rec} }
+func newFleetEntry(rec *fleet.Record) fleetEntry {
+	return fleetEntry{Kind: kindFleet, Record: rec, WaveReached: rec.WaveReached(), Waves: rec.WaveSummaries()}
+}
 
 // restartEntry is a restart as `status -json` prints it: the record with its Kind.
 type restartEntry struct {

@@ -27,6 +27,11 @@
 //     on its own stays paused.
 //   - Cancel: nothing new starts, the jobs not started are recorded canceled, the running
 //     children are canceled, and the fleet is canceled once none of them runs any more.
+//   - Waves (waves.go): a job that names upstreams starts only once each gave its evidence
+//     (an upstream in the fleet restarted, then was measured healthy with its gates held;
+//     one outside it was measured healthy), recorded before the start is decided. An
+//     upstream that failed holds the jobs after it: skipped with the reason while the
+//     failure budget holds, else left to -on-error, where an operator's yes releases them.
 //   - The fleet succeeds when every job succeeded or was skipped for a recorded reason. A
 //     job that failed, or whose child an operator canceled on its own, was not restarted:
 //     the fleet then ends failed, although such a cancel does not count against the budget

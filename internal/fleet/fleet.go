@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -20,6 +22,9 @@ type Fleet struct {
 	// Control is the operators' part, as in a restart record: Intent run, pause or cancel,
 	// and By, who set it.
 	Control restart.Control
+	// Outside are the upstreams of its jobs that it does not restart, with their evidence
+	// (waves.go).
+	Outside []Upstream `json:",omitempty"`
 }
 
 // Job is one selected job and what became of it in this fleet.
@@ -47,6 +52,14 @@ type Job struct {
 	// means run). Recording it lets Next forward a fleet's pause or resume once, and so not
 	// undo what an operator did to that child alone afterwards.
 	Steered restart.Intent `json:",omitempty"`
+	// Wave is the job's wave when the fleet orders its jobs by their upstreams (1 first; 0:
+	// the fleet has no order between jobs), and After its upstreams (waves.go).
+	Wave  int   `json:",omitempty"`
+	After []Ref `json:",omitempty"`
+	// Evidence is what its downstream jobs wait for once its restart ended: set by the
+	// driver's measurements, durable so that a resumed driver never starts a downstream
+	// job before it.
+	Evidence Evidence `json:",omitzero"`
 }
 
 // JobStatus is where a job stands in its fleet.
@@ -79,12 +92,30 @@ type Options struct {
 	Busy          Busy
 	// OnError is what happens once the failure budget is spent and no child runs.
 	OnError restart.OnError
+	// After is -after, the order of the fleet's jobs beyond their meta's (waves.go).
+	After []Dependency `json:",omitempty"`
+	// AfterOutside is -after-outside: whether an upstream outside the selection must be
+	// healthy ("wait", also when empty) or is not looked at ("ignore").
+	AfterOutside AfterOutside `json:",omitempty"`
+	// WaveWait is -wave-wait: how long an upstream's gates must hold after its restart
+	// ended, its allocations healthy, before its downstream jobs start.
+	WaveWait time.Duration `json:",omitempty"`
+}
+
+// Equal reports whether o and p are the same options: Options holds a list (After), so ==
+// does not compare them.
+func (o Options) Equal(p Options) bool {
+	sameAfter := slices.EqualFunc(o.After, p.After, func(a, b Dependency) bool {
+		return a.Job == b.Job && slices.Equal(a.Upstreams, b.Upstreams)
+	})
+	return sameAfter && o.MaxParallelJobs == p.MaxParallelJobs && o.MaxFailedJobs == p.MaxFailedJobs && o.Order == p.Order &&
+		o.Busy == p.Busy && o.OnError == p.OnError && o.AfterOutside == p.AfterOutside && o.WaveWait == p.WaveWait
 }
 
 // DefaultOptions are the options of a fleet given no flag: the most cautious ones, one job
 // at a time and stop at the first failure, because a fleet reaches many services at once.
 func DefaultOptions() Options {
-	return Options{MaxParallelJobs: 1, MaxFailedJobs: 0, Order: OrderName, Busy: BusyWait, OnError: restart.OnErrorAsk}
+	return Options{MaxParallelJobs: 1, MaxFailedJobs: 0, Order: OrderName, Busy: BusyWait, OnError: restart.OnErrorAsk, AfterOutside: AfterOutsideWait}
 }
 
 // Validate refuses options the rules cannot apply, with the flag to fix, before anything
@@ -104,6 +135,19 @@ func (o Options) Validate() error {
 	}
 	if _, err := restart.ParseOnError(string(o.OnError)); err != nil {
 		return err
+	}
+	if o.AfterOutside != "" {
+		if _, err := ParseAfterOutside(string(o.AfterOutside)); err != nil {
+			return err
+		}
+	}
+	if o.WaveWait < 0 {
+		return &restart.ValueError{Flag: "wave-wait", Value: o.WaveWait.String(), Reason: "give 0 or a positive duration, like 30s"}
+	}
+	for _, d := range o.After {
+		if _, err := ParseAfter(d.String()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

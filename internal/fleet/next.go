@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -18,10 +19,20 @@ type Decision struct {
 	// or failed; Record marks them canceled with Reason, so a finished fleet has no job
 	// left pending.
 	Abandon []int
+	// Held lists the pending jobs an upstream that failed holds for good while the failure
+	// budget still holds (no question will be asked): Record settles them, skipped with the
+	// reason (failed, for an upstream outside the fleet).
+	Held []Held
 	// Status is the fleet's status after this decision.
 	Status restart.Status
 	// Reason says why the fleet stopped starting jobs or ended, for its events and status.
 	Reason string
+}
+
+// Held is one job an upstream's failure holds.
+type Held struct {
+	Job  int
+	Gate Gate
 }
 
 // Steer is one child to give an intent to.
@@ -36,6 +47,15 @@ func (d Decision) Record(f *Fleet) {
 	f.Status = d.Status
 	for _, i := range d.Abandon {
 		f.Jobs[i] = settle(f.Jobs[i], JobCanceled, d.Reason)
+	}
+	for _, h := range d.Held {
+		status := JobSkipped
+		if h.Gate.Outside {
+			status = JobFailed
+		}
+		f.Jobs[h.Job] = settle(f.Jobs[h.Job], status, h.Gate.Failed)
+		// Its own downstream jobs are held in turn, naming why.
+		f.Jobs[h.Job].Evidence.Unready = "was not restarted: " + h.Gate.Failed
 	}
 }
 
@@ -122,7 +142,21 @@ func decideRun(f Fleet, t tally) Decision {
 	case t.budgetSpent(f.Options):
 		return Decision{Steer: steers, Status: restart.StatusRunning, Reason: spentReason(f, t) + "; no new job starts while the running ones finish"}
 	}
-	return Decision{Start: startable(f), Steer: steers, Status: restart.StatusRunning}
+	return Decision{Start: startable(f), Steer: steers, Held: held(f), Status: restart.StatusRunning}
+}
+
+// held lists the pending jobs whose upstream failed (Gate.Failed).
+func held(f Fleet) []Held {
+	var out []Held
+	for i, j := range f.Jobs {
+		if j.Status != JobPending || len(j.After) == 0 {
+			continue
+		}
+		if g := f.GateOf(i); g.Failed != "" {
+			out = append(out, Held{Job: i, Gate: g})
+		}
+	}
+	return out
 }
 
 // finish is the verdict once every job ended.
@@ -139,7 +173,15 @@ func budgetOutcome(f Fleet, t tally) Decision {
 	if f.Options.OnError == restart.OnErrorAsk {
 		return Decision{Status: restart.StatusWaiting, Reason: reason}
 	}
-	return Decision{Abandon: pending(f.Jobs), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
+	// The jobs an upstream's failure holds are skipped with that reason, the others
+	// abandoned with the fleet's.
+	d := Decision{Held: held(f), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
+	for _, i := range pending(f.Jobs) {
+		if !slices.ContainsFunc(d.Held, func(h Held) bool { return h.Job == i }) {
+			d.Abandon = append(d.Abandon, i)
+		}
+	}
+	return d
 }
 
 func spentReason(f Fleet, t tally) string {
@@ -157,17 +199,20 @@ func Upcoming(f Fleet, n int) []int {
 	if tallyJobs(f.Jobs).budgetSpent(f.Options) {
 		return nil
 	}
-	return pendingFree(f.Jobs, n)
+	return pendingFree(f, n)
 }
 
-// pendingFree lists, in order, the first n pending jobs not waiting for another restart.
-func pendingFree(jobs []Job, n int) []int {
+// pendingFree lists, in order, the first n pending jobs waiting neither for another
+// restart nor for an upstream's evidence. A job held by its upstreams is passed over, so
+// that with -max-parallel-jobs the rest of its wave, and the jobs of later waves whose
+// upstreams are done, go on.
+func pendingFree(f Fleet, n int) []int {
 	var out []int
-	for i, j := range jobs {
+	for i, j := range f.Jobs {
 		if len(out) >= n {
 			break
 		}
-		if j.Status == JobPending && j.BusyWith == "" {
+		if j.Status == JobPending && j.BusyWith == "" && (len(j.After) == 0 || f.GateOf(i).Free()) {
 			out = append(out, i)
 		}
 	}
@@ -178,7 +223,7 @@ func pendingFree(jobs []Job, n int) []int {
 // job waiting for another restart is passed over rather than waited on, so one busy job
 // does not hold up the fleet.
 func startable(f Fleet) []int {
-	return pendingFree(f.Jobs, f.Options.MaxParallelJobs-tallyJobs(f.Jobs).running)
+	return pendingFree(f, f.Options.MaxParallelJobs-tallyJobs(f.Jobs).running)
 }
 
 // steer lists the running children that have not yet been given intent by the fleet. A

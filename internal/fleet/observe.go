@@ -27,12 +27,18 @@ type Observation struct {
 	// Failed is why the job's child could not be planned or created (Nomad refused the
 	// plan, the token may not write the child's record).
 	Failed string
+	// Evidence is what the driver measured of the job as an upstream (of the fleet, or
+	// outside it): its progress, Ready, or Unready.
+	Evidence *Evidence
 }
 
 // Observe applies obs to its job in f. It never moves a job back: a job that ended keeps
 // its end, and a job's child once recorded is the only one it may have; either attempt is
 // an error, since it means two drivers disagree about the fleet and the write must not go on.
 func Observe(f *Fleet, obs Observation) error {
+	if obs.Evidence != nil {
+		return observeEvidence(f, obs)
+	}
 	i := indexOf(f.Jobs, obs.Namespace, obs.JobID)
 	if i < 0 {
 		return fmt.Errorf("fleet %s: job %q in namespace %q is not in its selection", f.ID, obs.JobID, obs.Namespace)
@@ -134,4 +140,42 @@ func indexOf(jobs []Job, namespace, jobID string) int {
 		}
 	}
 	return -1
+}
+
+// observeEvidence records an upstream's measured evidence. A verdict is final: once Ready
+// or Unready, later measurements change nothing, so that a downstream job that started
+// never finds its upstream's evidence taken back, and one held is held for good (until an
+// operator releases it). An upstream in the fleet whose restart succeeded but whose
+// evidence failed counts as failed: its restart did not leave it well.
+func observeEvidence(f *Fleet, obs Observation) error {
+	ev := f.evidenceOf(Ref{obs.Namespace, obs.JobID})
+	if ev == nil {
+		return fmt.Errorf("fleet %s: job %q in namespace %q is neither in its selection nor an upstream of it", f.ID, obs.JobID, obs.Namespace)
+	}
+	i := indexOf(f.Jobs, obs.Namespace, obs.JobID)
+	if ev.Ready || ev.Unready != "" || (i >= 0 && !f.Jobs[i].Status.Terminal()) {
+		return nil // a verdict is final; a job's evidence is measured once its restart ended
+	}
+	got := *obs.Evidence
+	ev.Ready, ev.Unready, ev.Waits = got.Ready, got.Unready, got.Waits
+	if ev.Ready {
+		ev.Waits = ""
+	}
+	if i >= 0 && got.Unready != "" && f.Jobs[i].Status == JobSucceeded {
+		f.Jobs[i].Status = JobFailed
+		f.Jobs[i].Reason = "its restart succeeded, but " + got.Unready
+	}
+	return nil
+}
+
+// evidenceOf is where the evidence of upstream r is kept: its job's, or its entry among
+// the upstreams outside the fleet; nil for neither.
+func (f *Fleet) evidenceOf(r Ref) *Evidence {
+	if i := indexOf(f.Jobs, r.Namespace, r.JobID); i >= 0 {
+		return &f.Jobs[i].Evidence
+	}
+	if o := f.outsideIndex(r); o >= 0 {
+		return &f.Outside[o].Evidence
+	}
+	return nil
 }

@@ -113,6 +113,7 @@ func ApplyAnswer(r *Record, answer string) (proceed bool, err error) {
 	r.Question = nil
 	if ans.Proceed {
 		r.Options.MaxFailedJobs = r.Counts()[JobFailed]
+		releaseFailedUpstreams(&r.Fleet)
 		r.Status = restart.StatusRunning
 		return true, nil
 	}
@@ -154,3 +155,22 @@ func StatusEvent(from, to restart.Status) restart.EventType {
 	}
 	return restart.EventStarted
 }
+
+// releaseFailedUpstreams lets the jobs held by an upstream that failed go on: an operator
+// answered yes to continuing after the failures. Only the upstreams that failed so far are
+// released; a later failure holds its downstream jobs again.
+func releaseFailedUpstreams(f *Fleet) {
+	for i := range f.Jobs {
+		if f.Jobs[i].Status == JobFailed || f.Jobs[i].Status == JobCanceled || f.Jobs[i].Evidence.Unready != "" {
+			f.Jobs[i].Evidence.Released = true
+		}
+	}
+	for i := range f.Outside {
+		if f.Outside[i].Evidence.Unready != "" {
+			f.Outside[i].Evidence.Released = true
+		}
+	}
+}
+
+// EventWaveStarted is the event of a wave's first job starting.
+const EventWaveStarted restart.EventType = "wave-started"

@@ -16,7 +16,8 @@ import (
 // FuzzFleetRecord decodes any stored fleet record (anyone who may write nomad-restart's
 // variables can write one) and has the rules decide on it, as a driver that adopts it
 // does: no panic or hang; a decision starts only pending jobs that wait for no other
-// restart, within -max-parallel-jobs, steers only running ones, abandons only pending ones;
+// restart nor for an upstream's evidence, within -max-parallel-jobs, holds only pending
+// jobs whose upstream failed, steers only running ones, abandons only pending ones;
 // an answer either changes nothing and names itself, or settles the question.
 func FuzzFleetRecord(f *testing.F) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -34,6 +35,11 @@ func FuzzFleetRecord(f *testing.F) {
 			Question: BudgetQuestion("q1", "1 job failed", now)},
 		{Fleet: Fleet{ID: "f1", Options: Options{MaxParallelJobs: -5, MaxFailedJobs: -1}, Jobs: jobs, Status: "bogus",
 			Control: restart.Control{Intent: restart.IntentCancel}}},
+		{Fleet: Fleet{ID: "f1", Options: DefaultOptions(), Status: restart.StatusRunning, Jobs: []Job{
+			{Namespace: "default", JobID: "a", Status: JobSucceeded, RestartID: "c1", Wave: 1, Evidence: Evidence{Waits: "1 of 2 allocations healthy"}},
+			{Namespace: "default", JobID: "b", Status: JobPending, Wave: 2, After: []Ref{{"default", "a"}, {"mesh", "gw"}, {"default", "b"}}},
+			{Namespace: "default", JobID: "c", Status: JobFailed, RestartID: "c3", Wave: 1, Evidence: Evidence{Unready: "x", Released: true}},
+		}, Outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "gone"}}}}},
 	} {
 		b, err := json.Marshal(r)
 		if err != nil {
@@ -117,6 +123,14 @@ func checkDecision(t *testing.T, f Fleet, d Decision) {
 			t.Errorf("starts job %d of %d (%+v)", i, len(f.Jobs), f.Jobs[min(max(i, 0), len(f.Jobs)-1)])
 		}
 		seen[i] = true
+		if i >= 0 && i < len(f.Jobs) && !f.GateOf(i).Free() {
+			t.Errorf("starts job %d before its upstreams' evidence: %+v", i, f.GateOf(i))
+		}
+	}
+	for _, h := range d.Held {
+		if h.Job < 0 || h.Job >= len(f.Jobs) || f.Jobs[h.Job].Status != JobPending || h.Gate.Failed == "" {
+			t.Errorf("holds job %d of %d (%+v)", h.Job, len(f.Jobs), h.Gate)
+		}
 	}
 	for _, s := range d.Steer {
 		if s.Job < 0 || s.Job >= len(f.Jobs) || f.Jobs[s.Job].Status != JobRunning {

@@ -38,6 +38,9 @@ func (r *run) decide(ctx context.Context, next *fleet.Record) ([]start, error) {
 	if len(d.Abandon) > 0 {
 		next.AddEvent(now, fleet.EventJobEnded, fmt.Sprintf("%d jobs will not start: %s", len(d.Abandon), d.Reason))
 	}
+	for _, h := range d.Held {
+		next.AddEvent(now, fleet.EventJobEnded, jobMessage(next.Jobs[h.Job]))
+	}
 	r.settleStatus(next, before, d, now)
 	for _, s := range r.steerable(next, d.Steer) {
 		r.steer(ctx, next, s)
@@ -143,6 +146,8 @@ func (r *run) plan(ctx context.Context, next *fleet.Record, idx []int) ([]start,
 		return nil, context.Cause(ctx)
 	}
 	var starts []start
+	wave := next.WaveReached()
+	defer func() { noteWaves(next, wave, r.d.now()) }()
 	for n, i := range idx {
 		before := next.Jobs[i]
 		if err := fleet.Observe(&next.Fleet, obs[n]); err != nil {
@@ -194,4 +199,58 @@ func (r *run) planChild(ctx context.Context, rec *fleet.Record, job fleet.Job) (
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// evidenceSpec is what an upstream's evidence is measured with: for a job of the fleet,
+// its child's options (the fleet's with its meta: its health gate and its gates) and the
+// fleet's -wave-wait; for an upstream outside the fleet, the fleet's health options and no
+// wait: it was not restarted, and its health is all that is asked of it.
+func (r *run) evidenceSpec(ref fleet.Ref) (restart.Spec, time.Duration) {
+	for _, j := range r.rec.Jobs {
+		if fleet.RefOf(j) == ref {
+			spec, _ := onchange.JobOptions(r.rec.Spec, j.Meta)
+			return spec, r.rec.Options.WaveWait
+		}
+	}
+	spec := r.rec.Spec
+	spec.Gates = nil
+	return spec, 0
+}
+
+// noteEvidence logs an upstream's verdict to the fleet's events.
+func noteEvidence(next *fleet.Record, ref fleet.Ref, before, after fleet.Evidence, now time.Time) {
+	name := fmt.Sprintf("Upstream %q (namespace %q)", ref.JobID, ref.Namespace)
+	switch {
+	case after.Ready && !before.Ready:
+		next.AddEvent(now, fleet.EventJobWaiting, name+" gave its evidence: its allocations are healthy and its gates held; the jobs after it may start")
+	case after.Unready != "" && before.Unready == "":
+		next.AddEvent(now, fleet.EventJobEnded, name+" "+after.Unready+": the jobs after it will not start")
+	}
+}
+
+// noteWaves logs the start of each wave that its first job's start opens.
+func noteWaves(next *fleet.Record, before int, now time.Time) {
+	after := next.WaveReached()
+	for w := before + 1; w <= after; w++ {
+		var names []string
+		for _, i := range next.WaveOf(w) {
+			names = append(names, next.Jobs[i].JobID)
+		}
+		next.AddEvent(now, fleet.EventWaveStarted, fmt.Sprintf("Wave %d of %d started: %s", w, next.Waves(), strings.Join(names, ", ")))
+	}
+}
+
+// evidenceOf is the stored evidence of ref in rec (zero when none).
+func evidenceOf(rec *fleet.Record, ref fleet.Ref) fleet.Evidence {
+	for _, j := range rec.Jobs {
+		if fleet.RefOf(j) == ref {
+			return j.Evidence
+		}
+	}
+	for _, o := range rec.Outside {
+		if o.Namespace == ref.Namespace && o.JobID == ref.JobID {
+			return o.Evidence
+		}
+	}
+	return fleet.Evidence{}
 }

@@ -21,6 +21,11 @@
 //     namespace per drive): the record is only as trusted as its home's variables, and
 //     the marker is the consent of someone with rights in the job's namespace. Without
 //     it the job fails, naming the marker and the fix (consent.go).
+//   - In a fleet in waves, the evidence of each upstream a pending job waits on
+//     (fleet.Unproven) is measured off the loop (follow.go, Engine.Evidence) and its verdict
+//     stored before any job after it starts, since starts are decided from the stored
+//     record. A driver that dies while measuring leaves no verdict: the next one measures
+//     again from the start.
 //   - The driver's own writes are one per change of the fleet (a job's start and the end
 //     that freed its slot are one write). Operators' steering rings the fleet's control
 //     bell, so the driver reads its record only when an operator acted.

@@ -221,3 +221,85 @@ func (r *run) probeEvery() time.Duration {
 	}
 	return 2 * time.Second
 }
+
+// A fleet in waves starts a job only on its upstreams' evidence (fleet.GateOf). The driver
+// measures it (Engine.Evidence) for each upstream fleet.Unproven names, in a goroutine of
+// its own, and reports its progress and verdict as facts; the verdict is stored in the
+// fleet record before any downstream job starts (its start is decided from the stored
+// record), so a driver killed while an upstream is measured measures it again from the
+// start: a downstream job never starts on evidence nobody saw.
+
+// progressEvery bounds how often an upstream's progress, when its count of healthy
+// allocations stays the same (another reason, the gates' time held), is written to the
+// fleet record.
+const progressEvery = 2 * time.Second
+
+// measureUnproven starts measuring the upstreams whose evidence the stored fleet waits for
+// and that this drive does not measure yet.
+func (r *run) measureUnproven(ctx context.Context) {
+	for _, ref := range fleet.Unproven(r.rec.Fleet) {
+		if r.measuring[ref] {
+			continue
+		}
+		r.measuring[ref] = true
+		spec, wait := r.evidenceSpec(ref)
+		r.wg.Go(func() { r.measure(ctx, ref, spec, wait) })
+	}
+}
+
+// measure measures one upstream's evidence until its verdict, reporting progress as it
+// goes. A failure that passes (Nomad unavailable), or a deployment of the upstream in
+// progress, is measured again.
+func (r *run) measure(ctx context.Context, ref fleet.Ref, spec restart.Spec, wait time.Duration) {
+	var last fleet.Evidence
+	var lastAt time.Time
+	var lastHealthy int
+	progress := func(p engine.EvidenceProgress) {
+		m := fleet.Measuring{Healthy: p.Healthy, Total: p.Total, Why: p.Why, GatesHeld: p.GatesHeld.Round(time.Second).String(), WaveWait: wait.String()}
+		ev := fleet.Evidence{Waits: m.Text()}
+		now := time.Now()
+		if ev == last || (p.Healthy == lastHealthy && now.Sub(lastAt) < progressEvery) {
+			return
+		}
+		last, lastAt, lastHealthy = ev, now, p.Healthy
+		r.reportEvidence(ctx, ref, ev)
+	}
+	var deploying *engine.DeploymentError
+	for {
+		err := r.d.cfg.Engine.Evidence(ctx, ref.Namespace, ref.JobID, spec, wait, progress)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			r.reportEvidence(ctx, ref, fleet.Evidence{Ready: true})
+			return
+		case errors.As(err, &deploying):
+			// A deployment of it runs (an upstream outside the fleet being updated): its
+			// allocations are not settled yet, which is a wait, not a failure.
+			progress(engine.EvidenceProgress{Why: oneLine(err.Error())})
+			if !cluster.Sleep(ctx, r.probeEvery()) {
+				return
+			}
+		case cluster.IsTransient(err):
+			r.d.log.Warn("measuring an upstream's evidence", "fleet", r.id, "job", ref.JobID, "err", err)
+			if !cluster.Sleep(ctx, r.probeEvery()) {
+				return
+			}
+		default:
+			r.reportEvidence(ctx, ref, fleet.Evidence{Unready: unreadyText(err, spec)})
+			return
+		}
+	}
+}
+
+// unreadyText says why an upstream gave no evidence.
+func unreadyText(err error, spec restart.Spec) string {
+	if errors.Is(err, cluster.ErrJobNotFound) {
+		return "is gone from Nomad"
+	}
+	return fmt.Sprintf("was not healthy (-health %s): %s", spec.Health, oneLine(err.Error()))
+}
+
+func (r *run) reportEvidence(ctx context.Context, ref fleet.Ref, ev fleet.Evidence) {
+	r.report(ctx, fact{obs: fleet.Observation{Namespace: ref.Namespace, JobID: ref.JobID, Evidence: &ev}})
+}

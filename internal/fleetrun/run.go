@@ -43,8 +43,12 @@ type run struct {
 	// their record exists (a created fact), or the intent would be recorded as given to a
 	// restart that never heard it.
 	creating map[string]bool
-	facts    chan fact
-	rung     chan struct{}
+	// measuring marks the upstreams whose evidence this drive measures (follow.go); evidence
+	// holds their newest facts since the last step, as seen does the jobs'.
+	measuring map[fleet.Ref]bool
+	evidence  map[fleet.Ref]fleet.Observation
+	facts     chan fact
+	rung      chan struct{}
 	// soon is told each time a child driven here starts its last batch: a slot frees soon.
 	soon chan struct{}
 	wg   sync.WaitGroup
@@ -65,6 +69,7 @@ type fact struct {
 func newRun(d *Driver, namespace, id string, sink func(Event)) *run {
 	return &run{d: d, ns: namespace, id: id, sink: sink, seen: map[jobKey]fleet.Observation{},
 		followed: map[string]bool{}, members: map[string]memberRead{}, ahead: map[jobKey]*plannedChild{}, creating: map[string]bool{},
+		measuring: map[fleet.Ref]bool{}, evidence: map[fleet.Ref]fleet.Observation{},
 		facts: make(chan fact, 64), rung: make(chan struct{}, 1), soon: make(chan struct{}, maxSoon)}
 }
 
@@ -94,6 +99,7 @@ func (r *run) drive(ctx context.Context) (*fleet.Record, error) {
 		if r.rec.Status.Terminal() {
 			return r.rec, nil
 		}
+		r.measureUnproven(ctx)
 		if !r.settled() {
 			continue // a job's turn ended at once (skipped, failed to plan): decide again
 		}
@@ -111,7 +117,7 @@ func (r *run) settled() bool {
 		return false
 	}
 	d := fleet.Next(r.rec.Fleet)
-	return len(d.Start) == 0 && len(r.steerable(r.rec, d.Steer)) == 0 && len(d.Abandon) == 0 && d.Status == r.rec.Status
+	return len(d.Start) == 0 && len(r.steerable(r.rec, d.Steer)) == 0 && len(d.Abandon) == 0 && len(d.Held) == 0 && d.Status == r.rec.Status
 }
 
 // steerable leaves out of steers the children whose creation is in flight: they are
@@ -223,6 +229,10 @@ func (r *run) take(ctx context.Context, f fact) {
 		delete(r.creating, f.created)
 		return
 	}
+	if f.obs.Evidence != nil {
+		r.evidence[fleet.Ref{Namespace: f.obs.Namespace, JobID: f.obs.JobID}] = f.obs
+		return
+	}
 	if !f.unstart {
 		r.seen[keyOf(fleet.Job{Namespace: f.obs.Namespace, JobID: f.obs.JobID})] = f.obs
 		return
@@ -279,6 +289,7 @@ func (r *run) step(ctx context.Context) error {
 		// The facts are in the record now, the stored one too: a later conflict reads them
 		// back with it.
 		clear(r.seen)
+		clear(r.evidence)
 		r.create(ctx, starts)
 		return nil
 	}
@@ -301,6 +312,13 @@ func (r *run) observe(next *fleet.Record) error {
 			return fmt.Errorf("observing fleet %s: %w", short(r.id), err)
 		}
 		r.noteChange(next, before, next.Jobs[i])
+	}
+	for ref, obs := range r.evidence {
+		before := evidenceOf(next, ref)
+		if err := fleet.Observe(&next.Fleet, obs); err != nil {
+			return fmt.Errorf("observing fleet %s: %w", short(r.id), err)
+		}
+		noteEvidence(next, ref, before, evidenceOf(next, ref), r.d.now())
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package fleetrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +28,9 @@ type Selected struct {
 	// LeftOut names the matching jobs a fleet cannot restart themselves (periodic and
 	// parameterized jobs: their launches are jobs of their own, selected when they match).
 	LeftOut []string
+	// Outside are the upstreams of the selected jobs that the selection does not hold:
+	// not restarted, they must be healthy before their downstream jobs start.
+	Outside []fleet.Upstream
 }
 
 // Select lists the jobs sel matches (only those the token may list: Nomad filters its
@@ -55,8 +60,43 @@ func Select(ctx context.Context, l Lister, sel fleet.Selection, spec restart.Spe
 	if err := checkApplies(listed, spec); err != nil {
 		return nil, err
 	}
-	out.Jobs, err = fleet.Order(listed, opts.Order)
+	ordered, err := fleet.Order(listed, opts.Order)
+	if err != nil {
+		return nil, err
+	}
+	out.Jobs, out.Outside, err = planWaves(ctx, l, ordered, opts)
 	return out, err
+}
+
+// planWaves sorts the ordered jobs into waves by their upstreams (their meta
+// nomad-restart.after and -after), asking Nomad whether an upstream outside the selection
+// exists.
+func planWaves(ctx context.Context, l Lister, jobs []fleet.Job, opts fleet.Options) ([]fleet.Job, []fleet.Upstream, error) {
+	var meta []fleet.Named
+	for _, j := range jobs {
+		v, ok := j.Meta[onchange.KeyAfter]
+		if !ok {
+			continue
+		}
+		ups, err := fleet.ParseUpstreams(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %q (namespace %q): meta %s = %q: %v; fix the job's meta or leave the job out of -jobs", j.JobID, j.Namespace, onchange.KeyAfter, v, err)
+		}
+		meta = append(meta, fleet.Named{Job: fleet.RefOf(j), Upstreams: ups})
+	}
+	var lookupErr error
+	exists := func(r fleet.Ref) bool {
+		found, err := l.SelectJobs(ctx, r.Namespace, "ID == "+strconv.Quote(r.JobID))
+		if err != nil && !errors.Is(err, cluster.ErrJobNotFound) && lookupErr == nil {
+			lookupErr = fmt.Errorf("looking up upstream %q (namespace %q): %w", r.JobID, r.Namespace, err)
+		}
+		return len(found) > 0
+	}
+	out, outside, err := fleet.PlanWaves(jobs, meta, opts.After, cmp.Or(opts.AfterOutside, fleet.AfterOutsideWait), exists)
+	if lookupErr != nil {
+		return nil, nil, lookupErr
+	}
+	return out, outside, err
 }
 
 // EmptySelectionError says a selection matched no job the fleet could restart.
@@ -129,11 +169,12 @@ func typeProblem(j fleet.Job, spec restart.Spec) string {
 	return ""
 }
 
-// NewRecord is the pending fleet of a selection, to be stored with Fleets.CreateFleet. Its
+// NewRecord is the pending fleet of a selection (its jobs, in waves when ordered, and their
+// upstreams outside it), to be stored with Fleets.CreateFleet. Its
 // home is namespace (the one -namespace named, or "default" for "*").
-func NewRecord(id, home string, sel fleet.Selection, spec restart.Spec, opts fleet.Options, jobs []fleet.Job, clusterAddr string, now time.Time) *fleet.Record {
+func NewRecord(id, home string, sel fleet.Selection, spec restart.Spec, opts fleet.Options, jobs []fleet.Job, outside []fleet.Upstream, clusterAddr string, now time.Time) *fleet.Record {
 	rec := &fleet.Record{
-		Fleet:      fleet.Fleet{ID: id, Options: opts, Jobs: jobs, Status: restart.StatusPending, Control: restart.Control{Intent: restart.IntentRun}},
+		Fleet:      fleet.Fleet{ID: id, Options: opts, Jobs: jobs, Outside: outside, Status: restart.StatusPending, Control: restart.Control{Intent: restart.IntentRun}},
 		Namespace:  home,
 		Selection:  sel,
 		Spec:       spec,

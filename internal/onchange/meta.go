@@ -36,6 +36,9 @@ const (
 	// by their renders (change_mode noop): the cost per allocation, against how soon a
 	// re-render is noticed.
 	KeyRenderInterval = MetaPrefix + "render-interval"
+	// KeyAfter names the jobs a fleet restarts before this one, "api, db/db-proxy": its
+	// upstreams (see docs: "Fleet restarts", waves). Only fleets read it.
+	KeyAfter = MetaPrefix + "after"
 )
 
 // knownKeys lists the keys in the order their problems are reported, so that a job with
@@ -44,7 +47,7 @@ func knownKeys() []string {
 	return []string{
 		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
 		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeyDrain, KeySurge,
-		KeyRenderInterval,
+		KeyRenderInterval, KeyAfter,
 	}
 }
 

@@ -41,10 +41,32 @@ type fleetRow struct {
 	Percent                    int
 	// Running are the jobs whose restart runs now (paused and waiting ones included).
 	Running []fleet.Job
+	// Lanes are its waves, one lane each, when it orders its jobs by their upstreams.
+	Lanes []waveLane
+}
+
+// waveLane is one wave of a fleet as the page draws it: a lane of its jobs, with its state
+// and what its held jobs wait for.
+type waveLane struct {
+	fleet.WaveSummary
+	Jobs []fleet.Job
+}
+
+// lanesOf draws the fleet's waves (none for a fleet without).
+func lanesOf(rec *fleet.Record) []waveLane {
+	var out []waveLane
+	for _, w := range rec.WaveSummaries() {
+		lane := waveLane{WaveSummary: w}
+		for _, i := range rec.WaveOf(w.Wave) {
+			lane.Jobs = append(lane.Jobs, rec.Jobs[i])
+		}
+		out = append(out, lane)
+	}
+	return out
 }
 
 func newFleetRow(rec *fleet.Record) fleetRow {
-	row := fleetRow{Rec: rec, Total: len(rec.Jobs), Percent: 100}
+	row := fleetRow{Rec: rec, Total: len(rec.Jobs), Percent: 100, Lanes: lanesOf(rec)}
 	for _, j := range rec.Jobs {
 		switch {
 		case j.Status == fleet.JobRunning && j.RestartID != "":
@@ -114,6 +136,15 @@ var fleetPage = template.Must(template.Must(pageFrame.Clone()).Parse(`{{template
 <tr><th scope="row">Submitted</th><td>{{when .Rec.CreateTime}}</td></tr>
 {{if .Rec.Question}}<tr><th scope="row">Question</th><td id="question">{{.Rec.Question.Text}} [{{.Rec.Question.Options}}]</td></tr>{{end}}
 </table>
+{{if .Lanes}}<h2 id="waves-h">Waves</h2>
+<div id="waves" aria-labelledby="waves-h" style="display:flex;flex-direction:column;gap:.4em">
+{{range .Lanes}}<div class="lane" data-wave="{{.Wave}}" data-state="{{.State}}" style="border-left:4px solid #9aa3ad;padding:.3em .6em">
+<strong>Wave {{.Wave}}</strong> <span class="st">{{.State}}</span>:
+{{range .Jobs}}<span class="st s-{{.Status}} lane-job" data-job="{{.JobID}}" title="{{.Namespace}}/{{.JobID}}: {{.Status}}">{{.JobID}}</span> {{end}}
+{{range .Waits}}<div class="waits">{{.}}</div>{{end}}
+</div>
+{{end}}{{range .Rec.Outside}}<div class="lane outside" data-job="{{.JobID}}">Outside the fleet, must be healthy: {{.Namespace}}/{{.JobID}}: {{if .Evidence.Ready}}healthy{{else if .Evidence.Unready}}{{.Evidence.Unready}}{{else}}{{or .Evidence.Waits "not measured yet"}}{{end}}</div>
+{{end}}</div>{{end}}
 <h2>Jobs</h2>
 <table id="jobs"><thead><tr><th scope="col">Namespace</th><th scope="col">Job</th><th scope="col">Status</th><th scope="col">Restart</th><th scope="col">Detail</th></tr></thead><tbody>
 {{range .Rec.Jobs}}<tr class="job" data-job="{{.JobID}}" data-status="{{.Status}}"><td>{{.Namespace}}</td><td>{{.JobID}}</td><td><span class="st s-{{.Status}}">{{.Status}}</span></td>

@@ -50,3 +50,35 @@ func TestFleetListTemplate(t *testing.T) {
 		})
 	}
 }
+
+// A fleet in waves is drawn as lanes, one per wave, each with its jobs, its state and
+// what its held jobs wait for; a fleet without waves has no lanes.
+func TestFleetPageDrawsWavesAsLanes(t *testing.T) {
+	jobs := []fleet.Job{
+		{Namespace: "default", JobID: "db-proxy", Status: fleet.JobSucceeded, RestartID: "r1", Wave: 1, Evidence: fleet.Evidence{Waits: "2 of 3 allocations healthy"}},
+		{Namespace: "default", JobID: "api", Status: fleet.JobPending, Wave: 2, After: []fleet.Ref{{Namespace: "default", JobID: "db-proxy"}}},
+		{Namespace: "default", JobID: "web", Status: fleet.JobPending, Wave: 3, After: []fleet.Ref{{Namespace: "default", JobID: "api"}, {Namespace: "mesh", JobID: "gateway"}}},
+	}
+	rec := &fleet.Record{Fleet: fleet.Fleet{ID: "33333333-cccc", Status: restart.StatusRunning, Jobs: jobs,
+		Outside: []fleet.Upstream{{Namespace: "mesh", JobID: "gateway"}}}, Namespace: "default"}
+	html, err := renderString(fleetPage, "fleetLive", newFleetRow(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="waves"`, `class="lane" data-wave="1" data-state="done"`, `data-wave="2" data-state="waiting"`,
+		`class="st s-succeeded lane-job" data-job="db-proxy"`, "api: waits for db-proxy: 2 of 3 allocations healthy",
+		"web: waits for api: its turn (wave 2)", "Outside the fleet, must be healthy: mesh/gateway: not measured yet"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the fleet's page lacks %q:\n%s", want, html)
+		}
+	}
+	plain := &fleet.Record{Fleet: fleet.Fleet{ID: "44444444-dddd", Status: restart.StatusRunning, Jobs: jobsWithoutWaves()}, Namespace: "default"}
+	html, err = renderString(fleetPage, "fleetLive", newFleetRow(plain))
+	if err != nil || strings.Contains(html, `id="waves"`) {
+		t.Errorf("a fleet without waves drew lanes (%v):\n%s", err, html)
+	}
+}
+
+func jobsWithoutWaves() []fleet.Job {
+	return []fleet.Job{{Namespace: "default", JobID: "a", Status: fleet.JobPending}}
+}

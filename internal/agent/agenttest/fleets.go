@@ -31,7 +31,7 @@ func (e *Env) FileFleet(t testing.TB, prefix string, parallel int) *fleet.Record
 	if err != nil {
 		t.Fatalf("selecting the fleet's jobs: %v", err)
 	}
-	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, spec, opts, got.Jobs, e.Client.Address(), time.Now())
+	rec := fleetrun.NewRecord(uuid.NewString(), fleetrun.HomeNamespace(sel.Namespace), sel, spec, opts, got.Jobs, got.Outside, e.Client.Address(), time.Now())
 	if err := e.Fleets.Create(ctx, rec); err != nil {
 		t.Fatalf("recording the fleet: %v", err)
 	}

@@ -4,6 +4,8 @@ package localstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,7 +35,11 @@ import (
 //	store.lock                         the lock of every check-and-set
 //	index                              the store's last ModifyIndex
 //	records/<namespace>/<id>.json      one record per restart
-//	active/<namespace>/<job>           the ID of the job's restart in progress
+//	active/<namespace>/<job>           the ID of the job's restart in progress, for
+//	                                   records stamped with no cluster
+//	active/<namespace>/@<cluster>/<job>  the same for one cluster (a hash of its address):
+//	                                   one directory serves every cluster an operator uses,
+//	                                   and job "web" busy on one does not hold "web" on another
 //	leases/<namespace>/<id>.lock       held (flock) by the restart's driver
 type Store struct {
 	dir string
@@ -105,8 +111,25 @@ func (l *Store) recordPath(ns, id string) string {
 	return filepath.Join(l.dir, "records", nomadvars.EscapeSegment(nomadvars.Namespace(ns), 0), id+".json")
 }
 
-func (l *Store) markerPath(ns, job string) string {
-	return filepath.Join(l.dir, "active", nomadvars.EscapeSegment(nomadvars.Namespace(ns), 0), nomadvars.EscapeSegment(job, 200))
+// markerPath is where the ID of the job's restart in progress on cluster lives. "@" is
+// escaped in a job's segment, so a cluster's directory never meets a job's marker.
+func (l *Store) markerPath(cluster, ns, job string) string {
+	dir := filepath.Join(l.dir, "active", nomadvars.EscapeSegment(nomadvars.Namespace(ns), 0))
+	if cluster != "" {
+		sum := sha256.Sum256([]byte(cluster))
+		dir = filepath.Join(dir, "@"+hex.EncodeToString(sum[:8]))
+	}
+	return filepath.Join(dir, nomadvars.EscapeSegment(job, 200))
+}
+
+// markerPaths are the markers that may hold the job on cluster: its own, and the one of
+// records stamped with no cluster (written before records named their cluster), which
+// are every cluster's.
+func (l *Store) markerPaths(cluster, ns, job string) []string {
+	if cluster == "" {
+		return []string{l.markerPath("", ns, job)}
+	}
+	return []string{l.markerPath(cluster, ns, job), l.markerPath("", ns, job)}
 }
 
 func (l *Store) leasePath(ns, id string) string {
@@ -215,10 +238,22 @@ func (l *Store) readMeta(path string) (fileMeta, error) {
 	return m, nil
 }
 
-// jobBusy returns the ID of the job's restart in progress, or "". A marker naming a
-// record that is missing or terminal is free: its writer crashed or its end cleared it late.
-func (l *Store) jobBusy(ns, job string) (string, error) {
-	b, err := os.ReadFile(l.markerPath(ns, job))
+// jobBusy returns the ID of the job's restart in progress on cluster, or "". A marker
+// naming a record that is missing, terminal or another cluster's is free: its writer
+// crashed, its end cleared it late, or it holds the job elsewhere.
+func (l *Store) jobBusy(cluster, ns, job string) (string, error) {
+	for _, m := range l.markerPaths(cluster, ns, job) {
+		id, err := l.busyMarker(m, cluster, ns, job)
+		if id != "" || err != nil {
+			return id, err
+		}
+	}
+	return "", nil
+}
+
+// busyMarker reads marker m: the ID of a restart of job on cluster in progress, or "".
+func (l *Store) busyMarker(m, cluster, ns, job string) (string, error) {
+	b, err := os.ReadFile(m)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -236,7 +271,7 @@ func (l *Store) jobBusy(ns, job string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if rec.Status.Terminal() || rec.JobID != job {
+	if rec.Status.Terminal() || rec.JobID != job || rec.Cluster != "" && cluster != "" && rec.Cluster != cluster {
 		return "", nil
 	}
 	return id, nil
@@ -278,7 +313,7 @@ func (l *Store) create(ctx context.Context, rec *restart.Record, leased bool, ho
 			return fmt.Errorf("local store: restart %s: %w", rec.ID, store.ErrExists)
 		}
 		if !rec.Status.Terminal() {
-			busy, err := l.jobBusy(rec.Namespace, rec.JobID)
+			busy, err := l.jobBusy(rec.Cluster, rec.Namespace, rec.JobID)
 			if err != nil {
 				return err
 			}
@@ -319,7 +354,7 @@ func (l *Store) writeNew(rec *restart.Record) error {
 	// missing record, which counts as free; the other order could leave two restarts
 	// of one job in progress.
 	if !rec.Status.Terminal() {
-		m := l.markerPath(rec.Namespace, rec.JobID)
+		m := l.markerPath(rec.Cluster, rec.Namespace, rec.JobID)
 		if err := os.MkdirAll(filepath.Dir(m), 0o700); err != nil {
 			return fmt.Errorf("local store: %w", err)
 		}
@@ -437,20 +472,21 @@ func (l *Store) Update(ctx context.Context, rec *restart.Record) error {
 			return err
 		}
 		if out.Status.Terminal() {
-			l.clearMarker(ns, out.JobID, out.ID)
+			l.clearMarker(out.Cluster, ns, out.JobID, out.ID)
 		}
 		rec.Namespace, rec.CreateIndex, rec.ModifyIndex, rec.ModifyTime = out.Namespace, out.CreateIndex, out.ModifyIndex, out.ModifyTime
 		return nil
 	})
 }
 
-// clearMarker frees the job when its marker names id. A failure is harmless: a marker
+// clearMarker frees the job when a marker names id. A failure is harmless: a marker
 // naming a terminal record counts as free.
-func (l *Store) clearMarker(ns, job, id string) {
-	m := l.markerPath(ns, job)
-	b, err := os.ReadFile(m)
-	if err == nil && strings.TrimSpace(string(b)) == id {
-		_ = os.Remove(m)
+func (l *Store) clearMarker(cluster, ns, job, id string) {
+	for _, m := range l.markerPaths(cluster, ns, job) {
+		b, err := os.ReadFile(m)
+		if err == nil && strings.TrimSpace(string(b)) == id {
+			_ = os.Remove(m)
+		}
 	}
 }
 

@@ -285,3 +285,43 @@ func newLocalStore(t testing.TB) (string, *localstore.Store) {
 	}
 	return dir, s
 }
+
+// One local directory serves every cluster an operator uses: a restart of job "web" in
+// progress on one cluster does not refuse a restart of "web" on another, while a second
+// on the same cluster is refused, and a record stamped with no cluster (written before
+// records named their cluster) still holds the job everywhere.
+func TestLocalJobBusyPerCluster(t *testing.T) {
+	_, s := newLocalStore(t)
+	ctx := context.Background()
+	east := store.ScopeToCluster(s, "http://east:4646")
+	west := store.ScopeToCluster(s, "http://west:4646")
+
+	storetest.MustCreate(t, east, storetest.NewRecord("default", "web", 1))
+	storetest.MustCreate(t, west, storetest.NewRecord("default", "web", 1))
+	var busy *store.JobBusyError
+	if err := east.Create(ctx, storetest.NewRecord("default", "web", 1)); !errors.As(err, &busy) {
+		t.Fatalf("a second restart of web on the same cluster: %v, want it refused as busy", err)
+	}
+
+	// Ending east's restart frees web there and leaves west's busy.
+	recs, err := east.List(ctx, store.Filter{Namespace: "default", JobID: "web"})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("east's restarts of web: %d, %v", len(recs), err)
+	}
+	ended := recs[0]
+	ended.Status = restart.StatusSucceeded
+	if err := east.Update(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	storetest.MustCreate(t, east, storetest.NewRecord("default", "web", 1))
+	if err := west.Create(ctx, storetest.NewRecord("default", "web", 1)); !errors.As(err, &busy) {
+		t.Fatalf("west's web after east's ended: %v, want west's own restart still holding it", err)
+	}
+
+	storetest.MustCreate(t, s, storetest.NewRecord("default", "api", 1))
+	for name, scoped := range map[string]store.Store{"east": east, "west": west} {
+		if err := scoped.Create(ctx, storetest.NewRecord("default", "api", 1)); !errors.As(err, &busy) {
+			t.Errorf("%s: api held by a record of no cluster: %v, want busy", name, err)
+		}
+	}
+}

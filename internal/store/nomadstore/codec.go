@@ -266,6 +266,12 @@ func (p *gzipPool) pack(raw []byte) (string, error) {
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
 
+// maxUnpacked bounds what one stored chunk may decompress to. The chunks written are cut
+// to fit a variable, and their JSON compresses some tenfold, so a real one unpacks to a
+// megabyte or two; gzip can inflate a variable a thousandfold, and a record names many
+// chunks, so without a bound a crafted variable could make every reader use gigabytes.
+const maxUnpacked = 16 << 20
+
 func unpack(data string) ([]byte, error) {
 	z, err := base64.StdEncoding.DecodeString(data)
 	if err != nil {
@@ -276,7 +282,14 @@ func unpack(data string) ([]byte, error) {
 		return nil, err
 	}
 	defer zr.Close()
-	return io.ReadAll(zr)
+	raw, err := io.ReadAll(io.LimitReader(zr, maxUnpacked+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxUnpacked {
+		return nil, fmt.Errorf("a stored chunk unpacks to more than %d MiB, more than nomad-restart ever writes in one", maxUnpacked>>20)
+	}
+	return raw, nil
 }
 
 // decodeHead reads a head's items: the record (maybe without allocations and events) and

@@ -180,3 +180,31 @@ func BenchmarkEncodeRecordUpdate(b *testing.B) {
 		})
 	}
 }
+
+// A chunk that inflates past what any writer makes (gzip inflates up to a thousandfold, so
+// a 64 KiB variable could become 64 MiB) is refused instead of read whole into memory;
+// one just under the bound still unpacks.
+func TestUnpackBoundsWhatAChunkInflatesTo(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		ok   bool
+	}{
+		{maxUnpacked, true},
+		{maxUnpacked + 1, false},
+	} {
+		packed, err := pack(make([]byte, tc.size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(packed) > maxVariableSize {
+			t.Fatalf("%d zero bytes packed to %d, more than a variable holds: the test no longer shows a crafted variable", tc.size, len(packed))
+		}
+		raw, err := unpack(packed)
+		switch {
+		case tc.ok && (err != nil || len(raw) != tc.size):
+			t.Errorf("%d bytes: unpacked %d, %v; want them all", tc.size, len(raw), err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "more than 16 MiB")):
+			t.Errorf("%d bytes: %v, want a refusal naming the bound", tc.size, err)
+		}
+	}
+}

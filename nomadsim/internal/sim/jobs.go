@@ -97,16 +97,8 @@ func ValidateJob(job *api.Job, jobMax int) error {
 			errs = append(errs, fmt.Sprintf("Job task group %d redefines '%s' from group %d", k+1, name, k))
 		}
 		seen[name] = true
-		if len(tg.Tasks) == 0 {
-			errs = append(errs, fmt.Sprintf("Task group %s validation failed: Missing tasks for task group", name))
-		}
-		for _, t := range tg.Tasks {
-			if t.Name == "" {
-				errs = append(errs, fmt.Sprintf("Task group %s validation failed: Missing task name", name))
-			}
-			if t.Driver == "" {
-				errs = append(errs, fmt.Sprintf("Task group %s validation failed: Task %s validation failed: Missing task driver", name, t.Name))
-			}
+		if gerrs := validateGroup(tg); len(gerrs) > 0 {
+			errs = append(errs, fmt.Sprintf("Task group %s validation failed: %s", name, simhttp.MultiError(gerrs...)))
 		}
 	}
 	if total := submittedCount(job); jobMax > 0 && total > jobMax {
@@ -115,14 +107,43 @@ func ValidateJob(job *api.Job, jobMax int) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%d error occurred:", len(errs))
-	if len(errs) > 1 {
-		msg = fmt.Sprintf("%d errors occurred:", len(errs))
+	return simhttp.Errorf(http.StatusInternalServerError, simhttp.MultiError(errs...))
+}
+
+// validateGroup lists a group's validation errors in the order of Nomad's
+// TaskGroup.Validate (the checks nomadsim makes of them): its own, its tasks' names, then
+// each task's own list, nested (a real agent answers with the nested lists as they are).
+func validateGroup(tg *api.TaskGroup) []string {
+	var errs []string
+	if tg.Count != nil && *tg.Count < 0 {
+		errs = append(errs, "Task group count can't be negative")
 	}
-	for _, e := range errs {
-		msg += "\n\t* " + e
+	if len(tg.Tasks) == 0 {
+		errs = append(errs, "Missing tasks for task group")
 	}
-	return simhttp.Errorf(http.StatusInternalServerError, msg+"\n\n")
+	tasks := map[string]int{}
+	for i, t := range tg.Tasks {
+		if t.Name == "" {
+			errs = append(errs, fmt.Sprintf("Task %d missing name", i+1))
+		} else if first, ok := tasks[t.Name]; ok {
+			errs = append(errs, fmt.Sprintf("Task %d redefines '%s' from task %d", i+1, t.Name, first+1))
+		} else {
+			tasks[t.Name] = i
+		}
+	}
+	for _, t := range tg.Tasks {
+		var terrs []string
+		if t.Name == "" {
+			terrs = append(terrs, "Missing task name")
+		}
+		if t.Driver == "" {
+			terrs = append(terrs, "Missing task driver")
+		}
+		if len(terrs) > 0 {
+			errs = append(errs, fmt.Sprintf("Task %s validation failed: %s", t.Name, simhttp.MultiError(terrs...)))
+		}
+	}
+	return errs
 }
 
 // submittedCount is the job's groups' counts summed as the server sees them: the HTTP agent

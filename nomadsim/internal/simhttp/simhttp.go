@@ -5,9 +5,11 @@ package simhttp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/index"
@@ -154,4 +156,18 @@ func WriteError(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	_, _ = w.Write([]byte(text))
+}
+
+// MultiError renders errors as hashicorp/go-multierror's default format does, which Nomad
+// uses for its validation errors. A message that is itself such a list nests as Nomad's
+// does: its text goes in whole, blank lines and all.
+func MultiError(msgs ...string) string {
+	if len(msgs) == 1 {
+		return fmt.Sprintf("1 error occurred:\n\t* %s\n\n", msgs[0])
+	}
+	points := make([]string, len(msgs))
+	for i, m := range msgs {
+		points[i] = "* " + m
+	}
+	return fmt.Sprintf("%d errors occurred:\n\t%s\n\n", len(msgs), strings.Join(points, "\n\t"))
 }

@@ -274,7 +274,7 @@ func validateSet(a *applyArgs) string {
 	}
 	if a.lock != nil {
 		if msgs := validateLock(a.lock); len(msgs) > 0 {
-			return rpcCoded(multiError(msgs...))
+			return rpcCoded(simhttp.MultiError(msgs...))
 		}
 	}
 	return ""
@@ -289,7 +289,7 @@ func validateLockOp(a *applyArgs) string {
 		}
 		canonicalizeLock(a.lock, newUUID)
 		if a.namespace == "*" {
-			return rpcCoded(multiError(`can not target wildcard ("*")namespace`))
+			return rpcCoded(simhttp.MultiError(`can not target wildcard ("*")namespace`))
 		}
 		if itemsSize(a.items) > MaxItemsSize {
 			return rpcCoded("variables are limited to 64KiB in total size")
@@ -298,7 +298,7 @@ func validateLockOp(a *applyArgs) string {
 			return rpcCoded(err.Error())
 		}
 		if msgs := validateLock(a.lock); len(msgs) > 0 {
-			return rpcCoded(multiError(msgs...))
+			return rpcCoded(simhttp.MultiError(msgs...))
 		}
 	case opLockRelease:
 		if a.lock == nil || a.lock.ID == "" {
@@ -389,7 +389,7 @@ func (s *Store) serveRenew(w http.ResponseWriter, r *http.Request, path string) 
 		lockID = req.Lock.ID
 	}
 	if lockID == "" {
-		simhttp.WriteError(w, simhttp.Errorf(http.StatusInternalServerError, multiError("missing lock ID")))
+		simhttp.WriteError(w, simhttp.Errorf(http.StatusInternalServerError, simhttp.MultiError("missing lock ID")))
 		return
 	}
 	meta, err := s.renew(namespace, path, lockID)

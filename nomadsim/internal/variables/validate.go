@@ -25,18 +25,6 @@ var validPath = regexp.MustCompile(`^[a-zA-Z0-9-_~/]{1,128}$`)
 // wrapper's prefix stays in the text.
 func rpcCoded(msg string) string { return "RPC Error:: 400," + msg }
 
-// multiError renders errors as go-multierror does, which Nomad uses for lock validation.
-func multiError(msgs ...string) string {
-	if len(msgs) == 1 {
-		return fmt.Sprintf("1 error occurred:\n\t* %s\n\n", msgs[0])
-	}
-	points := make([]string, len(msgs))
-	for i, m := range msgs {
-		points[i] = "* " + m
-	}
-	return fmt.Sprintf("%d errors occurred:\n\t%s\n\n", len(msgs), strings.Join(points, "\n\t"))
-}
-
 func itemsSize(items map[string]string) int {
 	n := 0
 	for k, v := range items {
