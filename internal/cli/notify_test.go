@@ -162,7 +162,7 @@ func TestNomadVarSinkNeedsTheAgentPolicy(t *testing.T) {
 func TestFleetNotifiesOnceForAllItsJobs(t *testing.T) {
 	_, e, ctx := startFleetEnv(t, "fleet", 5, 1)
 	hook := newWebhookReceiver(t)
-	code, out, errOut := e.run(ctx, "run", "-jobs", `Name matches "^fleet-"`, "-on-error", "fail", "-max-parallel-jobs", "2", "-notify", "ops="+hook.url())
+	code, out, errOut := e.run(ctx, "run", "-jobs", `Name matches "^fleet-"`, "-on-error", "fail", "-max-parallel-jobs", "2", "-notify", "ops="+hook.url(), "-notify-on", "fleet-started,fleet-finished,failed=ops")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

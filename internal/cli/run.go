@@ -654,6 +654,9 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	if subs := setup.cfg.On.Record(); subs != nil {
+		rec.Notify = &restart.Notifications{Subscribe: subs} // for an agent that adopts the fleet
+	}
 	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
 		return err
 	}
