@@ -427,6 +427,12 @@ func (w *sinkWorker) deliver(items []item, m notify.Message) {
 	for _, k := range order {
 		w.o.settle(k, byRecord[k])
 	}
+	for _, it := range items {
+		if it.n.Message.Status.Terminal() {
+			// Its record may owe nothing more: a last look lets the outbox forget it.
+			w.o.Kick(it.rec.kind, it.rec.ns, it.rec.id)
+		}
+	}
 }
 
 // warnGivenUp puts a warning event in the log of each restart whose notification was
