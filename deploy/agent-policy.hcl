@@ -37,5 +37,11 @@ namespace "*" {
     path "nomad/jobs/*" {
       capabilities = ["list"]
     }
+    # Notification sinks kept as secrets (-notify NAME=nomadvar://nomad-restart-notify/<path>#<key>):
+    # read only, on a path of their own that operators' policy does not grant, so that a
+    # webhook's secret is read by the agent alone. Remove it if no sink URL is kept there.
+    path "nomad-restart-notify/*" {
+      capabilities = ["read"]
+    }
   }
 }

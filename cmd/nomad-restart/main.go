@@ -35,7 +35,7 @@ func main() {
 		<-ctx.Done()
 		stop() // restore the default handlers: the next signal terminates
 	}()
-	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	code := cli.RunEnviron(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, os.Environ)
 	stop()
 	os.Exit(code)
 }

@@ -31,6 +31,7 @@ type Metrics struct {
 	adoptions     prometheus.Counter
 	driveFailures prometheus.Counter
 	metricGates   *prometheus.CounterVec
+	notifications *prometheus.CounterVec
 }
 
 // NewMetrics builds the metrics on a new registry, with Go's runtime and process collectors.
@@ -53,9 +54,12 @@ func NewMetrics() *Metrics {
 		driveFailures: newCounter("drive_errors_total", "Drives that ended with an error other than a lease held elsewhere (retried later)."),
 		metricGates: withLabels(newCounterVec("metric_gates_total", "Batches whose metric gates (-gate) this agent judged, by outcome (passed, failed, would-fail: a dry run's failure).", "outcome"),
 			"passed", "failed", "would-fail"),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "notifications_total",
+			Help: "Notifications this process settled, by sink name and outcome (sent, failed: given up after its retries, summarized: folded into a rate limit's summary)."},
+			[]string{"sink", "outcome"}),
 	}
 	reg.MustRegister(m.restarts, m.driving, m.allocs, m.batchSeconds, m.gateSeconds, m.apiErrors,
-		m.apiRequests, m.leases, m.discoveryPass, m.adoptions, m.driveFailures, m.metricGates,
+		m.apiRequests, m.leases, m.discoveryPass, m.adoptions, m.driveFailures, m.metricGates, m.notifications,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -141,6 +145,12 @@ func (m *Metrics) setStatusCounts(counts map[restart.Status]int) {
 	for _, s := range restart.Statuses() {
 		m.restarts.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
+}
+
+// NotificationSettled counts a notification settled for sink with outcome (the outbox's
+// Observe).
+func (m *Metrics) NotificationSettled(sink, outcome string) {
+	m.notifications.WithLabelValues(sink, outcome).Inc()
 }
 
 func (m *Metrics) lease(change string) { m.leases.WithLabelValues(change).Inc() }

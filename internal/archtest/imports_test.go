@@ -96,6 +96,7 @@ func architecture() []rule {
 		{pkg: "internal/restart", mayImport: []string{"internal/gate"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/fleet", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/steer", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/notify", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart", "internal/upstream"}},
 		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
@@ -113,6 +114,12 @@ func architecture() []rule {
 		{pkg: "internal/store/nomadstore", mayImport: []string{"internal/store", "internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{pkg: "internal/store/localstore", mayImport: []string{"internal/store", "internal/nomadvars", "internal/restart"}},
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
+		{
+			pkg:          "internal/notify/deliver",
+			mayImport:    []string{"internal/notify", "internal/store", "internal/cluster", "internal/fleet", "internal/restart"},
+			forbids:      nomadAPIs(),
+			forbidReason: "it reaches the records through the store only",
+		},
 		{pkg: "internal/schedule", mayImport: []string{"internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
 		{
 			pkg:          "internal/engine",
@@ -160,7 +167,7 @@ func architecture() []rule {
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/cli/changereport", "internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
+			mayImport:       []string{"internal/cli/changereport", "internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/notify", "internal/notify/deliver", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.

@@ -16,6 +16,8 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
+	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
 	"github.com/nomad-restart/nomad-restart/internal/page"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
@@ -29,6 +31,7 @@ type agentOptions struct {
 	state        string
 	logFormat    string
 	rollOnChange bool
+	notify       notifyFlags
 }
 
 func parseAgentFlags(args []string) (*agentOptions, error) {
@@ -41,6 +44,7 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 		fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
 		// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
 		o.client.prometheus.add(fs)
+		o.notify.add(fs)
 	})
 	if err != nil {
 		return nil, err
@@ -100,6 +104,10 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	setup, err := o.notify.setup(a.environment())
+	if err != nil {
+		return err
+	}
 	if o.client.timeoutErr != nil {
 		return o.client.timeoutErr
 	}
@@ -131,8 +139,19 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	gates, consul := gatesConfig(o.client.prometheusConfig), agentConsul(env, o.client.timeout)
+	slot := &outboxSlot{}
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates})
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates, outbox: slot})
+	if setup.any() {
+		sinks, err := buildSinks(ctx, setup, nomadvars.New(client, nomadvars.Options{Logger: logger}), cc.Namespace)
+		if err != nil {
+			return err
+		}
+		ocfg := outboxConfig(setup, sinks, p.restarts, p, logger)
+		ocfg.Observe = metrics.NotificationSettled
+		slot.set(deliver.New(ctx, ocfg))
+		logger.Info("notifying", "sinks", sinkList(sinks))
+	}
 	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates)
 	if err != nil {
 		return err
@@ -231,6 +250,16 @@ Agent Options:
     Prometheus, for the metric gates of the jobs' meta ("nomad-restart.gate.<name>")
     and of restarts whose record names none; as "run" reads them, with the same
     NOMAD_RESTART_PROMETHEUS_* environment.
+
+  -notify=<name>=<url>, -notify-on=<trigger>[,..]=<name>[,..],
+  -notify-min=<info|warning|error>, -notify-page-url=<url>
+    Notify sinks of the restarts and fleets this agent drives, as "run" does
+    (NOMAD_RESTART_NOTIFY_<NAME> names sinks too). A sink no -notify-on
+    names hears every trigger; "-notify-on none=<name>" leaves it to the
+    jobs' meta ("nomad-restart.notify.<trigger> = <name>"). Each
+    notification is recorded in its restart's record once delivered, so an
+    agent that adopts a restart sends what is owed and nothing twice. See
+    docs/notifications.md.
 `
 }
 

@@ -27,6 +27,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	env            func(string) string
+	// environ lists the environment (for the variables named by a prefix:
+	// NOMAD_RESTART_NOTIFY_<NAME>); nil: none are listed.
+	environ func() []string
 	// interactive is true when both stdin and stdout are terminals: only then are questions
 	// asked and the progress line drawn.
 	interactive bool
@@ -43,6 +46,22 @@ type app struct {
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string) int {
 	a := newApp(stdin, stdout, stderr, env)
 	return a.run(ctx, args)
+}
+
+// RunEnviron is Run with the whole environment listed too (os.Environ), for the variables
+// whose names are not known in advance (NOMAD_RESTART_NOTIFY_<NAME>).
+func RunEnviron(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string, environ func() []string) int {
+	a := newApp(stdin, stdout, stderr, env)
+	a.environ = environ
+	return a.run(ctx, args)
+}
+
+// environment is the listed environment (empty when none was handed in).
+func (a *app) environment() []string {
+	if a.environ == nil {
+		return nil
+	}
+	return a.environ()
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, env func(string) string) *app {
@@ -102,6 +121,7 @@ func commands() []namedCommand {
 		{"unschedule", unscheduleCommand{}},
 		{"watches", watchesCommand{}},
 		{"stale", staleCommand{}},
+		{"notify", notifyCommand{}},
 		{"version", versionCommand{}},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
+	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
@@ -78,6 +79,11 @@ type session interface {
 	// fleetDriver is a driver whose engine holds up to maxFeeds event streams at once and,
 	// with driveChildren, drives the fleet's children in this process.
 	fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.Driver
+	// notifySinks resolves and builds the sinks setup names (reading nomadvar:// URLs);
+	// startOutbox starts sending what the records of st owe them, for as long as ctx
+	// lives, and hands the outbox to the session's engines (nil without sinks).
+	notifySinks(ctx context.Context, setup notifySetup) (map[string]deliver.Sink, error)
+	startOutbox(ctx context.Context, setup notifySetup, sinks map[string]deliver.Sink, st store.Store) *deliver.Outbox
 	// jobCluster is the session's Nomad, through which jobs, their allocations and the
 	// allocations' files are read (stale, run -stale-only, watches): nil where the session
 	// has no Nomad client.

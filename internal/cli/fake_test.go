@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
 	"io"
 	"log/slog"
 	"testing"
@@ -46,6 +47,14 @@ func (s *fakeSession) fleetStore() store.Fleets               { return nil }
 func (s *fakeSession) jobLister() fleetrun.Lister             { return nil }
 func (s *fakeSession) schedules() *schedule.Store             { return nil }
 func (s *fakeSession) fleetDriver(int, bool) *fleetrun.Driver { return nil }
+
+// The fake notifies nothing: notifications are tested on nomadsim.
+func (s *fakeSession) notifySinks(context.Context, notifySetup) (map[string]deliver.Sink, error) {
+	return nil, nil
+}
+func (s *fakeSession) startOutbox(context.Context, notifySetup, map[string]deliver.Sink, store.Store) *deliver.Outbox {
+	return nil
+}
 
 // The fake has no Nomad: the commands that read jobs say so.
 func (s *fakeSession) jobCluster() *cluster.Nomad                     { return nil }

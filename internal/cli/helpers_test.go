@@ -201,6 +201,13 @@ func (e cliEnv) runIn(ctx context.Context, stdin *strings.Reader, interactive bo
 	}
 	maps.Copy(env, e.env)
 	a := newApp(stdin, &out, &errb, func(k string) string { return env[k] })
+	a.environ = func() []string {
+		var kv []string
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		return kv
+	}
 	a.interactive = interactive
 	a.backend = nomadBackend{localDir: e.localDir, clock: e.clock, timeScale: e.scale}
 	code := a.run(ctx, args)

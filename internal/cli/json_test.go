@@ -167,9 +167,15 @@ func collectJSONOutputs(t *testing.T) []jsonOutput {
 	// The pending restart driven here.
 	run("run.schema.json", true, "resume", "-json", f.operator.ID)
 
-	// A restart planned, then driven with a surge, then followed and read back.
+	// A restart planned, then driven with a surge and notified to a webhook, then
+	// followed and read back.
+	hook := newWebhookReceiver(t)
 	run("run.schema.json", true, "run", "-json", "-dry-run", "-batch-size", "1", "web-loud")
-	out := run("run.schema.json", true, "run", "-json", "-on-error", "fail", "-batch-size", "1", "-surge", "1", "web-loud")
+	out := run("run.schema.json", true, "run", "-json", "-on-error", "fail", "-batch-size", "1", "-surge", "1", "-notify", "hook="+hook.url(), "web-loud")
+	hook.mu.Lock()
+	outputs = append(outputs, jsonOutput{args: []string{"(the webhook's bodies)"}, schema: "notification.schema.json", lines: true, out: strings.Join(hook.raw, "\n")})
+	hook.mu.Unlock()
+	run("notification.schema.json", false, "notify", "test", "-json", "-notify", "hook="+hook.url(), "hook")
 	driven := lastRecordID(t, out)
 	run("run.schema.json", true, "attach", "-json", driven)
 	run("status.schema.json", false, "status", "-json", driven)

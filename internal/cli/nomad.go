@@ -24,6 +24,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleetrun"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
+	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
 	"github.com/nomad-restart/nomad-restart/internal/schedule"
 	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
@@ -75,6 +76,8 @@ type partsConfig struct {
 	// default); driveChildren makes the fleet driver drive its children here.
 	maxFeeds      int
 	driveChildren bool
+	// outbox hears the engine's stored events for the notifications (nil: none).
+	outbox *outboxSlot
 }
 
 // buildParts builds the parts of one cluster. It contacts nothing.
@@ -96,11 +99,19 @@ func buildParts(c partsConfig) parts {
 		p.schedules = schedule.NewStore(vars, "")
 		p.discovery = nomadstore.NewLister(vars, "")
 	}
-	p.engine = engine.New(engine.Config{Cluster: p.cluster, Store: p.restarts, Logger: c.logger, Holder: c.holder,
-		Health: c.health, Gates: c.gates, MaxFeeds: c.maxFeeds})
+	ecfg := engine.Config{Cluster: p.cluster, Store: p.restarts, Logger: c.logger, Holder: c.holder,
+		Health: c.health, Gates: c.gates, MaxFeeds: c.maxFeeds}
+	if c.outbox != nil {
+		ecfg.Outbox = c.outbox // never a typed nil in the interface
+	}
+	p.engine = engine.New(ecfg)
 	if p.fleets != nil {
-		p.fleet = fleetrun.New(fleetrun.Config{Fleets: p.fleets, Restarts: p.restarts, Engine: p.engine,
-			Holder: c.holder, Logger: c.logger, DriveChildren: c.driveChildren})
+		fcfg := fleetrun.Config{Fleets: p.fleets, Restarts: p.restarts, Engine: p.engine,
+			Holder: c.holder, Logger: c.logger, DriveChildren: c.driveChildren}
+		if c.outbox != nil {
+			fcfg.Outbox = c.outbox
+		}
+		p.fleet = fleetrun.New(fcfg)
 	}
 	return p
 }
@@ -232,7 +243,7 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 		return nil, usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
-		gates: gatesConfig(cf.prometheusConfig)}
+		gates: gatesConfig(cf.prometheusConfig), outbox: &outboxSlot{}}
 	return &nomadSession{client: client, vars: nomadvars.New(client, nomadvars.Options{Logger: logger}), cfg: cfg, base: buildParts(cfg), localDir: b.localDir,
 		xdgStateHome: cf.xdgStateHome, home: cf.home}, nil
 }
@@ -326,6 +337,36 @@ func (s *nomadSession) fleetDriver(maxFeeds int, driveChildren bool) *fleetrun.D
 // reads the sources of config-change rollouts as the agent watches them.
 func (s *nomadSession) sourceHub(opts sourcewatch.Options) *sourcewatch.Hub {
 	return sourcewatch.New(s.vars, opts)
+}
+
+func (s *nomadSession) notifySinks(ctx context.Context, setup notifySetup) (map[string]deliver.Sink, error) {
+	if !setup.any() {
+		return nil, nil
+	}
+	return buildSinks(ctx, setup, s.vars, s.cfg.namespace)
+}
+
+func (s *nomadSession) startOutbox(ctx context.Context, setup notifySetup, sinks map[string]deliver.Sink, st store.Store) *deliver.Outbox {
+	if len(sinks) == 0 {
+		return nil
+	}
+	o := deliver.New(ctx, outboxConfig(setup, sinks, st, s.base, s.cfg.logger))
+	s.cfg.outbox.set(o)
+	return o
+}
+
+// outboxConfig is the outbox of setup's sinks on the records of st (and the parts'
+// fleets), reading jobs' meta through the parts' cluster.
+func outboxConfig(setup notifySetup, sinks map[string]deliver.Sink, st store.Store, p parts, logger *slog.Logger) deliver.Config {
+	jobs := p.cluster
+	return deliver.Config{Notify: setup.cfg, Sinks: sinks, Restarts: st, Fleets: p.fleets, Logger: logger, Note: p.engine.Note,
+		JobMeta: func(ctx context.Context, namespace, job string) (map[string]string, error) {
+			spec, err := jobs.JobSpec(ctx, namespace, job)
+			if err != nil {
+				return nil, err
+			}
+			return spec.Meta, nil
+		}}
 }
 
 // jobCluster is the session's Nomad, for commands that read jobs only (watches).

@@ -237,6 +237,31 @@ Our Options:
     NOMAD_RESTART_PROMETHEUS_TOKEN. The address is kept in the restart's
     record (no token is), so that a driver resuming it asks the same one.
 
+  -notify=<name>=<url>
+    Send notifications of this restart to a sink: a generic webhook
+    (http(s)://, the JSON body of docs/notifications.md), Slack's incoming
+    webhook (slack+https://hooks.slack.com/services/...), a Teams workflow's
+    webhook (teams+https://...), any shoutrrr service URL (discord://,
+    telegram://, ntfy://, smtp://, ...), or nomadvar://<path>#<key>: the
+    Nomad Variable that holds the URL, so that the secret stays in the
+    cluster. Repeatable; NOMAD_RESTART_NOTIFY_<NAME>=<url> names one too.
+    Sending never delays the restart; run waits up to 5s at its end for the
+    last ones. A URL is never printed or logged whole.
+
+  -notify-on=<trigger>[,<trigger>..]=<name>[,<name>..]
+    Which triggers a sink hears (default: every one): started, question,
+    batch-failed, gate-failed, paused, resumed, canceled, succeeded, failed,
+    config-change, stale-found, schedule-fired, fleet-started,
+    fleet-finished, or all.
+    Kept in the record: an agent that adopts the restart honours them for
+    the sinks of those names it has. Repeatable.
+
+  -notify-min=<info|warning|error>
+    Send only the notifications of this severity or above. Default info.
+
+  -notify-page-url=<url>
+    The agent's page as people reach it, for the links in messages.
+
   -at=<time>
     Do not restart now: store a schedule, print its ID and exit. The
     nomad-restart agent starts the restart at that time, as a detached
@@ -336,8 +361,11 @@ func (runCommand) Synopsis() string { return "Restart every allocation of a job,
 // or detach. Every refusal before Create leaves the cluster and the stores unchanged.
 // opened, when not nil, is an already open session (the demo's).
 func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) error {
+	setup, err := o.notify.setup(a.environment())
+	if err != nil {
+		return err
+	}
 	ses := opened
-	var err error
 	if ses == nil {
 		ses, err = a.connect(ctx, o.client)
 	} else {
@@ -384,6 +412,14 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 	if ok, err := a.confirmMultiRegion(ctx, p, plan, o, "Job restart canceled."); !ok || err != nil {
 		return err
 	}
+	sinks, err := ses.notifySinks(ctx, setup)
+	if err != nil {
+		return err
+	}
+	if subs := setup.cfg.On.Record(); subs != nil {
+		// Kept in the record: an agent that adopts the restart honours them for its sinks.
+		rec.Notify = &restart.Notifications{Subscribe: subs}
+	}
 	eng, st, h, err := a.recordRestart(ctx, p, ses, rec, o)
 	if err != nil {
 		return err
@@ -392,6 +428,8 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		a.printDetached(p, rec, o)
 		return nil
 	}
+	box := ses.startOutbox(ctx, setup, sinks, st)
+	defer flushNotifications(ctx, box)
 	return a.drive(ctx, p, eng, st, rec, o.verbose, h.Drive)
 }
 
@@ -584,6 +622,10 @@ func (a *app) chooseStore(ctx context.Context, ses session, state, namespace, jo
 // leaves the cluster unchanged: no variable written (the fleet's member markers are
 // removed when the fleet cannot be recorded after them), no allocation restarted.
 func (a *app) runFleet(ctx context.Context, o *runOptions) error {
+	setup, err := o.notify.setup(a.environment())
+	if err != nil {
+		return err
+	}
 	ses, err := a.connect(ctx, o.client)
 	if err != nil {
 		return err
@@ -608,6 +650,13 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 	if err := probeChildNamespaces(ctx, ses, rec); err != nil {
 		return err
 	}
+	sinks, err := ses.notifySinks(ctx, setup)
+	if err != nil {
+		return err
+	}
+	if subs := setup.cfg.On.Record(); subs != nil {
+		rec.Notify = &restart.Notifications{Subscribe: subs} // for an agent that adopts the fleet
+	}
 	if err := putFleetMembers(ctx, fs.fleetStore(), rec); err != nil {
 		return err
 	}
@@ -628,6 +677,8 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		a.printFleetDetached(p, rec)
 		return nil
 	}
+	box := ses.startOutbox(ctx, setup, sinks, ses.nomadStore())
+	defer flushNotifications(ctx, box)
 	return a.driveFleet(ctx, p, fs, drv, rec, lease)
 }
 

@@ -37,6 +37,8 @@ type runOptions struct {
 	// staleOnly is -stale-only: restart only the allocations that `stale` lists, found
 	// when the restart is planned (stale.go).
 	staleOnly bool
+	// notify is -notify, -notify-on and -notify-min (notifyflags.go).
+	notify notifyFlags
 	// notes say where a default adapted to where run is (no terminal: -on-error fail); the
 	// plan shows them.
 	notes []string
@@ -95,6 +97,7 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.StringVar(&raw.drain, "drain", restart.DrainAuto, "")
 	raw.gates.add(fs)
 	o.client.prometheus.add(fs)
+	o.notify.add(fs)
 }
 
 // parseRunArgs parses and validates `run` arguments without touching the cluster.

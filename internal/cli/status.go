@@ -182,6 +182,7 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 
 	printSurge(w, p, r.Surge)
 	printGateRuns(w, r.GateRuns)
+	printNotifications(w, r.Notify)
 
 	events := r.Events
 	if !verbose && len(events) > recentEvents {
@@ -193,6 +194,19 @@ func (a *app) printRecord(r *restart.Record, kind string, verbose bool, driver l
 			p.Event(ev)
 		}
 	}
+}
+
+// printNotifications shows what the record's outbox delivered: its counts, and each
+// notification settled lately with its sink, trigger and outcome (a failure's reason
+// names where it failed, never the sink's whole URL).
+func printNotifications(w io.Writer, n *restart.Notifications) {
+	if n == nil || (n.Sent == 0 && n.Failed == 0) {
+		return
+	}
+	title := fmt.Sprintf("Notifications (%d sent, %d failed)", n.Sent, n.Failed)
+	_ = output.WriteSection(w, title, n.Log, "Time\tSink\tEvent\tTrigger\tOutcome\tError", func(d restart.Delivery) string {
+		return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", output.FormatTime(d.Time), d.Sink, d.Seq, d.Trigger, d.Outcome, output.OrDash(output.OneLine(d.Error)))
+	})
 }
 
 // printSurge shows each group's surge (-surge), when the restart has one: how far it was

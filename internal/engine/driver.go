@@ -71,6 +71,10 @@ type driver struct {
 	// drainOff is set when Consul refused a drain's write (ACLs): the rest of the restart
 	// goes undrained, with one warning rather than one per allocation.
 	drainOff atomic.Bool
+	// noteMu and ended keep Engine.Note's writes within the drive: ended is set, under
+	// noteMu, before the drive gives its lease up.
+	noteMu sync.RWMutex
+	ended  bool
 }
 
 // Drive takes the lease and runs the restart until it is terminal, or ctx ends (detach: the
@@ -143,6 +147,13 @@ func (e *Engine) drive(ctx context.Context, namespace, id string, job *jobRef, h
 	if job == nil {
 		d.feed = e.startFeed(feedCtx, d.jobNS, d.jobID)
 	}
+	e.setLive(d, true)
+	defer func() {
+		d.noteMu.Lock()
+		d.ended = true
+		d.noteMu.Unlock()
+		e.setLive(d, false)
+	}()
 	// Events already in the record were delivered by whoever persisted them.
 	go d.watchControl(dctx, token)
 	go d.flushLazily(dctx)
@@ -252,7 +263,8 @@ func (d *driver) watchControl(ctx context.Context, token uint64) {
 	}
 }
 
-// takeStoredLocked adopts the operators' part of a newer stored record. The driver's fields
+// takeStoredLocked adopts the operators' part of a newer stored record, and the outbox's
+// (its notifications' delivery, which the notifying process writes). The driver's fields
 // stored there are the ones this driver wrote last (it holds the lease), so the newer
 // ModifyIndex can be taken as is.
 func (d *driver) takeStoredLocked(r *restart.Record) {
@@ -260,6 +272,7 @@ func (d *driver) takeStoredLocked(r *restart.Record) {
 		d.log.Info("control changed", "intent", r.Control.Intent, "answer", r.Control.Answer, "by", r.Control.By)
 	}
 	d.rec.Control = r.Control
+	d.rec.Notify = r.Notify
 	d.rec.ModifyIndex = r.ModifyIndex
 	d.rec.ModifyTime = r.ModifyTime
 }
@@ -323,6 +336,9 @@ func (d *driver) flush(ctx context.Context, gen uint64) error {
 				for _, e := range events {
 					d.sink(e)
 				}
+			}
+			if d.e.outbox != nil && len(events) > 0 {
+				d.e.outbox.Stored(d.ns, d.id, events)
 			}
 			return nil
 		}

@@ -52,6 +52,14 @@ type Config struct {
 	// after which the step fails with a warning in the record (zero: the MaxElapsed of
 	// cluster.DefaultRetryPolicy, a minute).
 	Retry cluster.RetryPolicy
+	// Outbox hears, after each write, the events it stored, so that the notifications
+	// they call for are sent (off the restart's path: it must return at once); nil: none.
+	Outbox Outbox
+}
+
+// Outbox is told of a restart's events once they are stored (notify/deliver's Outbox).
+type Outbox interface {
+	Stored(namespace, id string, events []restart.Event)
 }
 
 // Engine plans, drives and steers restarts.
@@ -66,12 +74,52 @@ type Engine struct {
 	retry   cluster.RetryPolicy
 	offset  *health.OffsetClock
 	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
+	outbox  Outbox
+	// live are the drivers running in this engine, by namespace and ID (Note).
+	liveMu sync.Mutex
+	live   map[string]*driver
+}
+
+// Note appends ev to the log of a restart a driver of this engine drives now, written
+// before it returns; false when none does (the caller may write a record no one drives).
+// It is how the notifier records a notification it gave up, in the log the driver owns.
+func (e *Engine) Note(ctx context.Context, namespace, id string, ev restart.Event) bool {
+	e.liveMu.Lock()
+	d := e.live[namespace+"\x00"+id]
+	e.liveMu.Unlock()
+	if d == nil {
+		return false
+	}
+	// Held while the step writes: the drive does not end, and give its lease up, meanwhile.
+	d.noteMu.RLock()
+	defer d.noteMu.RUnlock()
+	if d.ended {
+		return false
+	}
+	return d.step(ctx, func(*restart.Record) { d.eventLocked(ev) }) == nil
+}
+
+// setLive registers d as running (on) or not.
+func (e *Engine) setLive(d *driver, on bool) {
+	e.liveMu.Lock()
+	defer e.liveMu.Unlock()
+	key := d.ns + "\x00" + d.id
+	switch {
+	case on:
+		if e.live == nil {
+			e.live = map[string]*driver{}
+		}
+		e.live[key] = d
+	case e.live[key] == d:
+		delete(e.live, key)
+	}
 }
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, gates: cfg.Gates, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds))}
+		health: cfg.Health, gates: cfg.Gates, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds)),
+		outbox: cfg.Outbox}
 	if e.offset == nil {
 		e.offset = health.NewOffsetClock(nil)
 	}

@@ -39,6 +39,9 @@ type Record struct {
 	StartTime   time.Time `json:",omitzero"`
 	EndTime     time.Time `json:",omitzero"`
 
+	// Notify is the fleet's outbox of notifications, as a restart's (restart.Notifications).
+	Notify *restart.Notifications `json:",omitempty"`
+
 	// Events is a bounded log (MaxEvents, oldest dropped) of what happened to the fleet.
 	Events []restart.Event `json:",omitempty"`
 }

@@ -31,6 +31,16 @@ type Config struct {
 	// ProbeEvery is how often a child or fleet held by another driver is probed for a free
 	// lease; 0: from the store's lease timing (Records.LeaseExpiry), else 2 s.
 	ProbeEvery time.Duration
+	// Outbox hears that a fleet's record was stored with new events (and that a driver
+	// took a fleet up), so that the notifications they call for are sent, off the
+	// fleet's path; nil: none.
+	Outbox Outbox
+}
+
+// Outbox is told of fleets whose records it may owe notifications for
+// (notify/deliver's Outbox).
+type Outbox interface {
+	StoredFleet(namespace, id string)
 }
 
 // Driver drives and steers fleets.

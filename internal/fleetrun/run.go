@@ -89,6 +89,9 @@ func (r *run) drive(ctx context.Context) (*fleet.Record, error) {
 		return r.rec, nil // nothing to do, and nothing to write
 	}
 	r.wg.Go(func() { r.watchControl(ctx, token) })
+	if o := r.d.cfg.Outbox; o != nil {
+		o.StoredFleet(r.ns, r.id) // what a former driver left unsent
+	}
 	for {
 		if err := r.step(ctx); err != nil {
 			return r.rec, err
@@ -277,6 +280,9 @@ func (r *run) step(ctx context.Context) error {
 				return fmt.Errorf("recording fleet %s: %w", short(r.id), err)
 			}
 			r.emitNew(r.rec, next)
+			if o := r.d.cfg.Outbox; o != nil && len(next.Events) > 0 && (len(r.rec.Events) == 0 || next.Events[len(next.Events)-1].Seq != r.rec.Events[len(r.rec.Events)-1].Seq) {
+				o.StoredFleet(r.ns, r.id)
+			}
 		}
 		r.rec = next
 		r.unstarts = nil

@@ -191,6 +191,11 @@ var restartPage = template.Must(template.Must(pageFrame.Clone()).Parse(`{{templa
 {{range .Rec.Allocs}}<tr class="alloc" data-state="{{.State}}"><td>{{.Batch}}</td><td><code title="{{.ID}}">{{short .ID}}</code></td><td>{{.Name}}</td><td>{{.Group}}</td><td><code title="{{.NodeID}}">{{short .NodeID}}</code></td><td>{{.State}}</td>
 <td>{{if .Replacement}}replaced by <code title="{{.Replacement}}">{{short .Replacement}}</code> {{end}}{{if .Error}}<span class="err">{{.Error}}</span>{{else}}{{.Waiting}}{{end}}</td></tr>
 {{end}}</tbody></table>
+{{with .Rec.Notify}}{{if or .Sent .Failed}}<h2>Notifications</h2>
+<p id="notifications-summary">{{.Sent}} sent, {{.Failed}} failed</p>
+<table id="notifications"><thead><tr><th scope="col">Time</th><th scope="col">Sink</th><th scope="col">Event</th><th scope="col">Trigger</th><th scope="col">Outcome</th><th scope="col">Error</th></tr></thead><tbody>
+{{range .Log}}<tr class="notification" data-outcome="{{.Outcome}}"><td>{{when .Time}}</td><td>{{.Sink}}</td><td>{{.Seq}}</td><td>{{.Trigger}}</td><td>{{.Outcome}}</td><td>{{with .Error}}<span class="err">{{.}}</span>{{end}}</td></tr>
+{{end}}</tbody></table>{{end}}{{end}}
 <h2>Events</h2>
 <table id="events"><tbody>
 {{range .Rec.Events}}<tr><td>{{when .Time}}</td><td>{{.Type}}</td><td>{{.Message}}</td></tr>

@@ -137,6 +137,9 @@ type Record struct {
 	// the restart ends. A resumed driver finishes what it says.
 	Surge []SurgeGroup `json:",omitempty"`
 
+	// Notify is the record's outbox of notifications (nil: none was asked for or sent).
+	Notify *Notifications `json:",omitempty"`
+
 	// Events is a bounded log of what happened, oldest first (see MaxEvents).
 	Events []Event
 	// EventsDropped counts the oldest events dropped from Events to keep it bounded.

@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// hookSecret is the secret part of the test webhooks' URLs: no output may show it.
+const hookSecret = "T0SECRET0B0"
+
+// webhookReceiver keeps the bodies POSTed to it.
+type webhookReceiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	bodies []map[string]any
+	raw    []string
+}
+
+func newWebhookReceiver(t *testing.T) *webhookReceiver {
+	r := &webhookReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		r.mu.Lock()
+		r.bodies = append(r.bodies, m)
+		r.raw = append(r.raw, string(b))
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *webhookReceiver) url() string { return r.srv.URL + "/hooks/" + hookSecret }
+
+func (r *webhookReceiver) triggers() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, b := range r.bodies {
+		out = append(out, b["trigger"].(string))
+	}
+	return out
+}
+
+// TestRunNotifiesAndStatusShowsIt: run -notify sends what -notify-on asks for to a
+// webhook named by a flag, by the environment and by a Nomad Variable, before it exits;
+// status shows the notifications sent; no output shows a sink's URL whole.
+func TestRunNotifiesAndStatusShowsIt(t *testing.T) {
+	sim, e, ctx := startWebEnv(t, 2)
+	byFlag, byEnv, byVar := newWebhookReceiver(t), newWebhookReceiver(t), newWebhookReceiver(t)
+	if _, _, err := adminClient(t, sim).Variables().Create(&api.Variable{Path: "nomad-restart/notify", Items: api.VariableItems{"hook": byVar.url()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.env = map[string]string{"NOMAD_RESTART_NOTIFY_TEAM": byEnv.url()}
+	code, out, errOut := e.run(ctx, "run", "-yes", "-batch-size", "1", "-notify", "ops="+byFlag.url(),
+		"-notify", "vault=nomadvar://nomad-restart/notify#hook", "-notify-on", "started,succeeded=ops,team,vault", "web")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for name, r := range map[string]*webhookReceiver{"flag": byFlag, "environment": byEnv, "variable": byVar} {
+		if got := strings.Join(r.triggers(), ","); got != "started,succeeded" {
+			t.Errorf("the sink named by the %s heard %q, want started,succeeded", name, got)
+		}
+	}
+	id, _ := createdID(t, out)
+	code, status, statusErr := e.run(ctx, "status", id)
+	if code != 0 || !strings.Contains(status, "Notifications (6 sent, 0 failed)") {
+		t.Errorf("status (exit %d) does not show the notifications:\n%s\n%s", code, status, statusErr)
+	}
+	for _, s := range []string{out, errOut, status, statusErr} {
+		if strings.Contains(s, hookSecret) {
+			t.Errorf("a sink's URL was shown whole:\n%s", s)
+		}
+	}
+}
+
+// TestNotifyFlagsRefuseBadInput: a bad -notify, -notify-on or -notify-min is one line
+// naming the flag and the fix, exit 1, and nothing changed in the cluster.
+func TestNotifyFlagsRefuseBadInput(t *testing.T) {
+	sim, e, ctx := startWebEnv(t, 1)
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"invalid -notify", []string{"-notify", "ops"}},
+		{"invalid -notify name", []string{"-notify", "Ops Team=https://x.example/" + hookSecret}},
+		{"unknown trigger \"restarted\"", []string{"-notify", "ops=https://x.example/" + hookSecret, "-notify-on", "restarted=ops"}},
+		{"invalid -notify-min", []string{"-notify-min", "loud"}},
+		{"invalid nomadvar URL", []string{"-notify", "ops=nomadvar://nomad-restart/notify"}},
+		{"needs an http(s) webhook URL", []string{"-notify", "ops=slack+ftp://x.example/" + hookSecret}},
+		{"not a URL shoutrrr can send to", []string{"-notify", "ops=nosuch://" + hookSecret}},
+		{"invalid -notify-page-url", []string{"-notify-page-url", "restarts.example.com"}},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			args := append([]string{"run", "-yes"}, tc.args...)
+			runRefused(t, ctx, e, sim, true, tc.want, append(args, "web")...)
+			if _, _, errOut := e.run(ctx, append(args, "web")...); strings.Contains(errOut, hookSecret) {
+				t.Errorf("the refusal shows a sink's URL whole: %s", errOut)
+			}
+		})
+	}
+	code, _, errOut := e.run(ctx, "notify", "test", "-notify", "ops=nomadvar://nomad-restart/none#hook", "ops")
+	if code != 1 || !strings.Contains(errOut, "reading Nomad variable nomad-restart/none") {
+		t.Errorf("notify test of a missing variable: exit %d, %q", code, errOut)
+	}
+}
+
+// TestNotifyTestSendsTheTestMessage: notify test sends one message to the sink named and
+// says so; a sink that refuses it makes it exit 1 saying why, its URL never whole.
+func TestNotifyTestSendsTheTestMessage(t *testing.T) {
+	hook := newWebhookReceiver(t)
+	e := cliEnv{localDir: t.TempDir()}
+	ctx := testCtx(t)
+	code, out, errOut := e.run(ctx, "notify", "test", "-notify", "ops="+hook.url(), "ops")
+	if code != 0 || !strings.Contains(out, "Sent a test notification to ops") || strings.Join(hook.triggers(), ",") != "test" {
+		t.Fatalf("exit %d, %q %q; the sink heard %v", code, out, errOut, hook.triggers())
+	}
+	code, _, errOut = e.run(ctx, "notify", "test", "-notify", "ops=http://127.0.0.1:1/hooks/"+hookSecret, "ops")
+	if code != 1 || !strings.Contains(errOut, "was not delivered") || strings.Contains(errOut, hookSecret) {
+		t.Errorf("exit %d, %q: want a refusal without the URL", code, errOut)
+	}
+}
+
+// TestNomadVarSinkNeedsTheAgentPolicy: a sink kept in nomad-restart-notify/ is read with
+// the shipped agent policy, and refused to the operators' (one line naming the variable),
+// with ACLs enforced.
+func TestNomadVarSinkNeedsTheAgentPolicy(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{ACLs: true})
+	hook := newWebhookReceiver(t)
+	admin := simtest.ClientAs(t, c, c.BootstrapToken())
+	if _, _, err := admin.Variables().Create(&api.Variable{Path: "nomad-restart-notify/hooks", Items: api.VariableItems{"ops": hook.url()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	args := []string{"notify", "test", "-notify", "ops=nomadvar://nomad-restart-notify/hooks#ops", "ops"}
+	e := newCLIEnv(t, c)
+	e.token = agenttest.ShippedToken(t, c, "agent")
+	if code, out, errOut := e.run(ctx, args...); code != 0 || strings.Join(hook.triggers(), ",") != "test" {
+		t.Fatalf("with the agent's policy: exit %d, %q %q; the sink heard %v", code, out, errOut, hook.triggers())
+	}
+	e.token = agenttest.ShippedToken(t, c, "operator")
+	code, _, errOut := e.run(ctx, args...)
+	if code != 1 || !strings.Contains(errOut, "reading Nomad variable nomad-restart-notify/hooks") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("with the operators' policy: exit %d, %q; want one line naming the variable", code, errOut)
+	}
+}
+
+// TestFleetNotifiesOnceForAllItsJobs: a fleet of many jobs tells its start and its end,
+// with the jobs' counts, not one message per job.
+func TestFleetNotifiesOnceForAllItsJobs(t *testing.T) {
+	_, e, ctx := startFleetEnv(t, "fleet", 5, 1)
+	hook := newWebhookReceiver(t)
+	code, out, errOut := e.run(ctx, "run", "-jobs", `Name matches "^fleet-"`, "-on-error", "fail", "-max-parallel-jobs", "2", "-notify", "ops="+hook.url(), "-notify-on", "fleet-started,fleet-finished,failed=ops")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := strings.Join(hook.triggers(), ","); got != "fleet-started,fleet-finished" {
+		t.Fatalf("the sink heard %q, want fleet-started,fleet-finished", got)
+	}
+	hook.mu.Lock()
+	last := hook.bodies[1]
+	hook.mu.Unlock()
+	progress, _ := last["progress"].(map[string]any)
+	if last["kind"] != "fleet" || last["status"] != "succeeded" || progress["jobs"] != float64(5) || progress["succeeded"] != float64(5) {
+		t.Errorf("the fleet's end says %v, %v, progress %v; want a fleet of 5 jobs succeeded", last["kind"], last["status"], progress)
+	}
+}
+
+// TestAgentNotifiesAndCountsIt: the agent sends a detached restart's notifications to its
+// sinks, with the page's link, and counts each in nomad_restart_notifications_total.
+func TestAgentNotifiesAndCountsIt(t *testing.T) {
+	c := simtest.Start(t, nomadsim.Options{})
+	register(t, c, testJob("web", "service"))
+	e := newCLIEnv(t, c)
+	ctx := testCtx(t)
+	hook := newWebhookReceiver(t)
+	a := startAgentCommand(t, ctx, map[string]string{"NOMAD_ADDR": c.Addr()},
+		"-notify", "ops="+hook.url(), "-notify-on", "succeeded=ops", "-notify-page-url", "https://restarts.example.com")
+	id, _ := e.runDetached(t, ctx, "-yes", "web")
+	simtest.WaitFor(t, ctx, "the succeeded notification", func() bool { return len(hook.triggers()) > 0 })
+	if got := strings.Join(hook.triggers(), ","); got != "succeeded" {
+		t.Fatalf("the sink heard %q, want succeeded", got)
+	}
+	hook.mu.Lock()
+	link := hook.bodies[0]["link"]
+	hook.mu.Unlock()
+	if l, _ := link.(string); !strings.HasPrefix(l, "https://restarts.example.com/restart/"+id) {
+		t.Errorf("link %v", link)
+	}
+	want := `nomad_restart_notifications_total{outcome="sent",sink="ops"} 1`
+	simtest.WaitFor(t, ctx, "the notification counted", func() bool {
+		resp, err := http.Get("http://" + a.addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), want)
+	})
+	a.stopAndWait(t, ctx)
+	if strings.Contains(a.errb.String(), hookSecret) || !strings.Contains(a.errb.String(), "notifying") {
+		t.Errorf("the agent's log shows a sink's URL whole, or not its sinks:\n%s", a.errb.String())
+	}
+}
