@@ -167,7 +167,7 @@ type Named struct {
 // its meta names (meta) and -after names (after); a job's wave is one more than its latest
 // upstream's in the selection. It returns the jobs in wave order (the fleet's order within
 // a wave) with Wave and After set, and the upstreams outside the selection (none under
-// AfterOutside ignore). exists says whether Nomad knows a job outside the selection. It
+// AfterOutside ignore; any other value, "" included, is wait, the default). exists says whether Nomad knows a job outside the selection. It
 // refuses, naming them, a -after for a job not selected, an upstream that does not exist,
 // and a cycle. Without any upstream, jobs come back as they are (no waves).
 func PlanWaves(jobs []Job, meta []Named, after []Dependency, outside AfterOutside, exists func(Ref) bool) ([]Job, []Upstream, error) {
@@ -344,9 +344,6 @@ func (f Fleet) HasWaves() bool {
 type Gate struct {
 	Waits  string
 	Failed string
-	// Outside is set when Failed is an upstream outside the fleet: the job fails rather
-	// than being skipped, since nothing in the fleet failed to say so.
-	Outside bool
 }
 
 // Free reports whether the job may start as far as its upstreams go.
@@ -384,7 +381,7 @@ func (f Fleet) GateOf(i int) Gate {
 		ev := f.Outside[o].Evidence
 		switch {
 		case ev.Unready != "" && !ev.Released:
-			return Gate{Failed: fmt.Sprintf("its upstream %s, outside the fleet, %s", f.nameOf(u), ev.Unready), Outside: true}
+			return Gate{Failed: fmt.Sprintf("its upstream %s, outside the fleet, %s", f.nameOf(u), ev.Unready)}
 		case !ev.Ready && !ev.Released:
 			return Gate{Waits: fmt.Sprintf("waits for %s (outside the fleet): %s", f.nameOf(u), cmp.Or(ev.Waits, "its health, not measured yet"))}
 		}
@@ -459,7 +456,7 @@ func Unproven(f Fleet) []Ref {
 		}
 		if g := f.GateOf(i); strings.Contains(g.Waits, "(outside the fleet)") {
 			for _, u := range j.After {
-				if o := f.outsideIndex(u); o >= 0 && !f.Outside[o].Evidence.Ready {
+				if o := f.outsideIndex(u); o >= 0 && !f.Outside[o].Evidence.Ready && f.Outside[o].Evidence.Unready == "" {
 					addOnce(u)
 				}
 			}

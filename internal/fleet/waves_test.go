@@ -82,7 +82,7 @@ func TestPlanWaves(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, outside, err := PlanWaves(tt.jobs, tt.meta, deps(t, tt.after...), cmpOr(tt.outside, AfterOutsideWait), existsOnly(tt.exists...))
+			got, outside, err := PlanWaves(tt.jobs, tt.meta, deps(t, tt.after...), tt.outside, existsOnly(tt.exists...))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
@@ -115,13 +115,6 @@ func TestPlanWaves(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cmpOr(a, b AfterOutside) AfterOutside {
-	if a == "" {
-		return b
-	}
-	return a
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }
@@ -193,9 +186,12 @@ func TestNextWithWaves(t *testing.T) {
 		{name: "an outside upstream is measured once the inside ones are ready", after3: []Ref{{"default", "api"}, {"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw"}},
 			change:   map[int]func(*Job){0: ended(JobSucceeded, Evidence{Ready: true}), 1: ended(JobSucceeded, Evidence{}), 2: ended(JobSucceeded, Evidence{Ready: true})},
 			unproven: []string{"mesh/gw"}, wantWaits: map[int]string{3: "waits for mesh/gw (outside the fleet): its health, not measured yet"}},
-		{name: "an outside upstream that failed fails its downstream", after3: []Ref{{"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy"}}},
+		{name: "an outside upstream that failed holds its downstream while the budget holds", after3: []Ref{{"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy"}}},
+			failures: 1,
 			change:   map[int]func(*Job){0: ended(JobSucceeded, Evidence{Ready: true}), 1: ended(JobSucceeded, Evidence{}), 2: ended(JobSucceeded, Evidence{Ready: true})},
 			wantHeld: map[int]string{3: "its upstream mesh/gw, outside the fleet, was not healthy"}},
+		{name: "an outside upstream that failed spends the budget: nothing held, the fleet asks", after3: []Ref{{"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy"}}},
+			change: map[int]func(*Job){0: ended(JobSucceeded, Evidence{Ready: true}), 1: ended(JobSucceeded, Evidence{}), 2: ended(JobSucceeded, Evidence{Ready: true})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -370,4 +366,96 @@ func TestOptionsEqual(t *testing.T) {
 			t.Errorf("options with other %s are equal", name)
 		}
 	}
+}
+
+// outsideHeld is a fleet of three jobs, two of them after mesh/gw, an upstream outside the
+// fleet that was measured unhealthy, and a third job of its own that succeeded.
+func outsideHeld(failures int, onError restart.OnError) Fleet {
+	jobs := named("api", "web", "solo")
+	jobs[0].Wave, jobs[0].After = 1, []Ref{{"mesh", "gw"}}
+	jobs[1].Wave, jobs[1].After = 1, []Ref{{"mesh", "gw"}}
+	jobs[2].Wave, jobs[2].Status, jobs[2].RestartID = 1, JobSucceeded, "r-solo"
+	return Fleet{ID: "f", Jobs: jobs, Status: restart.StatusRunning, Options: opts(2, failures, onError),
+		Control: restart.Control{Intent: restart.IntentRun},
+		Outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy (-health checks): allocation 1a2b3c4d: check up critical"}}}}
+}
+
+// TestOutsideUpstreamFailureSkipsItsDownstream: an upstream outside the fleet that gives
+// no evidence is a failed upstream like one in the fleet: the jobs after it are recorded
+// skipped with the reason, its failure counts once against the budget however many jobs
+// it holds, the fleet ends failed saying so, -on-error decides once the budget is spent,
+// and an operator's yes lets the held jobs go on (no: skipped with the reason).
+func TestOutsideUpstreamFailureSkipsItsDownstream(t *testing.T) {
+	const reason = "its upstream mesh/gw, outside the fleet, was not healthy"
+	settleAll := func(f *Fleet) {
+		for range 3 {
+			Next(*f).Record(f)
+		}
+	}
+	wantSkipped := func(t *testing.T, f Fleet) {
+		t.Helper()
+		for _, j := range f.Jobs[:2] {
+			if j.Status != JobSkipped || j.RestartID != "" || !strings.HasPrefix(j.Reason, reason) {
+				t.Errorf("%s: %s (restart %q) %q, want skipped, never started, naming mesh/gw", j.JobID, j.Status, j.RestartID, j.Reason)
+			}
+		}
+	}
+
+	t.Run("budget holds: skipped, the fleet fails naming the upstream", func(t *testing.T) {
+		f := outsideHeld(1, restart.OnErrorAsk)
+		settleAll(&f)
+		wantSkipped(t, f)
+		if f.Status != restart.StatusFailed {
+			t.Errorf("fleet %s, want failed", f.Status)
+		}
+		if d := finish(f, tallyOf(f)); d.Status != restart.StatusFailed || !strings.Contains(d.Reason, "1 upstream outside the fleet gave no evidence") {
+			t.Errorf("finish = %s %q, want failed naming the upstream outside", d.Status, d.Reason)
+		}
+	})
+	t.Run("counted once: two held jobs spend one failure", func(t *testing.T) {
+		f := outsideHeld(1, restart.OnErrorFail)
+		f.Jobs = append(f.Jobs, Job{Namespace: "default", JobID: "later", Status: JobPending, Wave: 1})
+		f.Options.MaxParallelJobs = 3
+		Next(f).Record(&f) // the held jobs settled; "later" not started yet
+		if d := Next(f); !slices.Equal(d.Start, []int{3}) || d.Status != restart.StatusRunning {
+			t.Errorf("Next = %s Start %v, want running, [3]: one upstream's failure is one of the budget's", d.Status, d.Start)
+		}
+	})
+	t.Run("budget spent, -on-error fail: skipped naming it", func(t *testing.T) {
+		f := outsideHeld(0, restart.OnErrorFail)
+		settleAll(&f)
+		wantSkipped(t, f)
+		if f.Status != restart.StatusFailed {
+			t.Errorf("fleet %s, want failed", f.Status)
+		}
+	})
+	t.Run("budget spent, ask, yes: the held jobs go on", func(t *testing.T) {
+		f := outsideHeld(0, restart.OnErrorAsk)
+		d := Next(f)
+		if d.Status != restart.StatusWaiting || len(d.Held) != 0 || !strings.Contains(d.Reason, "1 upstream outside the fleet failed") {
+			t.Fatalf("Next = %s %q held %v, want waiting, naming the upstream, nothing held", d.Status, d.Reason, d.Held)
+		}
+		rec := &Record{Fleet: f}
+		d.Record(&rec.Fleet)
+		rec.Question = BudgetQuestion("q", d.Reason, time.Time{})
+		if ok, err := ApplyAnswer(rec, "y"); !ok || err != nil {
+			t.Fatalf("ApplyAnswer = %v, %v", ok, err)
+		}
+		if d := Next(rec.Fleet); !slices.Equal(d.Start, []int{0, 1}) {
+			t.Errorf("after yes, Start = %v, want [0 1]", d.Start)
+		}
+	})
+	t.Run("budget spent, ask, no: skipped naming it", func(t *testing.T) {
+		rec := &Record{Fleet: outsideHeld(0, restart.OnErrorAsk)}
+		d := Next(rec.Fleet)
+		d.Record(&rec.Fleet)
+		rec.Question = BudgetQuestion("q", d.Reason, time.Time{})
+		if ok, err := ApplyAnswer(rec, "n"); ok || err != nil {
+			t.Fatalf("ApplyAnswer = %v, %v", ok, err)
+		}
+		wantSkipped(t, rec.Fleet)
+		if rec.Status != restart.StatusFailed {
+			t.Errorf("fleet %s, want failed", rec.Status)
+		}
+	})
 }
