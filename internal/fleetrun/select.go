@@ -1,7 +1,6 @@
 package fleetrun
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +91,7 @@ func planWaves(ctx context.Context, l Lister, jobs []fleet.Job, opts fleet.Optio
 		}
 		return len(found) > 0
 	}
-	out, outside, err := fleet.PlanWaves(jobs, meta, opts.After, cmp.Or(opts.AfterOutside, fleet.AfterOutsideWait), exists)
+	out, outside, err := fleet.PlanWaves(jobs, meta, opts.After, opts.AfterOutside, exists)
 	if lookupErr != nil {
 		return nil, nil, lookupErr
 	}
