@@ -345,29 +345,6 @@ func TestOnErrorFailSkipsHeldJobs(t *testing.T) {
 	}
 }
 
-func TestOptionsEqual(t *testing.T) {
-	a := DefaultOptions()
-	a.After = []Dependency{{Job: "web", Upstreams: []string{"api"}}}
-	b := DefaultOptions()
-	b.After = []Dependency{{Job: "web", Upstreams: []string{"api"}}}
-	if !a.Equal(b) {
-		t.Error("equal options differ")
-	}
-	for name, change := range map[string]func(*Options){
-		"upstreams": func(o *Options) { o.After[0].Upstreams = []string{"auth"} },
-		"wave-wait": func(o *Options) { o.WaveWait = time.Second },
-		"outside":   func(o *Options) { o.AfterOutside = AfterOutsideIgnore },
-		"parallel":  func(o *Options) { o.MaxParallelJobs = 2 },
-	} {
-		c := DefaultOptions()
-		c.After = []Dependency{{Job: "web", Upstreams: []string{"api"}}}
-		change(&c)
-		if a.Equal(c) {
-			t.Errorf("options with other %s are equal", name)
-		}
-	}
-}
-
 // outsideHeld is a fleet of three jobs, two of them after mesh/gw, an upstream outside the
 // fleet that was measured unhealthy, and a third job of its own that succeeded.
 func outsideHeld(failures int, onError restart.OnError) Fleet {

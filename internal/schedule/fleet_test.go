@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestFleetScheduleJSON(t *testing.T) {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !out.IsFleet() || out.JobID != "" || out.Fleet.Selection != in.Fleet.Selection || !out.Fleet.Options.Equal(in.Fleet.Options) {
+	if !out.IsFleet() || out.JobID != "" || out.Fleet.Selection != in.Fleet.Selection || !reflect.DeepEqual(out.Fleet.Options, in.Fleet.Options) {
 		t.Fatalf("read back %+v from %s", out.Fleet, raw)
 	}
 	if got, want := out.Target(), `fleet: Name matches "^api-"`; got != want {
@@ -87,7 +88,7 @@ func TestStoreFleetSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.IsFleet() || got.Fleet.Selection != target.Selection || !got.Fleet.Options.Equal(target.Options) || got.Namespace != "prod" {
+	if !got.IsFleet() || got.Fleet.Selection != target.Selection || !reflect.DeepEqual(got.Fleet.Options, target.Options) || got.Namespace != "prod" {
 		t.Fatalf("read back %+v (fleet %+v)", got, got.Fleet)
 	}
 	if all, err := st.List(ctx, "*", ""); err != nil || len(all) != 2 {
