@@ -82,7 +82,8 @@ func checkName(name string) error {
 		return fmt.Errorf("a job name is empty: name each job once, separated by commas")
 	}
 	if strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || r == 0 || r == ':' || r == ',' }) {
-		return fmt.Errorf("%q is not a job name: give one job before the colon, and separate the upstreams after it with commas", name)
+		// Said without -after's colon: the same words serve the job's meta.
+		return fmt.Errorf("%q is not a job name: separate job names with commas (a name holds no space, colon or comma)", name)
 	}
 	if ns, job, ok := strings.Cut(name, "/"); ok {
 		if ns == "" || job == "" || strings.ContainsFunc(ns, func(r rune) bool {
