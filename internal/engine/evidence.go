@@ -37,10 +37,6 @@ type EvidenceProgress struct {
 // allocation's healthy deadline, from now), or ctx's error.
 func (e *Engine) Evidence(ctx context.Context, namespace, jobID string, spec restart.Spec, wait time.Duration, progress func(EvidenceProgress)) error {
 	spec.StartedBefore, spec.CreatedBeforeIndex, spec.OnlyAllocs = time.Time{}, 0, nil
-	if spec.Gates != nil {
-		g := *spec.Gates // planning fills it in: the caller's, shared with its fleet, stays as it is
-		spec.Gates = &g
-	}
 	p, err := e.Plan(ctx, Request{Namespace: namespace, Job: jobID, Exact: true, Spec: spec})
 	if err != nil {
 		return err

@@ -270,6 +270,35 @@ func TestPlanRefusesGatesWithoutPrometheus(t *testing.T) {
 	}
 }
 
+// TestPlansLeaveTheCallersGates: a fleet plans its jobs' restarts at once, and measures its
+// upstreams' evidence, from one set of gates (its -gate); planning keeps what it fills in
+// (the parsed gates, Prometheus's address) in its own copy, so the plans neither race on
+// the caller's nor change it.
+func TestPlansLeaveTheCallersGates(t *testing.T) {
+	env := gatedEnv(t, &scriptedQuerier{value: func(string, int) (float64, error) { return 0.01, nil }})
+	env.register(t, "api", "service", map[string]int{"api": 2})
+	shared := fastGates(`errors: rate{job="{{job}}"} < 0.02`)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, job := range []string{"web", "api", "web", "api"} {
+		wg.Go(func() {
+			p, err := env.e.Plan(ctx, Request{Job: job, Spec: restart.Spec{Health: restart.HealthRunning, Gates: shared}})
+			if err != nil {
+				t.Errorf("Plan %s: %v", job, err)
+				return
+			}
+			if p.Record.Spec.Gates == shared || len(p.Record.Spec.Gates.Typed) != 1 {
+				t.Errorf("plan %s: gates %+v, want its own copy, parsed", job, p.Record.Spec.Gates)
+			}
+		})
+	}
+	wg.Wait()
+	if shared.Typed != nil {
+		t.Errorf("the caller's gates were changed by planning: %+v", shared)
+	}
+}
+
 func TestWallClock(t *testing.T) {
 	var c wallClock
 	if d := time.Since(c.Now()); d < 0 || d > time.Minute {
