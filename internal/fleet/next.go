@@ -224,13 +224,19 @@ func spentReason(f Fleet, t tally) string {
 // canceled, or its failure budget is spent). A driver plans them ahead, while the running
 // jobs restart, so that a job starts the moment its slot frees.
 func Upcoming(f Fleet, n int) []int {
-	if f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause {
-		return nil
-	}
-	if tallyOf(f).budgetSpent(f.Options) {
+	if startsNothing(f) {
 		return nil
 	}
 	return pendingFree(f, n)
+}
+
+// startsNothing reports whether Next would start no job whatever happens meanwhile: the
+// fleet ended, is paused or canceled, or its failure budget is spent (until an operator's
+// yes). Nothing is prepared for a start then: neither a plan ahead nor an upstream's
+// evidence.
+func startsNothing(f Fleet) bool {
+	return f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause ||
+		tallyOf(f).budgetSpent(f.Options)
 }
 
 // pendingFree lists, in order, the first n pending jobs waiting neither for another

@@ -433,7 +433,7 @@ func (f Fleet) outsideIndex(r Ref) int {
 // upstreams in the fleet all gave theirs (GateOf). Nothing is measured for a fleet that
 // starts nothing (ended, paused, canceled, its failure budget spent).
 func Unproven(f Fleet) []Ref {
-	if f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause {
+	if startsNothing(f) {
 		return nil
 	}
 	var out []Ref
