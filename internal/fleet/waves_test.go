@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -381,17 +382,22 @@ func TestOutsideUpstreamFailureSkipsItsDownstream(t *testing.T) {
 		}
 	}
 
-	t.Run("budget holds: skipped, the fleet fails naming the upstream", func(t *testing.T) {
-		f := outsideHeld(1, restart.OnErrorAsk)
-		settleAll(&f)
-		wantSkipped(t, f)
-		if f.Status != restart.StatusFailed {
-			t.Errorf("fleet %s, want failed", f.Status)
-		}
-		if d := finish(f, tallyOf(f)); d.Status != restart.StatusFailed || !strings.Contains(d.Reason, "1 upstream outside the fleet gave no evidence") {
-			t.Errorf("finish = %s %q, want failed naming the upstream outside", d.Status, d.Reason)
-		}
-	})
+	// Whether the budget holds (the held jobs settled at once) or is spent under -on-error
+	// fail (settled as the fleet fails), they end skipped naming the upstream, and the
+	// fleet failed saying why.
+	for _, budget := range []int{1, 0} {
+		t.Run(fmt.Sprintf("-max-failed-jobs %d: skipped, the fleet fails naming the upstream", budget), func(t *testing.T) {
+			f := outsideHeld(budget, restart.OnErrorFail)
+			settleAll(&f)
+			wantSkipped(t, f)
+			if f.Status != restart.StatusFailed {
+				t.Errorf("fleet %s, want failed", f.Status)
+			}
+			if d := finish(f, tallyOf(f)); !strings.Contains(d.Reason, "1 upstream outside the fleet gave no evidence") {
+				t.Errorf("finish = %s %q, want failed naming the upstream outside", d.Status, d.Reason)
+			}
+		})
+	}
 	t.Run("counted once: two held jobs spend one failure", func(t *testing.T) {
 		f := outsideHeld(1, restart.OnErrorFail)
 		f.Jobs = append(f.Jobs, Job{Namespace: "default", JobID: "later", Status: JobPending, Wave: 1})
@@ -399,14 +405,6 @@ func TestOutsideUpstreamFailureSkipsItsDownstream(t *testing.T) {
 		Next(f).Record(&f) // the held jobs settled; "later" not started yet
 		if d := Next(f); !slices.Equal(d.Start, []int{3}) || d.Status != restart.StatusRunning {
 			t.Errorf("Next = %s Start %v, want running, [3]: one upstream's failure is one of the budget's", d.Status, d.Start)
-		}
-	})
-	t.Run("budget spent, -on-error fail: skipped naming it", func(t *testing.T) {
-		f := outsideHeld(0, restart.OnErrorFail)
-		settleAll(&f)
-		wantSkipped(t, f)
-		if f.Status != restart.StatusFailed {
-			t.Errorf("fleet %s, want failed", f.Status)
 		}
 	})
 	t.Run("budget spent, ask, yes: the held jobs go on", func(t *testing.T) {
