@@ -308,6 +308,13 @@ func TestObserveEvidence(t *testing.T) {
 	if err := obs("default", "api", Evidence{Ready: true}); err != nil || f.Jobs[2].Evidence.Ready {
 		t.Errorf("a pending job's evidence must not be taken: %v %+v", err, f.Jobs[2].Evidence)
 	}
+	f.Jobs[1].Status, f.Jobs[1].Reason = JobSkipped, "it had no allocation to restart when its turn came"
+	if err := obs("default", "solo", Evidence{Unready: "is gone from Nomad"}); err != nil {
+		t.Fatal(err)
+	}
+	if j := f.Jobs[1]; j.Status != JobFailed || j.Reason != "it was skipped (it had no allocation to restart when its turn came), but as an upstream it is gone from Nomad" {
+		t.Errorf("a skipped upstream without evidence: %s %q, want failed: the jobs after it are not restarted for it", j.Status, j.Reason)
+	}
 	if err := obs("mesh", "gw", Evidence{Ready: true}); err != nil || !f.Outside[0].Evidence.Ready {
 		t.Errorf("outside: %v %+v", err, f.Outside[0].Evidence)
 	}
