@@ -186,3 +186,11 @@ func (f *Fleet) evidenceOf(r Ref) *Evidence {
 	}
 	return nil
 }
+
+// EvidenceOf is the recorded evidence of upstream r, zero when r is no upstream of f.
+func (f Fleet) EvidenceOf(r Ref) Evidence {
+	if ev := f.evidenceOf(r); ev != nil {
+		return *ev
+	}
+	return Evidence{}
+}

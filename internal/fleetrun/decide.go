@@ -239,18 +239,3 @@ func noteWaves(next *fleet.Record, before int, now time.Time) {
 		next.AddEvent(now, fleet.EventWaveStarted, fmt.Sprintf("Wave %d of %d started: %s", w, next.Waves(), strings.Join(names, ", ")))
 	}
 }
-
-// evidenceOf is the stored evidence of ref in rec (zero when none).
-func evidenceOf(rec *fleet.Record, ref fleet.Ref) fleet.Evidence {
-	for _, j := range rec.Jobs {
-		if fleet.RefOf(j) == ref {
-			return j.Evidence
-		}
-	}
-	for _, o := range rec.Outside {
-		if o.Namespace == ref.Namespace && o.JobID == ref.JobID {
-			return o.Evidence
-		}
-	}
-	return fleet.Evidence{}
-}
