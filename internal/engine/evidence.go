@@ -15,9 +15,10 @@ import (
 
 // A fleet ordered in waves starts a job only on its upstreams' evidence: the upstream's
 // allocations healthy by the very rules of the readiness gate a restart's batches pass
-// (fresh check results only, the min-healthy time, the healthy deadline), then its gates
-// holding for the fleet's -wave-wait. Evidence measures both, with the gate's code, for a
-// job that is not being restarted.
+// (fresh check results only, the healthy deadline; not the min-healthy time, which the
+// upstream's own restart just waited: judgeUpstreamAlloc), then its gates holding for the
+// fleet's -wave-wait. Evidence measures both, with the gate's code, for a job that is not
+// being restarted.
 
 // EvidenceProgress is where an upstream's evidence stands.
 type EvidenceProgress struct {
