@@ -372,3 +372,22 @@ func TestEvidenceOfAMissingJob(t *testing.T) {
 		t.Fatal("the evidence of a job that does not exist was given")
 	}
 }
+
+// TestEvidenceHealthyAgainAtTheEndOfTheWait: an upstream whose checks start failing during
+// -wave-wait gives no evidence, though it was healthy when the wait began and has no gate.
+func TestEvidenceHealthyAgainAtTheEndOfTheWait(t *testing.T) {
+	env := gatedEnv(t, &scriptedQuerier{value: func(string, int) (float64, error) { return 0, errors.New("unused") }})
+	env.registerJob(t, checkedJob("upstream", 2, "pass", "", time.Second, 3*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var failing sync.Once
+	spec := restart.Spec{Health: restart.HealthChecks, OnError: restart.OnErrorFail}
+	err := env.e.Evidence(ctx, "default", "upstream", spec, 2*time.Second, func(p EvidenceProgress) {
+		if p.Total > 0 && p.Healthy == p.Total {
+			failing.Do(func() { env.sim.ScriptCheck("default", "upstream", "ready-nomad", "fail") })
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "allocation") {
+		t.Fatalf("Evidence = %v, want the allocation that failed its checks during the wait named", err)
+	}
+}
