@@ -155,7 +155,7 @@ func observeEvidence(f *Fleet, obs Observation) error {
 		return fmt.Errorf("fleet %s: job %q in namespace %q is neither in its selection nor an upstream of it", f.ID, obs.JobID, obs.Namespace)
 	}
 	i := indexOf(f.Jobs, obs.Namespace, obs.JobID)
-	if ev.Ready || ev.Unready != "" || (i >= 0 && !f.Jobs[i].Status.Terminal()) {
+	if ev.verdict() || (i >= 0 && !f.Jobs[i].Status.Terminal()) {
 		return nil // a verdict is final; a job's evidence is measured once its restart ended
 	}
 	got := *obs.Evidence

@@ -131,6 +131,10 @@ type Evidence struct {
 	Released bool   `json:",omitempty"`
 }
 
+// verdict reports whether the evidence is settled: ready, unready, or released by an
+// operator. Only progress (Waits) may change before.
+func (e Evidence) verdict() bool { return e.Ready || e.Unready != "" || e.Released }
+
 // Upstream is an upstream outside the selection: never restarted by the fleet, it must be
 // healthy before its downstream jobs start (AfterOutside wait).
 type Upstream struct {
@@ -355,24 +359,8 @@ func (g Gate) Free() bool { return g.Waits == "" && g.Failed == "" }
 // upstream in the fleet gave its evidence, so that its health is measured when the job's
 // turn is near, not long before.
 func (f Fleet) GateOf(i int) Gate {
-	var waits string
-	inside := true
-	for _, u := range f.Jobs[i].After {
-		k := indexOf(f.Jobs, u.Namespace, u.JobID)
-		if k < 0 {
-			continue
-		}
-		w, failed := upstreamGate(f.Jobs[k])
-		if failed != "" {
-			return Gate{Failed: fmt.Sprintf("its upstream %s %s", f.nameOf(u), failed)}
-		}
-		if w != "" && waits == "" {
-			waits = fmt.Sprintf("waits for %s: %s", f.nameOf(u), w)
-		}
-		inside = inside && w == ""
-	}
-	if waits != "" || !inside {
-		return Gate{Waits: waits}
+	if g := f.insideGate(i); !g.Free() {
+		return g
 	}
 	for _, u := range f.Jobs[i].After {
 		o := f.outsideIndex(u)
@@ -388,6 +376,26 @@ func (f Fleet) GateOf(i int) Gate {
 		}
 	}
 	return Gate{}
+}
+
+// insideGate judges job i's upstreams in the fleet: the first that failed, else the first
+// that has not given its evidence yet.
+func (f Fleet) insideGate(i int) Gate {
+	var waits string
+	for _, u := range f.Jobs[i].After {
+		k := indexOf(f.Jobs, u.Namespace, u.JobID)
+		if k < 0 {
+			continue
+		}
+		w, failed := upstreamGate(f.Jobs[k])
+		if failed != "" {
+			return Gate{Failed: fmt.Sprintf("its upstream %s %s", f.nameOf(u), failed)}
+		}
+		if w != "" && waits == "" {
+			waits = fmt.Sprintf("waits for %s: %s", f.nameOf(u), w)
+		}
+	}
+	return Gate{Waits: waits}
 }
 
 // upstreamGate is what an upstream in the fleet holds its downstream jobs for: waits
@@ -447,19 +455,18 @@ func Unproven(f Fleet) []Ref {
 			continue
 		}
 		for _, u := range j.After {
-			k := indexOf(f.Jobs, u.Namespace, u.JobID)
-			if k >= 0 {
-				if ev := f.Jobs[k].Evidence; (f.Jobs[k].Status == JobSucceeded || f.Jobs[k].Status == JobSkipped) && !ev.Ready && ev.Unready == "" && !ev.Released {
-					addOnce(u)
-				}
-				continue
+			if k := indexOf(f.Jobs, u.Namespace, u.JobID); k >= 0 && (f.Jobs[k].Status == JobSucceeded || f.Jobs[k].Status == JobSkipped) && !f.Jobs[k].Evidence.verdict() {
+				addOnce(u)
 			}
 		}
-		if g := f.GateOf(i); strings.Contains(g.Waits, "(outside the fleet)") {
-			for _, u := range j.After {
-				if o := f.outsideIndex(u); o >= 0 && !f.Outside[o].Evidence.Ready && f.Outside[o].Evidence.Unready == "" {
-					addOnce(u)
-				}
+		// Its upstreams outside the fleet once those in it gave theirs (GateOf), unless one
+		// of them failed already.
+		if !f.insideGate(i).Free() || f.GateOf(i).Failed != "" {
+			continue
+		}
+		for _, u := range j.After {
+			if o := f.outsideIndex(u); o >= 0 && !f.Outside[o].Evidence.verdict() {
+				addOnce(u)
 			}
 		}
 	}
