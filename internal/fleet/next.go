@@ -188,7 +188,11 @@ func finish(f Fleet, t tally) Decision {
 	reason := fmt.Sprintf("%s of %d failed and %d canceled", plural(t.failed, "job"), len(f.Jobs), t.canceled)
 	if t.outsideFailed > 0 {
 		// The jobs it held were skipped, so the count of jobs alone would not say why.
-		reason += fmt.Sprintf("; %s outside the fleet gave no evidence", plural(t.outsideFailed, "upstream"))
+		outside := fmt.Sprintf("%s outside the fleet gave no evidence", plural(t.outsideFailed, "upstream"))
+		reason += "; " + outside
+		if t.failed == 0 && t.canceled == 0 {
+			reason = outside + ": the jobs after it were skipped"
+		}
 	}
 	return Decision{Status: restart.StatusFailed, Reason: reason}
 }
