@@ -78,8 +78,10 @@ type tally struct {
 	pending, running, failed, canceled int
 	// outsideFailed counts the upstreams outside the fleet that gave no evidence (never
 	// healthy, gone): each is one failure against the budget, as a job of the fleet that
-	// failed would be, however many jobs it holds, and it fails the fleet at its end.
-	outsideFailed int
+	// failed would be, however many jobs it holds. outsideHeld are those of them an
+	// operator did not release: the jobs after them were skipped, which fails the fleet at
+	// its end (released, the jobs went on and were restarted).
+	outsideFailed, outsideHeld int
 }
 
 func tallyOf(f Fleet) tally {
@@ -87,6 +89,9 @@ func tallyOf(f Fleet) tally {
 	for _, o := range f.Outside {
 		if o.Evidence.Unready != "" {
 			t.outsideFailed++
+			if !o.Evidence.Released {
+				t.outsideHeld++
+			}
 		}
 	}
 	for _, j := range f.Jobs {
@@ -182,13 +187,13 @@ func held(f Fleet) []Held {
 
 // finish is the verdict once every job ended.
 func finish(f Fleet, t tally) Decision {
-	if t.failures() == 0 && t.canceled == 0 {
+	if t.failed == 0 && t.canceled == 0 && t.outsideHeld == 0 {
 		return Decision{Status: restart.StatusSucceeded, Reason: "every job was restarted or skipped"}
 	}
 	reason := fmt.Sprintf("%s of %d failed and %d canceled", plural(t.failed, "job"), len(f.Jobs), t.canceled)
-	if t.outsideFailed > 0 {
+	if t.outsideHeld > 0 {
 		// The jobs it held were skipped, so the count of jobs alone would not say why.
-		outside := fmt.Sprintf("%s outside the fleet gave no evidence", plural(t.outsideFailed, "upstream"))
+		outside := fmt.Sprintf("%s outside the fleet gave no evidence", plural(t.outsideHeld, "upstream"))
 		reason += "; " + outside
 		if t.failed == 0 && t.canceled == 0 {
 			reason = outside + ": the jobs after it were skipped"

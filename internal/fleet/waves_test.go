@@ -429,6 +429,13 @@ func TestOutsideUpstreamFailureSkipsItsDownstream(t *testing.T) {
 		if d := Next(rec.Fleet); !slices.Equal(d.Start, []int{0, 1}) {
 			t.Errorf("after yes, Start = %v, want [0 1]", d.Start)
 		}
+		// Every job restarted, as the operator let them: the fleet succeeds.
+		for i := range rec.Jobs[:2] {
+			rec.Jobs[i].Status, rec.Jobs[i].RestartID = JobSucceeded, "r"
+		}
+		if d := Next(rec.Fleet); d.Status != restart.StatusSucceeded {
+			t.Errorf("every job restarted after yes: fleet %s %q, want succeeded", d.Status, d.Reason)
+		}
 	})
 	t.Run("budget spent, ask, no: skipped naming it", func(t *testing.T) {
 		rec := &Record{Fleet: outsideHeld(0, restart.OnErrorAsk)}
