@@ -552,7 +552,8 @@ type WaveSummary struct {
 	// "waiting".
 	State string
 	// Waits says, for each of its pending jobs held by an upstream, what it waits for:
-	// "api: waits for db-proxy: 2 of 3 allocations healthy".
+	// "api: waits for db-proxy: 2 of 3 allocations healthy", or "api: held: its upstream
+	// db-proxy failed: ..." while an operator's answer decides.
 	Waits []string `json:",omitempty"`
 }
 
@@ -572,8 +573,13 @@ func (f Fleet) WaveSummaries() []WaveSummary {
 			if j.Status != JobPending {
 				continue
 			}
-			if g := f.GateOf(i); g.Waits != "" {
+			switch g := f.GateOf(i); {
+			case g.Waits != "":
 				s.Waits = append(s.Waits, j.JobID+": "+g.Waits)
+			case g.Failed != "":
+				// Held, not settled yet: the budget is spent (an operator's answer decides)
+				// or the fleet is paused.
+				s.Waits = append(s.Waits, j.JobID+": held: "+g.Failed)
 			}
 		}
 		if s.State == "waiting" && started {

@@ -451,3 +451,31 @@ func TestOutsideUpstreamFailureSkipsItsDownstream(t *testing.T) {
 		}
 	})
 }
+
+// TestWaveSummaries: each wave's state, and what its pending jobs wait for, or that a
+// failed upstream holds them while the fleet asks.
+func TestWaveSummaries(t *testing.T) {
+	f := chain()
+	got := f.WaveSummaries()
+	want := []WaveSummary{
+		{Wave: 1, Jobs: []string{"db", "solo"}, State: "waiting"},
+		{Wave: 2, Jobs: []string{"api"}, State: "waiting", Waits: []string{"api: waits for db: its turn (wave 1)"}},
+		{Wave: 3, Jobs: []string{"web"}, State: "waiting", Waits: []string{"web: waits for api: its turn (wave 2)"}},
+	}
+	if !slices.EqualFunc(got, want, sameSummary) {
+		t.Errorf("pending fleet: %+v, want %+v", got, want)
+	}
+	// db failed and spent the budget: the fleet asks, api is held until the answer.
+	f.Jobs[0].Status, f.Jobs[0].RestartID, f.Jobs[0].Reason = JobFailed, "r0", "batch 1 failed"
+	f.Jobs[1].Status, f.Jobs[1].RestartID = JobRunning, "r1"
+	got = f.WaveSummaries()
+	want[0].State = "running"
+	want[1].Waits = []string{"api: held: its upstream db failed: batch 1 failed"}
+	if !slices.EqualFunc(got, want, sameSummary) {
+		t.Errorf("held fleet: %+v, want %+v", got, want)
+	}
+}
+
+func sameSummary(a, b WaveSummary) bool {
+	return a.Wave == b.Wave && a.State == b.State && slices.Equal(a.Jobs, b.Jobs) && slices.Equal(a.Waits, b.Waits)
+}
