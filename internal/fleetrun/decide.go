@@ -224,7 +224,7 @@ func noteEvidence(next *fleet.Record, ref fleet.Ref, before, after fleet.Evidenc
 	case after.Ready && !before.Ready:
 		next.AddEvent(now, fleet.EventJobWaiting, name+" gave its evidence: its allocations are healthy and its gates held; the jobs after it may start")
 	case after.Unready != "" && before.Unready == "":
-		next.AddEvent(now, fleet.EventJobEnded, name+" "+after.Unready+": the jobs after it will not start")
+		next.AddEvent(now, fleet.EventJobEnded, name+" "+after.Unready+": the jobs after it are held back (skipped, or started only on an operator's yes)")
 	}
 }
 
