@@ -112,6 +112,8 @@ func TestReadOptionsInvalid(t *testing.T) {
 		{KeyMaxUnavailable, "one", "give a number of allocations"},
 		{KeySurge, "0", "1 or more"},
 		{KeySurge, "two", "1 or more"},
+		{KeyAfter, "api db-proxy", `"api db-proxy" is not a job name: separate job names with commas`},
+		{KeyAfter, "api,", "a job name is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
