@@ -701,7 +701,7 @@ func TestFleetBadSelections(t *testing.T) {
 			`job "mix-web" (namespace "default") restarts after "db-proxy" (namespace "default"), named by -after, but no such job exists`},
 		{"-after of a job not selected", []string{"-jobs", `Name == "mix-web"`, "-after", "mix-batch: mix-web"}, `-after names job "mix-batch", which -jobs did not select`},
 		{"a meta nomad-restart.after that cannot be read", []string{"-jobs", `Name == "badmeta-web"`, "-dry-run"},
-			`job "badmeta-web" (namespace "default"): meta nomad-restart.after = "mix-web mix-batch": "mix-web mix-batch" is not a job name: separate job names with commas`},
+			`job "badmeta-web" (namespace "default"): job meta nomad-restart.after = "mix-web mix-batch": "mix-web mix-batch" is not a job name: separate job names with commas`},
 		{"-after without a colon", []string{"-jobs", `Name matches "^mix-"`, "-after", "mix-web"}, `Invalid -after value "mix-web"`},
 		{"-wave-wait without a unit", []string{"-jobs", `Name matches "^mix-"`, "-wave-wait", "5"}, `Invalid -wave-wait value "5"`},
 		{"scheduled fleet, a meta nomad-restart.after that cannot be read", []string{"-jobs", `Name == "badmeta-web"`, "-every", "@daily"},
