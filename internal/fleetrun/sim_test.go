@@ -356,6 +356,9 @@ func TestFleetWavesResumeAcrossKilledDrivers(t *testing.T) {
 	}
 	t.Logf("%d drivers killed, %d of them while an upstream's evidence was being measured", kills, midEvidence)
 	if done.Status != restart.StatusSucceeded {
+		for _, j := range done.Jobs {
+			t.Logf("%s: %s %q (evidence %+v)", j.JobID, j.Status, j.Reason, j.Evidence)
+		}
 		t.Fatalf("fleet %s: %s", done.Status, done.Reason)
 	}
 	e.checkJobsOnce(t, done)
