@@ -62,7 +62,7 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 				"imports os: internal/onchange may not import",
 				"imports github.com/hashicorp/consul/api: internal/onchange may not import",
 				"imports github.com/hashicorp/nomad/api/contexts: internal/onchange may not import",
-				"imports internal/cluster: internal/onchange may import only internal/gate, internal/restart",
+				"imports internal/cluster: internal/onchange may import only internal/gate, internal/fleet, internal/restart",
 			},
 		},
 		{

@@ -98,7 +98,7 @@ func architecture() []rule {
 		{pkg: "internal/steer", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/notify", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart", "internal/upstream"}},
-		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
 		{pkg: "internal/sourcewatch", mayImport: []string{"internal/onchange", "internal/nomadvars", "internal/cluster"}},
 		// The readiness gate reads a job's specification as onchange.JobSpec, the one type of it.

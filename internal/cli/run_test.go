@@ -668,8 +668,11 @@ func TestFleetFailedJobStopsTheFleet(t *testing.T) {
 // gives exit 1, exactly one line on stderr naming the problem, no mutating request to
 // Nomad, no variable written and no allocation restarted.
 func TestFleetBadSelections(t *testing.T) {
+	// A job whose meta names its upstreams in a way no one can read.
+	badAfter := simpleJob("badmeta-web", api.JobTypeService, 1)
+	badAfter.Meta = map[string]string{"nomad-restart.after": "mix-web mix-batch"}
 	c, e := startSimEnv(t, nomadsim.Options{},
-		simpleJob("mix-web", api.JobTypeService, 2), simpleJob("mix-batch", api.JobTypeBatch, 1), simpleJob("mix-sb", api.JobTypeSysbatch, 1))
+		simpleJob("mix-web", api.JobTypeService, 2), simpleJob("mix-batch", api.JobTypeBatch, 1), simpleJob("mix-sb", api.JobTypeSysbatch, 1), badAfter)
 	ctx := testCtx(t)
 	future := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
 	cases := []struct {
@@ -697,6 +700,12 @@ func TestFleetBadSelections(t *testing.T) {
 		{"an upstream that does not exist", []string{"-jobs", `Name matches "^mix-"`, "-after", "mix-web: db-proxy"},
 			`job "mix-web" (namespace "default") restarts after "db-proxy" (namespace "default"), named by -after, but no such job exists`},
 		{"-after of a job not selected", []string{"-jobs", `Name == "mix-web"`, "-after", "mix-batch: mix-web"}, `-after names job "mix-batch", which -jobs did not select`},
+		{"a meta nomad-restart.after that cannot be read", []string{"-jobs", `Name == "badmeta-web"`, "-dry-run"},
+			`job "badmeta-web" (namespace "default"): job meta nomad-restart.after = "mix-web mix-batch": "mix-web mix-batch" is not a job name: separate job names with commas`},
+		{"-after without a colon", []string{"-jobs", `Name matches "^mix-"`, "-after", "mix-web"}, `Invalid -after value "mix-web"`},
+		{"-wave-wait without a unit", []string{"-jobs", `Name matches "^mix-"`, "-wave-wait", "5"}, `Invalid -wave-wait value "5"`},
+		{"scheduled fleet, a meta nomad-restart.after that cannot be read", []string{"-jobs", `Name == "badmeta-web"`, "-every", "@daily"},
+			`meta nomad-restart.after = "mix-web mix-batch"`},
 		{"scheduled fleet, upstreams in a cycle", []string{"-jobs", `Name matches "^mix-"`, "-after", "mix-web: mix-web", "-every", "@daily"}, "form a cycle, mix-web -> mix-web"},
 		{"scheduled fleet, bad expression", []string{"-jobs", `Name ==`, "-at", future}, `Invalid -jobs expression "Name =="`},
 		{"scheduled fleet, zero jobs", []string{"-jobs", `Name == "nosuch"`, "-every", "@daily"}, `selected no job in namespace "default"`},
@@ -711,7 +720,7 @@ func TestFleetBadSelections(t *testing.T) {
 	if err != nil || len(vars) != 0 {
 		t.Errorf("variables written by refused fleets: %d (%v)", len(vars), err)
 	}
-	for _, job := range []string{"mix-web", "mix-batch"} {
+	for _, job := range []string{"mix-web", "mix-batch", "badmeta-web"} {
 		assertMainRestarted(t, c, job, 0)
 	}
 }

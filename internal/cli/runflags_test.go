@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"flag"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -171,7 +172,7 @@ func TestParseRunArgsFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !o.fleet.selected() || o.job != "" || !o.fleet.opts.Equal(tc.want) {
+			if !o.fleet.selected() || o.job != "" || !reflect.DeepEqual(o.fleet.opts, tc.want) {
 				t.Errorf("fleet %+v, job %q; want options %+v", o.fleet, o.job, tc.want)
 			}
 			if o.spec.OnError != tc.want.OnError {

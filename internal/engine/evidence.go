@@ -15,9 +15,10 @@ import (
 
 // A fleet ordered in waves starts a job only on its upstreams' evidence: the upstream's
 // allocations healthy by the very rules of the readiness gate a restart's batches pass
-// (fresh check results only, the min-healthy time, the healthy deadline), then its gates
-// holding for the fleet's -wave-wait. Evidence measures both, with the gate's code, for a
-// job that is not being restarted.
+// (fresh check results only, the healthy deadline; not the min-healthy time, which the
+// upstream's own restart just waited: judgeUpstreamAlloc), then its gates holding for the
+// fleet's -wave-wait. Evidence measures both, with the gate's code, for a job that is not
+// being restarted.
 
 // EvidenceProgress is where an upstream's evidence stands.
 type EvidenceProgress struct {
@@ -37,10 +38,6 @@ type EvidenceProgress struct {
 // allocation's healthy deadline, from now), or ctx's error.
 func (e *Engine) Evidence(ctx context.Context, namespace, jobID string, spec restart.Spec, wait time.Duration, progress func(EvidenceProgress)) error {
 	spec.StartedBefore, spec.CreatedBeforeIndex, spec.OnlyAllocs = time.Time{}, 0, nil
-	if spec.Gates != nil {
-		g := *spec.Gates // planning fills it in: the caller's, shared with its fleet, stays as it is
-		spec.Gates = &g
-	}
 	p, err := e.Plan(ctx, Request{Namespace: namespace, Job: jobID, Exact: true, Spec: spec})
 	if err != nil {
 		return err

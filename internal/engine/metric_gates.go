@@ -263,11 +263,15 @@ func describeMeasurement(specs []gate.Spec, policy gate.Policy, m gate.Measureme
 // resolveGates checks the restart's metric gates at planning and records where Prometheus
 // is, so that any driver asks the same one. Nothing is queried here (see MeasureGates).
 func (e *Engine) resolveGates(spec *restart.Spec) error {
-	g := spec.Gates
-	if g == nil || len(g.Specs) == 0 {
+	if spec.Gates == nil || len(spec.Gates.Specs) == 0 {
 		spec.Gates = nil
 		return nil
 	}
+	// What planning fills in goes to the plan's own copy: the caller's gates may be shared
+	// (a fleet's -gate, planned for several jobs at once and for its upstreams' evidence).
+	own := *spec.Gates
+	spec.Gates = &own
+	g := spec.Gates
 	typed, err := g.Parsed()
 	if err != nil {
 		return err

@@ -270,6 +270,35 @@ func TestPlanRefusesGatesWithoutPrometheus(t *testing.T) {
 	}
 }
 
+// TestPlansLeaveTheCallersGates: a fleet plans its jobs' restarts at once, and measures its
+// upstreams' evidence, from one set of gates (its -gate); planning keeps what it fills in
+// (the parsed gates, Prometheus's address) in its own copy, so the plans neither race on
+// the caller's nor change it.
+func TestPlansLeaveTheCallersGates(t *testing.T) {
+	env := gatedEnv(t, &scriptedQuerier{value: func(string, int) (float64, error) { return 0.01, nil }})
+	env.register(t, "api", "service", map[string]int{"api": 2})
+	shared := fastGates(`errors: rate{job="{{job}}"} < 0.02`)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, job := range []string{"web", "api", "web", "api"} {
+		wg.Go(func() {
+			p, err := env.e.Plan(ctx, Request{Job: job, Spec: restart.Spec{Health: restart.HealthRunning, Gates: shared}})
+			if err != nil {
+				t.Errorf("Plan %s: %v", job, err)
+				return
+			}
+			if p.Record.Spec.Gates == shared || len(p.Record.Spec.Gates.Typed) != 1 {
+				t.Errorf("plan %s: gates %+v, want its own copy, parsed", job, p.Record.Spec.Gates)
+			}
+		})
+	}
+	wg.Wait()
+	if shared.Typed != nil {
+		t.Errorf("the caller's gates were changed by planning: %+v", shared)
+	}
+}
+
 func TestWallClock(t *testing.T) {
 	var c wallClock
 	if d := time.Since(c.Now()); d < 0 || d > time.Minute {
@@ -341,5 +370,24 @@ func TestEvidenceOfAMissingJob(t *testing.T) {
 	err := env.e.Evidence(context.Background(), "default", "nosuch", restart.Spec{Health: restart.HealthRunning}, 0, func(EvidenceProgress) {})
 	if err == nil {
 		t.Fatal("the evidence of a job that does not exist was given")
+	}
+}
+
+// TestEvidenceHealthyAgainAtTheEndOfTheWait: an upstream whose checks start failing during
+// -wave-wait gives no evidence, though it was healthy when the wait began and has no gate.
+func TestEvidenceHealthyAgainAtTheEndOfTheWait(t *testing.T) {
+	env := gatedEnv(t, &scriptedQuerier{value: func(string, int) (float64, error) { return 0, errors.New("unused") }})
+	env.registerJob(t, checkedJob("upstream", 2, "pass", "", time.Second, 3*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var failing sync.Once
+	spec := restart.Spec{Health: restart.HealthChecks, OnError: restart.OnErrorFail}
+	err := env.e.Evidence(ctx, "default", "upstream", spec, 2*time.Second, func(p EvidenceProgress) {
+		if p.Total > 0 && p.Healthy == p.Total {
+			failing.Do(func() { env.sim.ScriptCheck("default", "upstream", "ready-nomad", "fail") })
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "allocation") {
+		t.Fatalf("Evidence = %v, want the allocation that failed its checks during the wait named", err)
 	}
 }

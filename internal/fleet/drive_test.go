@@ -65,7 +65,7 @@ func drive(t *testing.T, sc scenario) {
 			started[job.JobID]++
 			mustObserve(t, &f, Observation{Namespace: job.Namespace, JobID: job.JobID, RestartID: "r-" + job.JobID, ChildStatus: restart.StatusPending})
 		}
-		running := tallyJobs(f.Jobs).running
+		running := tallyOf(f).running
 		if running > f.Options.MaxParallelJobs {
 			t.Fatalf("round %d: %d children running, more than -max-parallel-jobs %d", round, running, f.Options.MaxParallelJobs)
 		}

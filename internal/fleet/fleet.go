@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -100,16 +99,6 @@ type Options struct {
 	// WaveWait is -wave-wait: how long an upstream's gates must hold after its restart
 	// ended, its allocations healthy, before its downstream jobs start.
 	WaveWait time.Duration `json:",omitempty"`
-}
-
-// Equal reports whether o and p are the same options: Options holds a list (After), so ==
-// does not compare them.
-func (o Options) Equal(p Options) bool {
-	sameAfter := slices.EqualFunc(o.After, p.After, func(a, b Dependency) bool {
-		return a.Job == b.Job && slices.Equal(a.Upstreams, b.Upstreams)
-	})
-	return sameAfter && o.MaxParallelJobs == p.MaxParallelJobs && o.MaxFailedJobs == p.MaxFailedJobs && o.Order == p.Order &&
-		o.Busy == p.Busy && o.OnError == p.OnError && o.AfterOutside == p.AfterOutside && o.WaveWait == p.WaveWait
 }
 
 // DefaultOptions are the options of a fleet given no flag: the most cautious ones, one job

@@ -20,8 +20,9 @@ type Decision struct {
 	// left pending.
 	Abandon []int
 	// Held lists the pending jobs an upstream that failed holds for good while the failure
-	// budget still holds (no question will be asked): Record settles them, skipped with the
-	// reason (failed, for an upstream outside the fleet).
+	// budget still holds (no question will be asked), or once the fleet fails: Record
+	// settles them skipped, with the reason. The upstream's failure is the one counted
+	// (a job of the fleet that failed, or one outside it, tally.outsideFailed), not theirs.
 	Held []Held
 	// Status is the fleet's status after this decision.
 	Status restart.Status
@@ -49,11 +50,7 @@ func (d Decision) Record(f *Fleet) {
 		f.Jobs[i] = settle(f.Jobs[i], JobCanceled, d.Reason)
 	}
 	for _, h := range d.Held {
-		status := JobSkipped
-		if h.Gate.Outside {
-			status = JobFailed
-		}
-		f.Jobs[h.Job] = settle(f.Jobs[h.Job], status, h.Gate.Failed)
+		f.Jobs[h.Job] = settle(f.Jobs[h.Job], JobSkipped, h.Gate.Failed)
 		// Its own downstream jobs are held in turn, naming why.
 		f.Jobs[h.Job].Evidence.Unready = "was not restarted: " + h.Gate.Failed
 	}
@@ -66,7 +63,7 @@ func Next(f Fleet) Decision {
 	if f.Status.Terminal() {
 		return Decision{Status: f.Status}
 	}
-	t := tallyJobs(f.Jobs)
+	t := tallyOf(f)
 	switch f.Control.Intent {
 	case restart.IntentCancel:
 		return decideCancel(f, t)
@@ -79,11 +76,25 @@ func Next(f Fleet) Decision {
 // tally counts the fleet's jobs by what the rules need.
 type tally struct {
 	pending, running, failed, canceled int
+	// outsideFailed counts the upstreams outside the fleet that gave no evidence (never
+	// healthy, gone): each is one failure against the budget, as a job of the fleet that
+	// failed would be, however many jobs it holds. outsideHeld are those of them an
+	// operator did not release: the jobs after them were skipped, which fails the fleet at
+	// its end (released, the jobs went on and were restarted).
+	outsideFailed, outsideHeld int
 }
 
-func tallyJobs(jobs []Job) tally {
+func tallyOf(f Fleet) tally {
 	var t tally
-	for _, j := range jobs {
+	for _, o := range f.Outside {
+		if o.Evidence.Unready != "" {
+			t.outsideFailed++
+			if !o.Evidence.Released {
+				t.outsideHeld++
+			}
+		}
+	}
+	for _, j := range f.Jobs {
 		switch j.Status {
 		case JobPending:
 			t.pending++
@@ -101,9 +112,24 @@ func tallyJobs(jobs []Job) tally {
 // done reports whether every job has ended.
 func (t tally) done() bool { return t.pending == 0 && t.running == 0 }
 
-// budgetSpent reports whether more jobs failed than the fleet allows: from then on nothing
+// failures counts what the failure budget is spent on: jobs that failed and upstreams
+// outside the fleet that gave no evidence.
+func (t tally) failures() int { return t.failed + t.outsideFailed }
+
+// budgetSpent reports whether more failed than the fleet allows: from then on nothing
 // new starts.
-func (t tally) budgetSpent(o Options) bool { return t.failed > o.MaxFailedJobs }
+func (t tally) budgetSpent(o Options) bool { return t.failures() > o.MaxFailedJobs }
+
+// failuresText names the failures: "2 jobs", "1 job and 1 upstream outside the fleet".
+func (t tally) failuresText() string {
+	switch {
+	case t.outsideFailed == 0:
+		return plural(t.failed, "job")
+	case t.failed == 0:
+		return plural(t.outsideFailed, "upstream") + " outside the fleet"
+	}
+	return plural(t.failed, "job") + " and " + plural(t.outsideFailed, "upstream") + " outside the fleet"
+}
 
 // decideCancel stops everything: the children are canceled, the jobs not started are
 // abandoned, and the fleet is canceled once no child runs, so that its end is not
@@ -161,10 +187,19 @@ func held(f Fleet) []Held {
 
 // finish is the verdict once every job ended.
 func finish(f Fleet, t tally) Decision {
-	if t.failed == 0 && t.canceled == 0 {
+	if t.failed == 0 && t.canceled == 0 && t.outsideHeld == 0 {
 		return Decision{Status: restart.StatusSucceeded, Reason: "every job was restarted or skipped"}
 	}
-	return Decision{Status: restart.StatusFailed, Reason: fmt.Sprintf("%s of %d failed and %d canceled", plural(t.failed, "job"), len(f.Jobs), t.canceled)}
+	reason := fmt.Sprintf("%s of %d failed and %d canceled", plural(t.failed, "job"), len(f.Jobs), t.canceled)
+	if t.outsideHeld > 0 {
+		// The jobs it held were skipped, so the count of jobs alone would not say why.
+		outside := fmt.Sprintf("%s outside the fleet gave no evidence", plural(t.outsideHeld, "upstream"))
+		reason += "; " + outside
+		if t.failed == 0 && t.canceled == 0 {
+			reason = outside + ": the jobs after it were skipped"
+		}
+	}
+	return Decision{Status: restart.StatusFailed, Reason: reason}
 }
 
 // budgetOutcome applies -on-error once the budget is spent and no child runs.
@@ -173,9 +208,14 @@ func budgetOutcome(f Fleet, t tally) Decision {
 	if f.Options.OnError == restart.OnErrorAsk {
 		return Decision{Status: restart.StatusWaiting, Reason: reason}
 	}
-	// The jobs an upstream's failure holds are skipped with that reason, the others
-	// abandoned with the fleet's.
-	d := Decision{Held: held(f), Status: restart.StatusFailed, Reason: reason + " (-on-error fail)"}
+	return failPending(f, reason+" (-on-error fail)")
+}
+
+// failPending ends the fleet failed for reason: the jobs an upstream's failure holds are
+// skipped with that upstream's reason (it, not the fleet's end, is why they were not
+// restarted), the other pending jobs abandoned with reason.
+func failPending(f Fleet, reason string) Decision {
+	d := Decision{Held: held(f), Status: restart.StatusFailed, Reason: reason}
 	for _, i := range pending(f.Jobs) {
 		if !slices.ContainsFunc(d.Held, func(h Held) bool { return h.Job == i }) {
 			d.Abandon = append(d.Abandon, i)
@@ -185,7 +225,7 @@ func budgetOutcome(f Fleet, t tally) Decision {
 }
 
 func spentReason(f Fleet, t tally) string {
-	return fmt.Sprintf("%s failed, more than -max-failed-jobs %d allows", plural(t.failed, "job"), f.Options.MaxFailedJobs)
+	return fmt.Sprintf("%s failed, more than -max-failed-jobs %d allows", t.failuresText(), f.Options.MaxFailedJobs)
 }
 
 // Upcoming lists, in the fleet's order, the first n pending jobs that Next would start
@@ -193,13 +233,19 @@ func spentReason(f Fleet, t tally) string {
 // canceled, or its failure budget is spent). A driver plans them ahead, while the running
 // jobs restart, so that a job starts the moment its slot frees.
 func Upcoming(f Fleet, n int) []int {
-	if f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause {
-		return nil
-	}
-	if tallyJobs(f.Jobs).budgetSpent(f.Options) {
+	if startsNothing(f) {
 		return nil
 	}
 	return pendingFree(f, n)
+}
+
+// startsNothing reports whether Next would start no job whatever happens meanwhile: the
+// fleet ended, is paused or canceled, or its failure budget is spent (until an operator's
+// yes). Nothing is prepared for a start then: neither a plan ahead nor an upstream's
+// evidence.
+func startsNothing(f Fleet) bool {
+	return f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause ||
+		tallyOf(f).budgetSpent(f.Options)
 }
 
 // pendingFree lists, in order, the first n pending jobs waiting neither for another
@@ -223,7 +269,7 @@ func pendingFree(f Fleet, n int) []int {
 // job waiting for another restart is passed over rather than waited on, so one busy job
 // does not hold up the fleet.
 func startable(f Fleet) []int {
-	return pendingFree(f, f.Options.MaxParallelJobs-tallyJobs(f.Jobs).running)
+	return pendingFree(f, f.Options.MaxParallelJobs-tallyOf(f).running)
 }
 
 // steer lists the running children that have not yet been given intent by the fleet. A

@@ -146,14 +146,16 @@ func indexOf(jobs []Job, namespace, jobID string) int {
 // or Unready, later measurements change nothing, so that a downstream job that started
 // never finds its upstream's evidence taken back, and one held is held for good (until an
 // operator releases it). An upstream in the fleet whose restart succeeded but whose
-// evidence failed counts as failed: its restart did not leave it well.
+// evidence failed counts as failed: its restart did not leave it well. So does one that
+// was skipped (nothing to restart, purged, busy) but is not healthy: its downstream jobs
+// are not restarted for it, which the budget and the fleet's end must count.
 func observeEvidence(f *Fleet, obs Observation) error {
 	ev := f.evidenceOf(Ref{obs.Namespace, obs.JobID})
 	if ev == nil {
 		return fmt.Errorf("fleet %s: job %q in namespace %q is neither in its selection nor an upstream of it", f.ID, obs.JobID, obs.Namespace)
 	}
 	i := indexOf(f.Jobs, obs.Namespace, obs.JobID)
-	if ev.Ready || ev.Unready != "" || (i >= 0 && !f.Jobs[i].Status.Terminal()) {
+	if ev.verdict() || (i >= 0 && !f.Jobs[i].Status.Terminal()) {
 		return nil // a verdict is final; a job's evidence is measured once its restart ended
 	}
 	got := *obs.Evidence
@@ -161,9 +163,14 @@ func observeEvidence(f *Fleet, obs Observation) error {
 	if ev.Ready {
 		ev.Waits = ""
 	}
-	if i >= 0 && got.Unready != "" && f.Jobs[i].Status == JobSucceeded {
-		f.Jobs[i].Status = JobFailed
-		f.Jobs[i].Reason = "its restart succeeded, but " + got.Unready
+	if i < 0 || got.Unready == "" {
+		return nil
+	}
+	switch j := &f.Jobs[i]; j.Status {
+	case JobSucceeded:
+		j.Status, j.Reason = JobFailed, "its restart succeeded, but "+got.Unready
+	case JobSkipped:
+		j.Status, j.Reason = JobFailed, "it was skipped ("+j.Reason+"), but as an upstream it "+got.Unready
 	}
 	return nil
 }
@@ -178,4 +185,12 @@ func (f *Fleet) evidenceOf(r Ref) *Evidence {
 		return &f.Outside[o].Evidence
 	}
 	return nil
+}
+
+// EvidenceOf is the recorded evidence of upstream r, zero when r is no upstream of f.
+func (f Fleet) EvidenceOf(r Ref) Evidence {
+	if ev := f.evidenceOf(r); ev != nil {
+		return *ev
+	}
+	return Evidence{}
 }

@@ -112,18 +112,15 @@ func ApplyAnswer(r *Record, answer string) (proceed bool, err error) {
 	}
 	r.Question = nil
 	if ans.Proceed {
-		r.Options.MaxFailedJobs = r.Counts()[JobFailed]
+		r.Options.MaxFailedJobs = tallyOf(r.Fleet).failures()
 		releaseFailedUpstreams(&r.Fleet)
 		r.Status = restart.StatusRunning
 		return true, nil
 	}
-	r.Status = restart.StatusFailed
-	r.Reason = "an operator answered no to continuing after the failed jobs"
-	for i := range r.Jobs {
-		if r.Jobs[i].Status == JobPending {
-			r.Jobs[i] = settle(r.Jobs[i], JobCanceled, r.Reason)
-		}
-	}
+	// As under -on-error fail: the jobs a failed upstream holds are skipped naming it.
+	d := failPending(r.Fleet, "an operator answered no to continuing after the failed jobs")
+	d.Record(&r.Fleet)
+	r.Reason = d.Reason
 	return false, nil
 }
 

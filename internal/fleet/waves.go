@@ -82,7 +82,8 @@ func checkName(name string) error {
 		return fmt.Errorf("a job name is empty: name each job once, separated by commas")
 	}
 	if strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || r == 0 || r == ':' || r == ',' }) {
-		return fmt.Errorf("%q is not a job name: give one job before the colon, and separate the upstreams after it with commas", name)
+		// Said without -after's colon: the same words serve the job's meta.
+		return fmt.Errorf("%q is not a job name: separate job names with commas (a name holds no space, colon or comma)", name)
 	}
 	if ns, job, ok := strings.Cut(name, "/"); ok {
 		if ns == "" || job == "" || strings.ContainsFunc(ns, func(r rune) bool {
@@ -130,6 +131,10 @@ type Evidence struct {
 	Released bool   `json:",omitempty"`
 }
 
+// verdict reports whether the evidence is settled: ready, unready, or released by an
+// operator. Only progress (Waits) may change before.
+func (e Evidence) verdict() bool { return e.Ready || e.Unready != "" || e.Released }
+
 // Upstream is an upstream outside the selection: never restarted by the fleet, it must be
 // healthy before its downstream jobs start (AfterOutside wait).
 type Upstream struct {
@@ -167,7 +172,7 @@ type Named struct {
 // its meta names (meta) and -after names (after); a job's wave is one more than its latest
 // upstream's in the selection. It returns the jobs in wave order (the fleet's order within
 // a wave) with Wave and After set, and the upstreams outside the selection (none under
-// AfterOutside ignore). exists says whether Nomad knows a job outside the selection. It
+// AfterOutside ignore; any other value, "" included, is wait, the default). exists says whether Nomad knows a job outside the selection. It
 // refuses, naming them, a -after for a job not selected, an upstream that does not exist,
 // and a cycle. Without any upstream, jobs come back as they are (no waves).
 func PlanWaves(jobs []Job, meta []Named, after []Dependency, outside AfterOutside, exists func(Ref) bool) ([]Job, []Upstream, error) {
@@ -344,9 +349,6 @@ func (f Fleet) HasWaves() bool {
 type Gate struct {
 	Waits  string
 	Failed string
-	// Outside is set when Failed is an upstream outside the fleet: the job fails rather
-	// than being skipped, since nothing in the fleet failed to say so.
-	Outside bool
 }
 
 // Free reports whether the job may start as far as its upstreams go.
@@ -357,8 +359,29 @@ func (g Gate) Free() bool { return g.Waits == "" && g.Failed == "" }
 // upstream in the fleet gave its evidence, so that its health is measured when the job's
 // turn is near, not long before.
 func (f Fleet) GateOf(i int) Gate {
+	if g := f.insideGate(i); !g.Free() {
+		return g
+	}
+	for _, u := range f.Jobs[i].After {
+		o := f.outsideIndex(u)
+		if o < 0 {
+			continue
+		}
+		ev := f.Outside[o].Evidence
+		switch {
+		case ev.Unready != "" && !ev.Released:
+			return Gate{Failed: fmt.Sprintf("its upstream %s, outside the fleet, %s", f.nameOf(u), ev.Unready)}
+		case !ev.Ready && !ev.Released:
+			return Gate{Waits: fmt.Sprintf("waits for %s (outside the fleet): %s", f.nameOf(u), cmp.Or(ev.Waits, "its health, not measured yet"))}
+		}
+	}
+	return Gate{}
+}
+
+// insideGate judges job i's upstreams in the fleet: the first that failed, else the first
+// that has not given its evidence yet.
+func (f Fleet) insideGate(i int) Gate {
 	var waits string
-	inside := true
 	for _, u := range f.Jobs[i].After {
 		k := indexOf(f.Jobs, u.Namespace, u.JobID)
 		if k < 0 {
@@ -371,25 +394,8 @@ func (f Fleet) GateOf(i int) Gate {
 		if w != "" && waits == "" {
 			waits = fmt.Sprintf("waits for %s: %s", f.nameOf(u), w)
 		}
-		inside = inside && w == ""
 	}
-	if waits != "" || !inside {
-		return Gate{Waits: waits}
-	}
-	for _, u := range f.Jobs[i].After {
-		o := f.outsideIndex(u)
-		if o < 0 {
-			continue
-		}
-		ev := f.Outside[o].Evidence
-		switch {
-		case ev.Unready != "" && !ev.Released:
-			return Gate{Failed: fmt.Sprintf("its upstream %s, outside the fleet, %s", f.nameOf(u), ev.Unready), Outside: true}
-		case !ev.Ready && !ev.Released:
-			return Gate{Waits: fmt.Sprintf("waits for %s (outside the fleet): %s", f.nameOf(u), cmp.Or(ev.Waits, "its health, not measured yet"))}
-		}
-	}
-	return Gate{}
+	return Gate{Waits: waits}
 }
 
 // upstreamGate is what an upstream in the fleet holds its downstream jobs for: waits
@@ -435,7 +441,7 @@ func (f Fleet) outsideIndex(r Ref) int {
 // upstreams in the fleet all gave theirs (GateOf). Nothing is measured for a fleet that
 // starts nothing (ended, paused, canceled, its failure budget spent).
 func Unproven(f Fleet) []Ref {
-	if f.Status.Terminal() || f.Control.Intent == restart.IntentCancel || f.Control.Intent == restart.IntentPause {
+	if startsNothing(f) {
 		return nil
 	}
 	var out []Ref
@@ -449,19 +455,18 @@ func Unproven(f Fleet) []Ref {
 			continue
 		}
 		for _, u := range j.After {
-			k := indexOf(f.Jobs, u.Namespace, u.JobID)
-			if k >= 0 {
-				if ev := f.Jobs[k].Evidence; (f.Jobs[k].Status == JobSucceeded || f.Jobs[k].Status == JobSkipped) && !ev.Ready && ev.Unready == "" && !ev.Released {
-					addOnce(u)
-				}
-				continue
+			if k := indexOf(f.Jobs, u.Namespace, u.JobID); k >= 0 && (f.Jobs[k].Status == JobSucceeded || f.Jobs[k].Status == JobSkipped) && !f.Jobs[k].Evidence.verdict() {
+				addOnce(u)
 			}
 		}
-		if g := f.GateOf(i); strings.Contains(g.Waits, "(outside the fleet)") {
-			for _, u := range j.After {
-				if o := f.outsideIndex(u); o >= 0 && !f.Outside[o].Evidence.Ready {
-					addOnce(u)
-				}
+		// Its upstreams outside the fleet once those in it gave theirs (GateOf), unless one
+		// of them failed already.
+		if !f.insideGate(i).Free() || f.GateOf(i).Failed != "" {
+			continue
+		}
+		for _, u := range j.After {
+			if o := f.outsideIndex(u); o >= 0 && !f.Outside[o].Evidence.verdict() {
+				addOnce(u)
 			}
 		}
 	}
@@ -547,7 +552,8 @@ type WaveSummary struct {
 	// "waiting".
 	State string
 	// Waits says, for each of its pending jobs held by an upstream, what it waits for:
-	// "api: waits for db-proxy: 2 of 3 allocations healthy".
+	// "api: waits for db-proxy: 2 of 3 allocations healthy", or "api: held: its upstream
+	// db-proxy failed: ..." while an operator's answer decides.
 	Waits []string `json:",omitempty"`
 }
 
@@ -567,8 +573,13 @@ func (f Fleet) WaveSummaries() []WaveSummary {
 			if j.Status != JobPending {
 				continue
 			}
-			if g := f.GateOf(i); g.Waits != "" {
+			switch g := f.GateOf(i); {
+			case g.Waits != "":
 				s.Waits = append(s.Waits, j.JobID+": "+g.Waits)
+			case g.Failed != "":
+				// Held, not settled yet: the budget is spent (an operator's answer decides)
+				// or the fleet is paused.
+				s.Waits = append(s.Waits, j.JobID+": held: "+g.Failed)
 			}
 		}
 		if s.State == "waiting" && started {

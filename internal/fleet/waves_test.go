@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func TestPlanWaves(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, outside, err := PlanWaves(tt.jobs, tt.meta, deps(t, tt.after...), cmpOr(tt.outside, AfterOutsideWait), existsOnly(tt.exists...))
+			got, outside, err := PlanWaves(tt.jobs, tt.meta, deps(t, tt.after...), tt.outside, existsOnly(tt.exists...))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
@@ -115,13 +116,6 @@ func TestPlanWaves(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cmpOr(a, b AfterOutside) AfterOutside {
-	if a == "" {
-		return b
-	}
-	return a
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }
@@ -188,14 +182,20 @@ func TestNextWithWaves(t *testing.T) {
 		{name: "evidence that failed holds its downstream", failures: 1,
 			change:   map[int]func(*Job){0: ended(JobFailed, Evidence{Unready: "1 of 3 allocations healthy after 5m"}), 1: ended(JobSucceeded, Evidence{})},
 			wantHeld: map[int]string{2: "its upstream db 1 of 3 allocations healthy after 5m"}},
+		{name: "a spent budget measures nothing: no job would start on it", failures: 0,
+			change:    map[int]func(*Job){0: ended(JobSucceeded, Evidence{}), 1: ended(JobFailed, Evidence{})},
+			wantWaits: map[int]string{2: "waits for db: its evidence, not measured yet"}},
 		{name: "a released failure lets it go on", change: map[int]func(*Job){0: ended(JobFailed, Evidence{Released: true}), 1: ended(JobSucceeded, Evidence{})},
 			failures: 1, wantStart: []int{2}},
 		{name: "an outside upstream is measured once the inside ones are ready", after3: []Ref{{"default", "api"}, {"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw"}},
 			change:   map[int]func(*Job){0: ended(JobSucceeded, Evidence{Ready: true}), 1: ended(JobSucceeded, Evidence{}), 2: ended(JobSucceeded, Evidence{Ready: true})},
 			unproven: []string{"mesh/gw"}, wantWaits: map[int]string{3: "waits for mesh/gw (outside the fleet): its health, not measured yet"}},
-		{name: "an outside upstream that failed fails its downstream", after3: []Ref{{"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy"}}},
+		{name: "an outside upstream that failed holds its downstream while the budget holds", after3: []Ref{{"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy"}}},
+			failures: 1,
 			change:   map[int]func(*Job){0: ended(JobSucceeded, Evidence{Ready: true}), 1: ended(JobSucceeded, Evidence{}), 2: ended(JobSucceeded, Evidence{Ready: true})},
 			wantHeld: map[int]string{3: "its upstream mesh/gw, outside the fleet, was not healthy"}},
+		{name: "an outside upstream that failed spends the budget: nothing held, the fleet asks", after3: []Ref{{"mesh", "gw"}}, outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy"}}},
+			change: map[int]func(*Job){0: ended(JobSucceeded, Evidence{Ready: true}), 1: ended(JobSucceeded, Evidence{}), 2: ended(JobSucceeded, Evidence{Ready: true})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,6 +308,13 @@ func TestObserveEvidence(t *testing.T) {
 	if err := obs("default", "api", Evidence{Ready: true}); err != nil || f.Jobs[2].Evidence.Ready {
 		t.Errorf("a pending job's evidence must not be taken: %v %+v", err, f.Jobs[2].Evidence)
 	}
+	f.Jobs[1].Status, f.Jobs[1].Reason = JobSkipped, "it had no allocation to restart when its turn came"
+	if err := obs("default", "solo", Evidence{Unready: "is gone from Nomad"}); err != nil {
+		t.Fatal(err)
+	}
+	if j := f.Jobs[1]; j.Status != JobFailed || j.Reason != "it was skipped (it had no allocation to restart when its turn came), but as an upstream it is gone from Nomad" {
+		t.Errorf("a skipped upstream without evidence: %s %q, want failed: the jobs after it are not restarted for it", j.Status, j.Reason)
+	}
 	if err := obs("mesh", "gw", Evidence{Ready: true}); err != nil || !f.Outside[0].Evidence.Ready {
 		t.Errorf("outside: %v %+v", err, f.Outside[0].Evidence)
 	}
@@ -349,25 +356,126 @@ func TestOnErrorFailSkipsHeldJobs(t *testing.T) {
 	}
 }
 
-func TestOptionsEqual(t *testing.T) {
-	a := DefaultOptions()
-	a.After = []Dependency{{Job: "web", Upstreams: []string{"api"}}}
-	b := DefaultOptions()
-	b.After = []Dependency{{Job: "web", Upstreams: []string{"api"}}}
-	if !a.Equal(b) {
-		t.Error("equal options differ")
-	}
-	for name, change := range map[string]func(*Options){
-		"upstreams": func(o *Options) { o.After[0].Upstreams = []string{"auth"} },
-		"wave-wait": func(o *Options) { o.WaveWait = time.Second },
-		"outside":   func(o *Options) { o.AfterOutside = AfterOutsideIgnore },
-		"parallel":  func(o *Options) { o.MaxParallelJobs = 2 },
-	} {
-		c := DefaultOptions()
-		c.After = []Dependency{{Job: "web", Upstreams: []string{"api"}}}
-		change(&c)
-		if a.Equal(c) {
-			t.Errorf("options with other %s are equal", name)
+// outsideHeld is a fleet of three jobs, two of them after mesh/gw, an upstream outside the
+// fleet that was measured unhealthy, and a third job of its own that succeeded.
+func outsideHeld(failures int, onError restart.OnError) Fleet {
+	jobs := named("api", "web", "solo")
+	jobs[0].Wave, jobs[0].After = 1, []Ref{{"mesh", "gw"}}
+	jobs[1].Wave, jobs[1].After = 1, []Ref{{"mesh", "gw"}}
+	jobs[2].Wave, jobs[2].Status, jobs[2].RestartID = 1, JobSucceeded, "r-solo"
+	return Fleet{ID: "f", Jobs: jobs, Status: restart.StatusRunning, Options: opts(2, failures, onError),
+		Control: restart.Control{Intent: restart.IntentRun},
+		Outside: []Upstream{{Namespace: "mesh", JobID: "gw", Evidence: Evidence{Unready: "was not healthy (-health checks): allocation 1a2b3c4d: check up critical"}}}}
+}
+
+// TestOutsideUpstreamFailureSkipsItsDownstream: an upstream outside the fleet that gives
+// no evidence is a failed upstream like one in the fleet: the jobs after it are recorded
+// skipped with the reason, its failure counts once against the budget however many jobs
+// it holds, the fleet ends failed saying so, -on-error decides once the budget is spent,
+// and an operator's yes lets the held jobs go on (no: skipped with the reason).
+func TestOutsideUpstreamFailureSkipsItsDownstream(t *testing.T) {
+	const reason = "its upstream mesh/gw, outside the fleet, was not healthy"
+	settleAll := func(f *Fleet) {
+		for range 3 {
+			Next(*f).Record(f)
 		}
 	}
+	wantSkipped := func(t *testing.T, f Fleet) {
+		t.Helper()
+		for _, j := range f.Jobs[:2] {
+			if j.Status != JobSkipped || j.RestartID != "" || !strings.HasPrefix(j.Reason, reason) {
+				t.Errorf("%s: %s (restart %q) %q, want skipped, never started, naming mesh/gw", j.JobID, j.Status, j.RestartID, j.Reason)
+			}
+		}
+	}
+
+	// Whether the budget holds (the held jobs settled at once) or is spent under -on-error
+	// fail (settled as the fleet fails), they end skipped naming the upstream, and the
+	// fleet failed saying why.
+	for _, budget := range []int{1, 0} {
+		t.Run(fmt.Sprintf("-max-failed-jobs %d: skipped, the fleet fails naming the upstream", budget), func(t *testing.T) {
+			f := outsideHeld(budget, restart.OnErrorFail)
+			settleAll(&f)
+			wantSkipped(t, f)
+			if f.Status != restart.StatusFailed {
+				t.Errorf("fleet %s, want failed", f.Status)
+			}
+			if d := finish(f, tallyOf(f)); d.Reason != "1 upstream outside the fleet gave no evidence: the jobs after it were skipped" {
+				t.Errorf("finish = %s %q, want failed naming the upstream outside", d.Status, d.Reason)
+			}
+		})
+	}
+	t.Run("counted once: two held jobs spend one failure", func(t *testing.T) {
+		f := outsideHeld(1, restart.OnErrorFail)
+		f.Jobs = append(f.Jobs, Job{Namespace: "default", JobID: "later", Status: JobPending, Wave: 1})
+		f.Options.MaxParallelJobs = 3
+		Next(f).Record(&f) // the held jobs settled; "later" not started yet
+		if d := Next(f); !slices.Equal(d.Start, []int{3}) || d.Status != restart.StatusRunning {
+			t.Errorf("Next = %s Start %v, want running, [3]: one upstream's failure is one of the budget's", d.Status, d.Start)
+		}
+	})
+	t.Run("budget spent, ask, yes: the held jobs go on", func(t *testing.T) {
+		f := outsideHeld(0, restart.OnErrorAsk)
+		d := Next(f)
+		if d.Status != restart.StatusWaiting || len(d.Held) != 0 || !strings.Contains(d.Reason, "1 upstream outside the fleet failed") {
+			t.Fatalf("Next = %s %q held %v, want waiting, naming the upstream, nothing held", d.Status, d.Reason, d.Held)
+		}
+		rec := &Record{Fleet: f}
+		d.Record(&rec.Fleet)
+		rec.Question = BudgetQuestion("q", d.Reason, time.Time{})
+		if ok, err := ApplyAnswer(rec, "y"); !ok || err != nil {
+			t.Fatalf("ApplyAnswer = %v, %v", ok, err)
+		}
+		if d := Next(rec.Fleet); !slices.Equal(d.Start, []int{0, 1}) {
+			t.Errorf("after yes, Start = %v, want [0 1]", d.Start)
+		}
+		// Every job restarted, as the operator let them: the fleet succeeds.
+		for i := range rec.Jobs[:2] {
+			rec.Jobs[i].Status, rec.Jobs[i].RestartID = JobSucceeded, "r"
+		}
+		if d := Next(rec.Fleet); d.Status != restart.StatusSucceeded {
+			t.Errorf("every job restarted after yes: fleet %s %q, want succeeded", d.Status, d.Reason)
+		}
+	})
+	t.Run("budget spent, ask, no: skipped naming it", func(t *testing.T) {
+		rec := &Record{Fleet: outsideHeld(0, restart.OnErrorAsk)}
+		d := Next(rec.Fleet)
+		d.Record(&rec.Fleet)
+		rec.Question = BudgetQuestion("q", d.Reason, time.Time{})
+		if ok, err := ApplyAnswer(rec, "n"); ok || err != nil {
+			t.Fatalf("ApplyAnswer = %v, %v", ok, err)
+		}
+		wantSkipped(t, rec.Fleet)
+		if rec.Status != restart.StatusFailed {
+			t.Errorf("fleet %s, want failed", rec.Status)
+		}
+	})
+}
+
+// TestWaveSummaries: each wave's state, and what its pending jobs wait for, or that a
+// failed upstream holds them while the fleet asks.
+func TestWaveSummaries(t *testing.T) {
+	f := chain()
+	got := f.WaveSummaries()
+	want := []WaveSummary{
+		{Wave: 1, Jobs: []string{"db", "solo"}, State: "waiting"},
+		{Wave: 2, Jobs: []string{"api"}, State: "waiting", Waits: []string{"api: waits for db: its turn (wave 1)"}},
+		{Wave: 3, Jobs: []string{"web"}, State: "waiting", Waits: []string{"web: waits for api: its turn (wave 2)"}},
+	}
+	if !slices.EqualFunc(got, want, sameSummary) {
+		t.Errorf("pending fleet: %+v, want %+v", got, want)
+	}
+	// db failed and spent the budget: the fleet asks, api is held until the answer.
+	f.Jobs[0].Status, f.Jobs[0].RestartID, f.Jobs[0].Reason = JobFailed, "r0", "batch 1 failed"
+	f.Jobs[1].Status, f.Jobs[1].RestartID = JobRunning, "r1"
+	got = f.WaveSummaries()
+	want[0].State = "running"
+	want[1].Waits = []string{"api: held: its upstream db failed: batch 1 failed"}
+	if !slices.EqualFunc(got, want, sameSummary) {
+		t.Errorf("held fleet: %+v, want %+v", got, want)
+	}
+}
+
+func sameSummary(a, b WaveSummary) bool {
+	return a.Wave == b.Wave && a.State == b.State && slices.Equal(a.Jobs, b.Jobs) && slices.Equal(a.Waits, b.Waits)
 }

@@ -224,7 +224,7 @@ func noteEvidence(next *fleet.Record, ref fleet.Ref, before, after fleet.Evidenc
 	case after.Ready && !before.Ready:
 		next.AddEvent(now, fleet.EventJobWaiting, name+" gave its evidence: its allocations are healthy and its gates held; the jobs after it may start")
 	case after.Unready != "" && before.Unready == "":
-		next.AddEvent(now, fleet.EventJobEnded, name+" "+after.Unready+": the jobs after it will not start")
+		next.AddEvent(now, fleet.EventJobEnded, name+" "+after.Unready+": the jobs after it are held back (skipped, or started only on an operator's yes)")
 	}
 }
 
@@ -238,19 +238,4 @@ func noteWaves(next *fleet.Record, before int, now time.Time) {
 		}
 		next.AddEvent(now, fleet.EventWaveStarted, fmt.Sprintf("Wave %d of %d started: %s", w, next.Waves(), strings.Join(names, ", ")))
 	}
-}
-
-// evidenceOf is the stored evidence of ref in rec (zero when none).
-func evidenceOf(rec *fleet.Record, ref fleet.Ref) fleet.Evidence {
-	for _, j := range rec.Jobs {
-		if fleet.RefOf(j) == ref {
-			return j.Evidence
-		}
-	}
-	for _, o := range rec.Outside {
-		if o.Namespace == ref.Namespace && o.JobID == ref.JobID {
-			return o.Evidence
-		}
-	}
-	return fleet.Evidence{}
 }

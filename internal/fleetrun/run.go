@@ -314,11 +314,11 @@ func (r *run) observe(next *fleet.Record) error {
 		r.noteChange(next, before, next.Jobs[i])
 	}
 	for ref, obs := range r.evidence {
-		before := evidenceOf(next, ref)
+		before := next.EvidenceOf(ref)
 		if err := fleet.Observe(&next.Fleet, obs); err != nil {
 			return fmt.Errorf("observing fleet %s: %w", short(r.id), err)
 		}
-		noteEvidence(next, ref, before, evidenceOf(next, ref), r.d.now())
+		noteEvidence(next, ref, before, next.EvidenceOf(ref), r.d.now())
 	}
 	return nil
 }

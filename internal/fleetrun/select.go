@@ -1,7 +1,6 @@
 package fleetrun
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,7 +79,8 @@ func planWaves(ctx context.Context, l Lister, jobs []fleet.Job, opts fleet.Optio
 		}
 		ups, err := fleet.ParseUpstreams(v)
 		if err != nil {
-			return nil, nil, fmt.Errorf("job %q (namespace %q): meta %s = %q: %v; fix the job's meta or leave the job out of -jobs", j.JobID, j.Namespace, onchange.KeyAfter, v, err)
+			// Not met from Select: checkApplies refused it first, as a meta problem.
+			return nil, nil, fmt.Errorf("job %q (namespace %q): meta %s: %w", j.JobID, j.Namespace, onchange.KeyAfter, err)
 		}
 		meta = append(meta, fleet.Named{Job: fleet.RefOf(j), Upstreams: ups})
 	}
@@ -92,7 +92,7 @@ func planWaves(ctx context.Context, l Lister, jobs []fleet.Job, opts fleet.Optio
 		}
 		return len(found) > 0
 	}
-	out, outside, err := fleet.PlanWaves(jobs, meta, opts.After, cmp.Or(opts.AfterOutside, fleet.AfterOutsideWait), exists)
+	out, outside, err := fleet.PlanWaves(jobs, meta, opts.After, opts.AfterOutside, exists)
 	if lookupErr != nil {
 		return nil, nil, lookupErr
 	}

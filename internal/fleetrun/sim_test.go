@@ -175,7 +175,7 @@ func (e *env) reader(ctx context.Context, t *testing.T, rec *fleet.Record) func(
 	}
 }
 
-// wavesOf registers, for each name, a service job of two allocations whose group has a
+// registerChecked registers, for each name, a service job of two allocations whose group has a
 // Nomad service with a scripted check "up" (passing), and returns the names.
 func (e *env) registerChecked(t testing.TB, names ...string) {
 	t.Helper()
@@ -210,8 +210,6 @@ func nineInWaves(t *testing.T, e *env, parallel, failed int, wait time.Duration)
 		}
 	}
 	e.registerChecked(t, names...)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
 	c1, _, err := e.client.Jobs().Info("wave-c-1", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +219,6 @@ func nineInWaves(t *testing.T, e *env, parallel, failed int, wait time.Duration)
 		t.Fatal(err)
 	}
 	e.waitNoDeployments(t, []string{"wave-c-1"})
-	_ = ctx
 	opts := options(parallel, failed, restart.OnErrorFail)
 	for i := 1; i <= 3; i++ {
 		d, err := fleet.ParseAfter(fmt.Sprintf("wave-b-%d: wave-a-%d", i, i))
@@ -359,6 +356,9 @@ func TestFleetWavesResumeAcrossKilledDrivers(t *testing.T) {
 	}
 	t.Logf("%d drivers killed, %d of them while an upstream's evidence was being measured", kills, midEvidence)
 	if done.Status != restart.StatusSucceeded {
+		for _, j := range done.Jobs {
+			t.Logf("%s: %s %q (evidence %+v)", j.JobID, j.Status, j.Reason, j.Evidence)
+		}
 		t.Fatalf("fleet %s: %s", done.Status, done.Reason)
 	}
 	e.checkJobsOnce(t, done)
@@ -414,5 +414,54 @@ func TestFleetWavesAnswerYesLetsHeldJobsGoOn(t *testing.T) {
 	}
 	if done.Jobs[0].Status != fleet.JobFailed || done.Status != restart.StatusFailed {
 		t.Errorf("ask-up %s, fleet %s: want both failed", done.Jobs[0].Status, done.Status)
+	}
+}
+
+// TestFleetWavesOutsideUpstreamNeverHealthy: a job whose upstream outside the fleet fails
+// its checks is never restarted: it is recorded skipped naming that upstream, which counts
+// as the one failure the budget allows, while the other job restarts; the fleet ends
+// failed, saying an upstream outside it gave no evidence.
+func TestFleetWavesOutsideUpstreamNeverHealthy(t *testing.T) {
+	e := startEnv(t)
+	e.registerChecked(t, "ext-gw", "ext-down", "ext-free")
+	e.sim.ScriptCheck("default", "ext-gw", "up", "fail")
+	opts := options(2, 1, restart.OnErrorFail)
+	d, err := fleet.ParseAfter("ext-down: ext-gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.After = []fleet.Dependency{d}
+	spec := restart.Spec{Health: restart.HealthChecks, OnError: restart.OnErrorFail, Yes: true, BatchSizes: []restart.BatchSize{{N: 1}},
+		HealthyDeadline: 20 * time.Second, MinHealthyTime: time.Second}
+	rec := e.file(t, `Name matches "^ext-(down|free)$"`, spec, opts)
+	if len(rec.Outside) != 1 || rec.Outside[0].JobID != "ext-gw" {
+		t.Fatalf("upstreams outside the fleet %+v, want ext-gw", rec.Outside)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	done, err := e.driver("waves-outside:1", true).Run(ctx, rec.Namespace, rec.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]fleet.Job{}
+	for _, j := range done.Jobs {
+		byID[j.JobID] = j
+	}
+	if j := byID["ext-down"]; j.Status != fleet.JobSkipped || j.RestartID != "" || !strings.Contains(j.Reason, "its upstream ext-gw, outside the fleet, was not healthy") {
+		t.Errorf("ext-down %s (restart %q) %q, want skipped, never started, naming ext-gw", j.Status, j.RestartID, j.Reason)
+	}
+	if j := byID["ext-free"]; j.Status != fleet.JobSucceeded {
+		t.Errorf("ext-free %s %q, want succeeded: one failure is within the budget", j.Status, j.Reason)
+	}
+	if done.Status != restart.StatusFailed || !strings.Contains(done.Reason, "1 upstream outside the fleet gave no evidence") {
+		t.Errorf("fleet %s %q, want failed naming the upstream outside it", done.Status, done.Reason)
+	}
+	if ev := done.Outside[0].Evidence; ev.Ready || ev.Unready == "" {
+		t.Errorf("ext-gw's evidence %+v, want unready", ev)
+	}
+	for _, id := range []string{"ext-down", "ext-gw"} {
+		if w, _ := simtest.RestartWindow(ctx, e.client, "default", id); !w.From.IsZero() {
+			t.Errorf("%s was restarted at %s", id, w.From)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
@@ -172,6 +173,12 @@ func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) er
 	if key == KeyDebounce {
 		var err error
 		*debounce, err = parseDebounce(value)
+		return err
+	}
+	if key == KeyAfter {
+		// Only fleets read it, with this very parser; a value none can read is the job's
+		// meta problem like any other key's, heard before a fleet refuses it.
+		_, err := fleet.ParseUpstreams(value)
 		return err
 	}
 	var o restart.Options

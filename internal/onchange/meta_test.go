@@ -117,6 +117,8 @@ func TestReadOptionsInvalid(t *testing.T) {
 		{KeySurge, "two", "1 or more"},
 		{KeyOnFailure, "rollback", "give stop (the default: the rollout stops) or revert"},
 		{KeyOnFailure, "", "give stop (the default: the rollout stops) or revert"},
+		{KeyAfter, "api db-proxy", `"api db-proxy" is not a job name: separate job names with commas`},
+		{KeyAfter, "api,", "a job name is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {

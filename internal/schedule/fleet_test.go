@@ -46,6 +46,12 @@ func TestOldJobScheduleStaysAJobSchedule(t *testing.T) {
 func TestFleetScheduleJSON(t *testing.T) {
 	opts := fleet.DefaultOptions()
 	opts.MaxParallelJobs, opts.Busy = 3, fleet.BusySkip
+	// A fleet in waves: each occurrence sorts its jobs anew by these.
+	after, err := fleet.ParseAfter("web: api, db/db-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.After, opts.AfterOutside, opts.WaveWait = []fleet.Dependency{after}, fleet.AfterOutsideIgnore, 30*time.Second
 	in := schedule.Schedule{ID: "0b9d3c84-6a2e-4f1b-9c1d-3e5f7a9b1c2d", At: time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC),
 		Fleet: &schedule.FleetTarget{Selection: fleet.Selection{Namespace: "*", Filter: `Name matches "^api-"`}, Options: opts}}
 	raw, err := json.Marshal(&in)
@@ -56,7 +62,7 @@ func TestFleetScheduleJSON(t *testing.T) {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !out.IsFleet() || out.JobID != "" || out.Fleet.Selection != in.Fleet.Selection || !out.Fleet.Options.Equal(in.Fleet.Options) {
+	if !out.IsFleet() || out.JobID != "" || out.Fleet.Selection != in.Fleet.Selection || !sameJSON(t, out.Fleet.Options, in.Fleet.Options) || out.Fleet.Options.After[0].String() != "web: api, db/db-proxy" {
 		t.Fatalf("read back %+v from %s", out.Fleet, raw)
 	}
 	if got, want := out.Target(), `fleet: Name matches "^api-"`; got != want {
@@ -65,6 +71,17 @@ func TestFleetScheduleJSON(t *testing.T) {
 	if out.Kind() != "at" || out.When() != "2026-12-02T02:00:00Z" {
 		t.Errorf("Kind() %q When() %q", out.Kind(), out.When())
 	}
+}
+
+// sameJSON reports whether a and b are stored alike: what a schedule keeps is its JSON.
+func sameJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		t.Fatalf("JSON: %v, %v", errA, errB)
+	}
+	return string(ja) == string(jb)
 }
 
 // The store keeps a fleet schedule in the namespace it is given (the fleet's home), lists
@@ -87,7 +104,7 @@ func TestStoreFleetSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.IsFleet() || got.Fleet.Selection != target.Selection || !got.Fleet.Options.Equal(target.Options) || got.Namespace != "prod" {
+	if !got.IsFleet() || got.Fleet.Selection != target.Selection || !sameJSON(t, got.Fleet.Options, target.Options) || got.Namespace != "prod" {
 		t.Fatalf("read back %+v (fleet %+v)", got, got.Fleet)
 	}
 	if all, err := st.List(ctx, "*", ""); err != nil || len(all) != 2 {
