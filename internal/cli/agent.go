@@ -17,6 +17,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/page"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
@@ -29,6 +30,10 @@ type agentOptions struct {
 	state        string
 	logFormat    string
 	rollOnChange bool
+	// drainUntil and balancerRefresh are the defaults of the restarts the agent plans.
+	drainUntil, balancerRefresh stringsFlag
+	drainEvidence               []restart.DrainEvidence
+	refresh                     map[string]time.Duration
 }
 
 func parseAgentFlags(args []string) (*agentOptions, error) {
@@ -39,6 +44,8 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 		fs.StringVar(&o.state, "state", "nomad", "")
 		fs.StringVar(&o.logFormat, "log-format", "text", "")
 		fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
+		fs.Var(&o.drainUntil, "drain-until", "")
+		fs.Var(&o.balancerRefresh, "balancer-refresh", "")
 		// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
 		o.client.prometheus.add(fs)
 	})
@@ -46,6 +53,9 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 		return nil, err
 	}
 	if err := o.client.prometheus.validate(); err != nil {
+		return nil, err
+	}
+	if o.drainEvidence, o.refresh, err = agentBalancerDefaults(o.drainUntil, o.balancerRefresh); err != nil {
 		return nil, err
 	}
 	if len(rest) > 0 {
@@ -131,9 +141,10 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	gates, consul := gatesConfig(o.client.prometheusConfig), agentConsul(env, o.client.timeout)
+	balancers := balancersConfig(o.client.prometheusConfig, o.client.timeout, o.drainEvidence, o.refresh)
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates})
-	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates)
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates, balancers: balancers})
+	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates, balancers)
 	if err != nil {
 		return err
 	}

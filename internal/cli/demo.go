@@ -287,7 +287,7 @@ func (a *app) serveDemoPage(ctx context.Context, ln net.Listener, nomadAddr stri
 	// needed.
 	holder := "agent@" + a.holder()
 	consul := agentConsul(a.env, 0)
-	partsFor, err := tokenParts(cc, nil, logger, holder, consul, engine.GatesConfig{})
+	partsFor, err := tokenParts(cc, nil, logger, holder, consul, engine.GatesConfig{}, engine.BalancersConfig{})
 	if err != nil {
 		return fmt.Errorf("preparing the page's actions: %w", err)
 	}

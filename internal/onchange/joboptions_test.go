@@ -111,7 +111,7 @@ func TestJobOptionsProblems(t *testing.T) {
 				`job meta nomad-restart.batch-wait = "soon": give a duration with a unit like 10s or 2m, or "ask"`,
 				`job meta nomad-restart.health = "maybe": valid options are "auto" (default: checks where the groups define them, else running), "checks", "running" and "none" (Nomad's behaviour)`,
 				`job meta nomad-restart.surge = "0": give the number of extra allocations per group, 1 or more`,
-				`job meta nomad-restart.zzz = "1": unknown key: the keys are nomad-restart.{on-change,debounce,batch-size,batch-wait,on-error,health,healthy-deadline,min-healthy-time,max-unavailable,drain,surge,render-interval}`,
+				`job meta nomad-restart.zzz = "1": unknown key: the keys are nomad-restart.{on-change,debounce,batch-size,batch-wait,on-error,health,healthy-deadline,min-healthy-time,max-unavailable,drain,drain-until,balancer-refresh,surge,render-interval}`,
 			}},
 	}
 	for _, tt := range tests {

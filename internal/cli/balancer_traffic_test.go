@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/simtest"
+	"github.com/nomad-restart/nomad-restart/nomadsim"
+)
+
+// traefikScale runs the clusters of TestDrainBehindTraefiksDefaults 5 times faster than
+// real time: the drains are long (17 s of Nomad's time an allocation by default), and
+// no case runs -health none, the one that needs trafficScale's slower pace.
+const traefikScale = 5
+
+// servedBehindTraefik is the web service of 3 allocations (a group service, no
+// shutdown_delay) tagged for Traefik, behind a balancer that reads Consul's passing
+// instances with Traefik's defaults (a refresh every 15 s, reloads 2 s apart at most) and
+// serves Traefik's API. It returns the command line's environment, the balancer, and the
+// URL of its API.
+func servedBehindTraefik(t *testing.T, ctx context.Context) (cliEnv, *simtest.Balancer, string) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{TimeScale: traefikScale, ServeInstances: true})
+	job := simtest.ServedJob("web", 3, "consul", 3*time.Second, 0)
+	job.TaskGroups[0].Services[0].Tags = []string{"traefik.enable=true", "traefik.http.routers.web.rule=Host(`web`)"}
+	minHealthy, deadline := 2*time.Second, time.Minute
+	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
+	register(t, c, job)
+	e := newCLIEnv(t, c)
+	e.consul = c.ConsulAddr()
+	b := simtest.ConsulBalancer(c, "web")
+	b.Refresh, b.Throttle = 15*time.Second, 2*time.Second
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(b.TraefikAPI())
+	t.Cleanup(api.Close)
+	b.WaitAnswering(t, 3, 60*time.Second)
+	return e, b, api.URL
+}
+
+// TestDrainBehindTraefiksDefaults: a service whose tags are Traefik's, behind a balancer
+// that reads Consul as Traefik does by default (every 15 s, then a 2 s throttle), restarted
+// in place one allocation at a time. The plan warns that -drain 2s is shorter than
+// Traefik's refresh and names the fixes; with default flags the drain lasts Traefik's 17 s
+// and no request fails; with -drain-until on Traefik's API the drain ends as soon as the
+// balancer dropped the instance (the record says so) and no request fails either.
+func TestDrainBehindTraefiksDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(api string) []string
+	}{
+		{"default flags", func(string) []string { return nil }},
+		{"-drain-until traefik", func(api string) []string { return []string{"-drain-until=traefik=" + api} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			e, b, api := servedBehindTraefik(t, ctx)
+			if tc.args(api) == nil {
+				code, out, errOut := e.run(ctx, "run", "-dry-run", "-drain=2s", "web")
+				if code != 0 || !strings.Contains(out, "-drain 2s is shorter than the refresh") || !strings.Contains(out, "Traefik (Consul Catalog provider's refreshInterval 15s + providersThrottleDuration 2s)") ||
+					!strings.Contains(out, "-drain-until traefik=http://HOST:8080") {
+					t.Errorf("-drain 2s -dry-run: exit %d, want the warning naming Traefik's refresh and the fixes\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+				}
+			}
+			r, out := restartCounted(t, ctx, e, b, tc.args(api))
+			if r.Failed != 0 {
+				t.Errorf("%s failed, want none; failed per second %v\nstdout:\n%s", r, r.FailedPerSecond, out)
+			}
+			recs := e.localRecords(t, ctx, "web")
+			if len(recs) != 1 {
+				t.Fatalf("records %v", recs)
+			}
+			rec := recs[0]
+			if rec.Spec.Drain != 17*time.Second || !strings.Contains(rec.Spec.DrainBalancer, "Traefik") {
+				t.Errorf("the record's drain %s by %q, want Traefik's 17s", rec.Spec.Drain, rec.Spec.DrainBalancer)
+			}
+			drained := 0
+			for _, ev := range rec.Events {
+				if ev.Type == restart.EventAllocDrain && strings.HasPrefix(ev.Message, "Drained: Traefik at "+api+" no longer sent to ") {
+					drained++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 3}[tc.args(api) == nil]; drained != want {
+				t.Errorf("%d events say the evidence ended a drain, want %d: %+v", drained, want, rec.Events)
+			}
+			if slices.ContainsFunc(rec.Events, func(ev restart.Event) bool { return ev.Type == restart.EventWarning }) {
+				t.Errorf("warnings in the record: %+v", rec.Events)
+			}
+		})
+	}
+}
