@@ -228,16 +228,16 @@ func haproxyRoutes(body []byte, address string) (bool, error) {
 		if len(row) <= max(svname, status, addr) || row[svname] == "FRONTEND" || row[svname] == "BACKEND" {
 			continue
 		}
-		if row[addr] == "" {
+		st := strings.ToUpper(row[status])
+		out := strings.HasPrefix(st, "MAINT") || strings.HasPrefix(st, "DRAIN") || strings.HasPrefix(st, "NOLB")
+		if row[addr] == "" && !strings.HasPrefix(st, "MAINT") {
 			// The stats page lists the servers' addresses only with "stats show-legends"
-			// (the runtime API always does): without them no server can be told apart.
+			// (the runtime API always does): without them no server can be told apart. A
+			// server-template slot whose name no longer resolves has none either, and is
+			// in MAINT (resolution): it routes nothing.
 			return true, errors.New("HAProxy's statistics do not list the servers' addresses: add \"stats show-legends\" to the section of its stats page, or give its runtime API's socket (haproxy=unix:/PATH)")
 		}
-		if row[addr] != address {
-			continue
-		}
-		st := strings.ToUpper(row[status])
-		if !strings.HasPrefix(st, "MAINT") && !strings.HasPrefix(st, "DRAIN") && !strings.HasPrefix(st, "NOLB") {
+		if row[addr] == address && !out {
 			return true, nil
 		}
 	}

@@ -118,14 +118,15 @@ func TestRestartUnderTraffic(t *testing.T) {
 func restartUnderTraffic(t *testing.T, tc trafficCase, run trafficRun) simtest.Result {
 	ctx := testCtx(t)
 	e, b := servedWeb(t, ctx, tc, 0)
-	r, _ := restartCounted(t, ctx, e, b, run.args)
+	r, _ := restartCounted(t, ctx, e, b, 3, run.args)
 	return r
 }
 
 // restartCounted runs `run -on-error=fail -state=local <args> web` with the balancer's
-// counts started over just before, and returns them, from then until every instance
-// answers again, with what the command printed.
-func restartCounted(t *testing.T, ctx context.Context, e cliEnv, b *simtest.Balancer, args []string) (simtest.Result, string) {
+// counts started over just before, and returns them, from then until the balancer lists
+// listed instances (1 for a Balancer through a real one: its frontend) and each answers
+// again, with what the command printed.
+func restartCounted(t *testing.T, ctx context.Context, e cliEnv, b *simtest.Balancer, listed int, args []string) (simtest.Result, string) {
 	t.Helper()
 	b.Reset()
 	all := append([]string{"run", "-on-error=fail", "-state=local"}, args...)
@@ -134,7 +135,7 @@ func restartCounted(t *testing.T, ctx context.Context, e cliEnv, b *simtest.Bala
 		b.Stop()
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	b.WaitAnswering(t, 3, 60*time.Second)
+	b.WaitAnswering(t, listed, 60*time.Second)
 	r := b.Stop()
 	t.Logf("%s over %.1fs of Nomad's time; failed per second %v", r, r.Elapsed.Seconds(), r.FailedPerSecond)
 	return r, out

@@ -279,7 +279,11 @@ func (s Spec) DrainText() string {
 		for i, ev := range s.DrainUntil {
 			names[i] = ev.Name()
 		}
-		fmt.Fprintf(&b, "until %s no longer send to it, at most %s", strings.Join(names, " and "), s.Drain)
+		verb := "sends"
+		if len(names) > 1 {
+			verb = "send"
+		}
+		fmt.Fprintf(&b, "until %s no longer %s to it, at most %s", strings.Join(names, " and "), verb, s.Drain)
 	}
 	if s.DrainBalancer != "" {
 		fmt.Fprintf(&b, " (the services' tags name %s)", s.DrainBalancer)

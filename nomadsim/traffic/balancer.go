@@ -53,8 +53,12 @@ type Balancer struct {
 	Service    string
 	ConsulAddr string // Consul's HTTP API: read healthy instances there
 	NomadAddr  string // Nomad's HTTP API: read its service table when ConsulAddr is empty
-	Namespace  string // Nomad's namespace of the service ("" is default)
-	Token      string // Nomad's token, if the cluster enforces ACLs
+	// Via, when set, is a real balancer's frontend (host:port) to send every request
+	// through instead of reading a catalog: the Balancer is then only its clients, counting
+	// what fails through it (HAProxy in the tests).
+	Via       string
+	Namespace string // Nomad's namespace of the service ("" is default)
+	Token     string // Nomad's token, if the cluster enforces ACLs
 
 	Scale   float64       // simulated seconds per real second (default 1)
 	Refresh time.Duration // how often the list of instances is read again (default 1s)
@@ -306,6 +310,9 @@ func (b *Balancer) census(ctx context.Context, readAll func(context.Context) ([]
 // reader returns the function that reads the service's instances from the catalog: those
 // a balancer sends to, or with all every registered one, health aside.
 func (b *Balancer) reader(all bool) (func(ctx context.Context) ([]string, error), error) {
+	if b.Via != "" {
+		return func(context.Context) ([]string, error) { return []string{b.Via}, nil }, nil
+	}
 	if b.ConsulAddr != "" {
 		cfg := consulapi.DefaultNonPooledConfig()
 		cfg.Address = b.ConsulAddr
