@@ -165,3 +165,23 @@ func haproxyServersUp(h *simtest.HAProxy) func() int {
 		return n
 	}
 }
+
+// TestDrainUntilUnreachableBalancerRefused: a balancer that does not answer when the
+// restart is planned is refused in one line naming it and the fix, exit 1, before
+// anything restarts: no record, no allocation restarted.
+func TestDrainUntilUnreachableBalancerRefused(t *testing.T) {
+	c, e := startSimEnv(t, nomadsim.Options{}, checkedJob("bare", 2, "pass", 0, time.Minute))
+	ctx := testCtx(t)
+	e.consul = c.ConsulAddr()
+	closed := "http://" + simtest.ClosedAddr(t)
+	code, out, errOut := e.run(ctx, "run", "-yes", "-state=local", "-drain-until=traefik="+closed, "bare")
+	line := strings.TrimSpace(errOut)
+	if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, "-drain-until traefik="+closed) ||
+		!strings.Contains(line, "fix the address or drop -drain-until (nothing was restarted)") {
+		t.Errorf("exit %d, want 1 and one line naming the balancer and the fix\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if recs := e.localRecords(t, ctx, "bare"); len(recs) != 0 {
+		t.Errorf("a refused restart left records: %v", recs)
+	}
+	simtest.CheckOnce(t, simtest.Client(t, c), "default", "bare", nil, false, 10*time.Second) // none restarted
+}

@@ -55,6 +55,12 @@ func TestJobOptions(t *testing.T) {
 			want: func(s *restart.Spec) { s.OnError = restart.OnErrorFail }},
 		{name: "surge", meta: map[string]string{KeySurge: "1"},
 			want: func(s *restart.Spec) { s.Surge = 1 }},
+		{name: "drain until, one a line", meta: map[string]string{KeyDrainUntil: "traefik=http://t:8080\n\nhaproxy=unix:/run/haproxy.sock\n"},
+			want: func(s *restart.Spec) {
+				s.DrainUntil = []restart.DrainEvidence{{Kind: restart.EvidenceTraefik, Address: "http://t:8080"}, {Kind: restart.EvidenceHAProxy, Address: "unix:/run/haproxy.sock"}}
+			}},
+		{name: "balancer refresh", meta: map[string]string{KeyBalancerRefresh: "traefik=5s"},
+			want: func(s *restart.Spec) { s.BalancerRefresh = map[string]time.Duration{"traefik": 5 * time.Second} }},
 		// A rollout's keys are no run options: not applied, not checked.
 		{name: "on-change and debounce", meta: map[string]string{KeyOnChange: "auto", KeyDebounce: "never"}},
 		{name: "every option", meta: map[string]string{
