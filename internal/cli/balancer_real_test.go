@@ -101,7 +101,7 @@ func slowBalancerRun(b *testing.B, client *api.Client, nomadAddr, consulAddr, co
 	listed, api, stats := 3, "", ""
 	settled := func() bool { return true } // the balancer routes to the 3 instances again
 	if balancer == "traefik" {
-		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, ConsulAddr: consulAddr, Scale: 1, Refresh: 15 * time.Second, Throttle: 2 * time.Second}}
+		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, ConsulAddr: consulAddr, Scale: 1, Refresh: 15 * time.Second, Throttle: 2 * time.Second, Timeout: clientTimeout}}
 		srv := httptest.NewServer(bal.TraefikAPI())
 		defer srv.Close()
 		api = srv.URL
@@ -109,7 +109,7 @@ func slowBalancerRun(b *testing.B, client *api.Client, nomadAddr, consulAddr, co
 		h := simtest.StartHAProxy(b,
 			"  balance roundrobin\n  server-template web 3 _"+id+"._tcp.service.consul resolvers consul resolve-opts allow-dup-ip resolve-prefer ipv4 check",
 			"resolvers consul\n  nameserver consul "+consulDNS+"\n  accepted_payload_size 8192\n  timeout resolve 15s\n  hold valid 15s")
-		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, Via: h.Frontend, Scale: 1}}
+		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, Via: h.Frontend, Scale: 1, Timeout: clientTimeout}}
 		stats, listed = h.Stats, 1
 		up := haproxyServersUp(h)
 		settled = func() bool { return up() == 3 }
@@ -160,6 +160,11 @@ func slowBalancerRun(b *testing.B, client *api.Client, nomadAddr, consulAddr, co
 	b.Logf("%s/%s: %s over %.1fs, restart %.1fs; failed per second %v\n%s", balancer, m.key, r, r.Elapsed.Seconds(), took.Seconds(), r.FailedPerSecond, lastLines(out, 8))
 	return r, took
 }
+
+// clientTimeout is how long the balancer's clients wait for an answer: a real client's
+// patience, beyond the stalls of a shared, loaded machine (its python instances starved of
+// CPU for a second or more). A stopped instance refuses at once, whatever the timeout.
+const clientTimeout = 5 * time.Second
 
 // lastLines is the end of a command's output, for the benchmark's log.
 func lastLines(s string, n int) string {
