@@ -134,7 +134,10 @@ func (d *driver) waitDrain(ctx context.Context, targets []restart.DrainTarget, r
 	lastRedrain := start
 	for {
 		if len(probes) > 0 {
-			still = d.stillRouting(ctx, probes, targets)
+			// A balancer slow to answer holds the drain no longer than its bound.
+			pctx, cancel := context.WithDeadline(ctx, deadline.Add(time.Second))
+			still = d.stillRouting(pctx, probes, targets)
+			cancel()
 			if len(still) == 0 {
 				names := make([]string, len(probes))
 				for i, p := range probes {

@@ -32,12 +32,15 @@ func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *rest
 	if spec.Drain < 0 || spec.Drain > restart.MaxDrain {
 		return fmt.Errorf("-drain %s is out of range: give a duration from 0 (no drain) to %s, such as 2s", spec.Drain, restart.MaxDrain)
 	}
+	// The restart's own -drain-until asks for a drain; the agent's default only says how
+	// to end one.
+	own := len(spec.DrainUntil) > 0
 	e.applyBalancerDefaults(spec)
 	asked := spec.Drain
 	spec.Drain, spec.DrainBalancer = 0, ""
 	evidence := len(spec.DrainUntil) > 0
 	if apiJob == nil {
-		if (spec.DrainGiven && asked > 0) || (evidence && !spec.DrainGiven) {
+		if (spec.DrainGiven && asked > 0) || (own && !spec.DrainGiven) {
 			return fmt.Errorf("cannot read the services of job %q, so -drain cannot find what to drain: set -drain 0", job.ID)
 		}
 		return nil
@@ -51,18 +54,20 @@ func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *rest
 		spec.DrainBalancer = tagged.String()
 	}
 	if !spec.DrainGiven {
+		// auto drains where the gate reads Consul already, or where the restart's own
+		// -drain-until asks for it.
 		switch {
+		case !own && (spec.ConsulAddress == "" || spec.Health == restart.HealthNone):
+			return nil
 		case evidence && isTagged:
 			asked = tagged.Drain()
 		case evidence:
 			asked = restart.EvidenceDrainBound
-		case spec.ConsulAddress != "" && spec.Health != restart.HealthNone:
+		default:
 			spec.Drain = restart.DefaultDrain
 			if isTagged {
 				spec.Drain = tagged.Drain()
 			}
-			return nil
-		default:
 			return nil
 		}
 	}
