@@ -236,6 +236,14 @@ Agent Options:
     is followed. Consul keys are watched through CONSUL_HTTP_ADDR and the CONSUL_*
     environment.
 
+  -drain-until=<balancer>, -balancer-refresh=<name>=<duration>
+    Defaults for the restarts this agent plans (its page's, its rollouts' and
+    schedules'), as "run" takes them: where to see that the load balancer
+    stopped sending to an instance (traefik=URL, haproxy=URL or unix:/PATH,
+    envoy=URL, prometheus:QUERY; repeatable), and how often the balancer the
+    services' tags name reads Consul (traefik=5s). A restart's own options and
+    its job's meta come first.
+
   -prometheus-address=<url>, -prometheus-token-file=<path>,
   -prometheus-ca-cert=<path>, -prometheus-client-cert=<path>,
   -prometheus-client-key=<path>, -prometheus-tls-skip-verify
