@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/miekg/dns"
 
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/httpapi"
 	"github.com/nomad-restart/nomad-restart/nomadsim/internal/sim"
@@ -38,6 +39,7 @@ type Cluster struct {
 
 	listener, consulListener net.Listener
 	srv, consulSrv           *http.Server
+	dnsUDP, dnsTCP           *dns.Server
 	wg                       sync.WaitGroup
 }
 
@@ -67,10 +69,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("nomadsim: listen for consul on %s: %w", opts.ConsulAddr, err)
 	}
 	c.listener, c.consulListener = ln, cln
+	if c.dnsUDP, c.dnsTCP, err = listenDNS(opts.ConsulDNSAddr, state.ConsulDNS()); err != nil {
+		_ = ln.Close()
+		_ = cln.Close()
+		cancel()
+		return nil, err
+	}
 	c.srv = &http.Server{Handler: httpapi.Handler(ctx, state), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second,
 		ConnState: c.conns.connState}
 	c.consulSrv = &http.Server{Handler: state.ConsulHandler(), BaseContext: func(net.Listener) context.Context { return ctx }, ReadHeaderTimeout: 10 * time.Second}
-	c.wg.Add(4)
+	c.wg.Add(6)
+	go func() { defer c.wg.Done(); _ = c.dnsUDP.ActivateAndServe() }()
+	go func() { defer c.wg.Done(); _ = c.dnsTCP.ActivateAndServe() }()
 	go func() { defer c.wg.Done(); state.RunTimers(ctx) }()
 	go func() { defer c.wg.Done(); c.serve(c.srv, ln) }()
 	go func() { defer c.wg.Done(); c.serve(c.consulSrv, cln) }()
@@ -97,7 +107,32 @@ func (c *Cluster) shutdown() {
 	_ = c.consulSrv.Shutdown(sctx)
 	_ = c.srv.Close()
 	_ = c.consulSrv.Close()
+	_ = c.dnsUDP.Shutdown()
+	_ = c.dnsTCP.Shutdown()
 }
+
+// listenDNS listens for Consul's DNS interface on addr, UDP and TCP on the same port (a
+// free one for port 0: a few tries, since the TCP port may be taken).
+func listenDNS(addr string, h dns.Handler) (*dns.Server, *dns.Server, error) {
+	var lastErr error
+	for range 10 {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nomadsim: listen for consul's DNS on %s: %w", addr, err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err != nil {
+			_ = pc.Close()
+			lastErr = err
+			continue
+		}
+		return &dns.Server{PacketConn: pc, Handler: h}, &dns.Server{Listener: ln, Handler: h}, nil
+	}
+	return nil, nil, fmt.Errorf("nomadsim: listen for consul's DNS on %s over TCP too: %w", addr, lastErr)
+}
+
+// ConsulDNSAddr is Consul's DNS interface, host:port (UDP and TCP), for a resolver.
+func (c *Cluster) ConsulDNSAddr() string { return c.dnsUDP.PacketConn.LocalAddr().String() }
 
 // Close stops serving and all simulated activity. It is safe to call more than once.
 func (c *Cluster) Close() error {

@@ -108,6 +108,7 @@ func architecture() []rule {
 		// The metric gates' rules and loop, pure: the record keeps their types.
 		{pkg: "internal/gate", forbids: noIO(), forbidReason: "it must do no I/O (Prometheus is asked through gate/prometheus)"},
 		{pkg: "internal/gate/prometheus", mayImport: []string{"internal/gate", "internal/upstream"}, forbids: nomadAPIs(), forbidReason: "it reaches Prometheus only"},
+		{pkg: "internal/balancer", mayImport: []string{"internal/restart", "internal/gate", "internal/upstream"}, forbids: nomadAPIs(), forbidReason: "it reads load balancers only"},
 		// What a store is, whatever keeps its records; the stores sit on it, each in a
 		// package of its own, and the one suite runs against every one.
 		{pkg: "internal/store", mayImport: []string{"internal/nomadvars", "internal/steer", "internal/fleet", "internal/restart"}},
@@ -167,7 +168,7 @@ func architecture() []rule {
 			forbids:         []string{"github.com/hashicorp/nomad/api/..."},
 			forbidReason:    "Nomad's client is made and wired in internal/cli/nomad.go only; reach Nomad through the session's parts",
 			forbidsExceptIn: []string{"internal/cli/nomad.go"},
-			mayImport:       []string{"internal/cli/changereport", "internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/nomadvars", "internal/notify", "internal/notify/deliver", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
+			mayImport:       []string{"internal/cli/changereport", "internal/cli/output", "internal/demo", "internal/agent", "internal/page", "internal/fleetrun", "internal/steer", "internal/fleet", "internal/engine", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/store/localstore", "internal/health", "internal/cluster", "internal/restart", "internal/gate", "internal/gate/prometheus", "internal/balancer", "internal/nomadvars", "internal/notify", "internal/notify/deliver", "internal/onchange", "internal/sourcewatch", "internal/buildinfo", "internal/upstream"},
 		},
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.

@@ -19,6 +19,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
 	"github.com/nomad-restart/nomad-restart/internal/page"
+	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 	"github.com/nomad-restart/nomad-restart/internal/store/localstore"
 )
@@ -32,6 +33,10 @@ type agentOptions struct {
 	logFormat    string
 	rollOnChange bool
 	notify       notifyFlags
+	// drainUntil and balancerRefresh are the defaults of the restarts the agent plans.
+	drainUntil, balancerRefresh stringsFlag
+	drainEvidence               []restart.DrainEvidence
+	refresh                     map[string]time.Duration
 }
 
 func parseAgentFlags(args []string) (*agentOptions, error) {
@@ -42,6 +47,8 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 		fs.StringVar(&o.state, "state", "nomad", "")
 		fs.StringVar(&o.logFormat, "log-format", "text", "")
 		fs.BoolVar(&o.rollOnChange, "roll-on-change", true, "")
+		fs.Var(&o.drainUntil, "drain-until", "")
+		fs.Var(&o.balancerRefresh, "balancer-refresh", "")
 		// Prometheus, for the gates of the restarts the agent drives and of the jobs' meta.
 		o.client.prometheus.add(fs)
 		o.notify.add(fs)
@@ -50,6 +57,9 @@ func parseAgentFlags(args []string) (*agentOptions, error) {
 		return nil, err
 	}
 	if err := o.client.prometheus.validate(); err != nil {
+		return nil, err
+	}
+	if o.drainEvidence, o.refresh, err = agentBalancerDefaults(o.drainUntil, o.balancerRefresh); err != nil {
 		return nil, err
 	}
 	if len(rest) > 0 {
@@ -139,9 +149,10 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	gates, consul := gatesConfig(o.client.prometheusConfig), agentConsul(env, o.client.timeout)
+	balancers := balancersConfig(o.client.prometheusConfig, o.client.timeout, o.drainEvidence, o.refresh)
 	slot := &outboxSlot{}
 	p := buildParts(partsConfig{client: client, storeClient: storeClient, region: o.client.region, namespace: cc.Namespace, local: local,
-		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates, outbox: slot})
+		logger: logger, holder: holder, health: engine.HealthConfig{Estimate: clock, Consul: consul}, sharedWatch: true, gates: gates, balancers: balancers, outbox: slot})
 	if setup.any() {
 		sinks, err := buildSinks(ctx, setup, nomadvars.New(client, nomadvars.Options{Logger: logger}), cc.Namespace)
 		if err != nil {
@@ -152,7 +163,7 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		slot.set(deliver.New(ctx, ocfg))
 		logger.Info("notifying", "sinks", sinkList(sinks))
 	}
-	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates)
+	pagePartsFor, err := tokenParts(cc, local, logger, holder, consul, gates, balancers)
 	if err != nil {
 		return err
 	}
@@ -243,6 +254,14 @@ Agent Options:
     health-gated batches. See docs/config-change.md; "nomad-restart watches" lists what
     is followed. Consul keys are watched through CONSUL_HTTP_ADDR and the CONSUL_*
     environment.
+
+  -drain-until=<balancer>, -balancer-refresh=<name>=<duration>
+    Defaults for the restarts this agent plans (its page's, its rollouts' and
+    schedules'), as "run" takes them: where to see that the load balancer
+    stopped sending to an instance (traefik=URL, haproxy=URL or unix:/PATH,
+    envoy=URL, prometheus:QUERY; repeatable), and how often the balancer the
+    services' tags name reads Consul (traefik=5s). A restart's own options and
+    its job's meta come first.
 
   -prometheus-address=<url>, -prometheus-token-file=<path>,
   -prometheus-ca-cert=<path>, -prometheus-client-cert=<path>,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -100,6 +101,11 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 		p.Header(a.now(), fmt.Sprintf("Simulated Nomad at %s; job %q runs %d instances that serve %s after they start (%s to start, %s to warm up), checked every %s",
 			sim.Addr(), demo.JobID, demo.Count, demo.StartDelay+demo.WarmUp, demo.StartDelay, demo.WarmUp, demo.CheckInterval))
 	}
+	if !o.json {
+		p.Header(a.now(), fmt.Sprintf("A load balancer reads its passing instances from Consul as Traefik does, every %s (refreshInterval) with a %s reload throttle, and serves Traefik's API at %s",
+			demo.BalancerRefresh, demo.BalancerThrottle, sim.BalancerAPI()))
+	}
+	o.spec = demoDrain(o.spec, sim.BalancerAPI())
 	res, err := a.runDemo(ctx, p, sim, o)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -110,6 +116,23 @@ func (demoCommand) Run(ctx context.Context, a *app, args []string) error {
 	return a.endDemo(ctx, res, sim.Addr(), ln, o)
 }
 
+// demoDrain tells nomad-restart's restart about the demo's balancer, as an operator tells
+// the agent (-balancer-refresh, -drain-until): its refresh, and its API, whose word ends
+// each drain. Options the user gave are kept.
+func demoDrain(spec restart.Spec, api string) restart.Spec {
+	if _, ok := spec.BalancerRefresh[restart.BalancerTraefik]; !ok {
+		spec.BalancerRefresh = maps.Clone(spec.BalancerRefresh)
+		if spec.BalancerRefresh == nil {
+			spec.BalancerRefresh = map[string]time.Duration{}
+		}
+		spec.BalancerRefresh[restart.BalancerTraefik] = demo.BalancerRefresh
+	}
+	if len(spec.DrainUntil) == 0 {
+		spec.DrainUntil = []restart.DrainEvidence{{Kind: restart.EvidenceTraefik, Address: api}}
+	}
+	return spec
+}
+
 // Help is `nomad-restart demo -help`.
 func (demoCommand) Help() string {
 	return `Usage: nomad-restart demo [options]
@@ -118,8 +141,10 @@ func (demoCommand) Help() string {
   service whose 4 instances need 3s to serve after they start, behind a health
   check. Restart it as "nomad job restart" does (-health none), then as
   nomad-restart does, probing every instance while a load balancer reading
-  the catalog sends steady traffic, and print side by side the fewest
-  instances serving, the share of time with none serving, the requests that
+  Consul's passing instances as Traefik does (every 5s, a 2s reload
+  throttle) sends steady traffic; nomad-restart drains each instance until
+  the balancer's API no longer lists it (as -drain-until traefik=...).
+  Print side by side the fewest instances serving, the share of time with none serving, the requests that
   failed through the balancer and the total time. Nothing real is restarted
   and nothing is asked.
 
@@ -139,7 +164,8 @@ func (demoCommand) Help() string {
     seconds.
 
   -batch-size, -batch-wait, -health, -min-healthy-time, -max-unavailable,
-  -surge, -reschedule, -group, -task, -all-tasks and -verbose shape
+  -surge, -reschedule, -drain, -drain-until, -group, -task, -all-tasks and
+  -verbose shape
   nomad-restart's restart as in "run"; the first restart takes the same
   batches with Nomad's gate.
 `
@@ -287,7 +313,7 @@ func (a *app) serveDemoPage(ctx context.Context, ln net.Listener, nomadAddr stri
 	// needed.
 	holder := "agent@" + a.holder()
 	consul := agentConsul(a.env, 0)
-	partsFor, err := tokenParts(cc, nil, logger, holder, consul, engine.GatesConfig{})
+	partsFor, err := tokenParts(cc, nil, logger, holder, consul, engine.GatesConfig{}, engine.BalancersConfig{})
 	if err != nil {
 		return fmt.Errorf("preparing the page's actions: %w", err)
 	}

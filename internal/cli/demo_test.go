@@ -36,8 +36,9 @@ func runDemo(ctx context.Context, args ...string) (code int, out, errOut *simtes
 // cluster, Nomad's way leaves no instance serving for a while (the 4 instances are
 // restarted within a fraction of the 3 s each needs to serve again), nomad-restart's keeps
 // 3 of 4 serving throughout and takes at least 4 times those 3 s. Through the load
-// balancer, requests fail Nomad's way, and a smaller share of them nomad-restart's (not
-// none: Nomad's catalog, which the balancer reads, has no health).
+// balancer (Consul's passing instances read as Traefik does), requests fail Nomad's way,
+// and none nomad-restart's: it drains each instance until the balancer's API no longer
+// lists it.
 func TestDemoJSON(t *testing.T) {
 	ctx := demoCtx(t)
 	code, out, errOut := runDemo(ctx, "-json", "-time-scale=2")
@@ -80,6 +81,9 @@ func TestDemoJSON(t *testing.T) {
 	}
 	if n.FailedRequests == 0 {
 		t.Errorf("as Nomad does: no request of %d failed, with no instance serving for %.0f%% of the time", n.Requests, 100*n.NoneServingShare)
+	}
+	if g.FailedRequests != 0 {
+		t.Errorf("nomad-restart failed %d of %d requests, want none", g.FailedRequests, g.Requests)
 	}
 	if failedShare(g) >= failedShare(n) {
 		t.Errorf("nomad-restart failed %d of %d requests, as Nomad does %d of %d: want a smaller share",
@@ -128,7 +132,11 @@ func TestDemoHumanOutputAndPage(t *testing.T) {
 		`Fewest instances serving +0 of 4 +3 of 4\n`,
 		`Time with none serving +\d+% +0%\n`,
 		`Requests failed through a load balancer +[\d,]+ of [\d,]+ \((<1|\d+)%\) +[\d,]+ of [\d,]+ \((<1|\d+)%\)\n`,
-		`Nomad's service catalog .*\n.*That catalog has no health`,
+		`A load balancer reads its passing instances from Consul as Traefik does, every 5s`,
+		`Each allocation was first drained: until Traefik at http://127\.0\.0\.1:\d+ no longer sends to it`,
+		`(?m)^  Drained: Traefik at http://127\.0\.0\.1:\d+ no longer sent to 127\.0\.0\.1:\d+ after `,
+		`Requests failed through a load balancer +[\d,]+ of [\d,]+ \((<1|\d+)%\) +0 of [\d,]+ \(0%\)\n`,
+		`Behind Nomad's own service provider, whose catalog has no health`,
 		`Restart ended after +[\d.]+s +[\d.]+s\n`,
 		`All 4 serving again after +[\d.]+s +[\d.]+s\n`,
 		`The simulated cluster stays up until Ctrl-C`,

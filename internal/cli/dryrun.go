@@ -27,7 +27,7 @@ func (a *app) printPlan(p *output.Printer, rec *restart.Record, o *runOptions) {
 		p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Surge: before the 1st batch, scale each targeted group up by %d and wait until the new allocations are healthy; they are not restarted; scale each group back to its count before the restart ends", s.Surge))
 	}
 	if s.Drain > 0 {
-		p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Drain: before each allocation's request, take its instances of the Consul services stopped with no delay out of Consul's passing answers for %s (a critical check through the catalog), then put them back", s.Drain))
+		p.Plain(strings.Repeat(" ", output.TimestampPrefixLen) + fmt.Sprintf("Drain: before each allocation's request, take its instances of the Consul services stopped with no delay out of Consul's passing answers %s (a critical check through the catalog), then put them back", s.DrainText()))
 	}
 	for b := 1; b <= rec.Batches; b++ {
 		idx := rec.BatchAllocs(b)

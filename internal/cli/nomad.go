@@ -69,6 +69,9 @@ type partsConfig struct {
 	health engine.HealthConfig
 	// gates is how the metric gates reach Prometheus.
 	gates engine.GatesConfig
+	// balancers is how a drain reads load balancers (-drain-until), and the agent's
+	// defaults.
+	balancers engine.BalancersConfig
 	// sharedWatch makes the restarts' drivers follow their steering on one shared listing
 	// (the agent's many drivers; a fleet's children driven here).
 	sharedWatch bool
@@ -100,7 +103,7 @@ func buildParts(c partsConfig) parts {
 		p.discovery = nomadstore.NewLister(vars, "")
 	}
 	ecfg := engine.Config{Cluster: p.cluster, Store: p.restarts, Logger: c.logger, Holder: c.holder,
-		Health: c.health, Gates: c.gates, MaxFeeds: c.maxFeeds}
+		Health: c.health, Gates: c.gates, Balancers: c.balancers, MaxFeeds: c.maxFeeds}
 	if c.outbox != nil {
 		ecfg.Outbox = c.outbox // never a typed nil in the interface
 	}
@@ -169,7 +172,7 @@ func newCountingClient(conf *api.Config, m *agent.Metrics, maxConns int, observe
 // the CLI. The clients share one connection pool. local is the store of -state local (nil:
 // the records in Nomad Variables, read and written with the token); consul and gates are
 // how the page's engines reach Consul and Prometheus.
-func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string, consul engine.ConsulDialer, gates engine.GatesConfig) (func(token string) (parts, error), error) {
+func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger, holder string, consul engine.ConsulDialer, gates engine.GatesConfig, balancers engine.BalancersConfig) (func(token string) (parts, error), error) {
 	base := cc.APIConfig()
 	var shared *http.Client
 	if !strings.HasPrefix(base.Address, "unix://") {
@@ -188,7 +191,7 @@ func tokenParts(cc cluster.ClientConfig, local store.Store, logger *slog.Logger,
 			return parts{}, fmt.Errorf("configuring the Nomad client for %s: %w", conf.Address, err)
 		}
 		return buildParts(partsConfig{client: client, region: cc.Region, namespace: cc.Namespace, local: local, logger: logger, holder: "page@" + holder,
-			health: engine.HealthConfig{Consul: consul}, gates: gates}), nil
+			health: engine.HealthConfig{Consul: consul}, gates: gates, balancers: balancers}), nil
 	}, nil
 }
 
@@ -243,7 +246,7 @@ func (b nomadBackend) open(cf clientFlags, logger *slog.Logger, holder string) (
 		return nil, usageErrorf("%s; check -address and the TLS options", output.OneLine(err.Error()))
 	}
 	cfg := partsConfig{client: client, storeClient: storeClient, region: cf.region, namespace: cf.namespace, logger: logger, holder: holder, health: hc,
-		gates: gatesConfig(cf.prometheusConfig), outbox: &outboxSlot{}}
+		gates: gatesConfig(cf.prometheusConfig), balancers: balancersConfig(cf.prometheusConfig, cf.timeout, nil, nil), outbox: &outboxSlot{}}
 	return &nomadSession{client: client, vars: nomadvars.New(client, nomadvars.Options{Logger: logger}), cfg: cfg, base: buildParts(cfg), localDir: b.localDir,
 		xdgStateHome: cf.xdgStateHome, home: cf.home}, nil
 }

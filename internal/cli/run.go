@@ -186,9 +186,39 @@ Our Options:
     Consul agent removes it by itself at its next full sync, within two
     minutes, should nomad-restart die first). The token
     (-consul-token) needs service:write on the service; when Consul
-    refuses, the restart goes on undrained and says so. Default auto: 2s
-    where the health gate reads Consul checks, not with -health none. 0:
-    no drain. Nomad's own service provider cannot be drained.
+    refuses, the restart goes on undrained and says so. Default auto,
+    where the health gate reads Consul checks (not with -health none): as
+    long as the balancer the service's tags name needs (traefik.* tags:
+    Traefik, 15s refresh + 2s throttle = 17s; urlprefix- tags: Fabio, 2s),
+    else 2s. 0: no drain. With -drain-until, the longest the drain waits
+    for its evidence. Nomad's own service provider cannot be drained.
+
+  -drain-until=<balancer>
+    Where to see that the load balancer stopped sending to the instance,
+    repeatable: the drain ends as soon as every one named dropped it, and
+    at the latest after -drain (then a warning names the balancer that
+    still sent to it). Checked every 250ms:
+      traefik=http://HOST:8080      Traefik's API: /api/http/services no
+                                    longer lists the instance's address
+      haproxy=http://HOST:PORT/URI  HAProxy's stats (CSV): the instance's
+      haproxy=unix:/PATH            server in MAINT or DRAIN, or gone
+                                    (a stats page, or the runtime API)
+      envoy=http://127.0.0.1:19000  Envoy's admin /clusters no longer
+                                    lists the instance as healthy
+      prometheus:<PromQL>           the query returns a series (as an
+                                    alert fires); {{address}} {{host}}
+                                    {{port}} {{alloc}} {{alloc_name}}
+                                    {{service}} {{job}} {{namespace}}
+                                    stand for the instance
+    A balancer that does not answer when the restart is planned is refused
+    before anything restarts. Job meta: nomad-restart.drain-until, one a
+    line.
+
+  -balancer-refresh=<name>=<duration>
+    How often the balancer the services' tags name reads Consul, where it
+    is not its documented default ("traefik=5s": our Traefik refreshes
+    every 5s): -drain auto drains for it plus its throttle. Repeatable;
+    names: traefik, fabio. Job meta: nomad-restart.balancer-refresh.
 
   -gate='<name>: <PromQL> <op> <number>'
     A metric gate, repeatable: after each batch is healthy, the query must

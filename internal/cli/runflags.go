@@ -61,6 +61,8 @@ type runFlagValues struct {
 
 	// drain is -drain as typed: "auto" (the default), or a duration (0 for none).
 	drain string
+	// drainUntil are -drain-until (repeatable), balancerRefresh -balancer-refresh.
+	drainUntil, balancerRefresh stringsFlag
 
 	// gates are -gate and its options.
 	gates gateFlags
@@ -95,6 +97,8 @@ func addRunFlags(fs *flag.FlagSet, raw *runFlagValues, o *runOptions) {
 	fs.StringVar(&raw.surge, "surge", "", "")
 	fs.BoolVar(&raw.surgeIgnoreScaling, "surge-ignore-scaling", false, "")
 	fs.StringVar(&raw.drain, "drain", restart.DrainAuto, "")
+	fs.Var(&raw.drainUntil, "drain-until", "")
+	fs.Var(&raw.balancerRefresh, "balancer-refresh", "")
 	raw.gates.add(fs)
 	o.client.prometheus.add(fs)
 	o.notify.add(fs)
@@ -226,6 +230,8 @@ func (raw *runFlagValues) options(given map[string]bool) restart.Options {
 		Surge:              val("surge", raw.surge),
 		SurgeIgnoreScaling: raw.surgeIgnoreScaling,
 		Drain:              val("drain", raw.drain),
+		DrainUntil:         raw.drainUntil,
+		BalancerRefresh:    raw.balancerRefresh,
 		Gates:              g.gates,
 		GateDelay:          val("gate-delay", g.delay),
 		GateInterval:       val("gate-interval", g.interval),
@@ -301,6 +307,9 @@ func describeSpec(s restart.Spec) string {
 	}
 	if s.Drain > 0 {
 		parts = append(parts, "drain="+s.Drain.String())
+	}
+	for _, ev := range s.DrainUntil {
+		parts = append(parts, fmt.Sprintf("drain-until=%q", ev.String()))
 	}
 	if g := s.Gates; g != nil {
 		for _, spec := range g.Specs {

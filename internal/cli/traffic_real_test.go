@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -135,4 +136,160 @@ func realRestartUnderTraffic(b *testing.B, client *api.Client, nomadAddr, consul
 	b.StopTimer()
 	b.Logf("%s/%s: %s over %.1fs; failed per second %v", tc.name, m.name, r, r.Elapsed.Seconds(), r.FailedPerSecond)
 	return r
+}
+
+// slowBalancerMode is one way of restarting measured by
+// BenchmarkDrainBehindSlowBalancerOnRealNomad: Nomad's own command, or `run` with args,
+// where "API" in an arg stands for the balancer's Traefik API URL and "STATS" for
+// HAProxy's stats page.
+type slowBalancerMode struct {
+	key   string
+	nomad bool // `nomad job restart` itself
+	args  []string
+}
+
+// BenchmarkDrainBehindSlowBalancerOnRealNomad: a real Nomad agent with a real Consul, a
+// service of 3 instances (realServedJob: no shutdown_delay) tagged for Traefik, restarted
+// with batch size 1, in place and with -reschedule, behind a balancer that reads Consul
+// every 15 s:
+//
+//   - traefik: the modelled Traefik (nomadsim/traffic at Traefik's defaults: Consul's
+//     passing instances every 15 s, reloads 2 s apart at most, Traefik's API served),
+//     under `nomad job restart`, -drain 2s, the default (-drain auto: Traefik's 17 s) and
+//     -drain-until on its API;
+//   - haproxy: a real HAProxy on Consul's DNS as HashiCorp's tutorial configures it, its
+//     resolution every 15 s (timeout resolve 15s, hold valid 15s), under
+//     `nomad job restart` and -drain-until on its statistics.
+//
+// It needs the agents and Nomad's CLI:
+//
+//	NOMAD_TRAFFIC_ADDR=http://127.0.0.1:4646 CONSUL_TRAFFIC_ADDR=http://127.0.0.1:8500 \
+//	CONSUL_TRAFFIC_DNS=127.0.0.1:8600 NOMAD_TRAFFIC_CLI=$(command -v nomad) \
+//	go test -run '^$' -bench BenchmarkDrainBehindSlowBalancerOnRealNomad -benchtime=1x -timeout 60m -v ./internal/cli/
+func BenchmarkDrainBehindSlowBalancerOnRealNomad(b *testing.B) {
+	nomadAddr, consulAddr, consulDNS, nomadCLI := os.Getenv("NOMAD_TRAFFIC_ADDR"), os.Getenv("CONSUL_TRAFFIC_ADDR"), os.Getenv("CONSUL_TRAFFIC_DNS"), os.Getenv("NOMAD_TRAFFIC_CLI")
+	if nomadAddr == "" || consulAddr == "" || consulDNS == "" || nomadCLI == "" {
+		b.Skip("no real agent: set NOMAD_TRAFFIC_ADDR, CONSUL_TRAFFIC_ADDR, CONSUL_TRAFFIC_DNS and NOMAD_TRAFFIC_CLI (see the doc comment)")
+	}
+	client, err := api.NewClient(&api.Config{Address: nomadAddr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nomadRestart := slowBalancerMode{key: "nomad-job-restart", nomad: true}
+	balancers := []struct {
+		key   string
+		modes []slowBalancerMode
+	}{
+		{"traefik", []slowBalancerMode{nomadRestart, {key: "drain-2s", args: []string{"-drain=2s"}}, {key: "default"},
+			{key: "drain-until-traefik", args: []string{"-drain-until=traefik=API"}}}},
+		{"haproxy", []slowBalancerMode{nomadRestart, {key: "drain-until-haproxy", args: []string{"-drain-until=haproxy=STATS"}}}},
+	}
+	var table strings.Builder
+	table.WriteString("failed/requests, restart time; 3 instances, batch size 1, balancer refresh 15s, real Nomad 2.0 + Consul 1.20:")
+	for _, bal := range balancers {
+		for _, reschedule := range []bool{false, true} {
+			for _, m := range bal.modes {
+				how := map[bool]string{false: "in-place", true: "reschedule"}[reschedule]
+				b.Run(bal.key+"/"+how+"/"+m.key, func(b *testing.B) {
+					for range b.N {
+						r, took := slowBalancerRun(b, client, nomadAddr, consulAddr, consulDNS, nomadCLI, bal.key, reschedule, m)
+						b.ReportMetric(float64(r.Failed), "failed")
+						b.ReportMetric(float64(r.Requests), "requests")
+						b.ReportMetric(took.Seconds(), "restart-s")
+						fmt.Fprintf(&table, "\n%-8s %-10s %-20s %5d/%-6d %5.1fs", bal.key, how, m.key, r.Failed, r.Requests, took.Seconds())
+					}
+				})
+			}
+		}
+	}
+	b.Log(table.String())
+}
+
+// slowBalancerRun registers a fresh job, puts the balancer in front of it, restarts it in
+// mode m, and returns what the balancer's clients saw from just before the restart until
+// the 3 instances answer through it again, and how long the restart command took.
+func slowBalancerRun(b *testing.B, client *api.Client, nomadAddr, consulAddr, consulDNS, nomadCLI, balancer string, reschedule bool, m slowBalancerMode) (simtest.Result, time.Duration) {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	id := fmt.Sprintf("balancers-%s-%d", balancer, time.Now().UnixNano()%100000)
+	job := realServedJob(id, "consul", 0)
+	job.TaskGroups[0].Services[0].Tags = []string{"traefik.enable=true"}
+	if _, _, err := client.Jobs().Register(job, nil); err != nil {
+		b.Fatalf("registering %s: %v", id, err)
+	}
+	defer func() { _, _, _ = client.Jobs().Deregister(id, true, nil) }()
+	var bal *simtest.Balancer
+	listed, api, stats := 3, "", ""
+	settled := func() bool { return true } // the balancer routes to the 3 instances again
+	if balancer == "traefik" {
+		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, ConsulAddr: consulAddr, Scale: 1, Refresh: 15 * time.Second, Throttle: 2 * time.Second, Timeout: clientTimeout}}
+		srv := httptest.NewServer(bal.TraefikAPI())
+		defer srv.Close()
+		api = srv.URL
+	} else {
+		h := simtest.StartHAProxy(b,
+			"  balance roundrobin\n  server-template web 3 _"+id+"._tcp.service.consul resolvers consul resolve-opts allow-dup-ip resolve-prefer ipv4 check",
+			"resolvers consul\n  nameserver consul "+consulDNS+"\n  accepted_payload_size 8192\n  timeout resolve 15s\n  hold valid 15s")
+		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, Via: h.Frontend, Scale: 1, Timeout: clientTimeout}}
+		stats, listed = h.Stats, 1
+		up := haproxyServersUp(h)
+		settled = func() bool { return up() == 3 }
+		simtest.WaitWithin(b, 2*time.Minute, "HAProxy routing to the 3 instances", settled)
+	}
+	if err := bal.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	bal.WaitAnswering(b, listed, 2*time.Minute)
+	time.Sleep(3 * time.Second) // past min_healthy_time: the job's deployment has ended
+	if balancer == "traefik" {
+		simtest.WaitWithin(b, time.Minute, "the balancer listing the 3 instances", func() bool { return len(bal.Instances()) == 3 })
+	}
+
+	e := cliEnv{addr: nomadAddr, localDir: b.TempDir(), clock: time.Now, scale: 1, consul: consulAddr}
+	args := []string{"run", "-on-error=fail", "-batch-size=1", "-state=local"}
+	nomadArgs := []string{"job", "restart", "-yes", "-batch-size", "1"}
+	if reschedule {
+		args, nomadArgs = append(args, "-reschedule"), append(nomadArgs, "-reschedule")
+	}
+	for _, a := range m.args {
+		args = append(args, strings.NewReplacer("API", api, "STATS", stats).Replace(a))
+	}
+	b.StartTimer()
+	bal.Reset()
+	start := time.Now()
+	var code int
+	var out, errOut string
+	if m.nomad {
+		cmd := exec.CommandContext(ctx, nomadCLI, append(nomadArgs, id)...)
+		cmd.Env = append(os.Environ(), "NOMAD_ADDR="+nomadAddr)
+		raw, err := cmd.CombinedOutput()
+		if out = string(raw); err != nil {
+			code, errOut = 1, err.Error()
+		}
+	} else {
+		code, out, errOut = e.run(ctx, append(args, id)...)
+	}
+	took := time.Since(start)
+	if code != 0 {
+		bal.Stop()
+		b.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	bal.WaitAnswering(b, listed, 3*time.Minute)
+	simtest.WaitWithin(b, 3*time.Minute, "the balancer routing to the 3 instances again", settled)
+	r := bal.Stop()
+	b.StopTimer()
+	b.Logf("%s/%s: %s over %.1fs, restart %.1fs; failed per second %v\n%s", balancer, m.key, r, r.Elapsed.Seconds(), took.Seconds(), r.FailedPerSecond, lastLines(out, 8))
+	return r, took
+}
+
+// clientTimeout is how long the balancer's clients wait for an answer: a real client's
+// patience, beyond the stalls of a shared, loaded machine (its python instances starved of
+// CPU for a second or more). A stopped instance refuses at once, whatever the timeout.
+const clientTimeout = 5 * time.Second
+
+// lastLines is the end of a command's output, for the benchmark's log.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

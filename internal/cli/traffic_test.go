@@ -118,17 +118,27 @@ func TestRestartUnderTraffic(t *testing.T) {
 func restartUnderTraffic(t *testing.T, tc trafficCase, run trafficRun) simtest.Result {
 	ctx := testCtx(t)
 	e, b := servedWeb(t, ctx, tc, 0)
+	r, _ := restartCounted(t, ctx, e, b, 3, run.args)
+	return r
+}
+
+// restartCounted runs `run -on-error=fail -state=local <args> web` with the balancer's
+// counts started over just before, and returns them, from then until the balancer lists
+// listed instances (1 for a Balancer through a real one: its frontend) and each answers
+// again, with what the command printed.
+func restartCounted(t *testing.T, ctx context.Context, e cliEnv, b *simtest.Balancer, listed int, args []string) (simtest.Result, string) {
+	t.Helper()
 	b.Reset()
-	args := append([]string{"run", "-on-error=fail", "-state=local"}, run.args...)
-	code, out, errOut := e.run(ctx, append(args, "web")...)
+	all := append([]string{"run", "-on-error=fail", "-state=local"}, args...)
+	code, out, errOut := e.run(ctx, append(all, "web")...)
 	if code != 0 {
 		b.Stop()
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	b.WaitAnswering(t, 3, 30*time.Second)
+	b.WaitAnswering(t, listed, 60*time.Second)
 	r := b.Stop()
 	t.Logf("%s over %.1fs of Nomad's time; failed per second %v", r, r.Elapsed.Seconds(), r.FailedPerSecond)
-	return r
+	return r, out
 }
 
 // servedWeb starts the case's cluster, at trafficScale and serving instances, with its

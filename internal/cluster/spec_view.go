@@ -79,7 +79,7 @@ func serviceSpecs(svcs []*api.Service) []onchange.ServiceSpec {
 		if s == nil {
 			continue
 		}
-		svc := onchange.ServiceSpec{Name: s.Name, Provider: s.Provider, PortLabel: s.PortLabel, OnUpdate: s.OnUpdate}
+		svc := onchange.ServiceSpec{Name: s.Name, Provider: s.Provider, PortLabel: s.PortLabel, OnUpdate: s.OnUpdate, Tags: s.Tags}
 		for _, c := range s.Checks {
 			svc.Checks = append(svc.Checks, onchange.CheckSpec{Name: c.Name, Type: c.Type, OnUpdate: c.OnUpdate, InitialStatus: c.InitialStatus,
 				Interval: c.Interval, Timeout: c.Timeout, FailuresBeforeCritical: c.FailuresBeforeCritical})

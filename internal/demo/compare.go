@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -85,6 +86,8 @@ func asNomadDoes(spec restart.Spec) restart.Spec {
 	all := restart.BatchSize{N: 100, Percent: true}
 	spec.MaxUnavailable = &all
 	spec.Surge, spec.SurgeIgnoreScaling, spec.UnhealthyFirst = 0, false, false
+	// Nomad's command drains nothing.
+	spec.Drain, spec.DrainGiven, spec.DrainUntil = 0, true, nil
 	return spec
 }
 
@@ -111,6 +114,9 @@ func measurePhase(ctx context.Context, meter servingMeter, dc measuredCluster, c
 	if m.requests, err = stopCounting(ctx, lb, meter.count); err != nil {
 		return nil, err
 	}
+	if p := cmp.Out; p != nil {
+		printDrains(p, m.rec)
+	}
 	return m, nil
 }
 
@@ -128,5 +134,20 @@ func servingChanges(p Printer, count int) func(servingSample) {
 		}
 		last = s.serving
 		p.Plain(fmt.Sprintf("    %6.1fs  %d of %d instances serving", s.at.Sub(start).Seconds(), s.serving, count))
+	}
+}
+
+// printDrains says how each drain of the restart went, from its record: how long it was
+// planned for, and what ended it.
+func printDrains(p Printer, rec *restart.Record) {
+	if rec == nil || rec.Spec.Drain <= 0 {
+		return
+	}
+	p.Plain("")
+	p.Plain("Each allocation was first drained: " + rec.Spec.DrainText() + ".")
+	for _, ev := range rec.Events {
+		if ev.Type == restart.EventWarning || (ev.Type == restart.EventAllocDrain && strings.HasPrefix(ev.Message, "Drained: ")) {
+			p.Plain("  " + ev.Message)
+		}
 	}
 }

@@ -9,6 +9,9 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -41,7 +44,9 @@ func sampleJob() *api.Job {
 	tg.Update = &api.UpdateStrategy{MaxParallel: new(int), MinHealthyTime: &minHealthy, HealthyDeadline: &deadline}
 	task := api.NewTask("server", "docker")
 	task.Config = map[string]any{"image": "example/web:1.0", "ports": []string{"http"}}
-	task.Services = []*api.Service{{Name: JobID, PortLabel: "http", Provider: "nomad",
+	// A Consul service behind Traefik (its tags), as most Nomad shops run one.
+	task.Services = []*api.Service{{Name: JobID, PortLabel: "http", Provider: "consul",
+		Tags:   []string{"traefik.enable=true", "traefik.http.routers." + JobID + ".rule=PathPrefix(`/`)"},
 		Checks: []api.ServiceCheck{{Name: "ready", Type: "http", Path: "/ready", Interval: CheckInterval, Timeout: time.Second}}}}
 	task.Meta = map[string]string{
 		"nomadsim.start_delay": StartDelay.String(),
@@ -54,8 +59,22 @@ func sampleJob() *api.Job {
 	return job
 }
 
-// Cluster is the demo's simulated Nomad (and Consul) with the sample job running.
-type Cluster struct{ sim *nomadsim.Cluster }
+// Cluster is the demo's simulated Nomad (and Consul) with the sample job running, and the
+// API (Traefik's, /api/http/services) of the load balancer in front of it.
+type Cluster struct {
+	sim *nomadsim.Cluster
+	api *httptest.Server
+	// current is the balancer of the phase under way, whose list the API serves.
+	current atomic.Pointer[traffic.Balancer]
+}
+
+// The demo's load balancer reads Consul's passing instances as Traefik's Consul Catalog
+// provider does, configured to refresh every BalancerRefresh (Traefik's default is 15s),
+// with Traefik's default reload throttle.
+const (
+	BalancerRefresh  = 5 * time.Second
+	BalancerThrottle = 2 * time.Second
+)
 
 // Start starts nomadsim on simCtx and registers the sample job, waiting (on ctx) until its
 // allocations run. Its instances answer HTTP on their service ports, as their checks say
@@ -75,8 +94,21 @@ func Start(simCtx, ctx context.Context, scale float64) (*Cluster, error) {
 		sim.Close()
 		return nil, fmt.Errorf("waiting for the sample job to run: %w", err)
 	}
-	return &Cluster{sim: sim}, nil
+	c := &Cluster{sim: sim}
+	c.api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := c.current.Load()
+		if b == nil {
+			http.Error(w, "no load balancer runs yet", http.StatusServiceUnavailable)
+			return
+		}
+		b.TraefikAPI().ServeHTTP(w, r)
+	}))
+	return c, nil
 }
+
+// BalancerAPI is the URL of the load balancer's API, Traefik's: what -drain-until
+// traefik= reads.
+func (c *Cluster) BalancerAPI() string { return c.api.URL }
 
 // Addr is the simulated Nomad's address.
 func (c *Cluster) Addr() string { return c.sim.Addr() }
@@ -91,7 +123,10 @@ func (c *Cluster) Now() time.Time { return c.sim.Now() }
 func (c *Cluster) TimeScale() float64 { return c.sim.TimeScale() }
 
 // Close stops the simulated cluster.
-func (c *Cluster) Close() error { return c.sim.Close() }
+func (c *Cluster) Close() error {
+	c.api.Close()
+	return c.sim.Close()
+}
 
 // Compare waits until every instance of the sample job serves, then restarts it as Nomad's
 // command does and as nomad-restart does (cmp), probing every instance throughout.
@@ -100,20 +135,25 @@ func (c *Cluster) Compare(ctx context.Context, cmp Comparison) (*Result, error) 
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the simulated cluster: %w", err)
 	}
-	dc := measuredCluster{probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: JobID},
+	dc := measuredCluster{probe: servingProbe{cluster: cluster.NewNomad(client), namespace: "default", jobID: JobID, consul: c.sim.ConsulAddr(), service: JobID},
 		clock: c.sim.Now, scale: c.sim.TimeScale(), count: Count,
-		balancer: func() loadBalancer { return newBalancer(c.sim) }}
+		balancer: func() loadBalancer {
+			b := newBalancer(c.sim)
+			c.current.Store(b.Balancer)
+			return b
+		}}
 	return compareRestarts(ctx, dc, cmp)
 }
 
 // balancer is nomadsim/traffic's load balancer in front of the sample service, as the
-// comparison uses it. The sample service is of Nomad's provider, so the balancer reads
-// Nomad's service table, as Traefik's Nomad provider does: every registered instance, no
-// health.
+// comparison uses it: it reads Consul's passing instances every BalancerRefresh and holds
+// a new list back BalancerThrottle after a reload, as Traefik's Consul Catalog provider
+// does.
 type balancer struct{ *traffic.Balancer }
 
 func newBalancer(sim *nomadsim.Cluster) balancer {
-	b := traffic.NomadBalancer(sim, JobID)
+	b := traffic.ConsulBalancer(sim, JobID)
+	b.Refresh, b.Throttle = BalancerRefresh, BalancerThrottle
 	b.Every = requestEvery(sim.TimeScale())
 	return balancer{b}
 }

@@ -97,12 +97,14 @@ func TestSharePercent(t *testing.T) {
 }
 
 // TestAsNomadDoes keeps what the operator chose (batches, tasks) and takes Nomad's gate:
-// none, with no availability budget and no surge.
+// none, with no availability budget, no surge and no drain.
 func TestAsNomadDoes(t *testing.T) {
 	two := restart.BatchSize{N: 2}
-	in := restart.Spec{BatchSizes: []restart.BatchSize{two}, Health: restart.HealthChecks, MaxUnavailable: &two, Surge: 1, Tasks: []string{"server"}}
+	in := restart.Spec{BatchSizes: []restart.BatchSize{two}, Health: restart.HealthChecks, MaxUnavailable: &two, Surge: 1, Tasks: []string{"server"},
+		DrainUntil: []restart.DrainEvidence{{Kind: restart.EvidenceTraefik, Address: "http://t:8080"}}}
 	got := asNomadDoes(in)
-	if got.Health != restart.HealthNone || got.MaxUnavailable == nil || *got.MaxUnavailable != (restart.BatchSize{N: 100, Percent: true}) || got.Surge != 0 {
+	if got.Health != restart.HealthNone || got.MaxUnavailable == nil || *got.MaxUnavailable != (restart.BatchSize{N: 100, Percent: true}) || got.Surge != 0 ||
+		got.Drain != 0 || !got.DrainGiven || got.DrainUntil != nil {
 		t.Fatalf("asNomadDoes = %+v", got)
 	}
 	if len(got.BatchSizes) != 1 || got.BatchSizes[0] != two || got.Tasks[0] != "server" || in.Health != restart.HealthChecks || *in.MaxUnavailable != two {

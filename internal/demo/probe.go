@@ -2,7 +2,11 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
@@ -22,6 +26,9 @@ type servingProbe struct {
 	cluster   *cluster.Nomad
 	namespace string
 	jobID     string
+	// consul, when set, is the Consul HTTP API whose checks of the service decide (a
+	// Consul service's checks live there, not in Nomad's checks of the allocation).
+	consul, service string
 }
 
 // serving counts the job's allocations that serve now: desired to run, running on their
@@ -44,11 +51,53 @@ func (p servingProbe) serving(ctx context.Context) (int, error) {
 		if !running {
 			continue
 		}
+		if p.consul != "" {
+			continue // counted below, from Consul
+		}
 		checks, err := p.cluster.AllocChecks(ctx, a.ID)
 		if err != nil {
 			return 0, fmt.Errorf("reading the checks of allocation %s: %w", a.ID[:min(8, len(a.ID))], err)
 		}
 		if healthy(checks, started) {
+			n++
+		}
+	}
+	if p.consul != "" {
+		return p.consulServing(ctx, allocs)
+	}
+	return n, nil
+}
+
+// consulServing counts the running allocations whose instances' Consul checks all pass.
+// Nomad registers a Consul service instance anew on every restart, its checks critical
+// until they pass: a passing check is the new process's.
+func (p servingProbe) consulServing(ctx context.Context, allocs []*restart.Alloc) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.consul+"/v1/health/checks/"+url.PathEscape(p.service), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reading the checks of service %q from Consul: %w", p.service, err)
+	}
+	defer resp.Body.Close()
+	var checks []struct{ ServiceID, Status string }
+	if err := json.NewDecoder(resp.Body).Decode(&checks); err != nil {
+		return 0, fmt.Errorf("reading the checks of service %q from Consul: %w", p.service, err)
+	}
+	n := 0
+	for _, a := range allocs {
+		if _, running := runningSince(a); !running || a.DesiredStatus != restart.DesiredRun || a.ClientStatus != restart.ClientRunning {
+			continue
+		}
+		counted, passing := 0, true
+		for _, c := range checks {
+			if strings.Contains(c.ServiceID, a.ID) {
+				counted++
+				passing = passing && c.Status == "passing"
+			}
+		}
+		if counted > 0 && passing {
 			n++
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/health"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
@@ -20,32 +19,57 @@ import (
 // at its next full sync, within two minutes.
 const undrainTimeout = 10 * time.Second
 
-// resolveDrain settles -drain at planning. Given (-drain <duration>), it is kept where a
-// targeted group has a Consul service that Nomad stops with no delay, and Consul must
-// answer before anything changes; not given (auto), the restart drains for
-// restart.DefaultDrain where such a service exists and the health gate reads Consul
-// already (its address is known to answer), and not with -health none, Nomad's own
-// behaviour. Where no service needs it, the drain is 0.
+// resolveDrain settles -drain and -drain-until at planning. Given (-drain <duration>), the
+// drain is kept where a targeted group has a Consul service that Nomad stops with no delay,
+// and Consul must answer before anything changes; not given (auto), the restart drains
+// where such a service exists and the health gate reads Consul already (its address is
+// known to answer), and not with -health none, Nomad's own behaviour: for as long as the
+// balancer the services' tags name needs (restart.BalancerOfTags), else for
+// restart.DefaultDrain. With -drain-until, the drain is the most it waits for its evidence
+// (under auto: the tagged balancer's, else restart.EvidenceDrainBound), Consul must answer,
+// and so must every balancer named. Where no service needs it, the drain is 0.
 func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *restart.Job, kept []*restart.Alloc, apiJob *onchange.JobSpec) error {
 	if spec.Drain < 0 || spec.Drain > restart.MaxDrain {
 		return fmt.Errorf("-drain %s is out of range: give a duration from 0 (no drain) to %s, such as 2s", spec.Drain, restart.MaxDrain)
 	}
+	// The restart's own -drain-until asks for a drain; the agent's default only says how
+	// to end one.
+	own := len(spec.DrainUntil) > 0
+	e.applyBalancerDefaults(spec)
 	asked := spec.Drain
-	spec.Drain = 0
+	spec.Drain, spec.DrainBalancer = 0, ""
+	evidence := len(spec.DrainUntil) > 0
 	if apiJob == nil {
-		if spec.DrainGiven && asked > 0 {
+		if (spec.DrainGiven && asked > 0) || (own && !spec.DrainGiven) {
 			return fmt.Errorf("cannot read the services of job %q, so -drain cannot find what to drain: set -drain 0", job.ID)
 		}
 		return nil
 	}
-	if !drainNeeded(apiJob, targetGroups(kept), *spec) {
+	groups := targetGroups(kept)
+	if !drainNeeded(apiJob, groups, *spec) {
 		return nil
 	}
+	tagged, _, isTagged := drainBalancer(apiJob, groups, *spec)
+	if isTagged {
+		spec.DrainBalancer = tagged.String()
+	}
 	if !spec.DrainGiven {
-		if spec.ConsulAddress != "" && spec.Health != restart.HealthNone {
+		// auto drains where the gate reads Consul already, or where the restart's own
+		// -drain-until asks for it.
+		switch {
+		case !own && (spec.ConsulAddress == "" || spec.Health == restart.HealthNone):
+			return nil
+		case evidence && isTagged:
+			asked = tagged.Drain()
+		case evidence:
+			asked = restart.EvidenceDrainBound
+		default:
 			spec.Drain = restart.DefaultDrain
+			if isTagged {
+				spec.Drain = tagged.Drain()
+			}
+			return nil
 		}
-		return nil
 	}
 	if asked == 0 {
 		return nil
@@ -59,6 +83,11 @@ func (e *Engine) resolveDrain(ctx context.Context, spec *restart.Spec, job *rest
 			return fmt.Errorf("-drain needs Consul, but %w", drainAlternative(err))
 		}
 		spec.ConsulAddress = consul.Address()
+	}
+	if evidence {
+		if err := e.checkBalancers(ctx, spec.DrainUntil); err != nil {
+			return err
+		}
 	}
 	spec.Drain = asked
 	return nil
@@ -169,7 +198,7 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 			continue
 		}
 		events = append(events, restart.Event{Type: restart.EventAllocDrain, AllocID: a.ID, Batch: batch,
-			Message: fmt.Sprintf("Draining allocation %q for %s: %s out of Consul's passing instances", a.ID, d.spec.Drain, servicesText(services))})
+			Message: fmt.Sprintf("Draining allocation %q %s: %s out of Consul's passing instances", a.ID, d.spec.DrainText(), servicesText(services))})
 	}
 	if len(events) == 0 {
 		return undo, nil
@@ -185,24 +214,39 @@ func (d *driver) drainAllocs(ctx context.Context, allocs []*restart.Alloc, batch
 	// The node's agent may remove the checks at its next full sync, a few seconds after
 	// the registration at worst: they are registered again through the wait, and once
 	// more before the request.
-	scale := d.e.health.TimeScale
-	if scale <= 0 {
-		scale = 1
+	names := make(map[string]string, len(allocs))
+	for _, a := range allocs {
+		names[a.ID] = a.Name
 	}
-	for left := d.spec.Drain; left > 0; left -= redrainEvery {
-		if !cluster.Sleep(ctx, time.Duration(float64(min(left, redrainEvery))/scale)) {
-			return undo, ctx.Err()
-		}
+	ended, still, err := d.waitDrain(ctx, d.drainTargets(drained, names), func() {
 		for _, dr := range drained {
 			if err := src.Consul.Redrain(ctx, dr, d.drainReason(dr.AllocID)); err != nil && ctx.Err() == nil {
 				d.log.Warn("could not register a drain's check again", "alloc", dr.AllocID, "err", err)
 			}
 		}
+	})
+	if err != nil {
+		return undo, err
 	}
-	if ctx.Err() != nil {
-		return undo, ctx.Err()
-	}
+	d.drainEnded(allocs, batch, ended, still)
 	return undo, nil
+}
+
+// drainEnded records what ended a drain with evidence (-drain-until): the evidence, or,
+// at the drain's bound, a warning naming the balancers that still sent to an instance.
+func (d *driver) drainEnded(allocs []*restart.Alloc, batch int, ended string, still []string) {
+	if len(d.spec.DrainUntil) == 0 {
+		return
+	}
+	ev := restart.Event{Type: restart.EventAllocDrain, Batch: batch, Message: "Drained: " + ended}
+	if ended == "" {
+		ev = restart.Event{Type: restart.EventWarning, Batch: batch,
+			Message: fmt.Sprintf("Warning: the drain reached its bound of %s while %s; restarting anyway (raise -drain, or check the -drain-until address)", d.spec.Drain, strings.Join(still, "; "))}
+	}
+	if len(allocs) == 1 {
+		ev.AllocID = allocs[0].ID
+	}
+	d.stepProgress(func(r *restart.Record) { d.eventLocked(ev) })
 }
 
 // drainReason is the output of the drain's check on an allocation's instances: who
@@ -267,6 +311,9 @@ func ExpectedDrain(job *onchange.JobSpec, groups []string, s restart.Spec) time.
 	}
 	for _, g := range groups {
 		if _, consul := health.Providers(health.GroupChecks(job, g)); consul {
+			if b, _, ok := drainBalancer(job, groups, s); ok {
+				return b.Drain()
+			}
 			return restart.DefaultDrain
 		}
 	}

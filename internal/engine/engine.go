@@ -47,6 +47,8 @@ type Config struct {
 	MaxFeeds int
 	// Gates wires the metric gates (-gate): how to reach Prometheus.
 	Gates GatesConfig
+	// Balancers wires the drain's evidence (-drain-until) and the agent's defaults.
+	Balancers BalancersConfig
 	// Retry bounds how long a driver keeps sending a request again that Nomad failed in a
 	// way that passes (a restart, a stop, an evaluation, a surge's scale): its MaxElapsed,
 	// after which the step fails with a warning in the record (zero: the MaxElapsed of
@@ -71,6 +73,7 @@ type Engine struct {
 	now     func() time.Time
 	health  HealthConfig
 	gates   GatesConfig
+	bal     BalancersConfig
 	retry   cluster.RetryPolicy
 	offset  *health.OffsetClock
 	feeds   chan struct{} // a token per driver's allocation feed (maxFeeds)
@@ -118,7 +121,7 @@ func (e *Engine) setLive(d *driver, on bool) {
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	e := &Engine{cluster: cfg.Cluster, store: cfg.Store, log: cfg.Logger, holder: cfg.Holder, now: cfg.Now,
-		health: cfg.Health, gates: cfg.Gates, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds)),
+		health: cfg.Health, gates: cfg.Gates, bal: cfg.Balancers, retry: cfg.Retry, offset: cfg.Health.Estimate, feeds: make(chan struct{}, cmp.Or(cfg.MaxFeeds, maxFeeds)),
 		outbox: cfg.Outbox}
 	if e.offset == nil {
 		e.offset = health.NewOffsetClock(nil)

@@ -47,10 +47,17 @@ func TrafficWarnings(spec *onchange.JobSpec, groups []string, s restart.Spec) []
 				fix = "move the service to the group and give the group a shutdown_delay of at least your balancer's refresh interval (a task's delay does not apply to an in-place restart)"
 			}
 			if drainable {
-				fix += ", or use -drain 2s"
+				drain := restart.DefaultDrain
+				if b, _, ok := drainBalancer(spec, []string{name}, s); ok {
+					drain = b.Drain()
+				}
+				fix += ", or use -drain " + drain.String()
 			}
 			out = append(out, fmt.Sprintf("group %s: %s stopped with no delay after leaving the catalog: a load balancer keeps sending requests to the instance until it next reads the catalog; %s",
 				name, servicesText(undelayed), fix))
+		}
+		if w := shortDrainWarning(spec, name, s); w != "" {
+			out = append(out, w)
 		}
 		if len(nomad) > 0 {
 			out = append(out, fmt.Sprintf("group %s: %s of Nomad's provider: Nomad's catalog has no health, so a load balancer reading it sends requests to each restarted instance from its registration until its process answers; prefer Consul services with checks, read as passing only",
@@ -58,6 +65,25 @@ func TrafficWarnings(spec *onchange.JobSpec, groups []string, s restart.Spec) []
 		}
 	}
 	return out
+}
+
+// shortDrainWarning says where a fixed -drain (without -drain-until) is shorter than the
+// refresh of the balancer the group's services' tags name: the balancer keeps sending to
+// the stopped instance for the rest of its refresh.
+func shortDrainWarning(spec *onchange.JobSpec, group string, s restart.Spec) string {
+	if !s.DrainGiven || s.Drain <= 0 || len(s.DrainUntil) > 0 {
+		return ""
+	}
+	b, service, ok := drainBalancer(spec, []string{group}, s)
+	if !ok || s.Drain >= b.Drain() {
+		return ""
+	}
+	evidence := "prometheus:QUERY"
+	if b.Key == restart.BalancerTraefik {
+		evidence = "traefik=http://HOST:8080"
+	}
+	return fmt.Sprintf("group %s: -drain %s is shorter than the refresh of the balancer that service %q's tags name, %s: it may keep sending requests to a stopped instance for %s more; use -drain auto (%s), -drain-until %s to end the drain once it dropped the instance, or -balancer-refresh %s=DURATION if yours refreshes faster",
+		group, s.Drain, service, b, b.Drain()-s.Drain, b.Drain(), evidence, b.Key)
 }
 
 // stoppingService is a service of a group as a restart stops it: the task that owns it

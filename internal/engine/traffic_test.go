@@ -135,3 +135,54 @@ func TestDrainServicesAndExpectedDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainBalancerByTags: the drained services' tags name the balancer whose refresh the
+// auto drain lasts (the longest of them), the operator's refresh replacing its default;
+// a fixed drain shorter than it is warned about with the fixes; the agent's defaults fill
+// only what the restart does not give.
+func TestDrainBalancerByTags(t *testing.T) {
+	tagged := func(tags ...string) *onchange.JobSpec {
+		tg := api.NewTaskGroup("web", 2)
+		tg.Services = []*api.Service{{Name: "web", PortLabel: "http", Provider: "consul", Tags: tags,
+			Checks: []api.ServiceCheck{{Type: "http", Path: "/", Interval: time.Second, Timeout: time.Second}}}}
+		tg.AddTask(api.NewTask("server", "raw_exec"))
+		job := api.NewServiceJob("shop", "shop", "global", 50)
+		job.AddTaskGroup(tg)
+		return cluster.NewJobSpec(job)
+	}
+	auto := restart.Spec{Health: restart.HealthAuto}
+	if got := ExpectedDrain(tagged("traefik.enable=true"), []string{"web"}, auto); got != 17*time.Second {
+		t.Errorf("Traefik's tags: auto drains %s, want 17s", got)
+	}
+	fast := auto
+	fast.BalancerRefresh = map[string]time.Duration{restart.BalancerTraefik: 5 * time.Second}
+	if got := ExpectedDrain(tagged("traefik.enable=true"), []string{"web"}, fast); got != 7*time.Second {
+		t.Errorf("Traefik refreshing every 5s: auto drains %s, want 7s", got)
+	}
+	if got := ExpectedDrain(tagged("urlprefix-/web"), []string{"web"}, auto); got != restart.DefaultDrain {
+		t.Errorf("Fabio's tags: auto drains %s, want %s", got, restart.DefaultDrain)
+	}
+	short := restart.Spec{Health: restart.HealthAuto, Drain: 2 * time.Second, DrainGiven: true}
+	w := TrafficWarnings(tagged("traefik.enable=true"), []string{"web"}, short)
+	if len(w) != 1 || !strings.Contains(w[0], "-drain 2s is shorter than the refresh of the balancer that service \"web\"'s tags name, Traefik") ||
+		!strings.Contains(w[0], "-drain auto (17s), -drain-until traefik=http://HOST:8080") || !strings.Contains(w[0], "-balancer-refresh traefik=DURATION") {
+		t.Errorf("warnings %q, want one naming Traefik's refresh and the fixes", w)
+	}
+	short.DrainUntil = []restart.DrainEvidence{{Kind: restart.EvidenceTraefik, Address: "http://t:8080"}}
+	if w := TrafficWarnings(tagged("traefik.enable=true"), []string{"web"}, short); len(w) != 0 {
+		t.Errorf("with -drain-until, warnings %q, want none", w)
+	}
+
+	e := &Engine{bal: BalancersConfig{DrainUntil: []restart.DrainEvidence{{Kind: restart.EvidenceHAProxy, Address: "unix:/run/h.sock"}},
+		Refresh: map[string]time.Duration{restart.BalancerTraefik: 5 * time.Second, restart.BalancerFabio: time.Second}}}
+	own := restart.Spec{DrainUntil: short.DrainUntil, BalancerRefresh: map[string]time.Duration{restart.BalancerTraefik: 9 * time.Second}}
+	e.applyBalancerDefaults(&own)
+	if len(own.DrainUntil) != 1 || own.DrainUntil[0].Kind != restart.EvidenceTraefik || own.BalancerRefresh[restart.BalancerTraefik] != 9*time.Second || own.BalancerRefresh[restart.BalancerFabio] != time.Second {
+		t.Errorf("the agent's defaults over the restart's own: %+v, %v", own.DrainUntil, own.BalancerRefresh)
+	}
+	var none restart.Spec
+	e.applyBalancerDefaults(&none)
+	if len(none.DrainUntil) != 1 || none.DrainUntil[0].Kind != restart.EvidenceHAProxy || none.BalancerRefresh[restart.BalancerTraefik] != 5*time.Second {
+		t.Errorf("the agent's defaults on a restart without its own: %+v, %v", none.DrainUntil, none.BalancerRefresh)
+	}
+}

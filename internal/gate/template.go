@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -114,4 +115,20 @@ func shorten(s string) string {
 		return string(r[:limit]) + "…"
 	}
 	return s
+}
+
+// Expand fills the {{ name }} variables of a query from vars, whose values are written into
+// the query as given (the caller escapes them for where they sit). known lists the
+// variables for the error, which names the first unknown variable or unclosed "{{". The
+// drain's Prometheus evidence (-drain-until prometheus:...) uses it with its own variables,
+// so that every PromQL template of the project reads alike.
+func Expand(query string, vars map[string]string, known string) (string, error) {
+	out, err := expand(query, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
+	if err != nil {
+		return out, errors.New(strings.Replace(err.Error(), variableList, known, 1))
+	}
+	return out, nil
 }

@@ -1,9 +1,12 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	consulapi "github.com/hashicorp/consul/api"
@@ -32,6 +35,15 @@ type DrainedInstance struct {
 	Datacenter string
 	Namespace  string
 	Partition  string
+	// ServiceAddress and ServicePort are where the instance serves, as a balancer reading
+	// Consul sends to it (ServiceAddress is empty when the service has the node's).
+	ServiceAddress string
+	ServicePort    int
+}
+
+// Endpoint is the instance's address and port as a balancer knows it: 10.0.0.5:8080.
+func (i DrainedInstance) Endpoint() string {
+	return net.JoinHostPort(cmp.Or(i.ServiceAddress, i.Address), strconv.Itoa(i.ServicePort))
 }
 
 // CheckID is the ID of the drain's check on the instance.
@@ -64,7 +76,8 @@ func (c *Consul) Drain(ctx context.Context, allocID string, services []string, r
 				continue
 			}
 			inst := DrainedInstance{Service: svc, ServiceID: e.ServiceID, Node: e.Node, Address: e.Address,
-				Datacenter: e.Datacenter, Namespace: e.Namespace, Partition: e.Partition}
+				Datacenter: e.Datacenter, Namespace: e.Namespace, Partition: e.Partition,
+				ServiceAddress: e.ServiceAddress, ServicePort: e.ServicePort}
 			if err := c.registerDrainCheck(ctx, inst, reason); err != nil {
 				return out, err
 			}

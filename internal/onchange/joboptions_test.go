@@ -55,6 +55,12 @@ func TestJobOptions(t *testing.T) {
 			want: func(s *restart.Spec) { s.OnError = restart.OnErrorFail }},
 		{name: "surge", meta: map[string]string{KeySurge: "1"},
 			want: func(s *restart.Spec) { s.Surge = 1 }},
+		{name: "drain until, one a line", meta: map[string]string{KeyDrainUntil: "traefik=http://t:8080\n\nhaproxy=unix:/run/haproxy.sock\n"},
+			want: func(s *restart.Spec) {
+				s.DrainUntil = []restart.DrainEvidence{{Kind: restart.EvidenceTraefik, Address: "http://t:8080"}, {Kind: restart.EvidenceHAProxy, Address: "unix:/run/haproxy.sock"}}
+			}},
+		{name: "balancer refresh", meta: map[string]string{KeyBalancerRefresh: "traefik=5s"},
+			want: func(s *restart.Spec) { s.BalancerRefresh = map[string]time.Duration{"traefik": 5 * time.Second} }},
 		// A rollout's keys are no run options: not applied, not checked.
 		{name: "on-change and debounce", meta: map[string]string{KeyOnChange: "auto", KeyDebounce: "never"}},
 		{name: "every option", meta: map[string]string{
@@ -111,7 +117,7 @@ func TestJobOptionsProblems(t *testing.T) {
 				`job meta nomad-restart.batch-wait = "soon": give a duration with a unit like 10s or 2m, or "ask"`,
 				`job meta nomad-restart.health = "maybe": valid options are "auto" (default: checks where the groups define them, else running), "checks", "running" and "none" (Nomad's behaviour)`,
 				`job meta nomad-restart.surge = "0": give the number of extra allocations per group, 1 or more`,
-				`job meta nomad-restart.zzz = "1": unknown key: the keys are nomad-restart.{on-change,debounce,batch-size,batch-wait,on-error,health,healthy-deadline,min-healthy-time,max-unavailable,drain,surge,render-interval,after,on-failure}`,
+				`job meta nomad-restart.zzz = "1": unknown key: the keys are nomad-restart.{on-change,debounce,batch-size,batch-wait,on-error,health,healthy-deadline,min-healthy-time,max-unavailable,drain,drain-until,balancer-refresh,surge,render-interval,after,on-failure}`,
 			}},
 	}
 	for _, tt := range tests {

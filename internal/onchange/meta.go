@@ -33,6 +33,10 @@ const (
 	KeyOnError         = MetaPrefix + "on-error"
 	KeySurge           = MetaPrefix + "surge"
 	KeyDrain           = MetaPrefix + "drain"
+	// KeyDrainUntil lists the drain's evidence, one -drain-until a line; KeyBalancerRefresh
+	// the balancers' refreshes, one -balancer-refresh a line.
+	KeyDrainUntil      = MetaPrefix + "drain-until"
+	KeyBalancerRefresh = MetaPrefix + "balancer-refresh"
 	// KeyRenderInterval is how often the agent reads the files of the templates it follows
 	// by their renders (change_mode noop): the cost per allocation, against how soon a
 	// re-render is noticed.
@@ -51,8 +55,8 @@ const (
 func knownKeys() []string {
 	return []string{
 		KeyOnChange, KeyDebounce, KeyBatchSize, KeyBatchWait, KeyOnError,
-		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeyDrain, KeySurge,
-		KeyRenderInterval, KeyAfter, KeyOnFailure,
+		KeyHealth, KeyHealthyDeadline, KeyMinHealthyTime, KeyMaxUnavailable, KeyDrain, KeyDrainUntil,
+		KeyBalancerRefresh, KeySurge, KeyRenderInterval, KeyAfter, KeyOnFailure,
 	}
 }
 
@@ -182,6 +186,17 @@ func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) er
 		return err
 	}
 	var o restart.Options
+	if lists, ok := map[string]*[]string{KeyDrainUntil: &o.DrainUntil, KeyBalancerRefresh: &o.BalancerRefresh}[key]; ok {
+		// One value a line; a value of blank lines is given empty, and refused as such.
+		*lists = restart.SplitOptionLines(value)
+		if len(*lists) == 0 {
+			*lists = []string{value}
+		}
+		if errs := o.Apply(s, restart.Detached); len(errs) > 0 {
+			return errs[0]
+		}
+		return nil
+	}
 	// The healthy deadline is read before the min-healthy time (knownKeys' order), as run
 	// checks it.
 	field, ok := map[string]*restart.Value{

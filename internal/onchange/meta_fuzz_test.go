@@ -19,7 +19,7 @@ func metaSeeds() [][2]string {
 	return [][2]string{
 		{KeyBatchSize, "1,25%"}, {KeyBatchWait, "30s"}, {KeyBatchWait, "ask"}, {KeyHealth, "Running"},
 		{KeyHealthyDeadline, "10m"}, {KeyMinHealthyTime, "1m"}, {KeyMaxUnavailable, "25%"}, {KeyOnError, "fail"},
-		{KeySurge, "1"}, {KeyDrain, "2s"}, {KeyDebounce, "never"}, {KeyOnChange, "auto"}, {KeyOnChange, " auto "},
+		{KeySurge, "1"}, {KeyDrain, "2s"}, {KeyDrainUntil, "traefik=http://t:8080\nprometheus:up == 0"}, {KeyBalancerRefresh, "traefik=5s"}, {KeyDebounce, "never"}, {KeyOnChange, "auto"}, {KeyOnChange, " auto "},
 		{KeyOnChange, "off"}, {KeyOnChange, "rendered"}, {KeyOnChange, ""}, {KeyBatchSize, "0"},
 		{"nomad-restart.batch_size", "2"}, {KeyRenderInterval, "1s"}, {KeyGatePrefix + "errors", "up < 1"},
 		{KeyGatePrefix + "a.b", "up < 1"}, {KeyOnChange, "nomad:nomad/jobs/web/config, consul:web/config?ns=ops@dc2"},

@@ -109,6 +109,9 @@ func TestReadOptionsInvalid(t *testing.T) {
 		// Shorter than the default deadline, named by its meta key.
 		{KeyMinHealthyTime, "10m", "shorter than nomad-restart.healthy-deadline (5m0s)"},
 		{KeyMaxUnavailable, "0", "greater than zero"},
+		{KeyDrainUntil, "nginx=http://lb:80", "unknown balancer; give traefik=http://HOST:8080"},
+		{KeyDrainUntil, "\n \n", "it is empty"},
+		{KeyBalancerRefresh, "traefik=soon", "give a duration from 0 to 5m0s after traefik="},
 		{KeyMaxUnavailable, "101%", "at most 100%"},
 		{KeyBatchSize, "101%", "at most 100%"},
 		{KeyBatchWait, "99999999999h", "too long"},

@@ -93,6 +93,9 @@ type ServiceSpec struct {
 	PortLabel string
 	OnUpdate  string
 	Checks    []CheckSpec
+	// Tags are the service's tags, which name the load balancer that reads it (traefik.*,
+	// urlprefix-).
+	Tags []string
 }
 
 // CheckSpec is a check block of a service.

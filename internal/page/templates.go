@@ -148,7 +148,7 @@ var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(fleetListTem
 {{template "bottom" .}}
 {{define "plan"}}
 <h3 id="plan-summary">Plan: restart {{len .Rec.Allocs}} allocations of job {{.Rec.JobID}} (namespace {{.Rec.Namespace}}, version {{.Rec.JobVersion}}) in {{len .Batches}} batches of {{.Batch}}, health {{.Rec.Spec.Health}}{{with .Rec.Spec.Gates}}, gates {{range $i, $g := .Specs}}{{if $i}}; {{end}}<code>{{$g}}</code>{{end}}{{end}}{{if .Skipped}}; {{.Skipped}} allocations left out (not running){{end}}</h3>
-{{if gt .Rec.Spec.Drain 0}}<p class="plan-drain">Drain: before each allocation's restart, its instances of the Consul services stopped with no delay leave Consul's passing answers for {{.Rec.Spec.Drain}}, so that load balancers stop sending to them first.</p>
+{{if gt .Rec.Spec.Drain 0}}<p class="plan-drain">Drain: before each allocation's restart, its instances of the Consul services stopped with no delay leave Consul's passing answers {{.Rec.Spec.DrainText}}, so that load balancers stop sending to them first.</p>
 {{end}}{{range .Warnings}}<p class="err plan-warning" role="alert">Warning: {{.}}</p>
 {{end}}<table id="plan-allocs"><thead><tr><th scope="col">Batch</th><th scope="col">Allocation</th><th scope="col">Name</th><th scope="col">Group</th><th scope="col">Node</th></tr></thead><tbody>
 {{range $i, $b := .Batches}}{{range $b}}<tr class="planned"><td>{{add $i 1}}</td><td><code title="{{.ID}}">{{short .ID}}</code></td><td>{{.Name}}</td><td>{{.Group}}</td><td><code title="{{.NodeID}}">{{short .NodeID}}</code></td></tr>

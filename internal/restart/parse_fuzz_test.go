@@ -45,6 +45,11 @@ func FuzzFlagParsers(f *testing.F) {
 		// Shapes a fuzzer takes long to find: empty parts, huge numbers, units.
 		"1,,2", "1,", ",", "9223372036854775807%", "92233720368547758%", "9223372036854775808", "1e3", "0x10", "1_000",
 		"+1", "１", "1%%", "10s ", "1.5h", "-0s", "9223372036s",
+		// -drain-until and -balancer-refresh: balancer_test.go's.
+		"traefik=http://traefik:8080", "haproxy=http://127.0.0.1:8404/stats", "haproxy=unix:/run/haproxy/admin.sock",
+		"haproxy=tcp://127.0.0.1:9999", "envoy=http://127.0.0.1:19000", `prometheus:sum(rate(req{instance="{{address}}"}[15s])) == 0`,
+		"prometheus:", "prometheus:{{nope}}", "prometheus:up{{", "traefik=", "traefik=ftp://x", "traefik=http://", "nginx=http://x",
+		"haproxy=unix:relative", "haproxy=tcp://nohost", "traefik=5s", "fabio=0s", "traefik=6m", "traefik=-1s", "=1s",
 	} {
 		f.Add(s, int64(DefaultHealthyDeadline))
 	}
@@ -119,6 +124,20 @@ func checkFlagParsers(t *testing.T, s string, deadline time.Duration) {
 		checkRefusal(t, "surge", s, err)
 	} else if n < 1 {
 		t.Errorf("ParseSurge(%q) = %d", s, n)
+	}
+
+	if ev, err := ParseDrainUntil(s); err != nil {
+		checkRefusal(t, "drain-until", s, err)
+	} else if again, err := ParseDrainUntil(ev.String()); err != nil || again != ev {
+		t.Errorf("ParseDrainUntil(%q) = %+v, which reads back (%q) as %+v, %v", s, ev, ev.String(), again, err)
+	} else if ev.Kind == EvidencePrometheus && strings.Contains(ev.QueryFor(DrainTarget{Address: "10.0.0.1:80"}), "{{") {
+		t.Errorf("ParseDrainUntil(%q) accepted a query whose variables are not all filled in: %q", s, ev.QueryFor(DrainTarget{}))
+	}
+
+	if key, d, err := ParseBalancerRefresh(s); err != nil {
+		checkRefusal(t, "balancer-refresh", s, err)
+	} else if d < 0 || d > MaxDrain || (key != BalancerTraefik && key != BalancerFabio) {
+		t.Errorf("ParseBalancerRefresh(%q) = %q, %s", s, key, d)
 	}
 
 	if d, given, err := ParseDrain(s); err != nil {

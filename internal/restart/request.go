@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +83,10 @@ type Options struct {
 	Surge              Value
 	SurgeIgnoreScaling bool `json:",omitempty"`
 	Drain              Value
+	// DrainUntil are -drain-until values (KIND=ADDRESS or prometheus:QUERY), parsed into
+	// Spec.DrainUntil; BalancerRefresh are -balancer-refresh values (NAME=DURATION).
+	DrainUntil      []string `json:",omitempty"`
+	BalancerRefresh []string `json:",omitempty"`
 	// Gates are -gate values ("NAME: QUERY OP NUMBER"), measured with the policy below.
 	Gates            []string `json:",omitempty"`
 	GateDelay        Value
@@ -277,6 +283,32 @@ func (o Options) apply(s *Spec, f Filing) []error {
 			s.Drain, s.DrainGiven = d, given
 		}
 	}
+	if len(o.DrainUntil) > 0 {
+		// Given, they replace what s had (a fleet's, under a job's meta).
+		s.DrainUntil = nil
+		for _, v := range o.DrainUntil {
+			ev, err := ParseDrainUntil(v)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			if !slices.Contains(s.DrainUntil, ev) {
+				s.DrainUntil = append(s.DrainUntil, ev)
+			}
+		}
+	}
+	for _, v := range o.BalancerRefresh {
+		key, d, err := ParseBalancerRefresh(v)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		s.BalancerRefresh = maps.Clone(s.BalancerRefresh)
+		if s.BalancerRefresh == nil {
+			s.BalancerRefresh = map[string]time.Duration{}
+		}
+		s.BalancerRefresh[key] = d
+	}
 	parseGiven(r, o.Surge, "surge", ParseSurge, func(n int) { s.Surge = n })
 	if o.SurgeIgnoreScaling {
 		s.SurgeIgnoreScaling = true
@@ -336,7 +368,7 @@ func OptionFlags() []string {
 	return []string{"batch-size", "batch-wait", "group", "task", "all-tasks", "reschedule",
 		"no-shutdown-delay", "on-error", "yes", "health", "healthy-deadline", "min-healthy-time",
 		"max-unavailable", "filter", "node", "datacenter", "unhealthy-first", "surge",
-		"surge-ignore-scaling", "drain", "gate", "gate-delay", "gate-interval", "gate-count",
+		"surge-ignore-scaling", "drain", "drain-until", "balancer-refresh", "gate", "gate-delay", "gate-interval", "gate-count",
 		"gate-failure-limit", "gate-error-limit", "gate-no-data", "gate-dry-run"}
 }
 

@@ -234,6 +234,11 @@ func FuzzResolve(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string, which int) {
 		o := Options{Gates: []string{"errors: sum(up) < 1"}}
+		if which%3 == 1 {
+			o.DrainUntil = []string{v}
+		} else if which%3 == 2 {
+			o.BalancerRefresh = []string{v}
+		}
 		fields := []*Value{&o.BatchSize, &o.BatchWait, &o.OnError, &o.Health, &o.HealthyDeadline,
 			&o.MinHealthyTime, &o.MaxUnavailable, &o.Filter, &o.Surge, &o.Drain, &o.GateDelay,
 			&o.GateInterval, &o.GateCount, &o.GateFailureLimit, &o.GateErrorLimit, &o.GateNoData}

@@ -82,6 +82,17 @@ type Spec struct {
 	// other planning inputs, so that a schedule's occurrences and a fleet's children plan
 	// with the operator's choice.
 	DrainGiven bool `json:",omitempty"`
+	// DrainUntil lists where the drain sees that the load balancers stopped sending to an
+	// instance (-drain-until): the drain ends as soon as every one of them dropped it, and
+	// at the latest after Drain. Kept, as DrainGiven, for every planning and every driver.
+	DrainUntil []DrainEvidence `json:",omitempty"`
+	// BalancerRefresh is how often the balancers the services' tags name read Consul,
+	// where the operator says it differs from their defaults (-balancer-refresh), by key.
+	BalancerRefresh map[string]time.Duration `json:",omitempty"`
+	// DrainBalancer is what planning found the drain's length by: the balancer the
+	// services' tags name and its refresh ("Traefik (...)"), for the plan and the record;
+	// empty when the tags name none.
+	DrainBalancer string `json:",omitempty"`
 	// MinHealthyTimeGiven and HealthyDeadlineGiven say that the operator set the times
 	// (flags); otherwise planning takes each group's update block. Planning inputs only:
 	// the resolved times are in GroupHealth.
@@ -137,8 +148,10 @@ const (
 	HealthAuto HealthMode = "auto"
 )
 
-// DefaultDrain is -drain auto's drain: two refreshes of a load balancer that reads the
-// catalog every second (Traefik's and Fabio's default), as for a shutdown_delay.
+// DefaultDrain is -drain auto's drain where the services' tags name no balancer: two
+// refreshes of a load balancer that follows Consul within a second (Fabio's blocking
+// queries, consul-template's), as for a shutdown_delay. A balancer known by its tags
+// drains for its own refresh (TaggedBalancer.Drain).
 const DefaultDrain = 2 * time.Second
 
 // MaxDrain bounds -drain: a drain holds the batch, and anything longer than a balancer's

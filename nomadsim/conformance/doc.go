@@ -21,5 +21,8 @@
 //
 // The TestConsulKV cases check the sim's Consul KV store the same way, against a real Consul
 // agent (no ACLs, datacenter dc1, such as `consul agent -dev`) when CONSUL_CONFORMANCE_ADDR
-// names one; they write only under a key prefix unique to the run.
+// names one; they write only under a key prefix unique to the run. TestConsulDNS checks the
+// sim's Consul DNS interface against the real agent's when CONSUL_CONFORMANCE_DNS names it
+// too (127.0.0.1:8600 for `consul agent -dev`); it registers nodes under a unique prefix
+// and removes them.
 package conformance

@@ -9,6 +9,7 @@ package traffic
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,13 +53,21 @@ type Balancer struct {
 	Service    string
 	ConsulAddr string // Consul's HTTP API: read healthy instances there
 	NomadAddr  string // Nomad's HTTP API: read its service table when ConsulAddr is empty
-	Namespace  string // Nomad's namespace of the service ("" is default)
-	Token      string // Nomad's token, if the cluster enforces ACLs
+	// Via, when set, is a real balancer's frontend (host:port) to send every request
+	// through instead of reading a catalog: the Balancer is then only its clients, counting
+	// what fails through it (HAProxy in the tests).
+	Via       string
+	Namespace string // Nomad's namespace of the service ("" is default)
+	Token     string // Nomad's token, if the cluster enforces ACLs
 
 	Scale   float64       // simulated seconds per real second (default 1)
 	Refresh time.Duration // how often the list of instances is read again (default 1s)
-	Every   time.Duration // how often a request is sent (default 10ms)
-	Timeout time.Duration // a request's timeout, connecting included (default 1s; see minRealTimeout)
+	// Throttle is how long after applying a new list the balancer holds the next one
+	// back, as Traefik's providers.providersThrottleDuration (2s by default) does: a list
+	// read within it is applied when it ends (the latest read wins). 0: none.
+	Throttle time.Duration
+	Every    time.Duration // how often a request is sent (default 10ms)
+	Timeout  time.Duration // a request's timeout, connecting included (default 1s; see minRealTimeout)
 	// Census, when set, is how often the instances that answer are counted
 	// (Result.MinAnswering): every address the catalog ever registered for the service,
 	// health aside, is sent GET /. The list the balancer sends to cannot say it: an instance
@@ -75,6 +84,9 @@ type Balancer struct {
 
 	mu        sync.Mutex
 	instances []string        // host:port, sorted
+	applied   time.Time       // real time the list last changed (Throttle)
+	pending   []string        // a list held back by Throttle, applied when it ends
+	held      bool            // a timer applies pending
 	ever      map[string]bool // every address the catalog registered (Census)
 	next      int
 	epoch     int // counts of requests sent before the latest Reset are dropped
@@ -298,6 +310,9 @@ func (b *Balancer) census(ctx context.Context, readAll func(context.Context) ([]
 // reader returns the function that reads the service's instances from the catalog: those
 // a balancer sends to, or with all every registered one, health aside.
 func (b *Balancer) reader(all bool) (func(ctx context.Context) ([]string, error), error) {
+	if b.Via != "" {
+		return func(context.Context) ([]string, error) { return []string{b.Via}, nil }, nil
+	}
 	if b.ConsulAddr != "" {
 		cfg := consulapi.DefaultNonPooledConfig()
 		cfg.Address = b.ConsulAddr
@@ -372,11 +387,65 @@ func (b *Balancer) refresh(ctx context.Context, read func(context.Context) ([]st
 		return err
 	}
 	slices.Sort(list)
-	b.instances = list
+	if slices.Equal(list, b.instances) {
+		b.pending = nil // what was held back changed back: nothing to apply
+		return nil
+	}
+	if wait := b.real(b.Throttle) - time.Since(b.applied); b.Throttle > 0 && !b.applied.IsZero() && wait > 0 {
+		b.pending = list
+		if !b.held {
+			b.held = true
+			time.AfterFunc(wait, func() {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				b.held = false
+				if b.pending != nil && ctx.Err() == nil {
+					b.apply(b.pending)
+				}
+				b.pending = nil
+			})
+		}
+		return nil
+	}
+	b.pending = nil
+	b.apply(list)
+	return nil
+}
+
+// apply makes list the instances the balancer sends to; b.mu is held.
+func (b *Balancer) apply(list []string) {
+	b.instances, b.applied = list, time.Now()
 	if !b.start.IsZero() {
 		b.res.MinInstances = min(b.res.MinInstances, len(list))
 	}
-	return nil
+}
+
+// TraefikAPI serves the balancer's list as Traefik's API does (GET /api/http/services:
+// pkg/api/handler_http.go's serviceRepresentation, one service of the balancer's name
+// whose loadBalancer.servers are its instances' URLs, all "UP"), so that a drain can wait
+// on it as on a real Traefik (-drain-until traefik=...).
+func (b *Balancer) TraefikAPI() http.Handler {
+	type server struct {
+		URL string `json:"url"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/http/services" {
+			http.NotFound(w, r)
+			return
+		}
+		servers, status := []server{}, map[string]string{}
+		for _, addr := range b.Instances() {
+			u := "http://" + addr
+			servers = append(servers, server{URL: u})
+			status[u] = "UP"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode([]any{map[string]any{
+			"loadBalancer": map[string]any{"servers": servers, "passHostHeader": true},
+			"serverStatus": status, "status": "enabled", "usedBy": []string{b.Service + "@consulcatalog"},
+			"name": b.Service + "@consulcatalog", "provider": "consulcatalog", "type": "loadbalancer",
+		}})
+	})
 }
 
 // send sends one request to the next instance, in the background.

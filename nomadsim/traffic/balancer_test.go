@@ -271,3 +271,74 @@ func TestBalancerReadsConsulsPassingInstances(t *testing.T) {
 		t.Errorf("want the refused instance's requests alone failed, as refused: %v", r)
 	}
 }
+
+// TestBalancerThrottleHoldsAChangeBack: as Traefik's providersThrottleDuration, a list read
+// within Throttle of the last change is held back (however many refreshes read it), and
+// applied once the throttle ends.
+func TestBalancerThrottleHoldsAChangeBack(t *testing.T) {
+	a, b := instance(t, http.StatusOK), instance(t, http.StatusOK)
+	cat := newCatalog(t, a)
+	for _, tc := range []struct {
+		name     string
+		throttle time.Duration
+	}{{"held for the hour", time.Hour}, {"applied once it ends", 300 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat.set(a)
+			bal := &Balancer{Service: "web", NomadAddr: cat.srv.URL, Every: 20 * time.Millisecond, Refresh: 10 * time.Millisecond, Throttle: tc.throttle}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := bal.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer bal.Stop()
+			cat.set(a, b)
+			before := bal.counts().Refreshes
+			waitCounts(t, bal, "five refreshes after the change", func(r Result) bool { return r.Refreshes >= before+5 })
+			if tc.throttle == time.Hour {
+				if got := bal.Instances(); !slices.Equal(got, []string{a}) {
+					t.Errorf("instances %v within the throttle, want the list before the change", got)
+				}
+				return
+			}
+			want := []string{a, b}
+			slices.Sort(want)
+			deadline := time.Now().Add(30 * time.Second)
+			for !slices.Equal(bal.Instances(), want) {
+				if time.Now().After(deadline) {
+					t.Fatalf("instances %v, want %v once the throttle ended", bal.Instances(), want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestBalancerTraefikAPI: the balancer's list, as Traefik's API lists a service's servers.
+func TestBalancerTraefikAPI(t *testing.T) {
+	a := instance(t, http.StatusOK)
+	bal := startBalancer(t, newCatalog(t, a))
+	defer bal.Stop()
+	srv := httptest.NewServer(bal.TraefikAPI())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/api/http/services")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var services []struct {
+		Name         string `json:"name"`
+		LoadBalancer struct {
+			Servers []struct {
+				URL string `json:"url"`
+			} `json:"servers"`
+		} `json:"loadBalancer"`
+		ServerStatus map[string]string `json:"serverStatus"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&services); err != nil {
+		t.Fatal(err)
+	}
+	if len(services) != 1 || services[0].Name != "web@consulcatalog" || len(services[0].LoadBalancer.Servers) != 1 ||
+		services[0].LoadBalancer.Servers[0].URL != "http://"+a || services[0].ServerStatus["http://"+a] != "UP" {
+		t.Errorf("services %+v, want web's one server %s", services, a)
+	}
+}

@@ -34,6 +34,9 @@ type Options struct {
 	Addr string
 	// ConsulAddr is the Consul HTTP listener's address, default "127.0.0.1:0".
 	ConsulAddr string
+	// ConsulDNSAddr is where Consul's DNS interface listens, UDP and TCP on one port,
+	// default "127.0.0.1:0".
+	ConsulDNSAddr string
 	// ScaleLockTTL runs variable lock TTLs and lock delays on the simulated clock. By
 	// default they run in real time, because real clients renew on their own wall clock
 	// (the api's LockLeaser renews at TTL/2 of real time): scaled TTLs would expire every
@@ -84,6 +87,9 @@ func (o *Options) defaults() {
 	}
 	if o.ConsulAddr == "" {
 		o.ConsulAddr = "127.0.0.1:0"
+	}
+	if o.ConsulDNSAddr == "" {
+		o.ConsulDNSAddr = "127.0.0.1:0"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

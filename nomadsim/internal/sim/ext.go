@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/miekg/dns"
+
 	"net/http"
 	"time"
 
@@ -114,3 +116,6 @@ func (c *Cluster) consulDeregister(r *svcReg) {
 
 // ConsulHandler serves Consul's HTTP API: the catalog, health and KV endpoints.
 func (c *Cluster) ConsulHandler() http.Handler { return c.Ext.catalog.Handler() }
+
+// ConsulDNS answers Consul's DNS interface for services (SRV and A).
+func (c *Cluster) ConsulDNS() dns.Handler { return c.Ext.catalog.DNS() }
