@@ -9,6 +9,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/steer"
+	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // errorText is err's text with the next steps the engine's typed errors name worded as the
@@ -64,4 +65,12 @@ func aclHint(rec *restart.Record, failed []restart.AllocProgress) string {
 	return fmt.Sprintf("The token may not %s allocations: that needs the alloc-lifecycle capability in namespace %q. Add it to the token's policy, as in\n"+
 		"  namespace %q { capabilities = [\"read-job\", \"alloc-lifecycle\"] }\n"+
 		"(see docs/acl.md for every capability nomad-restart uses)", endpoint, ns, ns)
+}
+
+// jobBusyMessage is what to tell an operator whose restart the store refused because the
+// job has one in progress: the store's fact, and the commands to attach to that restart or
+// cancel it (the store names no commands: what to type is the CLI's to say).
+func jobBusyMessage(busy *store.JobBusyError) string {
+	id := output.ShortID(busy.RestartID, false)
+	return fmt.Sprintf("%s; attach to it with `nomad-restart attach %s`, or cancel it with `nomad-restart cancel %s`", busy.Error(), id, id)
 }
