@@ -23,7 +23,7 @@ func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 	c, writer, ctx := startWriter(t)
 	first := put(t, writer, "nomad/jobs/web/config", "1")
 	put(t, writer, "nomad-restart/web/abc", "record")
-	h := New(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), Options{MinGap: testGap})
+	h := hubOn(t, c, Options{MinGap: testGap})
 
 	web := h.Watch(ctx, variable("nomad/jobs/web/config"))
 	under := h.Watch(ctx, prefix("nomad/jobs/web/"))

@@ -8,9 +8,7 @@ import (
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
-	"github.com/nomad-restart/nomad-restart/internal/simtest"
 )
 
 // A variable's whole value is read, and written back only over the index checked: a write
@@ -18,7 +16,7 @@ import (
 func TestWriteBackAVariableWithCheckAndSet(t *testing.T) {
 	t.Parallel()
 	c, writer, ctx := startWriter(t)
-	h := New(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), Options{})
+	h := hubOn(t, c, Options{})
 	src := variable("nomad/jobs/web/config")
 	if v, err := h.ReadValue(ctx, src); err != nil || v.Exists() {
 		t.Fatalf("a missing variable reads %+v (%v), want none", v, err)
@@ -92,7 +90,7 @@ func TestWriteBackAConsulKeyWithCheckAndSet(t *testing.T) {
 func TestKeptValueRoundTrip(t *testing.T) {
 	t.Parallel()
 	c, _, ctx := startWriter(t)
-	h := New(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), Options{})
+	h := hubOn(t, c, Options{})
 	src := variable("nomad/jobs/web/config")
 	k := onchange.Kept{Source: src.String(), State: onchange.KeptHeld, OldIndex: 3, BadIndex: 5, Value: onchange.SourceValue{Index: 3, Items: map[string]string{"v": "good"}}}
 	idx, err := h.WriteKept(ctx, "default", src, k, 0)
