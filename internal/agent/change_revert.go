@@ -72,12 +72,12 @@ func (c *changeRunner) keep(ctx context.Context, ex onchange.Explain, held map[o
 		return // no change seen since a value was read
 	}
 	k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
-	if err == nil && idx != 0 && k.Protects(prev.Index) {
-		return
-	}
 	if err == nil {
-		_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src,
-			onchange.Kept{Source: src.String(), State: onchange.KeptHeld, OldIndex: prev.Index, BadIndex: cur.Index, Value: prev}, idx)
+		next, write := onchange.Keep(k, idx, src.String(), prev, cur)
+		if !write {
+			return
+		}
+		_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src, next, idx)
 	}
 	switch {
 	case errors.Is(err, sourcewatch.ErrChanged):
@@ -87,8 +87,8 @@ func (c *changeRunner) keep(ctx context.Context, ex onchange.Explain, held map[o
 		c.metrics.warnings.WithLabelValues("keep_failed").Inc()
 		return
 	}
-	c.log.Info("kept a watched source's previous value, for a revert if its rollout fails", "job", ex.JobID, "source", src.String(),
-		"kept_at", c.cfg.Values.KeptPath(src), "old_index", prev.Index, "new_index", cur.Index)
+	c.log.Info("kept the value a watched source's change replaced, for a revert if its rollout fails", "job", ex.JobID, "source", src.String(),
+		"kept_at", c.cfg.Values.KeptPath(src), "new_index", cur.Index)
 }
 
 // revertUnderWay reports whether the rollout r decided answers a revert's write-back (the

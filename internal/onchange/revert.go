@@ -164,6 +164,22 @@ func (k Kept) Protects(from uint64) bool {
 	return k.State == KeptReverting || k.State == KeptReverted && from == k.BadIndex
 }
 
+// Keep says what to keep when source changes from prev to cur, given what is kept for it
+// already (k, at index idx; 0: nothing), and false when the kept value stays as it is.
+func Keep(k Kept, idx uint64, source string, prev, cur SourceValue) (Kept, bool) {
+	switch {
+	case idx != 0 && k.Protects(prev.Index):
+		return k, false
+	case idx != 0 && k.State == KeptHeld && k.RolledBy == "" && k.BadIndex == prev.Index:
+		// prev came and went before any rollout of it was filed (changes within the
+		// debounce are rolled as one): the allocations still run the value kept, and it is
+		// the one a failed rollout of both changes must put back, not prev.
+		k.BadIndex = cur.Index
+		return k, true
+	}
+	return Kept{Source: source, State: KeptHeld, OldIndex: prev.Index, BadIndex: cur.Index, Value: prev}, true
+}
+
 // IsWriteBack reports whether index is the revert's own write-back of the kept value.
 func (k Kept) IsWriteBack(index uint64) bool {
 	return k.State == KeptReverted && index == k.WrittenIndex
