@@ -85,9 +85,15 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 		if !ok {
 			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
 		}
+		// Consul's ?cas answers true or false, not the index written: it is read back, and
+		// a value other than the one written means someone wrote since. Its index is theirs,
+		// and taking it for the write-back's would hide their change from the rollouts.
 		cur, err := h.ReadValue(ctx, src)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("reading %s after writing it back: %w", src, err)
+		}
+		if !cur.SameContent(v) {
+			return 0, fmt.Errorf("writing %s back: written, then %w (index %d)", src, ErrChanged, cur.Index)
 		}
 		return cur.Index, nil
 	}

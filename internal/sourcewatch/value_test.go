@@ -3,6 +3,7 @@ package sourcewatch
 import (
 	"errors"
 	"maps"
+	"net/http"
 	"testing"
 
 	consulapi "github.com/hashicorp/consul/api"
@@ -82,6 +83,42 @@ func TestWriteBackAConsulKeyWithCheckAndSet(t *testing.T) {
 	now, err := h.ReadValue(ctx, src)
 	if err != nil || now.Index != written || !now.SameContent(kept) {
 		t.Errorf("after the write-back: %+v (%v), want %q flags 42 at %d", now, err, kept.Bytes, written)
+	}
+}
+
+// Consul's ?cas answers only true: when someone writes the key between the write-back and
+// its read-back, their index is not taken for the write-back's (which would hide their
+// change from the rollouts as the revert's own): it is ErrChanged.
+func TestWriteBackAConsulKeyChangedRightAfterIsErrChanged(t *testing.T) {
+	t.Parallel()
+	c, _, ctx := startWriter(t)
+	writer, err := consulapi.NewClient(&consulapi.Config{Address: c.ConsulAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := consulKey("web/mode")
+	humanWrites := func(r *http.Request) (*http.Response, error) {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil && r.Method == http.MethodPut && r.URL.Query().Has("cas") {
+			_, err = writer.KV().Put(&consulapi.KVPair{Key: src.Path, Value: []byte("by hand")}, nil)
+		}
+		return resp, err
+	}
+	h := New(nil, Options{Consul: func(string) (*consulapi.Client, error) {
+		cfg := consulapi.DefaultNonPooledConfig()
+		cfg.Address = c.ConsulAddr()
+		cfg.HttpClient = &http.Client{Transport: roundTripFunc(humanWrites)}
+		return consulapi.NewClient(cfg)
+	}})
+	if _, err := writer.KV().Put(&consulapi.KVPair{Key: src.Path, Value: []byte("bad")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := h.ReadValue(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx, err := h.WriteBack(ctx, src, onchange.SourceValue{Index: 1, Bytes: []byte("good")}, bad.Index); !errors.Is(err, ErrChanged) {
+		t.Errorf("a write-back changed by hand before its read-back: index %d, %v; want ErrChanged", idx, err)
 	}
 }
 
