@@ -34,7 +34,7 @@ func (h *Hub) ReadValue(ctx context.Context, src onchange.Source) (onchange.Sour
 			return onchange.SourceValue{}, nil
 		}
 		if err != nil {
-			return onchange.SourceValue{}, err
+			return onchange.SourceValue{}, valueErr(src, err)
 		}
 		return onchange.SourceValue{Index: v.ModifyIndex, Items: v.Items}, nil
 	case onchange.ConsulKey:
@@ -44,7 +44,7 @@ func (h *Hub) ReadValue(ctx context.Context, src onchange.Source) (onchange.Sour
 		}
 		pair, _, err := kv.Get(src.Path, consulQuery(ctx, src))
 		if err != nil {
-			return onchange.SourceValue{}, fmt.Errorf("reading Consul key %q: %w", src.Path, err)
+			return onchange.SourceValue{}, fmt.Errorf("reading Consul key %q: %w", src.Path, valueErr(src, err))
 		}
 		if pair == nil {
 			return onchange.SourceValue{}, nil
@@ -69,7 +69,7 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
 		}
 		if err != nil {
-			return 0, err
+			return 0, valueErr(src, err)
 		}
 		return out.ModifyIndex, nil
 	case onchange.ConsulKey:
@@ -80,7 +80,7 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 		w := (&consulapi.WriteOptions{Datacenter: src.Datacenter, Namespace: src.Namespace, Partition: src.Partition}).WithContext(ctx)
 		ok, _, err := kv.CAS(&consulapi.KVPair{Key: src.Path, Value: v.Bytes, Flags: v.Flags, ModifyIndex: index}, w)
 		if err != nil {
-			return 0, fmt.Errorf("writing %s back: %w", src, err)
+			return 0, fmt.Errorf("writing %s back: %w", src, valueErr(src, err))
 		}
 		if !ok {
 			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
@@ -98,6 +98,22 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 		return cur.Index, nil
 	}
 	return 0, fmt.Errorf("%s holds no single value to write", src)
+}
+
+// valueErr is a failed read or write of src's whole value: a denial says what a job that
+// reverts needs, which the shipped agent policy does not grant (read and write on the
+// source, docs/acl.md); any other error stays as it is.
+func valueErr(src onchange.Source, err error) error {
+	var denied *DeniedError
+	if !errors.As(sourceErr(src, err), &denied) {
+		return err
+	}
+	rule := fmt.Sprintf(`key %q { policy = "write" }`, src.Path)
+	if src.Kind.Nomad() {
+		rule = fmt.Sprintf(`namespace %q { variables { path %q { capabilities = ["list", "read", "write"] } } }`, nomadvars.Namespace(src.Namespace), src.Path)
+	}
+	return fmt.Errorf("%w: a job with %s = %q needs the agent's token to read and write %s; grant it %s (docs/acl.md)",
+		err, onchange.KeyOnFailure, onchange.OnFailureRevert, src, rule)
 }
 
 func consulQuery(ctx context.Context, src onchange.Source) *consulapi.QueryOptions {
