@@ -2,6 +2,7 @@ package onchange
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -124,6 +125,16 @@ func (v SourceValue) SameContent(o SourceValue) bool {
 	return true
 }
 
+// String, LogValue: a value printed or logged by mistake (fmt's %v and %+v, log/slog, even
+// as a field of a Kept) shows its index and size, never its content, which may be a
+// secret.
+func (v SourceValue) String() string {
+	return fmt.Sprintf("{Index:%d, %d item(s), %d byte(s): not shown}", v.Index, len(v.Items), len(v.Bytes))
+}
+
+// LogValue: see String.
+func (v SourceValue) LogValue() slog.Value { return slog.StringValue(v.String()) }
+
 // KeptState is where a kept value's revert stands.
 type KeptState string
 
@@ -155,6 +166,14 @@ type Kept struct {
 	// WrittenAt is when the write-back was made, by the agent's clock (KeptReverted).
 	WrittenAt int64 `json:",omitempty"`
 	Value     SourceValue
+}
+
+// LogValue logs where the revert stands, never the value (see SourceValue.String): a
+// JSON log handler would otherwise marshal the value with the rest.
+func (k Kept) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("source", k.Source), slog.String("state", string(k.State)),
+		slog.Uint64("old_index", k.OldIndex), slog.Uint64("bad_index", k.BadIndex), slog.String("rollout", k.Rollout),
+		slog.Uint64("written_index", k.WrittenIndex), slog.String("value", k.Value.String()))
 }
 
 // Protects reports whether the kept value must not be replaced by the value a change

@@ -1,6 +1,8 @@
 package onchange
 
 import (
+	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -145,6 +147,22 @@ func TestKeepKeepsTheValueBeforeChangesNotYetRolled(t *testing.T) {
 				t.Errorf("Keep = %+v, %v; want %+v, %v", got, write, tt.want, tt.write)
 			}
 		})
+	}
+}
+
+// A kept value printed or logged by mistake, in any of the usual ways, shows no content.
+func TestKeptValueNeverPrintsItsContent(t *testing.T) {
+	k := Kept{Source: "nomad:nomad/jobs/web/config", State: KeptHeld, OldIndex: 3, BadIndex: 5,
+		Value: SourceValue{Index: 3, Items: map[string]string{"password": "hunter2"}, Bytes: []byte("hunter2")}}
+	var out strings.Builder
+	slog.New(slog.NewJSONHandler(&out, nil)).Info("kept", "kept", k, "value", k.Value)
+	slog.New(slog.NewTextHandler(&out, nil)).Info("kept", "kept", k, "value", k.Value)
+	fmt.Fprintf(&out, "%v %+v %s %v %+v", k, k, k.Value, k.Value, &k.Value)
+	if strings.Contains(out.String(), "hunter2") {
+		t.Errorf("the kept value shows: %s", out.String())
+	}
+	if !strings.Contains(out.String(), "Index:3") {
+		t.Errorf("the kept value's index is not shown: %s", out.String())
 	}
 }
 
