@@ -94,10 +94,12 @@ func (c *changeRunner) keep(ctx context.Context, ex onchange.Explain, held map[o
 // revertUnderWay reports whether the rollout r decided answers a revert's write-back (the
 // newest change of its sources is the kept value put back): the revert is resumed, or left
 // to its restart, rather than every allocation rolled. A change of another source since is
-// rolled as any other.
-func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, r *onchange.Rollout) bool {
+// rolled as any other. An error says a kept value could not be read: whether r answers a
+// write-back is not known, and r is not to be filed yet (rolling every allocation onto the
+// value written back would restart the ones that never loaded the bad one).
+func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, r *onchange.Rollout) (bool, error) {
 	if c.cfg.Values == nil {
-		return false
+		return false, nil
 	}
 	reverting := revertSources(ex)
 	var newest time.Time
@@ -110,7 +112,10 @@ func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, 
 			continue
 		}
 		k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
-		if err != nil || idx == 0 || k.Rollout == "" || k.Rollout == r.ID || t.NewIndex <= k.BadIndex {
+		if err != nil {
+			return false, err
+		}
+		if idx == 0 || k.Rollout == "" || k.Rollout == r.ID || t.NewIndex <= k.BadIndex {
 			continue
 		}
 		if k.State == onchange.KeptReverted && t.NewIndex != k.WrittenIndex {
@@ -119,18 +124,18 @@ func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, 
 		if k.State == onchange.KeptReverted {
 			if _, err := c.a.cfg.Store.Get(ctx, ex.Namespace, onchange.RevertID(k.Rollout)); err == nil {
 				c.followOutcome(ctx, ex, ex.Namespace, onchange.RevertID(k.Rollout))
-				return true
+				return true, nil
 			}
 		}
 		rec, err := c.a.cfg.Store.Get(ctx, ex.Namespace, k.Rollout)
 		if err != nil {
 			c.log.Warn("reading a failed rollout to finish its revert", "job", ex.JobID, "restart", k.Rollout, "err", err)
-			return true
+			return true, nil
 		}
 		c.startRevert(ctx, ex, rec)
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // once runs fn in the background unless a run of key is under way in this agent.

@@ -246,8 +246,10 @@ type hookedValues struct {
 	writeBacks atomic.Int32
 	// beforeKept runs before a kept value's write; an error stops it.
 	beforeKept func(onchange.Kept) error
-	onKept     func(onchange.Kept) error
-	onWritten  func() error
+	// afterReadKept runs after a kept value's read; an error fails the read.
+	afterReadKept func(onchange.Kept) error
+	onKept        func(onchange.Kept) error
+	onWritten     func() error
 	// beforeWriteBack runs before a write-back; an error stops it, as a failed request.
 	beforeWriteBack func() error
 	// dead cuts the agent off its sources and kept values, as a killed process.
@@ -265,7 +267,13 @@ func (h *hookedValues) ReadKept(ctx context.Context, ns string, src onchange.Sou
 	if h.dead.Load() {
 		return onchange.Kept{}, 0, errKilled
 	}
-	return h.SourceValues.ReadKept(ctx, ns, src)
+	k, idx, err := h.SourceValues.ReadKept(ctx, ns, src)
+	if err == nil && h.afterReadKept != nil {
+		if herr := h.afterReadKept(k); herr != nil {
+			return onchange.Kept{}, 0, herr
+		}
+	}
+	return k, idx, err
 }
 
 func (h *hookedValues) DeleteKept(ctx context.Context, ns string, src onchange.Source, index uint64) error {
@@ -603,6 +611,50 @@ func TestConfigChangeRevertRetriesAFailedWriteBack(t *testing.T) {
 	checkReverted(t, ctx, e, path, rollout, bad)
 	if n, tries := h.writeBacks.Load(), failures.Load(); n != 1 || tries != 2 {
 		t.Errorf("%d write-backs in %d tries, want one in two", n, tries)
+	}
+}
+
+// A kept value that cannot be read (Nomad answers 500) after the write-back, until a while
+// after the revert's restart ended, neither makes the agent roll the write-back as a change
+// of its own (which would restart the three allocations that never loaded the bad value):
+// it decides again, and the value is forgotten once a read works.
+func TestConfigChangeRevertOutlastsAFailedReadOfTheKeptValue(t *testing.T) {
+	t.Parallel()
+	e, path, old := revertEnv(t, "readfail")
+	ctx := agenttest.Context(t)
+	const failuresAfter = 5 // reads failed once the revert's restart ended
+	var ended, reads atomic.Int32
+	h := &hookedValues{afterReadKept: func(k onchange.Kept) error {
+		if k.State != onchange.KeptReverted {
+			return nil
+		}
+		if ended.Load() == 0 {
+			recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: "readfail"})
+			for _, r := range recs {
+				if err == nil && r.Revert != nil && r.Status.Terminal() {
+					ended.Store(1)
+				}
+			}
+		}
+		if ended.Load() == 0 || reads.Add(1) <= failuresAfter {
+			return errors.New("Unexpected response code: 500 (rpc error: leader unavailable)")
+		}
+		return nil
+	}}
+	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), h.hook, "readfail")
+	defer stop()
+	bad := agenttest.PutItems(t, e.Client, path, badItems, old)
+	rollout := failedRollout(t, ctx, e, "readfail")
+	checkReverted(t, ctx, e, path, rollout, bad)
+	simtest.WaitFor(t, ctx, "the failed reads of the kept value", func() bool { return reads.Load() > failuresAfter })
+	recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: "readfail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.ID != rollout.ID && r.ID != onchange.RevertID(rollout.ID) {
+			t.Errorf("restart %s filed besides the rollout and its revert: %s", r.ID, agenttest.EventLines(r))
+		}
 	}
 }
 
