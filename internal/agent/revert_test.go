@@ -600,15 +600,11 @@ func TestConfigChangeRevertRetriesAFailedWriteBack(t *testing.T) {
 	var failures atomic.Int32
 	h := &hookedValues{beforeWriteBack: func() error {
 		if failures.Add(1) == 1 {
-			return errors.New("Unexpected response code: 500 (rpc error: leader unavailable)")
+			return errLeaderUnavailable
 		}
 		return nil
 	}}
-	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), h.hook, "retry")
-	defer stop()
-	bad := agenttest.PutItems(t, e.Client, path, badItems, old)
-	rollout := failedRollout(t, ctx, e, "retry")
-	checkReverted(t, ctx, e, path, rollout, bad)
+	revertThrough(t, ctx, e, h, "retry", path, old)
 	if n, tries := h.writeBacks.Load(), failures.Load(); n != 1 || tries != 2 {
 		t.Errorf("%d write-backs in %d tries, want one in two", n, tries)
 	}
@@ -637,15 +633,11 @@ func TestConfigChangeRevertOutlastsAFailedReadOfTheKeptValue(t *testing.T) {
 			}
 		}
 		if ended.Load() == 0 || reads.Add(1) <= failuresAfter {
-			return errors.New("Unexpected response code: 500 (rpc error: leader unavailable)")
+			return errLeaderUnavailable
 		}
 		return nil
 	}}
-	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), h.hook, "readfail")
-	defer stop()
-	bad := agenttest.PutItems(t, e.Client, path, badItems, old)
-	rollout := failedRollout(t, ctx, e, "readfail")
-	checkReverted(t, ctx, e, path, rollout, bad)
+	rollout := revertThrough(t, ctx, e, h, "readfail", path, old)
 	simtest.WaitFor(t, ctx, "the failed reads of the kept value", func() bool { return reads.Load() > failuresAfter })
 	recs, err := e.Store.List(ctx, store.Filter{Namespace: "default", JobID: "readfail"})
 	if err != nil {
@@ -656,6 +648,22 @@ func TestConfigChangeRevertOutlastsAFailedReadOfTheKeptValue(t *testing.T) {
 			t.Errorf("restart %s filed besides the rollout and its revert: %s", r.ID, agenttest.EventLines(r))
 		}
 	}
+}
+
+// errLeaderUnavailable is a request's failure as Nomad answers it when it has no leader.
+var errLeaderUnavailable = errors.New("Unexpected response code: 500 (rpc error: leader unavailable)")
+
+// revertThrough runs an agent whose kept values and write-backs go through h, puts the bad
+// items in job's variable at path (at index old), and checks that the failed rollout it
+// returns is reverted as without faults.
+func revertThrough(t *testing.T, ctx context.Context, e *env, h *hookedValues, job, path string, old uint64) *restart.Record {
+	t.Helper()
+	_, _, stop := e.runChangeAgent(t, "agent-a", e.Sim.BootstrapToken(), h.hook, job)
+	t.Cleanup(stop)
+	bad := agenttest.PutItems(t, e.Client, path, badItems, old)
+	rollout := failedRollout(t, ctx, e, job)
+	checkReverted(t, ctx, e, path, rollout, bad)
+	return rollout
 }
 
 // consulRevertEnv starts a cluster whose instances answer, sets the Consul key <job>/mode to

@@ -4,16 +4,12 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"strings"
 	"testing"
 
 	consulapi "github.com/hashicorp/consul/api"
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
-	"github.com/nomad-restart/nomad-restart/internal/simtest"
-	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
 
 // A variable's whole value is read, and written back only over the index checked: a write
@@ -123,22 +119,6 @@ func TestWriteBackAConsulKeyChangedRightAfterIsErrChanged(t *testing.T) {
 	}
 	if idx, err := h.WriteBack(ctx, src, onchange.SourceValue{Index: 1, Bytes: []byte("good")}, bad.Index); !errors.Is(err, ErrChanged) {
 		t.Errorf("a write-back changed by hand before its read-back: index %d, %v; want ErrChanged", idx, err)
-	}
-}
-
-// The shipped agent policy lists sources and never reads them: a job that reverts needs
-// read and write on its variable, and a denial says so with the rule to grant.
-func TestReadValueDeniedNamesTheRuleToGrant(t *testing.T) {
-	t.Parallel()
-	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
-	ctx := testContext(t)
-	put(t, simtest.ClientAs(t, c, c.BootstrapToken()), "nomad/jobs/web/config", "good")
-	listOnly := simtest.Token(t, c, "list-only", `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }`)
-	h := New(nomadvars.New(simtest.ClientAs(t, c, listOnly), nomadvars.Options{}), Options{})
-	_, err := h.ReadValue(ctx, variable("nomad/jobs/web/config"))
-	want := `grant it namespace "default" { variables { path "nomad/jobs/web/config" { capabilities = ["list", "read", "write"] } } }`
-	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `denied "read"`) {
-		t.Errorf("a read denied: %v; want it to name the read denied and %s", err, want)
 	}
 }
 
