@@ -10,13 +10,13 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // SourceValues reads and writes what the reverts of failed rollouts need (a
 // *sourcewatch.Hub): the whole value of a variable or key, its write-back with
-// check-and-set, and the value kept for each source.
+// check-and-set, and the value kept for each source. A check-and-set that finds a change
+// is onchange.ErrChanged: someone wrote first.
 type SourceValues interface {
 	ReadValue(ctx context.Context, src onchange.Source) (onchange.SourceValue, error)
 	WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error)
@@ -80,7 +80,7 @@ func (c *changeRunner) keep(ctx context.Context, ex onchange.Explain, held map[o
 		_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src, next, idx)
 	}
 	switch {
-	case errors.Is(err, sourcewatch.ErrChanged):
+	case errors.Is(err, onchange.ErrChanged):
 		return // another agent kept it at the same moment
 	case err != nil:
 		c.log.Warn("keeping a watched source's previous value for a revert: its change cannot be reverted", "job", ex.JobID, "source", src.String(), "err", err)
@@ -177,7 +177,7 @@ func (c *changeRunner) noteRolledBy(ctx context.Context, ex onchange.Explain, id
 			continue
 		}
 		k.RolledBy = id
-		if _, err := c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+		if _, err := c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil && !errors.Is(err, onchange.ErrChanged) {
 			c.log.Warn("noting the rollout of a kept value's change", "job", ex.JobID, "source", src.String(), "err", err)
 		}
 	}
@@ -260,7 +260,7 @@ func (c *changeRunner) forgetKept(ctx context.Context, ex onchange.Explain, rec 
 			k.Value = onchange.SourceValue{}
 			_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx)
 		}
-		if err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+		if err != nil && !errors.Is(err, onchange.ErrChanged) {
 			c.log.Warn("forgetting a kept value no longer needed", "job", ex.JobID, "source", src.String(), "err", err)
 		}
 	}
@@ -335,7 +335,7 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		if k.State == onchange.KeptHeld {
 			k.State, k.Rollout = onchange.KeptReverting, rec.ID
 			if idx, err = v.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil {
-				if errors.Is(err, sourcewatch.ErrChanged) {
+				if errors.Is(err, onchange.ErrChanged) {
 					continue
 				}
 				log.Warn("marking the kept value as being reverted", "err", err)
@@ -354,13 +354,13 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		case onchange.ChangedSince:
 			log.Warn("a rollout failed and is not reverted: its source changed again since (someone acted); it is left as it is", "bad_index", k.BadIndex, "index", cur.Index)
 			c.metrics.reverts.WithLabelValues("changed_since").Inc()
-			if err := v.DeleteKept(ctx, ex.Namespace, src, idx); err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+			if err := v.DeleteKept(ctx, ex.Namespace, src, idx); err != nil && !errors.Is(err, onchange.ErrChanged) {
 				log.Warn("deleting a kept value no longer needed", "err", err)
 			}
 			return restart.RevertWrite{}, time.Time{}, stepStop
 		case onchange.WriteNow:
 			written, err = v.WriteBack(ctx, src, k.Value, k.BadIndex)
-			if errors.Is(err, sourcewatch.ErrChanged) {
+			if errors.Is(err, onchange.ErrChanged) {
 				continue // someone wrote between the read and the write: read again who
 			}
 			if err != nil {
@@ -373,7 +373,7 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		if k.State != onchange.KeptReverted {
 			k.State, k.WrittenIndex, k.WrittenAt = onchange.KeptReverted, written, c.a.cfg.Now().UnixNano()
 			if _, err := v.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil {
-				if errors.Is(err, sourcewatch.ErrChanged) {
+				if errors.Is(err, onchange.ErrChanged) {
 					continue
 				}
 				log.Warn("marking the kept value as written back", "err", err)

@@ -1,6 +1,7 @@
 package onchange
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -44,6 +45,11 @@ func notRevertible(g Group) []string {
 	}
 	return out
 }
+
+// ErrChanged says a check-and-set write (a write-back, or of a kept value) found what it
+// writes changed since the index it was checked against: someone else wrote first. The
+// stores of sources and kept values (the agent's SourceValues) return it, wrapped.
+var ErrChanged = errors.New("changed since the index checked")
 
 // RevertID is the ID of the restart that brings back the allocations a failed rollout
 // restarted onto a bad value: derived from the rollout's, so that of several agents that

@@ -17,10 +17,6 @@ import (
 // change replaces can be kept, and written back with check-and-set when the change's
 // rollout fails.
 
-// ErrChanged says a check-and-set write-back found the source changed since the index it
-// was checked against.
-var ErrChanged = errors.New("the source changed since the index checked")
-
 // ReadValue reads the whole value of src, one variable or one key; a missing one is a
 // SourceValue with Index 0.
 func (h *Hub) ReadValue(ctx context.Context, src onchange.Source) (onchange.SourceValue, error) {
@@ -56,7 +52,7 @@ func (h *Hub) ReadValue(ctx context.Context, src onchange.Source) (onchange.Sour
 
 // WriteBack writes v's content to src with check-and-set on index (the bad value's
 // ModifyIndex: Nomad's cas, Consul's ?cas), and returns the source's index after the
-// write; ErrChanged when the source is no longer at index.
+// write; onchange.ErrChanged when the source is no longer at index.
 func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error) {
 	switch src.Kind {
 	case onchange.NomadVariable:
@@ -66,7 +62,7 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 		out, err := h.vars.InRegion(src.Region).Write(ctx, &nomadvars.Variable{Namespace: src.Namespace, Path: src.Path, Items: v.Items, ModifyIndex: index})
 		var conflict *nomadvars.ConflictError
 		if errors.As(err, &conflict) {
-			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
+			return 0, fmt.Errorf("writing %s back: %w", src, onchange.ErrChanged)
 		}
 		if err != nil {
 			return 0, valueErr(src, err)
@@ -83,7 +79,7 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 			return 0, fmt.Errorf("writing %s back: %w", src, valueErr(src, err))
 		}
 		if !ok {
-			return 0, fmt.Errorf("writing %s back: %w", src, ErrChanged)
+			return 0, fmt.Errorf("writing %s back: %w", src, onchange.ErrChanged)
 		}
 		// Consul's ?cas answers true or false, not the index written: it is read back, and
 		// a value other than the one written means someone wrote since. Its index is theirs,
@@ -93,7 +89,7 @@ func (h *Hub) WriteBack(ctx context.Context, src onchange.Source, v onchange.Sou
 			return 0, fmt.Errorf("reading %s after writing it back: %w", src, err)
 		}
 		if !cur.SameContent(v) {
-			return 0, fmt.Errorf("writing %s back: written, then %w (index %d)", src, ErrChanged, cur.Index)
+			return 0, fmt.Errorf("writing %s back: written, then %w (index %d)", src, onchange.ErrChanged, cur.Index)
 		}
 		return cur.Index, nil
 	}

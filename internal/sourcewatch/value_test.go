@@ -13,7 +13,7 @@ import (
 )
 
 // A variable's whole value is read, and written back only over the index checked: a write
-// over a stale index is ErrChanged and changes nothing. A missing one reads as Index 0.
+// over a stale index is onchange.ErrChanged and changes nothing. A missing one reads as Index 0.
 func TestWriteBackAVariableWithCheckAndSet(t *testing.T) {
 	t.Parallel()
 	c, writer, ctx := startWriter(t)
@@ -31,8 +31,8 @@ func TestWriteBackAVariableWithCheckAndSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.WriteBack(ctx, src, kept, good.ModifyIndex); !errors.Is(err, ErrChanged) {
-		t.Errorf("a write-back over a stale index: %v, want ErrChanged", err)
+	if _, err := h.WriteBack(ctx, src, kept, good.ModifyIndex); !errors.Is(err, onchange.ErrChanged) {
+		t.Errorf("a write-back over a stale index: %v, want onchange.ErrChanged", err)
 	}
 	written, err := h.WriteBack(ctx, src, kept, bad.ModifyIndex)
 	if err != nil {
@@ -45,7 +45,7 @@ func TestWriteBackAVariableWithCheckAndSet(t *testing.T) {
 }
 
 // A Consul key's bytes and flags are read and written back with ?cas: a stale index is
-// ErrChanged (Consul answers 200 false) and changes nothing.
+// onchange.ErrChanged (Consul answers 200 false) and changes nothing.
 func TestWriteBackAConsulKeyWithCheckAndSet(t *testing.T) {
 	t.Parallel()
 	c, _, ctx := startWriter(t)
@@ -70,8 +70,8 @@ func TestWriteBackAConsulKeyWithCheckAndSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.WriteBack(ctx, src, kept, kept.Index); !errors.Is(err, ErrChanged) {
-		t.Errorf("a write-back over a stale index: %v, want ErrChanged", err)
+	if _, err := h.WriteBack(ctx, src, kept, kept.Index); !errors.Is(err, onchange.ErrChanged) {
+		t.Errorf("a write-back over a stale index: %v, want onchange.ErrChanged", err)
 	}
 	if now, _ := h.ReadValue(ctx, src); string(now.Bytes) != "bad" {
 		t.Errorf("a refused write-back changed the key to %q", now.Bytes)
@@ -88,7 +88,7 @@ func TestWriteBackAConsulKeyWithCheckAndSet(t *testing.T) {
 
 // Consul's ?cas answers only true: when someone writes the key between the write-back and
 // its read-back, their index is not taken for the write-back's (which would hide their
-// change from the rollouts as the revert's own): it is ErrChanged.
+// change from the rollouts as the revert's own): it is onchange.ErrChanged.
 func TestWriteBackAConsulKeyChangedRightAfterIsErrChanged(t *testing.T) {
 	t.Parallel()
 	c, _, ctx := startWriter(t)
@@ -117,13 +117,13 @@ func TestWriteBackAConsulKeyChangedRightAfterIsErrChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if idx, err := h.WriteBack(ctx, src, onchange.SourceValue{Index: 1, Bytes: []byte("good")}, bad.Index); !errors.Is(err, ErrChanged) {
-		t.Errorf("a write-back changed by hand before its read-back: index %d, %v; want ErrChanged", idx, err)
+	if idx, err := h.WriteBack(ctx, src, onchange.SourceValue{Index: 1, Bytes: []byte("good")}, bad.Index); !errors.Is(err, onchange.ErrChanged) {
+		t.Errorf("a write-back changed by hand before its read-back: index %d, %v; want onchange.ErrChanged", idx, err)
 	}
 }
 
 // The kept value round-trips through its variable, under the product's prefix, with
-// check-and-set: a second create, or a write over a stale index, is ErrChanged.
+// check-and-set: a second create, or a write over a stale index, is onchange.ErrChanged.
 func TestKeptValueRoundTrip(t *testing.T) {
 	t.Parallel()
 	c, _, ctx := startWriter(t)
@@ -134,15 +134,15 @@ func TestKeptValueRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.WriteKept(ctx, "default", src, k, 0); !errors.Is(err, ErrChanged) {
-		t.Errorf("a second create: %v, want ErrChanged", err)
+	if _, err := h.WriteKept(ctx, "default", src, k, 0); !errors.Is(err, onchange.ErrChanged) {
+		t.Errorf("a second create: %v, want onchange.ErrChanged", err)
 	}
 	got, at, err := h.ReadKept(ctx, "default", src)
 	if err != nil || at != idx || got.BadIndex != 5 || !got.Value.SameContent(k.Value) {
 		t.Fatalf("read back %+v at %d (%v)", got, at, err)
 	}
-	if err := h.DeleteKept(ctx, "default", src, idx+100); !errors.Is(err, ErrChanged) {
-		t.Errorf("a delete over a stale index: %v, want ErrChanged", err)
+	if err := h.DeleteKept(ctx, "default", src, idx+100); !errors.Is(err, onchange.ErrChanged) {
+		t.Errorf("a delete over a stale index: %v, want onchange.ErrChanged", err)
 	}
 	if err := h.DeleteKept(ctx, "default", src, idx); err != nil {
 		t.Fatal(err)
