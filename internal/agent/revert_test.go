@@ -651,7 +651,7 @@ func TestConfigChangeRevertOutlastsAFailedReadOfTheKeptValue(t *testing.T) {
 }
 
 // errLeaderUnavailable is a request's failure as Nomad answers it when it has no leader.
-var errLeaderUnavailable = errors.New("Unexpected response code: 500 (rpc error: leader unavailable)")
+var errLeaderUnavailable = errors.New("unexpected response code: 500 (rpc error: leader unavailable)")
 
 // revertThrough runs an agent whose kept values and write-backs go through h, puts the bad
 // items in job's variable at path (at index old), and checks that the failed rollout it
