@@ -32,8 +32,12 @@ namespace "*" {
     # paths your templates read elsewhere, or remove this block with -roll-on-change=false.
     # Jobs that revert failed changes (nomad-restart.on-failure = "revert") need the agent
     # to read the variables they read (to keep the value a change replaces) and write them
-    # (to put it back): grant "read" and "write" on their paths only, for example
+    # (to put it back): grant "read" and "write" on their paths only. A glob "web/*" does
+    # not cover the variable "web" itself, so for job web's variables, for example:
+    #   path "nomad/jobs/web"   { capabilities = ["list", "read", "write"] }
     #   path "nomad/jobs/web/*" { capabilities = ["list", "read", "write"] }
+    # and, for a Consul key, key "web/mode" { policy = "write" } in the agent's Consul token.
+    # Without it, the agent logs the rule to grant and such a failed rollout stops.
     path "nomad/jobs/*" {
       capabilities = ["list"]
     }

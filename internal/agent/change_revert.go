@@ -10,13 +10,13 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/engine"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-	"github.com/nomad-restart/nomad-restart/internal/sourcewatch"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
 // SourceValues reads and writes what the reverts of failed rollouts need (a
 // *sourcewatch.Hub): the whole value of a variable or key, its write-back with
-// check-and-set, and the value kept for each source.
+// check-and-set, and the value kept for each source. A check-and-set that finds a change
+// is onchange.ErrChanged: someone wrote first.
 type SourceValues interface {
 	ReadValue(ctx context.Context, src onchange.Source) (onchange.SourceValue, error)
 	WriteBack(ctx context.Context, src onchange.Source, v onchange.SourceValue, index uint64) (uint64, error)
@@ -72,32 +72,34 @@ func (c *changeRunner) keep(ctx context.Context, ex onchange.Explain, held map[o
 		return // no change seen since a value was read
 	}
 	k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
-	if err == nil && idx != 0 && k.Protects(prev.Index) {
-		return
-	}
 	if err == nil {
-		_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src,
-			onchange.Kept{Source: src.String(), State: onchange.KeptHeld, OldIndex: prev.Index, BadIndex: cur.Index, Value: prev}, idx)
+		next, write := onchange.Keep(k, idx, src.String(), prev, cur)
+		if !write {
+			return
+		}
+		_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src, next, idx)
 	}
 	switch {
-	case errors.Is(err, sourcewatch.ErrChanged):
+	case errors.Is(err, onchange.ErrChanged):
 		return // another agent kept it at the same moment
 	case err != nil:
 		c.log.Warn("keeping a watched source's previous value for a revert: its change cannot be reverted", "job", ex.JobID, "source", src.String(), "err", err)
 		c.metrics.warnings.WithLabelValues("keep_failed").Inc()
 		return
 	}
-	c.log.Info("kept a watched source's previous value, for a revert if its rollout fails", "job", ex.JobID, "source", src.String(),
-		"kept_at", c.cfg.Values.KeptPath(src), "old_index", prev.Index, "new_index", cur.Index)
+	c.log.Info("kept the value a watched source's change replaced, for a revert if its rollout fails", "job", ex.JobID, "source", src.String(),
+		"kept_at", c.cfg.Values.KeptPath(src), "new_index", cur.Index)
 }
 
 // revertUnderWay reports whether the rollout r decided answers a revert's write-back (the
 // newest change of its sources is the kept value put back): the revert is resumed, or left
 // to its restart, rather than every allocation rolled. A change of another source since is
-// rolled as any other.
-func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, r *onchange.Rollout) bool {
+// rolled as any other. An error says a kept value could not be read: whether r answers a
+// write-back is not known, and r is not to be filed yet (rolling every allocation onto the
+// value written back would restart the ones that never loaded the bad one).
+func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, r *onchange.Rollout) (bool, error) {
 	if c.cfg.Values == nil {
-		return false
+		return false, nil
 	}
 	reverting := revertSources(ex)
 	var newest time.Time
@@ -110,7 +112,10 @@ func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, 
 			continue
 		}
 		k, idx, err := c.cfg.Values.ReadKept(ctx, ex.Namespace, src)
-		if err != nil || idx == 0 || k.Rollout == "" || k.Rollout == r.ID || t.NewIndex <= k.BadIndex {
+		if err != nil {
+			return false, err
+		}
+		if idx == 0 || k.Rollout == "" || k.Rollout == r.ID || t.NewIndex <= k.BadIndex {
 			continue
 		}
 		if k.State == onchange.KeptReverted && t.NewIndex != k.WrittenIndex {
@@ -119,18 +124,18 @@ func (c *changeRunner) revertUnderWay(ctx context.Context, ex onchange.Explain, 
 		if k.State == onchange.KeptReverted {
 			if _, err := c.a.cfg.Store.Get(ctx, ex.Namespace, onchange.RevertID(k.Rollout)); err == nil {
 				c.followOutcome(ctx, ex, ex.Namespace, onchange.RevertID(k.Rollout))
-				return true
+				return true, nil
 			}
 		}
 		rec, err := c.a.cfg.Store.Get(ctx, ex.Namespace, k.Rollout)
 		if err != nil {
 			c.log.Warn("reading a failed rollout to finish its revert", "job", ex.JobID, "restart", k.Rollout, "err", err)
-			return true
+			return true, nil
 		}
 		c.startRevert(ctx, ex, rec)
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // once runs fn in the background unless a run of key is under way in this agent.
@@ -172,7 +177,7 @@ func (c *changeRunner) noteRolledBy(ctx context.Context, ex onchange.Explain, id
 			continue
 		}
 		k.RolledBy = id
-		if _, err := c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+		if _, err := c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil && !errors.Is(err, onchange.ErrChanged) {
 			c.log.Warn("noting the rollout of a kept value's change", "job", ex.JobID, "source", src.String(), "err", err)
 		}
 	}
@@ -255,7 +260,7 @@ func (c *changeRunner) forgetKept(ctx context.Context, ex onchange.Explain, rec 
 			k.Value = onchange.SourceValue{}
 			_, err = c.cfg.Values.WriteKept(ctx, ex.Namespace, src, k, idx)
 		}
-		if err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+		if err != nil && !errors.Is(err, onchange.ErrChanged) {
 			c.log.Warn("forgetting a kept value no longer needed", "job", ex.JobID, "source", src.String(), "err", err)
 		}
 	}
@@ -330,7 +335,7 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		if k.State == onchange.KeptHeld {
 			k.State, k.Rollout = onchange.KeptReverting, rec.ID
 			if idx, err = v.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil {
-				if errors.Is(err, sourcewatch.ErrChanged) {
+				if errors.Is(err, onchange.ErrChanged) {
 					continue
 				}
 				log.Warn("marking the kept value as being reverted", "err", err)
@@ -349,13 +354,13 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		case onchange.ChangedSince:
 			log.Warn("a rollout failed and is not reverted: its source changed again since (someone acted); it is left as it is", "bad_index", k.BadIndex, "index", cur.Index)
 			c.metrics.reverts.WithLabelValues("changed_since").Inc()
-			if err := v.DeleteKept(ctx, ex.Namespace, src, idx); err != nil && !errors.Is(err, sourcewatch.ErrChanged) {
+			if err := v.DeleteKept(ctx, ex.Namespace, src, idx); err != nil && !errors.Is(err, onchange.ErrChanged) {
 				log.Warn("deleting a kept value no longer needed", "err", err)
 			}
 			return restart.RevertWrite{}, time.Time{}, stepStop
 		case onchange.WriteNow:
 			written, err = v.WriteBack(ctx, src, k.Value, k.BadIndex)
-			if errors.Is(err, sourcewatch.ErrChanged) {
+			if errors.Is(err, onchange.ErrChanged) {
 				continue // someone wrote between the read and the write: read again who
 			}
 			if err != nil {
@@ -368,7 +373,7 @@ func (c *changeRunner) writeBack(ctx context.Context, ex onchange.Explain, rec *
 		if k.State != onchange.KeptReverted {
 			k.State, k.WrittenIndex, k.WrittenAt = onchange.KeptReverted, written, c.a.cfg.Now().UnixNano()
 			if _, err := v.WriteKept(ctx, ex.Namespace, src, k, idx); err != nil {
-				if errors.Is(err, sourcewatch.ErrChanged) {
+				if errors.Is(err, onchange.ErrChanged) {
 					continue
 				}
 				log.Warn("marking the kept value as written back", "err", err)

@@ -466,7 +466,12 @@ func (c *changeRunner) decide(ctx context.Context, ex onchange.Explain, states m
 		}
 		return max(d.RecheckAt.Sub(now), time.Millisecond)
 	}
-	if c.revertUnderWay(ctx, ex, d.Rollout) {
+	underWay, err := c.revertUnderWay(ctx, ex, d.Rollout)
+	switch {
+	case err != nil:
+		c.log.Warn("reading the value kept for a revert, to tell its write-back from a change: deciding again later", "job", ex.JobID, "err", err)
+		return c.cfg.BusyRecheck
+	case underWay:
 		return 0
 	}
 	return c.file(ctx, ex, d.Rollout)

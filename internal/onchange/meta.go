@@ -145,23 +145,17 @@ func readOptions(group string, meta map[string]metaValue) options {
 		if !ok || key == KeyOnChange {
 			continue
 		}
-		if key == KeyOnFailure {
-			f, err := ParseOnFailure(mv.value)
-			if err != nil {
-				o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: err.Error()})
-			}
-			o.onFailure = f
-			continue
+		// The keys that are the agent's alone; the others are run's options.
+		var err error
+		switch key {
+		case KeyOnFailure:
+			o.onFailure, err = ParseOnFailure(mv.value)
+		case KeyRenderInterval:
+			o.renderInterval, err = parseRenderInterval(mv.value)
+		default:
+			err = applyOption(s, &o.debounce, key, mv.value)
 		}
-		if key == KeyRenderInterval {
-			d, err := parseRenderInterval(mv.value)
-			if err != nil {
-				o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: err.Error()})
-			}
-			o.renderInterval = d
-			continue
-		}
-		if err := applyOption(s, &o.debounce, key, mv.value); err != nil {
+		if err != nil {
 			o.problems = append(o.problems, Problem{Key: key, Value: mv.value, Level: mv.level, Reason: reasonOf(err)})
 		}
 	}

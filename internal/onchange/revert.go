@@ -1,7 +1,9 @@
 package onchange
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -43,6 +45,11 @@ func notRevertible(g Group) []string {
 	}
 	return out
 }
+
+// ErrChanged says a check-and-set write (a write-back, or of a kept value) found what it
+// writes changed since the index it was checked against: someone else wrote first. The
+// stores of sources and kept values (the agent's SourceValues) return it, wrapped.
+var ErrChanged = errors.New("changed since the index checked")
 
 // RevertID is the ID of the restart that brings back the allocations a failed rollout
 // restarted onto a bad value: derived from the rollout's, so that of several agents that
@@ -124,6 +131,16 @@ func (v SourceValue) SameContent(o SourceValue) bool {
 	return true
 }
 
+// String, LogValue: a value printed or logged by mistake (fmt's %v and %+v, log/slog, even
+// as a field of a Kept) shows its index and size, never its content, which may be a
+// secret.
+func (v SourceValue) String() string {
+	return fmt.Sprintf("{Index:%d, %d item(s), %d byte(s): not shown}", v.Index, len(v.Items), len(v.Bytes))
+}
+
+// LogValue: see String.
+func (v SourceValue) LogValue() slog.Value { return slog.StringValue(v.String()) }
+
 // KeptState is where a kept value's revert stands.
 type KeptState string
 
@@ -157,11 +174,35 @@ type Kept struct {
 	Value     SourceValue
 }
 
+// LogValue logs where the revert stands, never the value (see SourceValue.String): a
+// JSON log handler would otherwise marshal the value with the rest.
+func (k Kept) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("source", k.Source), slog.String("state", string(k.State)),
+		slog.Uint64("old_index", k.OldIndex), slog.Uint64("bad_index", k.BadIndex), slog.String("rollout", k.Rollout),
+		slog.Uint64("written_index", k.WrittenIndex), slog.String("value", k.Value.String()))
+}
+
 // Protects reports whether the kept value must not be replaced by the value a change
 // from index from replaced: a revert is under way, or the change is the revert's own
 // write-back (from the bad value).
 func (k Kept) Protects(from uint64) bool {
 	return k.State == KeptReverting || k.State == KeptReverted && from == k.BadIndex
+}
+
+// Keep says what to keep when source changes from prev to cur, given what is kept for it
+// already (k, at index idx; 0: nothing), and false when the kept value stays as it is.
+func Keep(k Kept, idx uint64, source string, prev, cur SourceValue) (Kept, bool) {
+	switch {
+	case idx != 0 && k.Protects(prev.Index):
+		return k, false
+	case idx != 0 && k.State == KeptHeld && k.RolledBy == "" && k.BadIndex == prev.Index:
+		// prev came and went before any rollout of it was filed (changes within the
+		// debounce are rolled as one): the allocations still run the value kept, and it is
+		// the one a failed rollout of both changes must put back, not prev.
+		k.BadIndex = cur.Index
+		return k, true
+	}
+	return Kept{Source: source, State: KeptHeld, OldIndex: prev.Index, BadIndex: cur.Index, Value: prev}, true
 }
 
 // IsWriteBack reports whether index is the revert's own write-back of the kept value.

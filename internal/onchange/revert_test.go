@@ -1,6 +1,8 @@
 package onchange
 
 import (
+	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -111,6 +113,56 @@ func TestKeptProtectsARevertUnderWay(t *testing.T) {
 		if got := tt.k.Protects(tt.from); got != tt.want {
 			t.Errorf("%+v.Protects(%d) = %v, want %v", tt.k, tt.from, got, tt.want)
 		}
+	}
+}
+
+// Two changes before a rollout is filed are rolled as one: a failure of that rollout puts
+// back the value the allocations ran before both, not the one between them, which no
+// allocation loaded.
+func TestKeepKeepsTheValueBeforeChangesNotYetRolled(t *testing.T) {
+	good := SourceValue{Index: 10, Items: map[string]string{"mode": "good"}}
+	bad1 := SourceValue{Index: 12, Items: map[string]string{"mode": "bad1"}}
+	bad2 := SourceValue{Index: 14, Items: map[string]string{"mode": "bad2"}}
+	keptGood := Kept{Source: "s", State: KeptHeld, OldIndex: 10, BadIndex: 12, Value: good}
+	tests := []struct {
+		name      string
+		k         Kept
+		idx       uint64
+		prev, cur SourceValue
+		want      Kept
+		write     bool
+	}{
+		{"first change", Kept{}, 0, good, bad1, keptGood, true},
+		{"a second change before any rollout of the first", keptGood, 7, bad1, bad2,
+			Kept{Source: "s", State: KeptHeld, OldIndex: 10, BadIndex: 14, Value: good}, true},
+		{"a change after the first was rolled", func() Kept { k := keptGood; k.RolledBy = "r1"; return k }(), 7, bad1, bad2,
+			Kept{Source: "s", State: KeptHeld, OldIndex: 12, BadIndex: 14, Value: bad1}, true},
+		{"a revert under way", Kept{State: KeptReverting, BadIndex: 12}, 7, bad1, bad2, Kept{State: KeptReverting, BadIndex: 12}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, write := Keep(tt.k, tt.idx, "s", tt.prev, tt.cur)
+			if write != tt.write || got.OldIndex != tt.want.OldIndex || got.BadIndex != tt.want.BadIndex ||
+				got.State != tt.want.State || !got.Value.SameContent(tt.want.Value) {
+				t.Errorf("Keep = %+v, %v; want %+v, %v", got, write, tt.want, tt.write)
+			}
+		})
+	}
+}
+
+// A kept value printed or logged by mistake, in any of the usual ways, shows no content.
+func TestKeptValueNeverPrintsItsContent(t *testing.T) {
+	k := Kept{Source: "nomad:nomad/jobs/web/config", State: KeptHeld, OldIndex: 3, BadIndex: 5,
+		Value: SourceValue{Index: 3, Items: map[string]string{"password": "hunter2"}, Bytes: []byte("hunter2")}}
+	var out strings.Builder
+	slog.New(slog.NewJSONHandler(&out, nil)).Info("kept", "kept", k, "value", k.Value)
+	slog.New(slog.NewTextHandler(&out, nil)).Info("kept", "kept", k, "value", k.Value)
+	fmt.Fprintf(&out, "%v %+v %s %v %+v", k, k, k.Value, k.Value, &k.Value)
+	if strings.Contains(out.String(), "hunter2") {
+		t.Errorf("the kept value shows: %s", out.String())
+	}
+	if !strings.Contains(out.String(), "Index:3") {
+		t.Errorf("the kept value's index is not shown: %s", out.String())
 	}
 }
 

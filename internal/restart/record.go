@@ -324,26 +324,6 @@ const (
 	EventGateFailed    EventType = "gate-failed"
 )
 
-// Revert says what the revert of a failed config-change rollout wrote back before its
-// restart: its allocations' progress is each one's way back to the previous value.
-type Revert struct {
-	// Rollout is the failed rollout reverted.
-	Rollout string
-	Writes  []RevertWrite
-}
-
-// RevertWrite is one source put back to its kept value with check-and-set.
-type RevertWrite struct {
-	// Source names the source as the rollout's trigger does ("nomad:<path>",
-	// "consul:<key>[@dc]").
-	Source string
-	// KeptPath is the Nomad variable (in the job's namespace) the previous value was kept in.
-	KeptPath string
-	// BadIndex is the bad value's modify index, the check-and-set's; WrittenIndex the
-	// source's index after the write-back.
-	BadIndex, WrittenIndex uint64
-}
-
 // MaxEvents bounds Record.Events; older events are dropped first, and one marker event says
 // how many were dropped.
 const MaxEvents = 200
@@ -376,4 +356,24 @@ func (t Trigger) String() string {
 		return fmt.Sprintf("%s changed (index %d) at %s", t.Source, t.NewIndex, at)
 	}
 	return fmt.Sprintf("%s changed (index %d → %d) at %s", t.Source, t.OldIndex, t.NewIndex, at)
+}
+
+// Revert says what the revert of a failed config-change rollout wrote back before its
+// restart: its allocations' progress is each one's way back to the previous value.
+type Revert struct {
+	// Rollout is the failed rollout reverted.
+	Rollout string
+	Writes  []RevertWrite
+}
+
+// RevertWrite is one source put back to its kept value with check-and-set.
+type RevertWrite struct {
+	// Source names the source as the rollout's trigger does ("nomad:<path>",
+	// "consul:<key>[@dc]").
+	Source string
+	// KeptPath is the Nomad variable (in the job's namespace) the previous value was kept in.
+	KeptPath string
+	// BadIndex is the bad value's modify index, the check-and-set's; WrittenIndex the
+	// source's index after the write-back.
+	BadIndex, WrittenIndex uint64
 }

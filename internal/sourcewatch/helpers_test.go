@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/onchange"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
@@ -35,6 +36,12 @@ func startWriter(t *testing.T) (*nomadsim.Cluster, *api.Client, context.Context)
 	t.Helper()
 	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime})
 	return c, simtest.Client(t, c), testContext(t)
+}
+
+// hubOn is a Hub on c's Variables with opts, through a client of its own.
+func hubOn(t *testing.T, c *nomadsim.Cluster, opts Options) *Hub {
+	t.Helper()
+	return New(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), opts)
 }
 
 // startTracked is startWriter with a client for the code under test whose requests are

@@ -47,7 +47,7 @@ func (h *Hub) ReadKept(ctx context.Context, ns string, src onchange.Source) (onc
 }
 
 // WriteKept writes k for src in namespace ns with check-and-set on index (0: create only),
-// and returns the kept variable's new index; ErrChanged when it is no longer at index.
+// and returns the kept variable's new index; onchange.ErrChanged when it is no longer at index.
 func (h *Hub) WriteKept(ctx context.Context, ns string, src onchange.Source, k onchange.Kept, index uint64) (uint64, error) {
 	if h.vars == nil {
 		return 0, errNoNomad
@@ -59,7 +59,7 @@ func (h *Hub) WriteKept(ctx context.Context, ns string, src onchange.Source, k o
 	out, err := h.vars.Write(ctx, &nomadvars.Variable{Namespace: ns, Path: h.KeptPath(src), Items: map[string]string{keptItem: string(b)}, ModifyIndex: index})
 	var conflict *nomadvars.ConflictError
 	if errors.As(err, &conflict) {
-		return 0, fmt.Errorf("keeping the value of %s: %w", src, ErrChanged)
+		return 0, fmt.Errorf("keeping the value of %s: %w", src, onchange.ErrChanged)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("keeping the value of %s: %w", src, err)
@@ -75,7 +75,7 @@ func (h *Hub) DeleteKept(ctx context.Context, ns string, src onchange.Source, in
 	err := h.vars.DeleteAt(ctx, ns, h.KeptPath(src), index)
 	var conflict *nomadvars.ConflictError
 	if errors.As(err, &conflict) {
-		return fmt.Errorf("deleting the value kept for %s: %w", src, ErrChanged)
+		return fmt.Errorf("deleting the value kept for %s: %w", src, onchange.ErrChanged)
 	}
 	return err
 }

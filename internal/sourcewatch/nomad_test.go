@@ -23,7 +23,7 @@ func TestNomadChangesAreSeenAndOthersAreNot(t *testing.T) {
 	c, writer, ctx := startWriter(t)
 	first := put(t, writer, "nomad/jobs/web/config", "1")
 	put(t, writer, "nomad-restart/web/abc", "record")
-	h := New(nomadvars.New(simtest.Client(t, c), nomadvars.Options{}), Options{MinGap: testGap})
+	h := hubOn(t, c, Options{MinGap: testGap})
 
 	web := h.Watch(ctx, variable("nomad/jobs/web/config"))
 	under := h.Watch(ctx, prefix("nomad/jobs/web/"))
@@ -206,6 +206,22 @@ func TestACLs(t *testing.T) {
 				t.Errorf("%+v: %s", st, msg)
 			}
 		})
+	}
+}
+
+// The shipped agent policy lists sources and never reads them: a job that reverts needs
+// read and write on its variable, and a denial says so with the rule to grant.
+func TestReadValueDeniedNamesTheRuleToGrant(t *testing.T) {
+	t.Parallel()
+	c := simtest.Start(t, nomadsim.Options{TimeScale: realTime, ACLs: true})
+	ctx := testContext(t)
+	put(t, simtest.ClientAs(t, c, c.BootstrapToken()), "nomad/jobs/web/config", "good")
+	listOnly := simtest.Token(t, c, "list-only", `namespace "default" { variables { path "nomad/jobs/*" { capabilities = ["list"] } } }`)
+	h := New(nomadvars.New(simtest.ClientAs(t, c, listOnly), nomadvars.Options{}), Options{})
+	_, err := h.ReadValue(ctx, variable("nomad/jobs/web/config"))
+	want := `grant it namespace "default" { variables { path "nomad/jobs/web/config" { capabilities = ["list", "read", "write"] } } }`
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `denied "read"`) {
+		t.Errorf("a read denied: %v; want it to name the read denied and %s", err, want)
 	}
 }
 

@@ -13,7 +13,14 @@ import (
 // value, with check-and-set at index (0: create), and returns its new ModifyIndex.
 func PutVar(t testing.TB, client *api.Client, path, value string, index uint64) uint64 {
 	t.Helper()
-	v := &api.Variable{Namespace: "default", Path: path, Items: map[string]string{"greeting": value}, ModifyIndex: index}
+	return PutItems(t, client, path, map[string]string{"greeting": value}, index)
+}
+
+// PutItems writes the variable at path of namespace default with items, with
+// check-and-set at index (0: create), and returns its new ModifyIndex.
+func PutItems(t testing.TB, client *api.Client, path string, items map[string]string, index uint64) uint64 {
+	t.Helper()
+	v := &api.Variable{Namespace: "default", Path: path, Items: items, ModifyIndex: index}
 	var out *api.Variable
 	var err error
 	if index == 0 {
