@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 var t0 = time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
@@ -122,7 +123,7 @@ func TestStaleRendersSayStaleFound(t *testing.T) {
 }
 
 func TestTriggersOfEvents(t *testing.T) {
-	restartSubj := &Subject{Kind: KindRestart}
+	restartSubj := &Subject{Kind: steer.KindRestart}
 	for _, tc := range []struct {
 		ev   restart.Event
 		want []Trigger
@@ -140,7 +141,7 @@ func TestTriggersOfEvents(t *testing.T) {
 			t.Errorf("%s %q: %v, want %v", tc.ev.Type, tc.ev.Message, got, tc.want)
 		}
 	}
-	fleetSubj := &Subject{Kind: KindFleet}
+	fleetSubj := &Subject{Kind: steer.KindFleet}
 	if got := triggersOf(fleetSubj, restart.Event{Type: restart.EventSucceeded}); !slices.Equal(got, []Trigger{TriggerFleetFinished}) {
 		t.Errorf("a fleet's end: %v", got)
 	}

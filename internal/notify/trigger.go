@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 // Trigger names what a notification is about. The names follow Argo Rollouts' triggers
@@ -108,7 +109,14 @@ func severityOf(t Trigger, status restart.Status) Severity {
 // triggersOf are the triggers an event of a subject raises (none for most: an
 // allocation's steps are the page's and attach's to show, not a chat's).
 func triggersOf(s *Subject, ev restart.Event) []Trigger {
-	if s.Kind == KindFleet {
+	// Pausing and resuming read the same of a restart and of a fleet.
+	switch ev.Type {
+	case restart.EventPaused:
+		return []Trigger{TriggerPaused}
+	case restart.EventResumed:
+		return []Trigger{TriggerResumed}
+	}
+	if s.Kind == steer.KindFleet {
 		switch ev.Type {
 		case restart.EventCreated:
 			return []Trigger{TriggerFleetStarted}
@@ -116,10 +124,6 @@ func triggersOf(s *Subject, ev restart.Event) []Trigger {
 			return []Trigger{TriggerFleetFinished}
 		case restart.EventQuestion:
 			return []Trigger{TriggerQuestion}
-		case restart.EventPaused:
-			return []Trigger{TriggerPaused}
-		case restart.EventResumed:
-			return []Trigger{TriggerResumed}
 		}
 		return nil
 	}
@@ -143,10 +147,6 @@ func triggersOf(s *Subject, ev restart.Event) []Trigger {
 		return []Trigger{TriggerQuestion}
 	case restart.EventGateFailed:
 		return []Trigger{TriggerGateFailed}
-	case restart.EventPaused:
-		return []Trigger{TriggerPaused}
-	case restart.EventResumed:
-		return []Trigger{TriggerResumed}
 	case restart.EventCanceled:
 		return []Trigger{TriggerCanceled}
 	case restart.EventSucceeded:

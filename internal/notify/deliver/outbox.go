@@ -14,6 +14,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/notify"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -77,7 +78,7 @@ type Outbox struct {
 }
 
 type recordKey struct {
-	kind notify.Kind
+	kind steer.Kind
 	ns   string
 	id   string
 }
@@ -123,7 +124,7 @@ func (o *Outbox) Stored(namespace, id string, events []restart.Event) {
 	if o == nil || len(o.workers) == 0 || len(events) == 0 {
 		return
 	}
-	o.Kick(notify.KindRestart, namespace, id)
+	o.Kick(steer.KindRestart, namespace, id)
 }
 
 // StoredFleet is the fleet driver's hook, as Stored.
@@ -131,11 +132,11 @@ func (o *Outbox) StoredFleet(namespace, id string) {
 	if o == nil || len(o.workers) == 0 || o.cfg.Fleets == nil {
 		return
 	}
-	o.Kick(notify.KindFleet, namespace, id)
+	o.Kick(steer.KindFleet, namespace, id)
 }
 
 // Kick looks at a record for notifications it owes, in the background.
-func (o *Outbox) Kick(kind notify.Kind, namespace, id string) {
+func (o *Outbox) Kick(kind steer.Kind, namespace, id string) {
 	k := recordKey{kind, namespace, id}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -221,7 +222,7 @@ func (o *Outbox) jobMeta(k recordKey, jobID string) map[string]string {
 
 func (o *Outbox) read(k recordKey) (*notify.Subject, string, error) {
 	switch k.kind {
-	case notify.KindFleet:
+	case steer.KindFleet:
 		r, err := o.cfg.Fleets.Get(o.ctx, k.ns, k.id)
 		if err != nil {
 			return nil, "", err
@@ -251,7 +252,7 @@ func (o *Outbox) settle(k recordKey, ds []restart.Delivery) {
 	defer cancel()
 	var err error
 	switch k.kind {
-	case notify.KindFleet:
+	case steer.KindFleet:
 		_, err = store.Mutate(wctx, o.cfg.Fleets, k.ns, k.id, func(r *fleet.Record) error { change(&r.Notify); return nil })
 	default:
 		_, err = store.Mutate(wctx, o.cfg.Restarts, k.ns, k.id, func(r *restart.Record) error { change(&r.Notify); return nil })
@@ -441,7 +442,7 @@ func (w *sinkWorker) warnGivenUp(items []item, err error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(w.o.ctx), 30*time.Second)
 	defer cancel()
 	for _, it := range items {
-		if it.rec.kind != notify.KindRestart {
+		if it.rec.kind != steer.KindRestart {
 			continue // a fleet's log is its driver's; its outbox's log says it
 		}
 		ev := restart.Event{Time: w.o.cfg.Now(), Type: restart.EventWarning, Message: fmt.Sprintf(
