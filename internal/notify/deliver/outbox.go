@@ -436,29 +436,38 @@ func (w *sinkWorker) deliver(items []item, m notify.Message) {
 	}
 }
 
-// warnGivenUp puts a warning event in the log of each restart whose notification was
-// given up: through its driver here, or, when it has ended, into its record.
+// warnGivenUp puts a warning event in the log of each record whose notification was
+// given up, as a restart's own failed step is: a restart's through its driver here, or,
+// once it has ended, into its record; a fleet's into its record, with check-and-set (its
+// driver reads a write of another back and decides again, as after an operator's pause).
 func (w *sinkWorker) warnGivenUp(items []item, err error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(w.o.ctx), 30*time.Second)
 	defer cancel()
 	for _, it := range items {
-		if it.rec.kind != steer.KindRestart {
-			continue // a fleet's log is its driver's; its outbox's log says it
-		}
-		ev := restart.Event{Time: w.o.cfg.Now(), Type: restart.EventWarning, Message: fmt.Sprintf(
-			"Warning: the %s notification (event %d) to sink %q was given up after %s: %v", it.n.Trigger, it.n.Seq, w.name, w.o.cfg.RetryFor, err)}
-		if w.o.cfg.Note != nil && w.o.cfg.Note(wctx, it.rec.ns, it.rec.id, ev) {
-			continue
-		}
-		_, merr := store.Mutate(wctx, w.o.cfg.Restarts, it.rec.ns, it.rec.id, func(r *restart.Record) error {
-			if !r.Status.Terminal() {
-				return errNotEnded
+		now := w.o.cfg.Now()
+		msg := fmt.Sprintf("Warning: the %s notification (event %d) to sink %q was given up after %s: %v", it.n.Trigger, it.n.Seq, w.name, w.o.cfg.RetryFor, err)
+		var merr error
+		switch it.rec.kind {
+		case steer.KindFleet:
+			_, merr = store.Mutate(wctx, w.o.cfg.Fleets, it.rec.ns, it.rec.id, func(r *fleet.Record) error {
+				r.AddEvent(now, restart.EventWarning, msg)
+				return nil
+			})
+		default:
+			ev := restart.Event{Time: now, Type: restart.EventWarning, Message: msg}
+			if w.o.cfg.Note != nil && w.o.cfg.Note(wctx, it.rec.ns, it.rec.id, ev) {
+				continue
 			}
-			r.AppendEvent(ev)
-			return nil
-		})
+			_, merr = store.Mutate(wctx, w.o.cfg.Restarts, it.rec.ns, it.rec.id, func(r *restart.Record) error {
+				if !r.Status.Terminal() {
+					return errNotEnded
+				}
+				r.AppendEvent(ev)
+				return nil
+			})
+		}
 		if merr != nil && !errors.Is(merr, errNotEnded) {
-			w.o.log.Warn("recording a notification given up", "id", it.rec.id, "err", merr)
+			w.o.log.Warn("recording a notification given up", "kind", it.rec.kind, "id", it.rec.id, "err", merr)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/notify"
 	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
@@ -531,5 +532,31 @@ func TestE2EGivenUpIsAWarningInTheLog(t *testing.T) {
 		if !strings.Contains(w, `sink "down"`) || !strings.Contains(w, "500 Internal Server Error") || strings.Contains(w, notifytest.Secret) {
 			t.Errorf("warning %q: want the sink's name and answer, never its URL", w)
 		}
+	}
+}
+
+// TestE2EFleetGivenUpIsAWarningInItsLog: a fleet's notification given up is a warning in
+// the fleet's log, as a restart's is in the restart's, and counted failed in its outbox.
+func TestE2EFleetGivenUpIsAWarningInItsLog(t *testing.T) {
+	e := &notifyEnv{Env: agenttest.StartEnv(t, nomadsim.Options{})}
+	e.RegisterJobs(t, "default", "fl", 2, 1, nil)
+	ctx := agenttest.Context(t)
+	failing := notifytest.NewReceiver(t, notifytest.Answer{Status: http.StatusInternalServerError})
+	on, err := notify.ParseOn([]string{"fleet-started=down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := e.outbox(t, ctx, map[string]string{"down": failing.SecretURL()}, deliver.Config{Notify: notify.Config{On: on}, RetryFor: 100 * time.Millisecond})
+	rec := e.FileFleet(t, "fl", 1)
+	box.StoredFleet(rec.Namespace, rec.ID)
+	final := e.WaitFleet(t, rec, "its notification given up", func(r *fleet.Record) bool { return r.Notify != nil && r.Notify.Failed == 1 })
+	var warnings []string
+	for _, ev := range final.Events {
+		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "was given up") {
+			warnings = append(warnings, ev.Message)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `fleet-started notification`) || !strings.Contains(warnings[0], `sink "down"`) || strings.Contains(warnings[0], notifytest.Secret) {
+		t.Errorf("the fleet's warnings %q: want the fleet-started notification to sink down given up, never its URL", warnings)
 	}
 }
