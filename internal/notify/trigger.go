@@ -152,10 +152,23 @@ func triggersOf(s *Subject, ev restart.Event) []Trigger {
 	case restart.EventSucceeded:
 		return []Trigger{TriggerSucceeded}
 	case restart.EventFailed:
-		if strings.Contains(ev.Message, "due to error") || strings.Contains(ev.Message, "finished with errors") {
+		if failedByBatch(ev.Message) {
 			return []Trigger{TriggerFailed, TriggerBatchFailed}
 		}
 		return []Trigger{TriggerFailed}
 	}
 	return nil
+}
+
+// failedByBatch tells, by the engine's words, a restart that a batch's errors stopped
+// ("Stopping job restart due to error: ...", "... due to unrecoverable error: ...", "Job
+// restart finished with errors ...") from one stopped by something else (a deployment,
+// a surge, a gate under -yes: "Stopping job restart: ...").
+func failedByBatch(msg string) bool {
+	for _, words := range []string{"due to error", "due to unrecoverable error", "finished with errors"} {
+		if strings.Contains(msg, words) {
+			return true
+		}
+	}
+	return false
 }
