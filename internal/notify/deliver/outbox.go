@@ -390,7 +390,10 @@ func (w *sinkWorker) summarize(ctx context.Context, held []item) {
 // deliver sends m, standing for items, again with backoff until it goes or RetryFor
 // passes, and settles the items in their records.
 func (w *sinkWorker) deliver(items []item, m notify.Message) {
-	err := w.send(m)
+	items, err := w.send(items, m)
+	if len(items) == 0 {
+		return // another process settled them all meanwhile
+	}
 	if err != nil && w.o.ctx.Err() != nil {
 		// The process stops: what was not sent stays owed in its record, for the next
 		// driver to send.
@@ -475,21 +478,84 @@ func (w *sinkWorker) warnGivenUp(items []item, err error) {
 // errNotEnded stops the write of a warning into a record some driver still writes.
 var errNotEnded = errors.New("the restart has not ended")
 
-func (w *sinkWorker) send(m notify.Message) error {
+// send sends m, standing for items, again with backoff until it goes or RetryFor passes.
+// Before each attempt it keeps only the items their records still owe (owed): the items
+// it returns are the ones m was sent (or given up) for, none when every one was settled
+// elsewhere.
+func (w *sinkWorker) send(items []item, m notify.Message) ([]item, error) {
 	if w.sink == nil {
-		return errors.New("no sink of that name in this process")
+		return items, errors.New("no sink of that name in this process")
 	}
 	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: w.o.cfg.Backoff, Max: 10 * time.Second, MaxElapsed: w.o.cfg.RetryFor})
 	for {
+		if items = w.owed(items); len(items) == 0 {
+			return nil, nil
+		}
 		err := w.sink.Send(w.o.ctx, m)
 		if err == nil {
-			return nil
+			return items, nil
 		}
 		w.o.log.Debug("sending a notification", "sink", w.name, "key", m.Key, "err", err)
 		if !b.Wait(w.o.ctx) {
-			return err
+			return items, err
 		}
 	}
+}
+
+// owed keeps of items those their records still owe this sink, and forgets the others.
+// While this process retried a failing sink, its driver may have lost the record's lease,
+// and the driver that adopted it sent and settled what this one still holds: sending it
+// again would tell the sink twice. A record that cannot be read keeps its items (better
+// a repeat, with its key, than a loss).
+func (w *sinkWorker) owed(items []item) []item {
+	through := map[recordKey]uint64{}
+	keep := items[:0:0]
+	var gone []item
+	for _, it := range items {
+		t, read := through[it.rec]
+		if !read {
+			t = w.o.settledThrough(it.rec, w.name)
+			through[it.rec] = t
+		}
+		if it.n.Seq <= t {
+			gone = append(gone, it)
+			continue
+		}
+		keep = append(keep, it)
+	}
+	if len(gone) > 0 {
+		w.o.mu.Lock()
+		for _, it := range gone {
+			sk := it.rec.sinkKey(w.name)
+			delete(w.o.queued, fmt.Sprintf("%s\x00%d", sk, it.n.Seq))
+			if it.n.Seq > w.o.settled[sk] {
+				w.o.settled[sk] = it.n.Seq
+			}
+			w.o.busy--
+		}
+		w.o.mu.Unlock()
+	}
+	return keep
+}
+
+// settledThrough is the sequence number through which k's record says sink was settled
+// (0 when it cannot be read).
+func (o *Outbox) settledThrough(k recordKey, sink string) uint64 {
+	var n *restart.Notifications
+	switch k.kind {
+	case steer.KindFleet:
+		if r, err := o.cfg.Fleets.Get(o.ctx, k.ns, k.id); err == nil {
+			n = r.Notify
+		}
+	default:
+		if r, err := o.cfg.Restarts.Get(o.ctx, k.ns, k.id); err == nil {
+			n = r.Notify
+		}
+	}
+	if n == nil {
+		return 0
+	}
+	return n.Through[sink]
 }
 
 // Sinks are the names of the sinks this outbox sends to, sorted.

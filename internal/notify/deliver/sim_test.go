@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -558,5 +559,60 @@ func TestE2EFleetGivenUpIsAWarningInItsLog(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], `fleet-started notification`) || !strings.Contains(warnings[0], `sink "down"`) || strings.Contains(warnings[0], notifytest.Secret) {
 		t.Errorf("the fleet's warnings %q: want the fleet-started notification to sink down given up, never its URL", warnings)
+	}
+}
+
+// TestE2EFormerDriverDoesNotSendWhatTheAdopterSent: a driver whose sink failed lets go
+// of the restart while its outbox still retries; the driver that adopts it sends and
+// settles what was owed. When the first one's sink answers again, it sends nothing the
+// record says was settled: every key reaches the sink once.
+func TestE2EFormerDriverDoesNotSendWhatTheAdopterSent(t *testing.T) {
+	e := startNotifyEnv(t, 2)
+	ctx := agenttest.Context(t)
+	// One sink, "team", reached by each driver through its own URL: the first one's
+	// answers 500 until released, and keeps only what it answered 200.
+	first, second := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat}), notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
+	var down atomic.Bool
+	down.Store(true)
+	attempts := make(chan struct{}, 1000)
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts <- struct{}{}
+		if down.Load() {
+			http.Error(w, "unavailable", http.StatusInternalServerError)
+			return
+		}
+		first.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(flaky.Close)
+
+	box1 := e.outbox(t, ctx, map[string]string{"team": flaky.URL}, deliver.Config{RetryFor: time.Hour})
+	driverCtx, letGo := context.WithCancel(ctx)
+	eng1 := e.engine("driver:1", box1)
+	rec := e.file(t, eng1, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
+	done1 := drive(driverCtx, eng1, rec)
+	agenttest.WaitRecord(t, e.Store, rec, "the question asked", func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+	<-attempts // the first driver's outbox is retrying
+	letGo()
+	<-done1
+
+	box2 := e.outbox(t, ctx, map[string]string{"team": second.URL("")}, deliver.Config{})
+	eng2 := e.engine("driver:2", box2)
+	done2 := drive(ctx, eng2, rec)
+	second.WaitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
+	answerYes(t, ctx, eng2, rec)
+	final := e.finish(t, ctx, done2, box2, rec)
+
+	down.Store(false)
+	if err := box1.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all := append(first.Received(), second.Received()...)
+	for k, n := range keys(all) {
+		if n != 1 {
+			t.Errorf("key %s reached the sink %d times", k, n)
+		}
+	}
+	if final.Notify == nil || final.Notify.Through["team"] != final.LastSeq() {
+		t.Errorf("the record's notifications %+v, want the sink settled through the last event %d", final.Notify, final.LastSeq())
 	}
 }
