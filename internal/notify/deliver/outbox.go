@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,10 +215,27 @@ func (o *Outbox) jobMeta(k recordKey, jobID string) map[string]string {
 		o.log.Debug("reading the job's meta for its notification subscriptions", "job", jobID, "err", err)
 		return nil // not cached: the next scan tries again
 	}
+	o.warnMeta(jobID, m)
 	o.mu.Lock()
 	o.meta[k] = m
 	o.mu.Unlock()
 	return m
+}
+
+// warnMeta logs, once per record, what in a job's nomad-restart.notify.* meta subscribes
+// no one: a key naming no trigger, a sink this process does not have. Otherwise a typo
+// in a job file silently leaves its team unnotified.
+func (o *Outbox) warnMeta(jobID string, meta map[string]string) {
+	subs, problems := notify.FromMeta(meta)
+	for name := range subs {
+		if !slices.Contains(o.cfg.Notify.Sinks, name) {
+			problems = append(problems, fmt.Sprintf("sink %q is not one of this process's (-notify %s)", name, strings.Join(o.cfg.Notify.Sinks, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		o.log.Warn("the job's notification meta subscribes no one: fix it in the job's meta", "job", jobID, "problems", strings.Join(problems, "; "))
+	}
 }
 
 func (o *Outbox) read(k recordKey) (*notify.Subject, string, error) {

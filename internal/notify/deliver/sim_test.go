@@ -3,6 +3,7 @@ package deliver_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -436,12 +437,15 @@ func TestE2EManyRestartsSendASummary(t *testing.T) {
 }
 
 // TestE2EJobMetaSubscribesItsTeam: a job's nomad-restart.notify.<trigger> meta subscribes
-// a sink that hears nothing else (-notify-on none=NAME); the other sink hears nothing.
+// a sink that hears nothing else (-notify-on none=NAME); the other sink hears nothing. A
+// meta key that subscribes no one (no such trigger, no such sink) is a warning in the
+// process's log, naming the key or the sink.
 func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 	e := &notifyEnv{Env: agenttest.StartEnv(t, nomadsim.Options{})}
 	ctx := agenttest.Context(t)
 	job := agenttest.Job("default", "web", 1, nil)
-	job.Meta = map[string]string{notify.MetaPrefix + "succeeded": "team"} // the job's own meta
+	job.Meta = map[string]string{notify.MetaPrefix + "succeeded": "team", // the job's own meta
+		notify.MetaPrefix + "finished": "team", notify.MetaPrefix + "failed": "pager"} // typos
 	if _, err := e.Sim.RegisterJob(job); err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +460,9 @@ func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs := cluster.NewNomad(e.Client)
+	var logs simtest.SyncBuffer
 	box := e.outbox(t, ctx, map[string]string{"team": team.URL(""), "ops": ops.URL("")}, deliver.Config{Notify: notify.Config{On: on},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		JobMeta: func(ctx context.Context, ns, job string) (map[string]string, error) {
 			spec, err := jobs.JobSpec(ctx, ns, job)
 			if err != nil {
@@ -473,6 +479,11 @@ func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 	}
 	if n := len(ops.Received()); n != 0 {
 		t.Errorf("a sink no one subscribed heard %d messages", n)
+	}
+	for _, want := range []string{`job meta nomad-restart.notify.finished: unknown trigger \"finished\"`, `sink \"pager\" is not one of this process's`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %s:\n%s", want, logs.String())
+		}
 	}
 }
 
