@@ -56,6 +56,10 @@ func (n notifyFlags) setup(environ []string) (notifySetup, error) {
 	for _, v := range n.sinks {
 		name, u, ok := strings.Cut(v, "=")
 		name = strings.ToLower(strings.TrimSpace(name))
+		if strings.Contains(name, "://") || (!ok && strings.Contains(v, "://")) {
+			// A URL given without a name: quoting it would print its secret.
+			return s, usageErrorf("invalid -notify %s: name the sink before its URL, as in -notify ops=https://hooks.example.com/...", deliver.Redact(v))
+		}
 		if !ok || strings.TrimSpace(u) == "" {
 			return s, usageErrorf("invalid -notify %q: use NAME=URL, as in -notify ops=https://hooks.example.com/...", name)
 		}
