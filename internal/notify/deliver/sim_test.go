@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,6 +154,18 @@ func (e *notifyEnv) finish(t *testing.T, ctx context.Context, done <-chan error,
 	return e.WaitEnd(t, rec)
 }
 
+// adopt drives rec, left waiting for an answer by a driver that let go, to its end with a
+// second driver whose sink "team" is to; it answers the question once the sink heard it.
+func (e *notifyEnv) adopt(t *testing.T, ctx context.Context, rec *restart.Record, to *notifytest.Receiver) *restart.Record {
+	t.Helper()
+	box := e.outbox(t, ctx, map[string]string{"team": to.URL("")}, deliver.Config{})
+	eng := e.engine("driver:2", box)
+	done := drive(ctx, eng, rec)
+	to.WaitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
+	answerYes(t, ctx, eng, rec)
+	return e.finish(t, ctx, done, box, rec)
+}
+
 // answerYes answers rec's question yes, as a user does.
 func answerYes(t *testing.T, ctx context.Context, eng *engine.Engine, rec *restart.Record) {
 	t.Helper()
@@ -291,15 +302,10 @@ func TestE2EAdoptionSendsEachOnce(t *testing.T) {
 	// One sink, "team", reached by each driver through its own URL: the first one's
 	// answers the first message and hangs on the second.
 	first := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
-	var calls int
-	var mu sync.Mutex
+	var calls atomic.Int32
 	hanging := make(chan struct{})
 	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		if n == 1 {
+		if calls.Add(1) == 1 {
 			first.Handler().ServeHTTP(w, r)
 			return
 		}
@@ -320,22 +326,11 @@ func TestE2EAdoptionSendsEachOnce(t *testing.T) {
 	agenttest.WaitRecord(t, e.Store, rec, "started notification recorded", func(r *restart.Record) bool {
 		return r.Status == restart.StatusWaiting && r.Notify != nil && r.Notify.Sent == 1
 	})
-	mu.Lock()
-	for calls < 2 { // the question's notification is in flight, hanging
-		mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-		mu.Lock()
-	}
-	mu.Unlock()
+	simtest.WaitFor(t, ctx, "the question's notification in flight, hanging", func() bool { return calls.Load() >= 2 })
 	kill()
 	<-done1
 
-	box2 := e.outbox(t, ctx, map[string]string{"team": second.URL("")}, deliver.Config{})
-	eng2 := e.engine("driver:2", box2)
-	done2 := drive(ctx, eng2, rec)
-	second.WaitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
-	answerYes(t, ctx, eng2, rec)
-	final := e.finish(t, ctx, done2, box2, rec)
+	final := e.adopt(t, ctx, rec, second)
 	all := append(first.Received(), second.Received()...)
 	counts := keys(all)
 	for k, n := range counts {
@@ -606,12 +601,7 @@ func TestE2EFormerDriverDoesNotSendWhatTheAdopterSent(t *testing.T) {
 	letGo()
 	<-done1
 
-	box2 := e.outbox(t, ctx, map[string]string{"team": second.URL("")}, deliver.Config{})
-	eng2 := e.engine("driver:2", box2)
-	done2 := drive(ctx, eng2, rec)
-	second.WaitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
-	answerYes(t, ctx, eng2, rec)
-	final := e.finish(t, ctx, done2, box2, rec)
+	final := e.adopt(t, ctx, rec, second)
 
 	down.Store(false)
 	if err := box1.Flush(ctx); err != nil {
