@@ -2,8 +2,6 @@ package notify
 
 import (
 	"slices"
-
-	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // Config is what one process notifies: its sinks and their default subscriptions.
@@ -84,10 +82,4 @@ func (c Config) hears(sink string, recorded, meta Subscriptions) []Trigger {
 	out = append(out, recorded[sink]...)
 	out = append(out, meta[sink]...)
 	return out
-}
-
-// Message builds the message of event seq of s for trigger t as Pending would (for
-// `notify test` and the views).
-func (c Config) Message(s *Subject, ev restart.Event, t Trigger) Message {
-	return render(s, ev, t, c.PageURL)
 }

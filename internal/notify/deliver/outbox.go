@@ -575,10 +575,3 @@ func (o *Outbox) settledThrough(k recordKey, sink string) uint64 {
 	}
 	return n.Through[sink]
 }
-
-// Sinks are the names of the sinks this outbox sends to, sorted.
-func (o *Outbox) Sinks() []string {
-	out := slices.Clone(o.cfg.Notify.Sinks)
-	slices.Sort(out)
-	return out
-}
