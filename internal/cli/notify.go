@@ -214,14 +214,17 @@ func (s *outboxSlot) set(o *deliver.Outbox) {
 const notifyFlushWait = 5 * time.Second
 
 // flushNotifications gives the notifications of a command's last events a bounded time
-// before it exits; what stays unsent is in its record, for the next driver.
-func flushNotifications(ctx context.Context, o *deliver.Outbox) {
+// before it exits; what stays unsent is in its record, and the command says so on stderr
+// (else a sink that fails looks, to whoever reads the output, like one that was told).
+func (a *app) flushNotifications(ctx context.Context, o *deliver.Outbox) {
 	if o == nil || ctx.Err() != nil {
 		return // detached or stopped: the records keep what is owed
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyFlushWait)
 	defer cancel()
-	_ = o.Flush(fctx)
+	if err := o.Flush(fctx); err != nil {
+		fmt.Fprintf(a.stderr, "Warning: after waiting %s, %v; they stay owed in the record (check a sink with `nomad-restart notify test <name>`)\n", notifyFlushWait, err)
+	}
 }
 
 // notifyCommand is `nomad-restart notify test`.

@@ -14,19 +14,25 @@ import (
 )
 
 // TestRunNotifiesAndStatusShowsIt: run -notify sends what -notify-on asks for to a
-// webhook named by a flag, by the environment and by a Nomad Variable, before it exits;
-// status shows the notifications sent; no output shows a sink's URL whole.
+// webhook named by a flag, by the environment and by a Nomad Variable, before it exits,
+// and says what a failing sink left unsent; status shows the notifications sent; no
+// output shows a sink's URL whole.
 func TestRunNotifiesAndStatusShowsIt(t *testing.T) {
 	sim, e, ctx := startWebEnv(t, 2)
 	byFlag, byEnv, byVar := notifytest.NewReceiver(t, notifytest.Answer{}), notifytest.NewReceiver(t, notifytest.Answer{}), notifytest.NewReceiver(t, notifytest.Answer{})
 	if _, _, err := adminClient(t, sim).Variables().Create(&api.Variable{Path: "nomad-restart/notify", Items: api.VariableItems{"hook": byVar.SecretURL()}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	down := notifytest.NewReceiver(t, notifytest.Answer{Status: http.StatusInternalServerError})
 	e.env = map[string]string{"NOMAD_RESTART_NOTIFY_TEAM": byEnv.SecretURL()}
-	code, out, errOut := e.run(ctx, "run", "-yes", "-batch-size", "1", "-notify", "ops="+byFlag.SecretURL(),
+	code, out, errOut := e.run(ctx, "run", "-yes", "-batch-size", "1", "-notify", "ops="+byFlag.SecretURL(), "-notify", "down="+down.SecretURL(),
 		"-notify", "vault=nomadvar://nomad-restart/notify#hook", "-notify-on", "started,succeeded=ops,team,vault", "web")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The sink that fails delays run's exit by its last wait, and run says so.
+	if !strings.Contains(errOut, "Warning: after waiting 5s, ") || !strings.Contains(errOut, "notification(s) to down still unsent") {
+		t.Errorf("run does not say what it left unsent:\n%s", errOut)
 	}
 	for name, r := range map[string]*notifytest.Receiver{"flag": byFlag, "environment": byEnv, "variable": byVar} {
 		if got := strings.Join(r.Triggers(), ","); got != "started,succeeded" {

@@ -72,8 +72,8 @@ type Outbox struct {
 	scans   map[recordKey]bool // a scan runs; true: another is asked for after it
 	// settled is, per record and sink, the newest sequence number settled here: a scan
 	// that read the record before a settle's write does not queue it again.
-	settled map[string]uint64
-	queued  map[string]bool
+	settled map[sinkKey]uint64
+	queued  map[queueKey]bool
 	busy    int // scans running and notifications queued or in flight
 	meta    map[recordKey]map[string]string
 }
@@ -84,8 +84,18 @@ type recordKey struct {
 	id   string
 }
 
-func (k recordKey) sinkKey(sink string) string {
-	return string(k.kind) + "\x00" + k.ns + "\x00" + k.id + "\x00" + sink
+// sinkKey is one record's notifications to one sink.
+type sinkKey struct {
+	rec  recordKey
+	sink string
+}
+
+func (k recordKey) sinkKey(sink string) sinkKey { return sinkKey{k, sink} }
+
+// queueKey is one notification: an event of a record, to one sink.
+type queueKey struct {
+	sinkKey
+	seq uint64
 }
 
 // item is one notification queued for a sink.
@@ -110,7 +120,7 @@ func New(ctx context.Context, cfg Config) *Outbox {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	o := &Outbox{cfg: cfg, log: log, ctx: ctx, workers: map[string]*sinkWorker{}, scans: map[recordKey]bool{},
-		settled: map[string]uint64{}, queued: map[string]bool{}, meta: map[recordKey]map[string]string{}}
+		settled: map[sinkKey]uint64{}, queued: map[queueKey]bool{}, meta: map[recordKey]map[string]string{}}
 	for _, name := range cfg.Notify.Sinks {
 		w := &sinkWorker{o: o, name: name, sink: cfg.Sinks[name], wake: make(chan struct{}, 1),
 			hurry: make(chan struct{}, 1), limit: notify.NewLimiter(cfg.Burst, cfg.Window)}
@@ -188,7 +198,7 @@ func (o *Outbox) queuePending(k recordKey) error {
 	}
 	for _, n := range pending {
 		sk := k.sinkKey(n.Sink)
-		qk := fmt.Sprintf("%s\x00%d", sk, n.Seq)
+		qk := queueKey{sk, n.Seq}
 		if n.Seq <= o.settled[sk] || o.queued[qk] {
 			continue
 		}
@@ -284,7 +294,7 @@ func (o *Outbox) settle(k recordKey, ds []restart.Delivery) {
 		if d.Seq > o.settled[sk] {
 			o.settled[sk] = d.Seq
 		}
-		delete(o.queued, fmt.Sprintf("%s\x00%d", sk, d.Seq))
+		delete(o.queued, queueKey{sk, d.Seq})
 		o.busy--
 	}
 	o.mu.Unlock()
@@ -319,10 +329,27 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d notification(s) still unsent: %w", busy, ctx.Err())
+			return fmt.Errorf("%d notification(s) to %s still unsent: %w", busy, o.unsentSinks(), ctx.Err())
 		case <-t.C:
 		}
 	}
+}
+
+// unsentSinks names the sinks that notifications are queued for or in flight to.
+func (o *Outbox) unsentSinks() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var names []string
+	for k := range o.queued {
+		if !slices.Contains(names, k.sink) {
+			names = append(names, k.sink)
+		}
+	}
+	if len(names) == 0 {
+		return "no sink yet (records still being read)"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // sinkWorker sends one sink's notifications in order, under its rate limit.
@@ -417,7 +444,7 @@ func (w *sinkWorker) deliver(items []item, m notify.Message) {
 		// driver to send.
 		w.o.mu.Lock()
 		for _, it := range items {
-			delete(w.o.queued, fmt.Sprintf("%s\x00%d", it.rec.sinkKey(w.name), it.n.Seq))
+			delete(w.o.queued, queueKey{it.rec.sinkKey(w.name), it.n.Seq})
 			w.o.busy--
 		}
 		w.o.mu.Unlock()
@@ -545,7 +572,7 @@ func (w *sinkWorker) owed(items []item) []item {
 		w.o.mu.Lock()
 		for _, it := range gone {
 			sk := it.rec.sinkKey(w.name)
-			delete(w.o.queued, fmt.Sprintf("%s\x00%d", sk, it.n.Seq))
+			delete(w.o.queued, queueKey{sk, it.n.Seq})
 			if it.n.Seq > w.o.settled[sk] {
 				w.o.settled[sk] = it.n.Seq
 			}
