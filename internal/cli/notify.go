@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -114,6 +115,20 @@ func (n notifyFlags) setup(environ []string) (notifySetup, error) {
 		s.cfg.PageURL = n.pageURL
 	}
 	return s, nil
+}
+
+// onlyItsSinks refuses a -notify-on that names a sink this process does not have. The
+// agent checks it: its defaults are all it has, and a typo there would leave the sink meant
+// hearing every trigger and the name given hearing nothing. (run may name an agent's sinks:
+// they are kept in the record for the agent that adopts the restart.)
+func (s notifySetup) onlyItsSinks() error {
+	names := slices.Sorted(maps.Keys(s.cfg.On))
+	for _, name := range names {
+		if _, ok := s.urls[name]; !ok {
+			return usageErrorf("-notify-on names sink %q, which no -notify gives: add -notify %s=<url> (or NOMAD_RESTART_NOTIFY_%s), or fix the name", name, name, strings.ToUpper(name))
+		}
+	}
+	return nil
 }
 
 // parseNomadVarURL reads nomadvar://<path>#<key>[?namespace=<ns>]: the Nomad Variable

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -78,7 +80,15 @@ func TestNotifyFlagsRefuseBadInput(t *testing.T) {
 			}
 		})
 	}
-	code, _, errOut := e.run(ctx, "notify", "test", "-notify", "ops=nomadvar://nomad-restart/none#hook", "ops")
+	// The agent's -notify-on names only its own sinks (a typo would leave the sink meant
+	// hearing everything); bounded, so that an agent that starts fails the test, not hangs it.
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	code, _, errOut := e.run(actx, "agent", "-http-addr", simtest.ClosedAddr(t), "-notify", "ops=https://x.example/"+notifytest.Secret, "-notify-on", "failed=opps")
+	if code != 1 || !strings.Contains(errOut, `-notify-on names sink "opps", which no -notify gives`) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("agent -notify-on of a sink it lacks: exit %d, %q; want one line naming the sink", code, errOut)
+	}
+	code, _, errOut = e.run(ctx, "notify", "test", "-notify", "ops=nomadvar://nomad-restart/none#hook", "ops")
 	if code != 1 || !strings.Contains(errOut, "reading Nomad variable nomad-restart/none") {
 		t.Errorf("notify test of a missing variable: exit %d, %q", code, errOut)
 	}
