@@ -96,7 +96,7 @@ func architecture() []rule {
 		{pkg: "internal/restart", mayImport: []string{"internal/gate"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/fleet", mayImport: []string{"internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/steer", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
-		{pkg: "internal/notify", mayImport: []string{"internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
+		{pkg: "internal/notify", mayImport: []string{"internal/steer", "internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/cluster", mayImport: []string{"internal/onchange", "internal/restart", "internal/upstream"}},
 		{pkg: "internal/onchange", mayImport: []string{"internal/gate", "internal/fleet", "internal/restart"}, forbids: noIO(), forbidReason: "it must do no I/O"},
 		{pkg: "internal/nomadvars", mayImport: []string{"internal/cluster"}},
@@ -117,7 +117,7 @@ func architecture() []rule {
 		{pkg: "internal/store/storetest", mayImport: []string{"internal/store", "internal/restart"}},
 		{
 			pkg:          "internal/notify/deliver",
-			mayImport:    []string{"internal/notify", "internal/store", "internal/cluster", "internal/fleet", "internal/restart"},
+			mayImport:    []string{"internal/notify", "internal/store", "internal/cluster", "internal/steer", "internal/fleet", "internal/restart"},
 			forbids:      nomadAPIs(),
 			forbidReason: "it reaches the records through the store only",
 		},
@@ -173,6 +173,8 @@ func architecture() []rule {
 		{pkg: "internal/simtest", mayImport: []string{"nomadsim", "nomadsim/traffic", "internal/restart"}},
 		// What the fuzz targets share: a bounded call, the check that a refusal names its input.
 		{pkg: "internal/fuzztest"},
+		// A local webhook for the tests that send notifications.
+		{pkg: "internal/notify/notifytest"},
 		// The support of the tests that run an agent on nomadsim; it does not import the
 		// agent, so that the agent's own tests may use it.
 		{pkg: "internal/agent/agenttest", mayImport: []string{"internal/simtest", "nomadsim", "internal/engine", "internal/fleetrun", "internal/schedule", "internal/store", "internal/store/nomadstore", "internal/nomadvars", "internal/cluster", "internal/fleet", "internal/restart"}},
@@ -196,7 +198,7 @@ func nomadsimImporters() []string { return []string{"internal/demo", "cmd/nomads
 // testSupport are the packages of test support: they may import nomadsim, and no non-test
 // file outside them may import them.
 func testSupport() []string {
-	return []string{"internal/simtest", "internal/agent/agenttest", "internal/fuzztest"}
+	return []string{"internal/simtest", "internal/agent/agenttest", "internal/fuzztest", "internal/notify/notifytest"}
 }
 
 // goFile is one non-test Go file of the module and the imports it declares.

@@ -115,6 +115,9 @@ func (agentCommand) Run(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	setup, err := o.notify.setup(a.environment())
+	if err == nil {
+		err = setup.onlyItsSinks()
+	}
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/notify/notifytest"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -169,13 +170,11 @@ func collectJSONOutputs(t *testing.T) []jsonOutput {
 
 	// A restart planned, then driven with a surge and notified to a webhook, then
 	// followed and read back.
-	hook := newWebhookReceiver(t)
+	hook := notifytest.NewReceiver(t, notifytest.Answer{})
 	run("run.schema.json", true, "run", "-json", "-dry-run", "-batch-size", "1", "web-loud")
-	out := run("run.schema.json", true, "run", "-json", "-on-error", "fail", "-batch-size", "1", "-surge", "1", "-notify", "hook="+hook.url(), "web-loud")
-	hook.mu.Lock()
-	outputs = append(outputs, jsonOutput{args: []string{"(the webhook's bodies)"}, schema: "notification.schema.json", lines: true, out: strings.Join(hook.raw, "\n")})
-	hook.mu.Unlock()
-	run("notification.schema.json", false, "notify", "test", "-json", "-notify", "hook="+hook.url(), "hook")
+	out := run("run.schema.json", true, "run", "-json", "-on-error", "fail", "-batch-size", "1", "-surge", "1", "-notify", "hook="+hook.SecretURL(), "web-loud")
+	outputs = append(outputs, jsonOutput{args: []string{"(the webhook's bodies)"}, schema: "notification.schema.json", lines: true, out: hook.Raw()})
+	run("notification.schema.json", false, "notify", "test", "-json", "-notify", "hook="+hook.SecretURL(), "hook")
 	driven := lastRecordID(t, out)
 	run("run.schema.json", true, "attach", "-json", driven)
 	run("status.schema.json", false, "status", "-json", driven)

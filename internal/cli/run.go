@@ -459,7 +459,7 @@ func (a *app) runRestart(ctx context.Context, o *runOptions, opened session) err
 		return nil
 	}
 	box := ses.startOutbox(ctx, setup, sinks, st)
-	defer flushNotifications(ctx, box)
+	defer a.flushNotifications(ctx, box)
 	return a.drive(ctx, p, eng, st, rec, o.verbose, h.Drive)
 }
 
@@ -708,7 +708,7 @@ func (a *app) runFleet(ctx context.Context, o *runOptions) error {
 		return nil
 	}
 	box := ses.startOutbox(ctx, setup, sinks, ses.nomadStore())
-	defer flushNotifications(ctx, box)
+	defer a.flushNotifications(ctx, box)
 	return a.driveFleet(ctx, p, fs, drv, rec, lease)
 }
 

@@ -37,7 +37,7 @@ type runOptions struct {
 	// staleOnly is -stale-only: restart only the allocations that `stale` lists, found
 	// when the restart is planned (stale.go).
 	staleOnly bool
-	// notify is -notify, -notify-on and -notify-min (notifyflags.go).
+	// notify is -notify, -notify-on and -notify-min (notify.go).
 	notify notifyFlags
 	// notes say where a default adapted to where run is (no terminal: -on-error fail); the
 	// plan shows them.

@@ -66,7 +66,8 @@ func (l *Limiter) NextFree(now time.Time) time.Time {
 // trigger, and which jobs (or fleets) they spoke of. held must not be empty.
 func Summary(sink string, held []Notification, now time.Time) Message {
 	by := map[Trigger]int{}
-	var subjects []string
+	var subjects []string // the first ten named
+	about := map[string]bool{}
 	worst := SeverityInfo
 	for _, n := range held {
 		by[n.Trigger]++
@@ -74,9 +75,10 @@ func Summary(sink string, held []Notification, now time.Time) Message {
 		if name == "" {
 			name = "fleet " + short(n.Message.ID)
 		}
-		if !slices.Contains(subjects, name) && len(subjects) < 10 {
+		if !about[name] && len(subjects) < 10 {
 			subjects = append(subjects, name)
 		}
+		about[name] = true
 		if sev, err := ParseSeverity(n.Message.Severity); err == nil && sev > worst {
 			worst = sev
 		}
@@ -90,7 +92,7 @@ func Summary(sink string, held []Notification, now time.Time) Message {
 	first := held[0].Message
 	text := fmt.Sprintf("%d notifications held back by the rate limit of %s: %s.\nAbout: %s",
 		len(held), sink, strings.Join(counts, ", "), strings.Join(subjects, ", "))
-	if len(held) > len(subjects) {
+	if len(about) > len(subjects) {
 		text += ", ..."
 	}
 	return Message{Version: BodyVersion, Key: fmt.Sprintf("summary/%s/%d", sink, now.UnixNano()), Trigger: "summary",

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 // BodyVersion is the version of the generic webhook's JSON body
@@ -22,7 +23,7 @@ type Message struct {
 	Key       string         `json:"key"`
 	Trigger   Trigger        `json:"trigger"`
 	Severity  string         `json:"severity"`
-	Kind      Kind           `json:"kind"`
+	Kind      steer.Kind     `json:"kind"`
 	ID        string         `json:"id"`
 	Namespace string         `json:"namespace"`
 	Region    string         `json:"region,omitempty"`
@@ -101,7 +102,7 @@ func render(s *Subject, ev restart.Event, t Trigger, pageURL string) Message {
 // title is the one line that says what happened to what, and where.
 func title(s *Subject, t Trigger) string {
 	what := fmt.Sprintf("Restart %s of job %q (namespace %s, region %s)", short(s.ID), s.JobID, s.Namespace, s.Region)
-	if s.Kind == KindFleet {
+	if s.Kind == steer.KindFleet {
 		what = fmt.Sprintf("Fleet %s (namespace %s)", short(s.ID), s.Namespace)
 	}
 	switch t {
@@ -137,7 +138,7 @@ func title(s *Subject, t Trigger) string {
 
 func progressLine(s *Subject) string {
 	p := s.Progress
-	if s.Kind == KindFleet {
+	if s.Kind == steer.KindFleet {
 		return fmt.Sprintf("Jobs: %d selected, %d succeeded, %d failed, %d canceled, %d skipped, %d running",
 			p.Jobs, p.Succeeded, p.Failed, p.Canceled, p.Skipped, p.Running)
 	}
@@ -156,7 +157,7 @@ func short(id string) string {
 // TestMessage is what `nomad-restart notify test` sends.
 func TestMessage(sink string, now time.Time) Message {
 	return Message{Version: BodyVersion, Key: "test/" + sink, Trigger: "test", Severity: SeverityInfo.String(),
-		Kind: KindRestart, ID: "test", Namespace: "default", Status: restart.StatusSucceeded,
+		Kind: steer.KindRestart, ID: "test", Namespace: "default", Status: restart.StatusSucceeded,
 		Title: "nomad-restart test notification to " + sink,
 		Text:  "If you read this, nomad-restart can notify " + sink + ".", Time: now.UTC()}
 }

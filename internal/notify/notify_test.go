@@ -1,12 +1,14 @@
 package notify
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 var t0 = time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
@@ -122,7 +124,7 @@ func TestStaleRendersSayStaleFound(t *testing.T) {
 }
 
 func TestTriggersOfEvents(t *testing.T) {
-	restartSubj := &Subject{Kind: KindRestart}
+	restartSubj := &Subject{Kind: steer.KindRestart}
 	for _, tc := range []struct {
 		ev   restart.Event
 		want []Trigger
@@ -132,6 +134,8 @@ func TestTriggersOfEvents(t *testing.T) {
 		{restart.Event{Type: restart.EventQuestion, Message: "Proceed with the next batch? [Y/n]"}, []Trigger{TriggerQuestion}},
 		{restart.Event{Type: restart.EventGateFailed}, []Trigger{TriggerGateFailed}},
 		{restart.Event{Type: restart.EventFailed, Message: "Stopping job restart due to error: x"}, []Trigger{TriggerFailed, TriggerBatchFailed}},
+		{restart.Event{Type: restart.EventFailed, Message: "Stopping job restart due to unrecoverable error: placement failure"}, []Trigger{TriggerFailed, TriggerBatchFailed}},
+		{restart.Event{Type: restart.EventFailed, Message: "Job restart finished with errors: 1 allocation failed"}, []Trigger{TriggerFailed, TriggerBatchFailed}},
 		{restart.Event{Type: restart.EventFailed, Message: "Stopping job restart: lost"}, []Trigger{TriggerFailed}},
 		{restart.Event{Type: restart.EventCanceled}, []Trigger{TriggerCanceled}},
 		{restart.Event{Type: restart.EventAllocDone}, nil},
@@ -140,7 +144,7 @@ func TestTriggersOfEvents(t *testing.T) {
 			t.Errorf("%s %q: %v, want %v", tc.ev.Type, tc.ev.Message, got, tc.want)
 		}
 	}
-	fleetSubj := &Subject{Kind: KindFleet}
+	fleetSubj := &Subject{Kind: steer.KindFleet}
 	if got := triggersOf(fleetSubj, restart.Event{Type: restart.EventSucceeded}); !slices.Equal(got, []Trigger{TriggerFleetFinished}) {
 		t.Errorf("a fleet's end: %v", got)
 	}
@@ -200,7 +204,14 @@ func TestLimiterFoldsAFloodIntoASummary(t *testing.T) {
 	if s.Summary == nil || s.Summary.Held != 3 || s.Summary.ByTrigger[TriggerSucceeded] != 2 || !slices.Equal(s.Summary.Subjects, []string{"a", "b"}) || s.Severity != "error" {
 		t.Errorf("summary %+v (severity %s)", s.Summary, s.Severity)
 	}
-	if !strings.Contains(s.Text, "2 succeeded, 1 failed") {
-		t.Errorf("text %q", s.Text)
+	if !strings.Contains(s.Text, "2 succeeded, 1 failed") || !strings.HasSuffix(s.Text, "About: a, b") {
+		t.Errorf("text %q, want the counts and both jobs, with no ellipsis (none left unnamed)", s.Text)
+	}
+	held = nil
+	for i := range 12 {
+		held = append(held, Notification{Trigger: TriggerSucceeded, Message: Message{Job: fmt.Sprintf("job-%02d", i), Severity: "info"}})
+	}
+	if s := Summary("ops", held, t0); !strings.HasSuffix(s.Text, "job-09, ...") {
+		t.Errorf("text %q, want the first ten jobs, then an ellipsis for the two unnamed", s.Text)
 	}
 }

@@ -2,8 +2,6 @@ package notify
 
 import (
 	"slices"
-
-	"github.com/nomad-restart/nomad-restart/internal/restart"
 )
 
 // Config is what one process notifies: its sinks and their default subscriptions.
@@ -27,9 +25,15 @@ type Notification struct {
 	Message Message
 }
 
-// quietInFleets are the triggers a fleet's job does not raise on its own: the fleet's
+// quietInFleet tells the triggers a fleet's job does not raise on its own: the fleet's
 // started and finished say them for all its jobs at once.
-var quietInFleets = []Trigger{TriggerStarted, TriggerSucceeded, TriggerConfigChange, TriggerStaleFound}
+func quietInFleet(t Trigger) bool {
+	switch t {
+	case TriggerStarted, TriggerSucceeded, TriggerConfigChange, TriggerStaleFound:
+		return true
+	}
+	return false
+}
 
 // Pending are the notifications s still owes this process's sinks, in order per sink:
 // each event after the sink's settled sequence number (its outbox's Through) that raises
@@ -56,7 +60,7 @@ func (c Config) Pending(s *Subject, meta map[string]string) []Notification {
 				if !slices.Contains(hears, t) || severityOf(t, s.Status) < c.Min {
 					continue
 				}
-				if s.Fleet != "" && slices.Contains(quietInFleets, t) {
+				if s.Fleet != "" && quietInFleet(t) {
 					continue
 				}
 				out = append(out, Notification{Sink: sink, Seq: ev.Seq, Trigger: t, Message: render(s, ev, t, c.PageURL)})
@@ -78,10 +82,4 @@ func (c Config) hears(sink string, recorded, meta Subscriptions) []Trigger {
 	out = append(out, recorded[sink]...)
 	out = append(out, meta[sink]...)
 	return out
-}
-
-// Message builds the message of event seq of s for trigger t as Pending would (for
-// `notify test` and the views).
-func (c Config) Message(s *Subject, ev restart.Event, t Trigger) Message {
-	return render(s, ev, t, c.PageURL)
 }

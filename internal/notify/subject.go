@@ -3,19 +3,12 @@ package notify
 import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
-)
-
-// Kind tells a restart's subject from a fleet's.
-type Kind string
-
-const (
-	KindRestart Kind = "restart"
-	KindFleet   Kind = "fleet"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 // Subject is what notifications speak of: a restart or a fleet, as its record says.
 type Subject struct {
-	Kind      Kind
+	Kind      steer.Kind
 	ID        string
 	Namespace string
 	Region    string
@@ -52,7 +45,7 @@ type Progress struct {
 
 // RestartSubject is a restart record as notifications see it.
 func RestartSubject(r *restart.Record) *Subject {
-	s := &Subject{Kind: KindRestart, ID: r.ID, Namespace: r.Namespace, Region: r.Region, JobID: r.JobID,
+	s := &Subject{Kind: steer.KindRestart, ID: r.ID, Namespace: r.Namespace, Region: r.Region, JobID: r.JobID,
 		Status: r.Status, Reason: r.Reason, Fleet: r.Fleet, Question: r.Question, Events: r.Events, Outbox: r.Notify}
 	for _, t := range r.Triggers {
 		s.Changes = append(s.Changes, t.String())
@@ -75,7 +68,7 @@ func RestartSubject(r *restart.Record) *Subject {
 
 // FleetSubject is a fleet record as notifications see it.
 func FleetSubject(r *fleet.Record) *Subject {
-	s := &Subject{Kind: KindFleet, ID: r.ID, Namespace: r.Namespace, Status: r.Status, Reason: r.Reason,
+	s := &Subject{Kind: steer.KindFleet, ID: r.ID, Namespace: r.Namespace, Status: r.Status, Reason: r.Reason,
 		Question: r.Question, Events: r.Events, Outbox: r.Notify}
 	p := &s.Progress
 	p.Jobs = len(r.Jobs)

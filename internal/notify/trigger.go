@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 )
 
 // Trigger names what a notification is about. The names follow Argo Rollouts' triggers
@@ -108,7 +109,14 @@ func severityOf(t Trigger, status restart.Status) Severity {
 // triggersOf are the triggers an event of a subject raises (none for most: an
 // allocation's steps are the page's and attach's to show, not a chat's).
 func triggersOf(s *Subject, ev restart.Event) []Trigger {
-	if s.Kind == KindFleet {
+	// Pausing and resuming read the same of a restart and of a fleet.
+	switch ev.Type {
+	case restart.EventPaused:
+		return []Trigger{TriggerPaused}
+	case restart.EventResumed:
+		return []Trigger{TriggerResumed}
+	}
+	if s.Kind == steer.KindFleet {
 		switch ev.Type {
 		case restart.EventCreated:
 			return []Trigger{TriggerFleetStarted}
@@ -116,10 +124,6 @@ func triggersOf(s *Subject, ev restart.Event) []Trigger {
 			return []Trigger{TriggerFleetFinished}
 		case restart.EventQuestion:
 			return []Trigger{TriggerQuestion}
-		case restart.EventPaused:
-			return []Trigger{TriggerPaused}
-		case restart.EventResumed:
-			return []Trigger{TriggerResumed}
 		}
 		return nil
 	}
@@ -143,19 +147,28 @@ func triggersOf(s *Subject, ev restart.Event) []Trigger {
 		return []Trigger{TriggerQuestion}
 	case restart.EventGateFailed:
 		return []Trigger{TriggerGateFailed}
-	case restart.EventPaused:
-		return []Trigger{TriggerPaused}
-	case restart.EventResumed:
-		return []Trigger{TriggerResumed}
 	case restart.EventCanceled:
 		return []Trigger{TriggerCanceled}
 	case restart.EventSucceeded:
 		return []Trigger{TriggerSucceeded}
 	case restart.EventFailed:
-		if strings.Contains(ev.Message, "due to error") || strings.Contains(ev.Message, "finished with errors") {
+		if failedByBatch(ev.Message) {
 			return []Trigger{TriggerFailed, TriggerBatchFailed}
 		}
 		return []Trigger{TriggerFailed}
 	}
 	return nil
+}
+
+// failedByBatch tells, by the engine's words, a restart that a batch's errors stopped
+// ("Stopping job restart due to error: ...", "... due to unrecoverable error: ...", "Job
+// restart finished with errors ...") from one stopped by something else (a deployment,
+// a surge, a gate under -yes: "Stopping job restart: ...").
+func failedByBatch(msg string) bool {
+	for _, words := range []string{"due to error", "due to unrecoverable error", "finished with errors"} {
+		if strings.Contains(msg, words) {
+			return true
+		}
+	}
+	return false
 }

@@ -65,17 +65,6 @@ func (n *Notifications) Settle(d Delivery) {
 	}
 }
 
-// Skip moves a sink's Through on past events that call for no notification to it, so
-// that a later reader does not look at them again.
-func (n *Notifications) Skip(sink string, seq uint64) {
-	if n.Through == nil {
-		n.Through = map[string]uint64{}
-	}
-	if seq > n.Through[sink] {
-		n.Through[sink] = seq
-	}
-}
-
 // Clone is a deep copy (nil for nil).
 func (n *Notifications) Clone() *Notifications {
 	if n == nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/notify"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
+	"github.com/nomad-restart/nomad-restart/internal/steer"
 	"github.com/nomad-restart/nomad-restart/internal/store"
 )
 
@@ -70,20 +72,30 @@ type Outbox struct {
 	scans   map[recordKey]bool // a scan runs; true: another is asked for after it
 	// settled is, per record and sink, the newest sequence number settled here: a scan
 	// that read the record before a settle's write does not queue it again.
-	settled map[string]uint64
-	queued  map[string]bool
+	settled map[sinkKey]uint64
+	queued  map[queueKey]bool
 	busy    int // scans running and notifications queued or in flight
 	meta    map[recordKey]map[string]string
 }
 
 type recordKey struct {
-	kind notify.Kind
+	kind steer.Kind
 	ns   string
 	id   string
 }
 
-func (k recordKey) sinkKey(sink string) string {
-	return string(k.kind) + "\x00" + k.ns + "\x00" + k.id + "\x00" + sink
+// sinkKey is one record's notifications to one sink.
+type sinkKey struct {
+	rec  recordKey
+	sink string
+}
+
+func (k recordKey) sinkKey(sink string) sinkKey { return sinkKey{k, sink} }
+
+// queueKey is one notification: an event of a record, to one sink.
+type queueKey struct {
+	sinkKey
+	seq uint64
 }
 
 // item is one notification queued for a sink.
@@ -108,7 +120,7 @@ func New(ctx context.Context, cfg Config) *Outbox {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	o := &Outbox{cfg: cfg, log: log, ctx: ctx, workers: map[string]*sinkWorker{}, scans: map[recordKey]bool{},
-		settled: map[string]uint64{}, queued: map[string]bool{}, meta: map[recordKey]map[string]string{}}
+		settled: map[sinkKey]uint64{}, queued: map[queueKey]bool{}, meta: map[recordKey]map[string]string{}}
 	for _, name := range cfg.Notify.Sinks {
 		w := &sinkWorker{o: o, name: name, sink: cfg.Sinks[name], wake: make(chan struct{}, 1),
 			hurry: make(chan struct{}, 1), limit: notify.NewLimiter(cfg.Burst, cfg.Window)}
@@ -123,7 +135,7 @@ func (o *Outbox) Stored(namespace, id string, events []restart.Event) {
 	if o == nil || len(o.workers) == 0 || len(events) == 0 {
 		return
 	}
-	o.Kick(notify.KindRestart, namespace, id)
+	o.Kick(steer.KindRestart, namespace, id)
 }
 
 // StoredFleet is the fleet driver's hook, as Stored.
@@ -131,11 +143,11 @@ func (o *Outbox) StoredFleet(namespace, id string) {
 	if o == nil || len(o.workers) == 0 || o.cfg.Fleets == nil {
 		return
 	}
-	o.Kick(notify.KindFleet, namespace, id)
+	o.Kick(steer.KindFleet, namespace, id)
 }
 
 // Kick looks at a record for notifications it owes, in the background.
-func (o *Outbox) Kick(kind notify.Kind, namespace, id string) {
+func (o *Outbox) Kick(kind steer.Kind, namespace, id string) {
 	k := recordKey{kind, namespace, id}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -186,7 +198,7 @@ func (o *Outbox) queuePending(k recordKey) error {
 	}
 	for _, n := range pending {
 		sk := k.sinkKey(n.Sink)
-		qk := fmt.Sprintf("%s\x00%d", sk, n.Seq)
+		qk := queueKey{sk, n.Seq}
 		if n.Seq <= o.settled[sk] || o.queued[qk] {
 			continue
 		}
@@ -213,15 +225,32 @@ func (o *Outbox) jobMeta(k recordKey, jobID string) map[string]string {
 		o.log.Debug("reading the job's meta for its notification subscriptions", "job", jobID, "err", err)
 		return nil // not cached: the next scan tries again
 	}
+	o.warnMeta(jobID, m)
 	o.mu.Lock()
 	o.meta[k] = m
 	o.mu.Unlock()
 	return m
 }
 
+// warnMeta logs, once per record, what in a job's nomad-restart.notify.* meta subscribes
+// no one: a key naming no trigger, a sink this process does not have. Otherwise a typo
+// in a job file silently leaves its team unnotified.
+func (o *Outbox) warnMeta(jobID string, meta map[string]string) {
+	subs, problems := notify.FromMeta(meta)
+	for name := range subs {
+		if !slices.Contains(o.cfg.Notify.Sinks, name) {
+			problems = append(problems, fmt.Sprintf("sink %q is not one of this process's (-notify %s)", name, strings.Join(o.cfg.Notify.Sinks, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		o.log.Warn("the job's notification meta subscribes no one: fix it in the job's meta", "job", jobID, "problems", strings.Join(problems, "; "))
+	}
+}
+
 func (o *Outbox) read(k recordKey) (*notify.Subject, string, error) {
 	switch k.kind {
-	case notify.KindFleet:
+	case steer.KindFleet:
 		r, err := o.cfg.Fleets.Get(o.ctx, k.ns, k.id)
 		if err != nil {
 			return nil, "", err
@@ -251,7 +280,7 @@ func (o *Outbox) settle(k recordKey, ds []restart.Delivery) {
 	defer cancel()
 	var err error
 	switch k.kind {
-	case notify.KindFleet:
+	case steer.KindFleet:
 		_, err = store.Mutate(wctx, o.cfg.Fleets, k.ns, k.id, func(r *fleet.Record) error { change(&r.Notify); return nil })
 	default:
 		_, err = store.Mutate(wctx, o.cfg.Restarts, k.ns, k.id, func(r *restart.Record) error { change(&r.Notify); return nil })
@@ -265,7 +294,7 @@ func (o *Outbox) settle(k recordKey, ds []restart.Delivery) {
 		if d.Seq > o.settled[sk] {
 			o.settled[sk] = d.Seq
 		}
-		delete(o.queued, fmt.Sprintf("%s\x00%d", sk, d.Seq))
+		delete(o.queued, queueKey{sk, d.Seq})
 		o.busy--
 	}
 	o.mu.Unlock()
@@ -300,10 +329,27 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d notification(s) still unsent: %w", busy, ctx.Err())
+			return fmt.Errorf("%d notification(s) to %s still unsent: %w", busy, o.unsentSinks(), ctx.Err())
 		case <-t.C:
 		}
 	}
+}
+
+// unsentSinks names the sinks that notifications are queued for or in flight to.
+func (o *Outbox) unsentSinks() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var names []string
+	for k := range o.queued {
+		if !slices.Contains(names, k.sink) {
+			names = append(names, k.sink)
+		}
+	}
+	if len(names) == 0 {
+		return "no sink yet (records still being read)"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // sinkWorker sends one sink's notifications in order, under its rate limit.
@@ -389,13 +435,16 @@ func (w *sinkWorker) summarize(ctx context.Context, held []item) {
 // deliver sends m, standing for items, again with backoff until it goes or RetryFor
 // passes, and settles the items in their records.
 func (w *sinkWorker) deliver(items []item, m notify.Message) {
-	err := w.send(m)
+	items, err := w.send(items, m)
+	if len(items) == 0 {
+		return // another process settled them all meanwhile
+	}
 	if err != nil && w.o.ctx.Err() != nil {
 		// The process stops: what was not sent stays owed in its record, for the next
 		// driver to send.
 		w.o.mu.Lock()
 		for _, it := range items {
-			delete(w.o.queued, fmt.Sprintf("%s\x00%d", it.rec.sinkKey(w.name), it.n.Seq))
+			delete(w.o.queued, queueKey{it.rec.sinkKey(w.name), it.n.Seq})
 			w.o.busy--
 		}
 		w.o.mu.Unlock()
@@ -435,29 +484,38 @@ func (w *sinkWorker) deliver(items []item, m notify.Message) {
 	}
 }
 
-// warnGivenUp puts a warning event in the log of each restart whose notification was
-// given up: through its driver here, or, when it has ended, into its record.
+// warnGivenUp puts a warning event in the log of each record whose notification was
+// given up, as a restart's own failed step is: a restart's through its driver here, or,
+// once it has ended, into its record; a fleet's into its record, with check-and-set (its
+// driver reads a write of another back and decides again, as after an operator's pause).
 func (w *sinkWorker) warnGivenUp(items []item, err error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(w.o.ctx), 30*time.Second)
 	defer cancel()
 	for _, it := range items {
-		if it.rec.kind != notify.KindRestart {
-			continue // a fleet's log is its driver's; its outbox's log says it
-		}
-		ev := restart.Event{Time: w.o.cfg.Now(), Type: restart.EventWarning, Message: fmt.Sprintf(
-			"Warning: the %s notification (event %d) to sink %q was given up after %s: %v", it.n.Trigger, it.n.Seq, w.name, w.o.cfg.RetryFor, err)}
-		if w.o.cfg.Note != nil && w.o.cfg.Note(wctx, it.rec.ns, it.rec.id, ev) {
-			continue
-		}
-		_, merr := store.Mutate(wctx, w.o.cfg.Restarts, it.rec.ns, it.rec.id, func(r *restart.Record) error {
-			if !r.Status.Terminal() {
-				return errNotEnded
+		now := w.o.cfg.Now()
+		msg := fmt.Sprintf("Warning: the %s notification (event %d) to sink %q was given up after %s: %v", it.n.Trigger, it.n.Seq, w.name, w.o.cfg.RetryFor, err)
+		var merr error
+		switch it.rec.kind {
+		case steer.KindFleet:
+			_, merr = store.Mutate(wctx, w.o.cfg.Fleets, it.rec.ns, it.rec.id, func(r *fleet.Record) error {
+				r.AddEvent(now, restart.EventWarning, msg)
+				return nil
+			})
+		default:
+			ev := restart.Event{Time: now, Type: restart.EventWarning, Message: msg}
+			if w.o.cfg.Note != nil && w.o.cfg.Note(wctx, it.rec.ns, it.rec.id, ev) {
+				continue
 			}
-			r.AppendEvent(ev)
-			return nil
-		})
+			_, merr = store.Mutate(wctx, w.o.cfg.Restarts, it.rec.ns, it.rec.id, func(r *restart.Record) error {
+				if !r.Status.Terminal() {
+					return errNotEnded
+				}
+				r.AppendEvent(ev)
+				return nil
+			})
+		}
 		if merr != nil && !errors.Is(merr, errNotEnded) {
-			w.o.log.Warn("recording a notification given up", "id", it.rec.id, "err", merr)
+			w.o.log.Warn("recording a notification given up", "kind", it.rec.kind, "id", it.rec.id, "err", merr)
 		}
 	}
 }
@@ -465,26 +523,82 @@ func (w *sinkWorker) warnGivenUp(items []item, err error) {
 // errNotEnded stops the write of a warning into a record some driver still writes.
 var errNotEnded = errors.New("the restart has not ended")
 
-func (w *sinkWorker) send(m notify.Message) error {
+// send sends m, standing for items, again with backoff until it goes or RetryFor passes.
+// Before each attempt it keeps only the items their records still owe (owed): the items
+// it returns are the ones m was sent (or given up) for, none when every one was settled
+// elsewhere.
+func (w *sinkWorker) send(items []item, m notify.Message) ([]item, error) {
 	if w.sink == nil {
-		return errors.New("no sink of that name in this process")
+		return items, errors.New("no sink of that name in this process")
 	}
 	b := cluster.NewBackoff(cluster.RetryPolicy{Initial: w.o.cfg.Backoff, Max: 10 * time.Second, MaxElapsed: w.o.cfg.RetryFor})
 	for {
+		if items = w.owed(items); len(items) == 0 {
+			return nil, nil
+		}
 		err := w.sink.Send(w.o.ctx, m)
 		if err == nil {
-			return nil
+			return items, nil
 		}
 		w.o.log.Debug("sending a notification", "sink", w.name, "key", m.Key, "err", err)
 		if !b.Wait(w.o.ctx) {
-			return err
+			return items, err
 		}
 	}
 }
 
-// Sinks are the names of the sinks this outbox sends to, sorted.
-func (o *Outbox) Sinks() []string {
-	out := slices.Clone(o.cfg.Notify.Sinks)
-	slices.Sort(out)
-	return out
+// owed keeps of items those their records still owe this sink, and forgets the others.
+// While this process retried a failing sink, its driver may have lost the record's lease,
+// and the driver that adopted it sent and settled what this one still holds: sending it
+// again would tell the sink twice. A record that cannot be read keeps its items (better
+// a repeat, with its key, than a loss).
+func (w *sinkWorker) owed(items []item) []item {
+	through := map[recordKey]uint64{}
+	keep := items[:0:0]
+	var gone []item
+	for _, it := range items {
+		t, read := through[it.rec]
+		if !read {
+			t = w.o.settledThrough(it.rec, w.name)
+			through[it.rec] = t
+		}
+		if it.n.Seq <= t {
+			gone = append(gone, it)
+			continue
+		}
+		keep = append(keep, it)
+	}
+	if len(gone) > 0 {
+		w.o.mu.Lock()
+		for _, it := range gone {
+			sk := it.rec.sinkKey(w.name)
+			delete(w.o.queued, queueKey{sk, it.n.Seq})
+			if it.n.Seq > w.o.settled[sk] {
+				w.o.settled[sk] = it.n.Seq
+			}
+			w.o.busy--
+		}
+		w.o.mu.Unlock()
+	}
+	return keep
+}
+
+// settledThrough is the sequence number through which k's record says sink was settled
+// (0 when it cannot be read).
+func (o *Outbox) settledThrough(k recordKey, sink string) uint64 {
+	var n *restart.Notifications
+	switch k.kind {
+	case steer.KindFleet:
+		if r, err := o.cfg.Fleets.Get(o.ctx, k.ns, k.id); err == nil {
+			n = r.Notify
+		}
+	default:
+		if r, err := o.cfg.Restarts.Get(o.ctx, k.ns, k.id); err == nil {
+			n = r.Notify
+		}
+	}
+	if n == nil {
+		return 0
+	}
+	return n.Through[sink]
 }

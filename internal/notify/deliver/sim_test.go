@@ -2,106 +2,27 @@ package deliver_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nomad-restart/nomad-restart/internal/agent/agenttest"
 	"github.com/nomad-restart/nomad-restart/internal/cluster"
 	"github.com/nomad-restart/nomad-restart/internal/engine"
+	"github.com/nomad-restart/nomad-restart/internal/fleet"
 	"github.com/nomad-restart/nomad-restart/internal/gate"
 	"github.com/nomad-restart/nomad-restart/internal/notify"
 	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
+	"github.com/nomad-restart/nomad-restart/internal/notify/notifytest"
 	"github.com/nomad-restart/nomad-restart/internal/restart"
 	"github.com/nomad-restart/nomad-restart/internal/simtest"
 	"github.com/nomad-restart/nomad-restart/nomadsim"
 )
-
-// receiver is a local HTTP endpoint standing for a webhook: it keeps every body POSTed
-// and answers as its mode says (ok, fail: 500, hang: never, until the test ends).
-type receiver struct {
-	t      *testing.T
-	srv    *httptest.Server
-	status int // the answer of a request taken
-	hang   bool
-	check  func(body map[string]any) error // the service's format, nil: any JSON
-
-	mu     sync.Mutex
-	bodies []map[string]any
-	errs   []string
-	got    chan struct{}
-}
-
-func newReceiver(t *testing.T, status int, hang bool, check func(map[string]any) error) *receiver {
-	r := &receiver{t: t, status: status, hang: hang, check: check, got: make(chan struct{}, 1000)}
-	done := make(chan struct{})
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		raw, _ := io.ReadAll(req.Body)
-		var body map[string]any
-		err := json.Unmarshal(raw, &body)
-		if err == nil && req.Header.Get("Content-Type") != "application/json" {
-			err = fmt.Errorf("content type %q", req.Header.Get("Content-Type"))
-		}
-		if err == nil && r.check != nil {
-			err = r.check(body)
-		}
-		r.mu.Lock()
-		if err != nil {
-			r.errs = append(r.errs, fmt.Sprintf("%v: %s", err, raw))
-		}
-		r.bodies = append(r.bodies, body)
-		r.mu.Unlock()
-		r.got <- struct{}{}
-		if r.hang {
-			select {
-			case <-req.Context().Done():
-			case <-done:
-			}
-			return
-		}
-		if err != nil {
-			http.Error(w, "invalid_payload", http.StatusBadRequest)
-			return
-		}
-		w.WriteHeader(r.status)
-		_, _ = io.WriteString(w, "ok")
-	}))
-	t.Cleanup(func() { close(done); r.srv.Close() })
-	return r
-}
-
-func (r *receiver) received() []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.errs) > 0 {
-		r.t.Errorf("bodies the service would refuse: %s", strings.Join(r.errs, "\n"))
-		r.errs = nil
-	}
-	return append([]map[string]any(nil), r.bodies...)
-}
-
-// waitFor waits until the receiver holds a body that ok accepts, and returns it.
-func (r *receiver) waitFor(ctx context.Context, what string, ok func(map[string]any) bool) map[string]any {
-	r.t.Helper()
-	for {
-		for _, b := range r.received() {
-			if ok(b) {
-				return b
-			}
-		}
-		select {
-		case <-r.got:
-		case <-ctx.Done():
-			r.t.Fatalf("the receiver got no %s; it got %v", what, r.received())
-		}
-	}
-}
 
 // slackFormat is what Slack's incoming webhooks take: a text (the fallback shown in
 // notifications), and blocks whose sections carry mrkdwn text.
@@ -220,6 +141,39 @@ func drive(ctx context.Context, eng *engine.Engine, rec *restart.Record) <-chan 
 	return done
 }
 
+// finish waits for the driver to return (done), has the outbox send what it still owes,
+// as a process does before it exits, and returns the record as it ended.
+func (e *notifyEnv) finish(t *testing.T, ctx context.Context, done <-chan error, box *deliver.Outbox, rec *restart.Record) *restart.Record {
+	t.Helper()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return e.WaitEnd(t, rec)
+}
+
+// adopt drives rec, left waiting for an answer by a driver that let go, to its end with a
+// second driver whose sink "team" is to; it answers the question once the sink heard it.
+func (e *notifyEnv) adopt(t *testing.T, ctx context.Context, rec *restart.Record, to *notifytest.Receiver) *restart.Record {
+	t.Helper()
+	box := e.outbox(t, ctx, map[string]string{"team": to.URL("")}, deliver.Config{})
+	eng := e.engine("driver:2", box)
+	done := drive(ctx, eng, rec)
+	to.WaitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
+	answerYes(t, ctx, eng, rec)
+	return e.finish(t, ctx, done, box, rec)
+}
+
+// answerYes answers rec's question yes, as a user does.
+func answerYes(t *testing.T, ctx context.Context, eng *engine.Engine, rec *restart.Record) {
+	t.Helper()
+	if _, err := eng.Answer(ctx, rec.Namespace, rec.ID, "y", "test"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func triggerIs(t notify.Trigger) func(map[string]any) bool {
 	return func(b map[string]any) bool { return b["trigger"] == string(t) }
 }
@@ -241,17 +195,17 @@ func keys(bodies []map[string]any) map[string]int {
 func TestE2EQuestionReachesWebhookSlackAndTeams(t *testing.T) {
 	e := startNotifyEnv(t, 2)
 	ctx := agenttest.Context(t)
-	hook := newReceiver(t, http.StatusOK, false, genericFormat)
-	slack := newReceiver(t, http.StatusOK, false, slackFormat)
-	teams := newReceiver(t, http.StatusAccepted, false, teamsFormat)
+	hook := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
+	slack := notifytest.NewReceiver(t, notifytest.Answer{Check: slackFormat})
+	teams := notifytest.NewReceiver(t, notifytest.Answer{Status: http.StatusAccepted, Check: teamsFormat})
 	box := e.outbox(t, ctx, map[string]string{
-		"hook": hook.srv.URL + "/nomad", "slack": "slack+" + slack.srv.URL + "/services/T0/B0/x", "teams": "teams+" + teams.srv.URL + "/workflows/1",
+		"hook": hook.URL("/nomad"), "slack": "slack+" + slack.URL("/services/T0/B0/x"), "teams": "teams+" + teams.URL("/workflows/1"),
 	}, deliver.Config{Notify: notify.Config{PageURL: "https://restarts.example.com"}})
 	eng := e.engine("driver:1", box)
 	rec := e.file(t, eng, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
 	done := drive(ctx, eng, rec)
 
-	q := hook.waitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
+	q := hook.WaitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
 	question, _ := q["question"].(map[string]any)
 	wantCmd := "nomad-restart answer " + rec.ID + " y"
 	if question["command"] != wantCmd {
@@ -260,27 +214,19 @@ func TestE2EQuestionReachesWebhookSlackAndTeams(t *testing.T) {
 	if q["link"] != "https://restarts.example.com/restart/"+rec.ID || q["job"] != "web" || q["namespace"] != "default" {
 		t.Errorf("link %v, job %v, namespace %v", q["link"], q["job"], q["namespace"])
 	}
-	slackQ := slack.waitFor(ctx, "question", func(b map[string]any) bool { return strings.Contains(fmt.Sprint(b["blocks"]), wantCmd) })
+	slackQ := slack.WaitFor(ctx, "question", func(b map[string]any) bool { return strings.Contains(fmt.Sprint(b["blocks"]), wantCmd) })
 	if !strings.Contains(fmt.Sprint(slackQ["blocks"]), "https://restarts.example.com/restart/"+rec.ID) {
 		t.Errorf("Slack's question has no page link: %v", slackQ)
 	}
-	teams.waitFor(ctx, "question", func(b map[string]any) bool { return strings.Contains(fmt.Sprint(b["attachments"]), wantCmd) })
+	teams.WaitFor(ctx, "question", func(b map[string]any) bool { return strings.Contains(fmt.Sprint(b["attachments"]), wantCmd) })
 
-	if _, err := eng.Answer(ctx, rec.Namespace, rec.ID, "y", "test"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := box.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	final := e.WaitEnd(t, rec)
+	answerYes(t, ctx, eng, rec)
+	final := e.finish(t, ctx, done, box, rec)
 	if final.Status != restart.StatusSucceeded {
 		t.Fatalf("status %s (%s)", final.Status, final.Reason)
 	}
 	want := []notify.Trigger{notify.TriggerStarted, notify.TriggerQuestion, notify.TriggerSucceeded}
-	got := hook.received()
+	got := hook.Received()
 	for _, tr := range want {
 		n := 0
 		for _, b := range got {
@@ -297,8 +243,8 @@ func TestE2EQuestionReachesWebhookSlackAndTeams(t *testing.T) {
 			t.Errorf("key %s sent %d times", k, n)
 		}
 	}
-	if len(slack.received()) != len(want) || len(teams.received()) != len(want) {
-		t.Errorf("Slack got %d, Teams %d messages, want %d each", len(slack.received()), len(teams.received()), len(want))
+	if len(slack.Received()) != len(want) || len(teams.Received()) != len(want) {
+		t.Errorf("Slack got %d, Teams %d messages, want %d each", len(slack.Received()), len(teams.Received()), len(want))
 	}
 	if final.Notify == nil || final.Notify.Sent != 3*len(want) || final.Notify.Failed != 0 {
 		t.Fatalf("the record's notifications %+v, want %d sent", final.Notify, 3*len(want))
@@ -323,28 +269,22 @@ func TestE2EGateFailureSendsOneMessage(t *testing.T) {
 	e := startNotifyEnv(t, 3)
 	e.gates = engine.GatesConfig{Querier: failingGate{}}
 	ctx := agenttest.Context(t)
-	hook := newReceiver(t, http.StatusOK, false, genericFormat)
+	hook := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
 	on, err := notify.ParseOn([]string{"gate-failed=oncall"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	box := e.outbox(t, ctx, map[string]string{"oncall": hook.srv.URL}, deliver.Config{Notify: notify.Config{On: on}})
+	box := e.outbox(t, ctx, map[string]string{"oncall": hook.URL("")}, deliver.Config{Notify: notify.Config{On: on}})
 	eng := e.engine("driver:1", box)
 	p := gate.DefaultPolicy()
 	p.Interval, p.Count = 20*time.Millisecond, 2
 	rec := e.file(t, eng, restart.Spec{OnError: restart.OnErrorFail,
 		Gates: &restart.Gates{Specs: []string{`errors: errors_ratio{job="{{job}}"} < 0.02`}, Policy: p}})
-	if err := <-drive(ctx, eng, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := box.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	final := e.WaitEnd(t, rec)
+	final := e.finish(t, ctx, drive(ctx, eng, rec), box, rec)
 	if final.Status != restart.StatusFailed {
 		t.Fatalf("status %s, want failed by the gate", final.Status)
 	}
-	got := hook.received()
+	got := hook.Received()
 	if len(got) != 1 || got[0]["trigger"] != string(notify.TriggerGateFailed) || got[0]["severity"] != "error" {
 		t.Fatalf("the sink got %v, want one gate-failed message", got)
 	}
@@ -361,17 +301,12 @@ func TestE2EAdoptionSendsEachOnce(t *testing.T) {
 	ctx := agenttest.Context(t)
 	// One sink, "team", reached by each driver through its own URL: the first one's
 	// answers the first message and hangs on the second.
-	first := newReceiver(t, http.StatusOK, false, genericFormat)
-	var calls int
-	var mu sync.Mutex
+	first := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
+	var calls atomic.Int32
 	hanging := make(chan struct{})
 	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		if n == 1 {
-			first.srv.Config.Handler.ServeHTTP(w, r)
+		if calls.Add(1) == 1 {
+			first.Handler().ServeHTTP(w, r)
 			return
 		}
 		select { // the driver dies while this request hangs
@@ -380,42 +315,23 @@ func TestE2EAdoptionSendsEachOnce(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(hanging); flaky.Close() })
-	second := newReceiver(t, http.StatusOK, false, genericFormat)
+	second := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
 
 	ctx1, kill := context.WithCancel(ctx)
 	box1 := e.outbox(t, ctx1, map[string]string{"team": flaky.URL}, deliver.Config{})
 	eng1 := e.engine("driver:1", box1)
 	rec := e.file(t, eng1, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
 	done1 := drive(ctx1, eng1, rec)
-	first.waitFor(ctx, "started", triggerIs(notify.TriggerStarted))
+	first.WaitFor(ctx, "started", triggerIs(notify.TriggerStarted))
 	agenttest.WaitRecord(t, e.Store, rec, "started notification recorded", func(r *restart.Record) bool {
 		return r.Status == restart.StatusWaiting && r.Notify != nil && r.Notify.Sent == 1
 	})
-	mu.Lock()
-	for calls < 2 { // the question's notification is in flight, hanging
-		mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-		mu.Lock()
-	}
-	mu.Unlock()
+	simtest.WaitFor(t, ctx, "the question's notification in flight, hanging", func() bool { return calls.Load() >= 2 })
 	kill()
 	<-done1
 
-	box2 := e.outbox(t, ctx, map[string]string{"team": second.srv.URL}, deliver.Config{})
-	eng2 := e.engine("driver:2", box2)
-	done2 := drive(ctx, eng2, rec)
-	second.waitFor(ctx, "question", triggerIs(notify.TriggerQuestion))
-	if _, err := eng2.Answer(ctx, rec.Namespace, rec.ID, "y", "test"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done2; err != nil {
-		t.Fatal(err)
-	}
-	if err := box2.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	final := e.WaitEnd(t, rec)
-	all := append(first.received(), second.received()...)
+	final := e.adopt(t, ctx, rec, second)
+	all := append(first.Received(), second.Received()...)
 	counts := keys(all)
 	for k, n := range counts {
 		if n != 1 {
@@ -440,9 +356,9 @@ func TestE2EAdoptionSendsEachOnce(t *testing.T) {
 func TestE2EFailingAndHangingSinksDelayNothing(t *testing.T) {
 	e := startNotifyEnv(t, 3)
 	ctx := agenttest.Context(t)
-	failing := newReceiver(t, http.StatusInternalServerError, false, nil)
-	hanging := newReceiver(t, http.StatusOK, true, nil)
-	box := e.outbox(t, ctx, map[string]string{"failing": failing.srv.URL, "hanging": hanging.srv.URL},
+	failing := notifytest.NewReceiver(t, notifytest.Answer{Status: http.StatusInternalServerError})
+	hanging := notifytest.NewReceiver(t, notifytest.Answer{Hang: true})
+	box := e.outbox(t, ctx, map[string]string{"failing": failing.URL(""), "hanging": hanging.URL("")},
 		deliver.Config{RetryFor: time.Hour})
 	eng := e.engine("driver:1", box)
 	rec := e.file(t, eng, restart.Spec{Yes: true})
@@ -453,8 +369,8 @@ func TestE2EFailingAndHangingSinksDelayNothing(t *testing.T) {
 	if final.Status != restart.StatusSucceeded {
 		t.Fatalf("status %s (%s)", final.Status, final.Reason)
 	}
-	failing.waitFor(ctx, "an attempt", func(map[string]any) bool { return true })
-	hanging.waitFor(ctx, "an attempt", func(map[string]any) bool { return true })
+	failing.WaitFor(ctx, "an attempt", func(map[string]any) bool { return true })
+	hanging.WaitFor(ctx, "an attempt", func(map[string]any) bool { return true })
 	if final.Notify != nil && (final.Notify.Sent > 0 || final.Notify.Failed > 0) {
 		t.Errorf("notifications settled while their sinks fail or hang: %+v", final.Notify)
 	}
@@ -469,9 +385,9 @@ func TestE2EManyRestartsSendASummary(t *testing.T) {
 	const jobs = 6
 	ids := e.RegisterJobs(t, "default", "api", jobs, 1, nil)
 	ctx := agenttest.Context(t)
-	hook := newReceiver(t, http.StatusOK, false, genericFormat)
+	hook := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
 	on, _ := notify.ParseOn([]string{"succeeded=hook"})
-	box := e.outbox(t, ctx, map[string]string{"hook": hook.srv.URL},
+	box := e.outbox(t, ctx, map[string]string{"hook": hook.URL("")},
 		deliver.Config{Notify: notify.Config{On: on}, Burst: 2, Window: time.Hour})
 	eng := e.engine("driver:1", box)
 	var recs []*restart.Record
@@ -497,7 +413,7 @@ func TestE2EManyRestartsSendASummary(t *testing.T) {
 	}
 	var held float64
 	plain := 0
-	for _, b := range hook.received() {
+	for _, b := range hook.Received() {
 		if s, ok := b["summary"].(map[string]any); ok {
 			held += s["held"].(float64)
 			continue
@@ -516,12 +432,15 @@ func TestE2EManyRestartsSendASummary(t *testing.T) {
 }
 
 // TestE2EJobMetaSubscribesItsTeam: a job's nomad-restart.notify.<trigger> meta subscribes
-// a sink that hears nothing else (-notify-on none=NAME); the other sink hears nothing.
+// a sink that hears nothing else (-notify-on none=NAME); the other sink hears nothing. A
+// meta key that subscribes no one (no such trigger, no such sink) is a warning in the
+// process's log, naming the key or the sink.
 func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 	e := &notifyEnv{Env: agenttest.StartEnv(t, nomadsim.Options{})}
 	ctx := agenttest.Context(t)
 	job := agenttest.Job("default", "web", 1, nil)
-	job.Meta = map[string]string{notify.MetaPrefix + "succeeded": "team"} // the job's own meta
+	job.Meta = map[string]string{notify.MetaPrefix + "succeeded": "team", // the job's own meta
+		notify.MetaPrefix + "finished": "team", notify.MetaPrefix + "failed": "pager"} // typos
 	if _, err := e.Sim.RegisterJob(job); err != nil {
 		t.Fatal(err)
 	}
@@ -530,13 +449,15 @@ func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 		d, err := nc.ActiveDeployment(ctx, "default", "web")
 		return agenttest.Running(ctx, e.Client, "default", "web", 1) && err == nil && d == nil
 	})
-	team, ops := newReceiver(t, http.StatusOK, false, genericFormat), newReceiver(t, http.StatusOK, false, genericFormat)
+	team, ops := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat}), notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
 	on, err := notify.ParseOn([]string{"none=team,ops"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	jobs := cluster.NewNomad(e.Client)
-	box := e.outbox(t, ctx, map[string]string{"team": team.srv.URL, "ops": ops.srv.URL}, deliver.Config{Notify: notify.Config{On: on},
+	var logs simtest.SyncBuffer
+	box := e.outbox(t, ctx, map[string]string{"team": team.URL(""), "ops": ops.URL("")}, deliver.Config{Notify: notify.Config{On: on},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		JobMeta: func(ctx context.Context, ns, job string) (map[string]string, error) {
 			spec, err := jobs.JobSpec(ctx, ns, job)
 			if err != nil {
@@ -546,18 +467,18 @@ func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 		}})
 	eng := e.engine("driver:1", box)
 	rec := e.file(t, eng, restart.Spec{Yes: true})
-	if err := <-drive(ctx, eng, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := box.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := team.received()
+	e.finish(t, ctx, drive(ctx, eng, rec), box, rec)
+	got := team.Received()
 	if len(got) != 1 || got[0]["trigger"] != string(notify.TriggerSucceeded) {
 		t.Errorf("the job's team heard %v, want its succeeded only", got)
 	}
-	if n := len(ops.received()); n != 0 {
+	if n := len(ops.Received()); n != 0 {
 		t.Errorf("a sink no one subscribed heard %d messages", n)
+	}
+	for _, want := range []string{`job meta nomad-restart.notify.finished: unknown trigger \"finished\"`, `sink \"pager\" is not one of this process's`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %s:\n%s", want, logs.String())
+		}
 	}
 }
 
@@ -567,22 +488,16 @@ func TestE2EJobMetaSubscribesItsTeam(t *testing.T) {
 func TestE2EBigRecordKeepsItsOutbox(t *testing.T) {
 	e := startNotifyEnv(t, 130)
 	ctx := agenttest.Context(t)
-	hook := newReceiver(t, http.StatusOK, false, genericFormat)
-	box := e.outbox(t, ctx, map[string]string{"hook": hook.srv.URL}, deliver.Config{})
+	hook := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
+	box := e.outbox(t, ctx, map[string]string{"hook": hook.URL("")}, deliver.Config{})
 	eng := e.engine("driver:1", box)
 	rec := e.file(t, eng, restart.Spec{Yes: true, BatchSizes: []restart.BatchSize{{N: 50, Percent: true}}})
-	if err := <-drive(ctx, eng, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := box.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	final := e.WaitEnd(t, rec)
+	final := e.finish(t, ctx, drive(ctx, eng, rec), box, rec)
 	if final.Status != restart.StatusSucceeded {
 		t.Fatalf("status %s (%s)", final.Status, final.Reason)
 	}
 	e.CheckOnce(t, final)
-	got := hook.received()
+	got := hook.Received()
 	for k, n := range keys(got) {
 		if n != 1 {
 			t.Errorf("key %s sent %d times", k, n)
@@ -599,26 +514,18 @@ func TestE2EBigRecordKeepsItsOutbox(t *testing.T) {
 func TestE2EGivenUpIsAWarningInTheLog(t *testing.T) {
 	e := startNotifyEnv(t, 2)
 	ctx := agenttest.Context(t)
-	failing := newReceiver(t, http.StatusInternalServerError, false, nil)
+	failing := notifytest.NewReceiver(t, notifytest.Answer{Status: http.StatusInternalServerError})
 	var eng *engine.Engine // the engine's Note, handed to the outbox the engine is built with
 	note := func(ctx context.Context, ns, id string, ev restart.Event) bool { return eng.Note(ctx, ns, id, ev) }
-	box := e.outbox(t, ctx, map[string]string{"down": failing.srv.URL + "/hooks/" + "T0SECRET"}, deliver.Config{RetryFor: 100 * time.Millisecond, Note: note})
+	box := e.outbox(t, ctx, map[string]string{"down": failing.SecretURL()}, deliver.Config{RetryFor: 100 * time.Millisecond, Note: note})
 	eng = e.engine("driver:1", box)
 	rec := e.file(t, eng, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
 	done := drive(ctx, eng, rec)
 	agenttest.WaitRecord(t, e.Store, rec, "the question waiting and its notification given up", func(r *restart.Record) bool {
 		return r.Status == restart.StatusWaiting && r.Notify != nil && r.Notify.Failed == 2
 	})
-	if _, err := eng.Answer(ctx, rec.Namespace, rec.ID, "y", "test"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := box.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	final := e.WaitEnd(t, rec)
+	answerYes(t, ctx, eng, rec)
+	final := e.finish(t, ctx, done, box, rec)
 	var warnings []string
 	for _, ev := range final.Events {
 		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "was given up") {
@@ -629,8 +536,84 @@ func TestE2EGivenUpIsAWarningInTheLog(t *testing.T) {
 		t.Fatalf("warnings %q, outbox %+v: want the started, question and succeeded notifications given up, each a warning", warnings, final.Notify)
 	}
 	for _, w := range warnings {
-		if !strings.Contains(w, `sink "down"`) || !strings.Contains(w, "500 Internal Server Error") || strings.Contains(w, "T0SECRET") {
+		if !strings.Contains(w, `sink "down"`) || !strings.Contains(w, "500 Internal Server Error") || strings.Contains(w, notifytest.Secret) {
 			t.Errorf("warning %q: want the sink's name and answer, never its URL", w)
 		}
+	}
+}
+
+// TestE2EFleetGivenUpIsAWarningInItsLog: a fleet's notification given up is a warning in
+// the fleet's log, as a restart's is in the restart's, and counted failed in its outbox.
+func TestE2EFleetGivenUpIsAWarningInItsLog(t *testing.T) {
+	e := &notifyEnv{Env: agenttest.StartEnv(t, nomadsim.Options{})}
+	e.RegisterJobs(t, "default", "fl", 2, 1, nil)
+	ctx := agenttest.Context(t)
+	failing := notifytest.NewReceiver(t, notifytest.Answer{Status: http.StatusInternalServerError})
+	on, err := notify.ParseOn([]string{"fleet-started=down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := e.outbox(t, ctx, map[string]string{"down": failing.SecretURL()}, deliver.Config{Notify: notify.Config{On: on}, RetryFor: 100 * time.Millisecond})
+	rec := e.FileFleet(t, "fl", 1)
+	box.StoredFleet(rec.Namespace, rec.ID)
+	final := e.WaitFleet(t, rec, "its notification given up", func(r *fleet.Record) bool { return r.Notify != nil && r.Notify.Failed == 1 })
+	var warnings []string
+	for _, ev := range final.Events {
+		if ev.Type == restart.EventWarning && strings.Contains(ev.Message, "was given up") {
+			warnings = append(warnings, ev.Message)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `fleet-started notification`) || !strings.Contains(warnings[0], `sink "down"`) || strings.Contains(warnings[0], notifytest.Secret) {
+		t.Errorf("the fleet's warnings %q: want the fleet-started notification to sink down given up, never its URL", warnings)
+	}
+}
+
+// TestE2EFormerDriverDoesNotSendWhatTheAdopterSent: a driver whose sink failed lets go
+// of the restart while its outbox still retries; the driver that adopts it sends and
+// settles what was owed. When the first one's sink answers again, it sends nothing the
+// record says was settled: every key reaches the sink once.
+func TestE2EFormerDriverDoesNotSendWhatTheAdopterSent(t *testing.T) {
+	e := startNotifyEnv(t, 2)
+	ctx := agenttest.Context(t)
+	// One sink, "team", reached by each driver through its own URL: the first one's
+	// answers 500 until released, and keeps only what it answered 200.
+	first, second := notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat}), notifytest.NewReceiver(t, notifytest.Answer{Check: genericFormat})
+	var down atomic.Bool
+	down.Store(true)
+	attempts := make(chan struct{}, 1000)
+	flaky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		attempts <- struct{}{}
+		if down.Load() {
+			http.Error(w, "unavailable", http.StatusInternalServerError)
+			return
+		}
+		first.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(flaky.Close)
+
+	box1 := e.outbox(t, ctx, map[string]string{"team": flaky.URL}, deliver.Config{RetryFor: time.Hour})
+	driverCtx, letGo := context.WithCancel(ctx)
+	eng1 := e.engine("driver:1", box1)
+	rec := e.file(t, eng1, restart.Spec{BatchSizes: []restart.BatchSize{{N: 1}}, BatchWaitAsk: true, OnError: restart.OnErrorFail})
+	done1 := drive(driverCtx, eng1, rec)
+	agenttest.WaitRecord(t, e.Store, rec, "the question asked", func(r *restart.Record) bool { return r.Status == restart.StatusWaiting })
+	<-attempts // the first driver's outbox is retrying
+	letGo()
+	<-done1
+
+	final := e.adopt(t, ctx, rec, second)
+
+	down.Store(false)
+	if err := box1.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all := append(first.Received(), second.Received()...)
+	for k, n := range keys(all) {
+		if n != 1 {
+			t.Errorf("key %s reached the sink %d times", k, n)
+		}
+	}
+	if final.Notify == nil || final.Notify.Through["team"] != final.LastSeq() {
+		t.Errorf("the record's notifications %+v, want the sink settled through the last event %d", final.Notify, final.LastSeq())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"log"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -97,6 +98,17 @@ func Redact(rawURL string) string {
 	return out
 }
 
+// urlInText finds the URLs an error's text quotes.
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>]+`)
+
+// redactText is an error's text with every URL in it redacted. A shoutrrr service, or
+// net/http under it, quotes the URL it posted to, which is the service's API URL with the
+// token in its path (Discord's, Telegram's), not the shoutrrr URL the sink was given: no
+// replacement of the one URL we know can catch it.
+func redactText(text string) string {
+	return urlInText.ReplaceAllStringFunc(text, Redact)
+}
+
 // webhook POSTs a JSON body to an http(s) URL.
 type webhook struct {
 	url     string
@@ -119,7 +131,7 @@ func (w *webhook) Send(ctx context.Context, m notify.Message) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("POST %s: %s", w.Where(), strings.ReplaceAll(err.Error(), w.url, w.Where()))
+		return fmt.Errorf("POST %s: %s", w.Where(), redactText(err.Error()))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.Key)
@@ -130,12 +142,13 @@ func (w *webhook) Send(ctx context.Context, m notify.Message) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("POST %s: %w", w.Where(), err)
+		return fmt.Errorf("POST %s: %s", w.Where(), redactText(err.Error()))
 	}
 	defer resp.Body.Close()
 	text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s: %s", w.Where(), resp.Status, strings.TrimSpace(string(text)))
+		// What the service answers may quote the request's URL.
+		return fmt.Errorf("POST %s: %s: %s", w.Where(), resp.Status, redactText(strings.TrimSpace(string(text))))
 	}
 	return nil
 }
@@ -196,7 +209,7 @@ func (s *shoutrrrSink) Send(ctx context.Context, m notify.Message) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("sending to %s: %s", s.Where(), strings.ReplaceAll(err.Error(), s.url, s.Where()))
+			return fmt.Errorf("sending to %s: %s", s.Where(), redactText(err.Error()))
 		}
 		return nil
 	case <-ctx.Done():

@@ -53,3 +53,17 @@ func TestSinkErrorsNeverCarryTheURL(t *testing.T) {
 		t.Errorf("a shoutrrr service URL was refused: %v", err)
 	}
 }
+
+// TestShoutrrrErrorsNeverCarryTheServiceURL: a shoutrrr service fails with its own HTTP
+// client's error, which quotes the URL it posted to (the service's API, the token in its
+// path), not the shoutrrr URL it was given: that one is redacted too.
+func TestShoutrrrErrorsNeverCarryTheServiceURL(t *testing.T) {
+	s, err := NewSink("generic://127.0.0.1:1/hooks/"+secret+"?disabletls=yes", http.DefaultClient, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Send(context.Background(), notify.TestMessage("ops", time.Now()))
+	if err == nil || strings.Contains(err.Error(), "XXXXsecretXXXX") {
+		t.Errorf("sending through shoutrrr: %v, want an error without the secret", err)
+	}
+}

@@ -1,9 +1,13 @@
 package cli
 
+// Notifications on the command line: the -notify flags of run and the agent, the sinks
+// they name (a nomadvar:// URL read from Nomad), and `nomad-restart notify test`.
+
 import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -12,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nomad-restart/nomad-restart/internal/cli/output"
 	"github.com/nomad-restart/nomad-restart/internal/nomadvars"
 	"github.com/nomad-restart/nomad-restart/internal/notify"
 	"github.com/nomad-restart/nomad-restart/internal/notify/deliver"
@@ -52,6 +57,10 @@ func (n notifyFlags) setup(environ []string) (notifySetup, error) {
 	for _, v := range n.sinks {
 		name, u, ok := strings.Cut(v, "=")
 		name = strings.ToLower(strings.TrimSpace(name))
+		if strings.Contains(name, "://") || (!ok && strings.Contains(v, "://")) {
+			// A URL given without a name: quoting it would print its secret.
+			return s, usageErrorf("invalid -notify %s: name the sink before its URL, as in -notify ops=https://hooks.example.com/...", deliver.Redact(v))
+		}
 		if !ok || strings.TrimSpace(u) == "" {
 			return s, usageErrorf("invalid -notify %q: use NAME=URL, as in -notify ops=https://hooks.example.com/...", name)
 		}
@@ -106,6 +115,20 @@ func (n notifyFlags) setup(environ []string) (notifySetup, error) {
 		s.cfg.PageURL = n.pageURL
 	}
 	return s, nil
+}
+
+// onlyItsSinks refuses a -notify-on that names a sink this process does not have. The
+// agent checks it: its defaults are all it has, and a typo there would leave the sink meant
+// hearing every trigger and the name given hearing nothing. (run may name an agent's sinks:
+// they are kept in the record for the agent that adopts the restart.)
+func (s notifySetup) onlyItsSinks() error {
+	names := slices.Sorted(maps.Keys(s.cfg.On))
+	for _, name := range names {
+		if _, ok := s.urls[name]; !ok {
+			return usageErrorf("-notify-on names sink %q, which no -notify gives: add -notify %s=<url> (or NOMAD_RESTART_NOTIFY_%s), or fix the name", name, name, strings.ToUpper(name))
+		}
+	}
+	return nil
 }
 
 // parseNomadVarURL reads nomadvar://<path>#<key>[?namespace=<ns>]: the Nomad Variable
@@ -206,12 +229,112 @@ func (s *outboxSlot) set(o *deliver.Outbox) {
 const notifyFlushWait = 5 * time.Second
 
 // flushNotifications gives the notifications of a command's last events a bounded time
-// before it exits; what stays unsent is in its record, for the next driver.
-func flushNotifications(ctx context.Context, o *deliver.Outbox) {
+// before it exits; what stays unsent is in its record, and the command says so on stderr
+// (else a sink that fails looks, to whoever reads the output, like one that was told).
+func (a *app) flushNotifications(ctx context.Context, o *deliver.Outbox) {
 	if o == nil || ctx.Err() != nil {
 		return // detached or stopped: the records keep what is owed
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyFlushWait)
 	defer cancel()
-	_ = o.Flush(fctx)
+	if err := o.Flush(fctx); err != nil {
+		fmt.Fprintf(a.stderr, "Warning: after waiting %s, %v; they stay owed in the record (check a sink with `nomad-restart notify test <name>`)\n", notifyFlushWait, err)
+	}
+}
+
+// notifyCommand is `nomad-restart notify test`.
+type notifyCommand struct{}
+
+// Help is `nomad-restart notify -help`.
+func (notifyCommand) Help() string {
+	return `Usage: nomad-restart notify test [options] <name>
+
+  Send a test notification to the sink <name>, as the agent and run would send
+  one, and say whether it was delivered: check a Slack, Teams or webhook URL,
+  or a Nomad Variable holding one, before a restart needs it. The sink is
+  named by -notify or by NOMAD_RESTART_NOTIFY_<NAME> in the environment (see
+  docs/notifications.md). Its URL is never printed whole.
+
+General Options:
+
+  -address, -region, -namespace, -token and the TLS options, as for
+  "nomad-restart run": used only to read a nomadvar:// URL.
+
+Notify Options:
+
+  -notify=<name>=<url>
+    The sink, as run and agent take it: http(s) (a generic webhook with the
+    documented JSON body), slack+https, teams+https, a shoutrrr service URL
+    (discord://, telegram://, ntfy://, smtp://, ...), or
+    nomadvar://<path>#<key> naming the Nomad Variable that holds the URL.
+    Repeatable.
+
+  -json
+    Print the message sent, as the generic webhook's JSON body.
+`
+}
+
+func (notifyCommand) Synopsis() string { return "Send a test notification to a sink" }
+
+func (notifyCommand) Run(ctx context.Context, a *app, args []string) error {
+	var cf clientFlags
+	var nf notifyFlags
+	var jsonOut bool
+	// notify and notify test take the same flags, before and after the subcommand.
+	flags := func(fs *flag.FlagSet) {
+		fs.Var(&nf.sinks, "notify", "")
+		fs.BoolVar(&jsonOut, "json", false, "")
+	}
+	rest, err := parseClientFlags("notify", &cf, args, flags)
+	if err != nil {
+		return err
+	}
+	if len(rest) == 0 || rest[0] != "test" {
+		return usageErrorf("notify takes the subcommand test, as in `nomad-restart notify test -notify ops=https://... ops`")
+	}
+	rest, err = parseClientFlags("notify test", &cf, rest[1:], flags)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageErrorf("notify test takes one sink name, as in `nomad-restart notify test ops`")
+	}
+	name := strings.ToLower(rest[0])
+	setup, err := nf.setup(a.environment())
+	if err != nil {
+		return err
+	}
+	raw, ok := setup.urls[name]
+	if !ok {
+		return usageErrorf("no sink named %q: give it with -notify %s=<url> or NOMAD_RESTART_NOTIFY_%s", name, name, strings.ToUpper(name))
+	}
+	setup.cfg.Sinks = []string{name}
+	setup.urls = map[string]string{name: raw}
+	var sinks map[string]deliver.Sink
+	if strings.HasPrefix(raw, "nomadvar://") {
+		// Only a URL kept in a Nomad Variable needs Nomad.
+		ses, err := a.connect(ctx, cf)
+		if err != nil {
+			return err
+		}
+		sinks, err = ses.notifySinks(ctx, setup)
+		if err != nil {
+			return output.Flat(err)
+		}
+	} else if sinks, err = buildSinks(ctx, setup, nil, ""); err != nil {
+		return err
+	}
+	sink := sinks[name]
+	if sink == nil {
+		return fmt.Errorf("sink %q could not be built", name)
+	}
+	m := notify.TestMessage(name, a.now())
+	if err := sink.Send(ctx, m); err != nil {
+		return fmt.Errorf("the test notification to %q was not delivered: %w", name, err)
+	}
+	if jsonOut {
+		return output.WriteJSON(a.stdout, m)
+	}
+	fmt.Fprintf(a.stdout, "Sent a test notification to %s (%s)\n", name, sink.Where())
+	return nil
 }
