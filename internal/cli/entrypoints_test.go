@@ -14,7 +14,8 @@ import (
 
 // TestOneRestartWhoeverFilesIt files the same request through every entry point that takes
 // a restart's options: run's flags (-detach, as the others are detached), a schedule
-// (-every), a fleet (-jobs), the page's JSON API, and a job's meta (a fleet's child, a
+// (-every), a fleet (-jobs), the page's form (a repeatable option's values one a line of
+// its text area), its JSON API (them as a list), and a job's meta (a fleet's child, a
 // config-change rollout), and asserts the same resolved spec, or the same refusal.
 func TestOneRestartWhoeverFilesIt(t *testing.T) {
 	type option struct{ flag, value string }
@@ -39,6 +40,12 @@ func TestOneRestartWhoeverFilesIt(t *testing.T) {
 		{"min healthy time past the deadline", []option{{"min-healthy-time", "10m"}}, "it must be shorter than"},
 		{"surge zero", []option{{"surge", "0"}}, "1 or more"},
 		{"drain too long", []option{{"drain", "1h"}}, "from 0 (no drain)"},
+		{"drain until balancers drop the instance", []option{{"drain-until", "traefik=http://traefik:8080"},
+			{"drain-until", `prometheus:sum(rate(http_requests_total{instance="{{address}}"}[30s])) == 0`},
+			{"balancer-refresh", "traefik=5s"}, {"balancer-refresh", "fabio=1s"}}, ""},
+		{"drain until an unknown balancer", []option{{"drain-until", "nginx=http://lb:80"}}, "give traefik=http://HOST:8080"},
+		{"balancer refresh without a unit", []option{{"balancer-refresh", "traefik=5"}}, "give a duration from 0"},
+		{"balancer refresh of an unknown balancer", []option{{"balancer-refresh", "nginx=5s"}}, "NAME one of traefik, fabio"},
 	}
 	// camel is a flag's name in the page's API.
 	camel := func(flag string) string {
@@ -53,9 +60,14 @@ func TestOneRestartWhoeverFilesIt(t *testing.T) {
 			var flags []string
 			body := map[string]string{"Job": "web"}
 			meta := map[string]string{}
-			inMeta := true // a job's meta has run's options but -filter, -group and the like
+			lists := map[string][]string{} // the repeatable options' values
+			inMeta := true                 // a job's meta has run's options but -filter, -group and the like
 			for _, o := range tc.options {
 				flags = append(flags, "-"+o.flag+"="+o.value)
+				if o.flag == "drain-until" || o.flag == "balancer-refresh" {
+					lists[o.flag] = append(lists[o.flag], o.value)
+					o.value = strings.Join(lists[o.flag], "\n") // as the form and meta take them
+				}
 				body[camel(o.flag)] = o.value
 				meta[onchange.MetaPrefix+o.flag] = o.value
 				inMeta = inMeta && o.flag != "filter"
@@ -83,11 +95,20 @@ func TestOneRestartWhoeverFilesIt(t *testing.T) {
 			// leaves it (below).
 			cli("run -jobs -detach", "-detach", "-jobs", `Name == "web"`)
 
-			b, _ := json.Marshal(body)
-			if req, err := page.NewRestart(strings.NewReader(string(b))); err != nil {
-				got["page"] = outcome{err: err.Error()}
-			} else {
-				got["page"] = outcome{spec: req.Spec}
+			listBody := map[string]any{}
+			for k, v := range body {
+				listBody[k] = v
+			}
+			for flag, values := range lists {
+				listBody[camel(flag)] = values
+			}
+			for name, body := range map[string]any{"page form": body, "page API": listBody} {
+				b, _ := json.Marshal(body)
+				if req, err := page.NewRestart(strings.NewReader(string(b))); err != nil {
+					got[name] = outcome{err: err.Error()}
+				} else {
+					got[name] = outcome{spec: req.Spec}
+				}
 			}
 
 			base, err := restart.Options{}.Resolve(restart.Detached)

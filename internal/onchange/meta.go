@@ -181,11 +181,7 @@ func applyOption(s *restart.Spec, debounce *time.Duration, key, value string) er
 	}
 	var o restart.Options
 	if lists, ok := map[string]*[]string{KeyDrainUntil: &o.DrainUntil, KeyBalancerRefresh: &o.BalancerRefresh}[key]; ok {
-		// One value a line; a value of blank lines is given empty, and refused as such.
 		*lists = restart.SplitOptionLines(value)
-		if len(*lists) == 0 {
-			*lists = []string{value}
-		}
 		if errs := o.Apply(s, restart.Detached); len(errs) > 0 {
 			return errs[0]
 		}

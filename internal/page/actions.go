@@ -291,33 +291,32 @@ type fileRequest struct {
 	Namespace string
 	Job       string
 	restart.Options
-	// Gates are -gate values: one per line in a string (the form's text area), or a list.
-	Gates gateLines
+	// Gates, DrainUntil and BalancerRefresh are the repeatable -gate, -drain-until and
+	// -balancer-refresh: one value per line of a string (the form's text areas), or a list.
+	Gates           optionLines
+	DrainUntil      optionLines
+	BalancerRefresh optionLines
 	// Expect lists the planned allocations the user reviewed, in order (filing only): the
 	// restart is filed only if planning again gives the same. Absent: filed as planned
 	// now, as `run -detach` files it.
 	Expect *[]string
 }
 
-// gateLines reads -gate values as the form sends them (lines of one string) or as a list.
-type gateLines []string
+// optionLines reads a repeatable option's values as the form sends them (the lines of one
+// string, read as a job's meta lists them) or as a list.
+type optionLines []string
 
-func (g *gateLines) UnmarshalJSON(b []byte) error {
+func (l *optionLines) UnmarshalJSON(b []byte) error {
 	var text string
 	if err := json.Unmarshal(b, &text); err == nil {
-		*g = nil
-		for line := range strings.Lines(text) {
-			if line = strings.TrimSpace(line); line != "" {
-				*g = append(*g, line)
-			}
-		}
+		*l = restart.SplitOptionLines(text)
 		return nil
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err != nil {
-		return errors.New(`give the gates as a list of strings, or one string with a gate per line`)
+		return errors.New(`give Gates, DrainUntil and BalancerRefresh as a list of strings, or as one string with a value per line`)
 	}
-	*g = list
+	*l = list
 	return nil
 }
 
@@ -330,7 +329,7 @@ func (f fileRequest) request() (engine.Request, error) {
 		req.Namespace = "default"
 	}
 	opts := f.Options
-	opts.Gates = f.Gates
+	opts.Gates, opts.DrainUntil, opts.BalancerRefresh = f.Gates, f.DrainUntil, f.BalancerRefresh
 	// Filed from the page, the restart is driven by an agent: its questions are answered
 	// on the page or with `nomad-restart answer`, as for `run -detach`.
 	res, err := opts.Resolve(restart.Detached)

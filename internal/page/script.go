@@ -172,7 +172,7 @@ const pageScript = `(function () {
     // refuses an option given empty, as run refuses an empty flag.
     var formValues = function () {
       var values = {};
-      ['Namespace', 'Job', 'BatchSize', 'Health', 'Gates'].forEach(function (name) {
+      ['Namespace', 'Job', 'BatchSize', 'Health', 'Gates', 'DrainUntil', 'BalancerRefresh'].forEach(function (name) {
         var v = fileForm[name].value;
         if (v.trim() !== '') values[name] = v;
       });

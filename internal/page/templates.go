@@ -137,6 +137,10 @@ var listPage = template.Must(template.Must(pageFrame.Clone()).Parse(fleetListTem
 <option value="checks">checks</option><option value="running">running</option><option value="none">none (as nomad job restart)</option></select>
 <label for="file-gates">Gates</label><textarea id="file-gates" name="Gates" rows="2" autocomplete="off" aria-describedby="file-gates-help" placeholder="errors: sum(rate(http_requests_total{job=&quot;{{"{{"}}job{{"}}"}}&quot;,code=~&quot;5..&quot;}[30s])) / sum(rate(http_requests_total{job=&quot;{{"{{"}}job{{"}}"}}&quot;}[30s])) < 0.02"></textarea>
 <small id="file-gates-help">optional, one per line: NAME: PromQL OP NUMBER, judged after each batch on the agent's Prometheus (3 measurements 10s apart)</small>
+<label for="file-drain-until">Drain until</label><textarea id="file-drain-until" name="DrainUntil" rows="2" autocomplete="off" aria-describedby="file-drain-until-help" placeholder="traefik=http://traefik:8080"></textarea>
+<small id="file-drain-until-help">optional, one per line (as -drain-until): traefik=URL, haproxy=URL or haproxy=unix:/PATH, envoy=URL, or prometheus:QUERY; the drain ends once every one named stopped sending to the instance</small>
+<label for="file-balancer-refresh">Balancer refresh</label><textarea id="file-balancer-refresh" name="BalancerRefresh" rows="1" autocomplete="off" aria-describedby="file-balancer-refresh-help" placeholder="traefik=5s"></textarea>
+<small id="file-balancer-refresh-help">optional, one per line (as -balancer-refresh): traefik=DURATION or fabio=DURATION, how often that balancer, named by the services' tags, reads Consul where it differs from its default</small>
 <button type="submit">Plan</button>
 </form>
 <p style="font-size:.9em;margin:.2em 0">The plan is a dry run: nothing changes until you file it. Both run with your ACL token, as <code>nomad-restart run -detach</code> would with it; an agent then drives the restart.</p>

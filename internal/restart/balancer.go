@@ -255,14 +255,19 @@ func ParseBalancerRefresh(s string) (key string, d time.Duration, err error) {
 // bound costs only when a balancer never drops the instance.
 const EvidenceDrainBound = 30 * time.Second
 
-// SplitOptionLines splits a job meta value that lists several values of a repeatable
-// option, one a line (nomad-restart.drain-until); empty lines are dropped.
+// SplitOptionLines splits a value that lists several values of a repeatable option, one a
+// line (a job's meta nomad-restart.drain-until, the page form's text areas); blank lines
+// are dropped. A value of blank lines only is one value given empty, for the option's
+// parser to refuse as such, as run refuses -drain-until "".
 func SplitOptionLines(value string) []string {
 	var out []string
 	for _, line := range strings.Split(value, "\n") {
 		if strings.TrimSpace(line) != "" {
 			out = append(out, line)
 		}
+	}
+	if len(out) == 0 {
+		return []string{value}
 	}
 	return out
 }
