@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +185,55 @@ func TestDrainUntilUnreachableBalancerRefused(t *testing.T) {
 		t.Errorf("a refused restart left records: %v", recs)
 	}
 	simtest.CheckOnce(t, simtest.Client(t, c), "default", "bare", nil, false, 10*time.Second) // none restarted
+}
+
+// drainQuery is the -drain-until prometheus: evidence of TestDrainUntilPrometheusQuery:
+// the balancer sent the instance no request over the last 3 s of scrapes.
+const drainQuery = `sum(rate(balancer_server_requests_total{service="{{service}}",server="{{address}}"}[3s])) == 0`
+
+// TestDrainUntilPrometheusQuery: a real Prometheus (Debian's package) scrapes, every
+// second, the requests the balancer (reading Consul's passing instances) sends to each
+// instance, and the service (no shutdown_delay) is restarted in place one allocation at a
+// time with -drain-until prometheus: on the instance's request rate: each drain ends on
+// the query's evidence (the record says so, no warning of the drain's bound) and no request
+// fails.
+func TestDrainUntilPrometheusQuery(t *testing.T) {
+	ctx := testCtx(t)
+	c := simtest.Start(t, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
+	job := simtest.ServedJob("web", 3, "consul", 3*time.Second, 0)
+	minHealthy, deadline := 2*time.Second, time.Minute
+	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
+	register(t, c, job)
+	e := newCLIEnv(t, c)
+	e.consul = c.ConsulAddr()
+	b := simtest.ConsulBalancer(c, "web")
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	metrics := httptest.NewServer(b.Metrics())
+	t.Cleanup(metrics.Close)
+	prom := simtest.StartPrometheus(t, strings.TrimPrefix(metrics.URL, "http://"))
+	b.WaitAnswering(t, 3, 30*time.Second)
+	awaitScraped(t, ctx, prom, `count(rate(balancer_server_requests_total{service="web"}[3s]) > 0) == 3`)
+	// The bound (90 s of Nomad's time, 30 s real) only ends a drain whose evidence never
+	// comes: Prometheus sees a rate of 0 about 4 s of real time after the balancer's last
+	// request to the instance.
+	r, out := restartCounted(t, ctx, e, b, 3, []string{"-prometheus-address=" + prom.URL(), "-drain-until=prometheus:" + drainQuery, "-drain=90s"})
+	if r.Failed != 0 {
+		t.Errorf("%s failed, want none; failed per second %v\nstdout:\n%s", r, r.FailedPerSecond, out)
+	}
+	recs := e.localRecords(t, ctx, "web")
+	if len(recs) != 1 {
+		t.Fatalf("records %v", recs)
+	}
+	var drained []string
+	for _, ev := range recs[0].Events {
+		if ev.Type == restart.EventAllocDrain && strings.HasPrefix(ev.Message, "Drained: the Prometheus query "+strconv.Quote(drainQuery)+" no longer sent to ") {
+			drained = append(drained, ev.Message)
+		}
+	}
+	t.Logf("drains: %q", drained)
+	if len(drained) != 3 || slices.ContainsFunc(recs[0].Events, func(ev restart.Event) bool { return ev.Type == restart.EventWarning }) {
+		t.Errorf("%d drains ended on the query's evidence, want 3, and no warning: %+v", len(drained), recs[0].Events)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,8 +141,8 @@ func realRestartUnderTraffic(b *testing.B, client *api.Client, nomadAddr, consul
 
 // slowBalancerMode is one way of restarting measured by
 // BenchmarkDrainBehindSlowBalancerOnRealNomad: Nomad's own command, or `run` with args,
-// where "API" in an arg stands for the balancer's Traefik API URL and "STATS" for
-// HAProxy's stats page.
+// where "API" in an arg stands for the balancer's Traefik API URL, "STATS" for HAProxy's
+// stats page and "PROM" for a real Prometheus scraping the balancer's Metrics.
 type slowBalancerMode struct {
 	key   string
 	nomad bool // `nomad job restart` itself
@@ -155,8 +156,9 @@ type slowBalancerMode struct {
 //
 //   - traefik: the modelled Traefik (nomadsim/traffic at Traefik's defaults: Consul's
 //     passing instances every 15 s, reloads 2 s apart at most, Traefik's API served),
-//     under `nomad job restart`, -drain 2s, the default (-drain auto: Traefik's 17 s) and
-//     -drain-until on its API;
+//     under `nomad job restart`, -drain 2s, the default (-drain auto: Traefik's 17 s),
+//     -drain-until on its API, and -drain-until on a Prometheus query of its requests to
+//     the instance (a real Prometheus scraping its per-server counters every second);
 //   - haproxy: a real HAProxy on Consul's DNS as HashiCorp's tutorial configures it, its
 //     resolution every 15 s (timeout resolve 15s, hold valid 15s), under
 //     `nomad job restart` and -drain-until on its statistics.
@@ -181,7 +183,11 @@ func BenchmarkDrainBehindSlowBalancerOnRealNomad(b *testing.B) {
 		modes []slowBalancerMode
 	}{
 		{"traefik", []slowBalancerMode{nomadRestart, {key: "drain-2s", args: []string{"-drain=2s"}}, {key: "default"},
-			{key: "drain-until-traefik", args: []string{"-drain-until=traefik=API"}}}},
+			{key: "drain-until-traefik", args: []string{"-drain-until=traefik=API"}},
+			// A real Prometheus scraping the balancer's per-server counters; the bound is
+			// raised past Traefik's 17 s, since the query sees a rate of 0 a few seconds
+			// after the balancer's reload.
+			{key: "drain-until-prometheus", args: []string{"-prometheus-address=PROM", "-drain-until=prometheus:" + drainQuery, "-drain=30s"}}}},
 		{"haproxy", []slowBalancerMode{nomadRestart, {key: "drain-until-haproxy", args: []string{"-drain-until=haproxy=STATS"}}}},
 	}
 	var table strings.Builder
@@ -220,13 +226,18 @@ func slowBalancerRun(b *testing.B, client *api.Client, nomadAddr, consulAddr, co
 	}
 	defer func() { _, _, _ = client.Jobs().Deregister(id, true, nil) }()
 	var bal *simtest.Balancer
-	listed, api, stats := 3, "", ""
+	listed, api, stats, prom := 3, "", "", ""
 	settled := func() bool { return true } // the balancer routes to the 3 instances again
 	if balancer == "traefik" {
 		bal = &simtest.Balancer{Balancer: &traffic.Balancer{Service: id, ConsulAddr: consulAddr, Scale: 1, Refresh: 15 * time.Second, Throttle: 2 * time.Second, Timeout: clientTimeout}}
 		srv := httptest.NewServer(bal.TraefikAPI())
 		defer srv.Close()
 		api = srv.URL
+		if slices.ContainsFunc(m.args, func(a string) bool { return strings.Contains(a, "PROM") }) {
+			metrics := httptest.NewServer(bal.Metrics())
+			defer metrics.Close()
+			prom = simtest.StartPrometheus(b, strings.TrimPrefix(metrics.URL, "http://")).URL()
+		}
 	} else {
 		h := simtest.StartHAProxy(b,
 			"  balance roundrobin\n  server-template web 3 _"+id+"._tcp.service.consul resolvers consul resolve-opts allow-dup-ip resolve-prefer ipv4 check",
@@ -253,7 +264,7 @@ func slowBalancerRun(b *testing.B, client *api.Client, nomadAddr, consulAddr, co
 		args, nomadArgs = append(args, "-reschedule"), append(nomadArgs, "-reschedule")
 	}
 	for _, a := range m.args {
-		args = append(args, strings.NewReplacer("API", api, "STATS", stats).Replace(a))
+		args = append(args, strings.NewReplacer("API", api, "STATS", stats, "PROM", prom).Replace(a))
 	}
 	b.StartTimer()
 	bal.Reset()

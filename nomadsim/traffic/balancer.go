@@ -88,6 +88,7 @@ type Balancer struct {
 	pending   []string        // a list held back by Throttle, applied when it ends
 	held      bool            // a timer applies pending
 	ever      map[string]bool // every address the catalog registered (Census)
+	sent      map[string]int  // requests sent to each instance since Start (Metrics)
 	next      int
 	epoch     int // counts of requests sent before the latest Reset are dropped
 	res       Result
@@ -448,6 +449,38 @@ func (b *Balancer) TraefikAPI() http.Handler {
 	})
 }
 
+// Metrics serves, on GET /metrics in Prometheus's text format, the requests the balancer
+// sent to each instance since Start, as a counter by service and server (host:port),
+// Reset aside: balancer_server_requests_total{service="web",server="10.0.0.5:8080"}. An
+// instance the balancer dropped keeps its series, which stops growing, so that a drain can
+// wait on a Prometheus scraping it (-drain-until prometheus:sum(rate(...[3s])) == 0), as on
+// a real balancer's per-server counters (HAProxy's haproxy_server_http_responses_total).
+func (b *Balancer) Metrics() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		b.mu.Lock()
+		sent := maps.Clone(b.sent)
+		b.mu.Unlock()
+		var out strings.Builder
+		out.WriteString("# HELP balancer_server_requests_total Requests the balancer sent to each server of the service.\n")
+		out.WriteString("# TYPE balancer_server_requests_total counter\n")
+		for _, server := range slices.Sorted(maps.Keys(sent)) {
+			fmt.Fprintf(&out, "balancer_server_requests_total{service=%s,server=%s} %d\n", labelValue(b.Service), labelValue(server), sent[server])
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = io.WriteString(w, out.String())
+	})
+}
+
+// labelValue is v as a label value of Prometheus's text format: quoted, its backslashes,
+// double quotes and line feeds escaped.
+func labelValue(v string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v) + `"`
+}
+
 // send sends one request to the next instance, in the background.
 func (b *Balancer) send() {
 	b.mu.Lock()
@@ -459,6 +492,10 @@ func (b *Balancer) send() {
 	}
 	target := b.instances[b.next%len(b.instances)]
 	b.next++
+	if b.sent == nil {
+		b.sent = map[string]int{}
+	}
+	b.sent[target]++
 	epoch := b.epoch
 	b.mu.Unlock()
 	b.inflight.Go(func() {

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // catalog is a Nomad service table of one service, as /v1/service/<name> answers it, whose
@@ -117,14 +120,7 @@ func (b *Balancer) counts() Result {
 // waitCounts waits until the balancer's result so far satisfies cond.
 func waitCounts(t *testing.T, b *Balancer, what string, cond func(Result) bool) {
 	t.Helper()
-	// Generous: the condition decides, the deadline only ends a test that hangs.
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond(b.counts()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, b.counts())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, what, func() bool { return cond(b.counts()) })
 }
 
 // onlyFailures checks that every request failed and each was counted as got says: the
@@ -340,5 +336,80 @@ func TestBalancerTraefikAPI(t *testing.T) {
 	if len(services) != 1 || services[0].Name != "web@consulcatalog" || len(services[0].LoadBalancer.Servers) != 1 ||
 		services[0].LoadBalancer.Servers[0].URL != "http://"+a || services[0].ServerStatus["http://"+a] != "UP" {
 		t.Errorf("services %+v, want web's one server %s", services, a)
+	}
+}
+
+// TestBalancerMetricsCountsRequestsPerServer: the balancer's /metrics, parsed as
+// Prometheus parses its text format, holds a counter of the requests sent to each server;
+// once the catalog drops a server, its series stays and stops growing while the kept
+// server's grows.
+func TestBalancerMetricsCountsRequestsPerServer(t *testing.T) {
+	kept, dropped := instance(t, http.StatusOK), instance(t, http.StatusOK)
+	cat := newCatalog(t, kept, dropped)
+	bal := startBalancer(t, cat)
+	defer bal.Stop()
+	srv := httptest.NewServer(bal.Metrics())
+	defer srv.Close()
+	waitCounts(t, bal, "ten requests", func(r Result) bool { return r.Requests >= 10 })
+	cat.set(kept)
+	waitFor(t, "the balancer to drop a server", func() bool { return slices.Equal(bal.Instances(), []string{kept}) })
+	before := scrape(t, srv.URL)
+	waitCounts(t, bal, "ten more requests", func(r Result) bool { return r.Requests >= 25 })
+	after := scrape(t, srv.URL)
+	if before[dropped] == 0 || after[dropped] != before[dropped] {
+		t.Errorf("the dropped server's count went from %v to %v, want it above 0 and unchanged", before[dropped], after[dropped])
+	}
+	if after[kept] <= before[kept] || len(after) != 2 {
+		t.Errorf("the kept server's count went from %v to %v, want it grown; series %v", before[kept], after[kept], after)
+	}
+	if resp, err := http.Get(srv.URL + "/other"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /other: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+// scrape reads the balancer's /metrics as Prometheus does: the count of each server of
+// service web.
+func scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("the metrics do not parse: %v", err)
+	}
+	f := families["balancer_server_requests_total"]
+	if f == nil || f.GetType() != dto.MetricType_COUNTER {
+		t.Fatalf("no counter balancer_server_requests_total in %v", families)
+	}
+	counts := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["service"] != "web" {
+			t.Errorf("series of service %q, want web", labels["service"])
+		}
+		counts[labels["server"]] = m.GetCounter().GetValue()
+	}
+	return counts
+}
+
+// waitFor waits until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	// Generous: the condition decides, the deadline only ends a test that hangs.
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
