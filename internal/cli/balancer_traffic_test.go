@@ -22,6 +22,22 @@ import (
 // no case runs -health none, the one that needs trafficScale's slower pace.
 const traefikScale = 5
 
+// servedOnConsul starts nomadsim at scale and registers the web service of 3 allocations
+// (a group service in Consul, no shutdown_delay, instances serving 3 s after a start,
+// tags as given), and returns the cluster and the command line's environment for it.
+func servedOnConsul(t *testing.T, scale float64, tags ...string) (*nomadsim.Cluster, cliEnv) {
+	t.Helper()
+	c := simtest.Start(t, nomadsim.Options{TimeScale: scale, ServeInstances: true})
+	job := simtest.ServedJob("web", 3, "consul", 3*time.Second, 0)
+	job.TaskGroups[0].Services[0].Tags = tags
+	minHealthy, deadline := 2*time.Second, time.Minute
+	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
+	register(t, c, job)
+	e := newCLIEnv(t, c)
+	e.consul = c.ConsulAddr()
+	return c, e
+}
+
 // servedBehindTraefik is the web service of 3 allocations (a group service, no
 // shutdown_delay) tagged for Traefik, behind a balancer that reads Consul's passing
 // instances with Traefik's defaults (a refresh every 15 s, reloads 2 s apart at most) and
@@ -29,14 +45,7 @@ const traefikScale = 5
 // URL of its API.
 func servedBehindTraefik(t *testing.T, ctx context.Context) (cliEnv, *simtest.Balancer, string) {
 	t.Helper()
-	c := simtest.Start(t, nomadsim.Options{TimeScale: traefikScale, ServeInstances: true})
-	job := simtest.ServedJob("web", 3, "consul", 3*time.Second, 0)
-	job.TaskGroups[0].Services[0].Tags = []string{"traefik.enable=true", "traefik.http.routers.web.rule=Host(`web`)"}
-	minHealthy, deadline := 2*time.Second, time.Minute
-	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
-	register(t, c, job)
-	e := newCLIEnv(t, c)
-	e.consul = c.ConsulAddr()
+	c, e := servedOnConsul(t, traefikScale, "traefik.enable=true", "traefik.http.routers.web.rule=Host(`web`)")
 	b := simtest.ConsulBalancer(c, "web")
 	b.Refresh, b.Throttle = 15*time.Second, 2*time.Second
 	if err := b.Start(ctx); err != nil {
@@ -111,16 +120,10 @@ func TestDrainBehindTraefiksDefaults(t *testing.T) {
 // 204 of 1,848 requests, timed out on stopped instances.)
 func TestDrainBehindHAProxyOnConsulDNS(t *testing.T) {
 	ctx := testCtx(t)
-	c := simtest.Start(t, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
-	job := simtest.ServedJob("web", 3, "consul", 3*time.Second, 0)
-	minHealthy, deadline := 2*time.Second, time.Minute
-	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
-	register(t, c, job)
+	c, e := servedOnConsul(t, trafficScale)
 	h := simtest.StartHAProxy(t,
 		"  balance roundrobin\n  server-template web 3 _web._tcp.service.consul resolvers consul resolve-opts allow-dup-ip resolve-prefer ipv4 check inter 1s",
 		"resolvers consul\n  nameserver consul "+c.ConsulDNSAddr()+"\n  accepted_payload_size 8192\n  hold valid 5s")
-	e := newCLIEnv(t, c)
-	e.consul = c.ConsulAddr()
 	b := &simtest.Balancer{Balancer: &traffic.Balancer{Service: "web", Via: h.Frontend, Scale: c.TimeScale()}}
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -199,13 +202,7 @@ const drainQuery = `sum(rate(balancer_server_requests_total{service="{{service}}
 // fails.
 func TestDrainUntilPrometheusQuery(t *testing.T) {
 	ctx := testCtx(t)
-	c := simtest.Start(t, nomadsim.Options{TimeScale: trafficScale, ServeInstances: true})
-	job := simtest.ServedJob("web", 3, "consul", 3*time.Second, 0)
-	minHealthy, deadline := 2*time.Second, time.Minute
-	job.TaskGroups[0].Update.MinHealthyTime, job.TaskGroups[0].Update.HealthyDeadline = &minHealthy, &deadline
-	register(t, c, job)
-	e := newCLIEnv(t, c)
-	e.consul = c.ConsulAddr()
+	c, e := servedOnConsul(t, trafficScale)
 	b := simtest.ConsulBalancer(c, "web")
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
