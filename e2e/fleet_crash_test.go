@@ -57,40 +57,7 @@ func TestFleetCrashCampaign(t *testing.T) {
 	}
 	id := listed[0].ID
 
-	var done *fleet.Record
-	landed := 0
-	for procs := 0; done == nil; procs++ {
-		if procs > 3*kills+10 {
-			t.Fatalf("fleet %s did not end after %d processes", id, procs)
-		}
-		ch, err := env.start("resume", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if landed < kills {
-			select {
-			case <-ch.done:
-			case <-time.After(time.Duration(100+rng.IntN(700)) * time.Millisecond):
-				if ch.kill() {
-					landed++
-					freeFleetLeases(ctx, t, client, fleets, id)
-				}
-			}
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 4*time.Minute)
-		_, err = ch.wait(wctx)
-		wcancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := fleets.Get(ctx, "default", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Status.Terminal() {
-			done = rec
-		}
-	}
+	done, landed := driveThroughKills(ctx, t, killCampaign{env: env, client: client, fleets: fleets, rng: rng, kills: kills, maxDelay: 700 * time.Millisecond}, id, nil)
 	t.Logf("%d kills landed over the fleet's run", landed)
 	if landed < kills {
 		t.Errorf("only %d kills landed before the fleet ended, want %d: draw shorter delays", landed, kills)
@@ -102,6 +69,62 @@ func TestFleetCrashCampaign(t *testing.T) {
 	}
 	if bad := other.ExactlyOnce(nil, false); len(bad) > 0 {
 		t.Errorf("a job outside the selection was touched: %v", bad)
+	}
+}
+
+// killCampaign says how a crash campaign drives a fleet: through the command line's
+// drivers (env), killing the first kills of them each at a random moment from 100 ms to
+// 100 ms plus maxDelay after its start.
+type killCampaign struct {
+	env      driverEnv
+	client   *api.Client
+	fleets   store.Fleets
+	rng      *rand.Rand
+	kills    int
+	maxDelay time.Duration
+}
+
+// driveThroughKills resumes fleet id with one driver after another, killing the
+// campaign's drivers (and freeing the leases a killed one left, as their TTLs would),
+// until the fleet ends. check, when given, sees the fleet's record after each driver. It
+// returns the ended record and how many kills landed.
+func driveThroughKills(ctx context.Context, t *testing.T, k killCampaign, id string, check func(*fleet.Record)) (*fleet.Record, int) {
+	t.Helper()
+	landed := 0
+	for procs := 0; ; procs++ {
+		if procs > 3*k.kills+10 {
+			t.Fatalf("fleet %s did not end after %d processes", id, procs)
+		}
+		ch, err := k.env.start("resume", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if landed < k.kills {
+			select {
+			case <-ch.done:
+			case <-time.After(100*time.Millisecond + time.Duration(k.rng.Int64N(int64(k.maxDelay)))):
+				if ch.kill() {
+					landed++
+					freeFleetLeases(ctx, t, k.client, k.fleets, id)
+				}
+			}
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 4*time.Minute)
+		_, err = ch.wait(wctx)
+		wcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := k.fleets.Get(ctx, "default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if check != nil {
+			check(rec)
+		}
+		if rec.Status.Terminal() {
+			return rec, landed
+		}
 	}
 }
 

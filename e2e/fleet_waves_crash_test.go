@@ -56,36 +56,8 @@ func TestFleetWavesCrashCampaign(t *testing.T) {
 	}
 	id := listed[0].ID
 
-	var done *fleet.Record
-	landed, measuring := 0, 0
-	for procs := 0; done == nil; procs++ {
-		if procs > 3*kills+10 {
-			t.Fatalf("fleet %s did not end after %d processes", id, procs)
-		}
-		ch, err := env.start("resume", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if landed < kills {
-			select {
-			case <-ch.done:
-			case <-time.After(time.Duration(100+rng.IntN(900)) * time.Millisecond):
-				if ch.kill() {
-					landed++
-					freeFleetLeases(ctx, t, client, fleets, id)
-				}
-			}
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 4*time.Minute)
-		_, err = ch.wait(wctx)
-		wcancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := fleets.Get(ctx, "default", id)
-		if err != nil {
-			t.Fatal(err)
-		}
+	measuring := 0
+	done, landed := driveThroughKills(ctx, t, killCampaign{env: env, client: client, fleets: fleets, rng: rng, kills: kills, maxDelay: 900 * time.Millisecond}, id, func(rec *fleet.Record) {
 		for _, j := range rec.Jobs {
 			if j.Status == fleet.JobSucceeded && !j.Evidence.Ready && j.Evidence.Waits != "" {
 				measuring++
@@ -98,10 +70,7 @@ func TestFleetWavesCrashCampaign(t *testing.T) {
 				}
 			}
 		}
-		if rec.Status.Terminal() {
-			done = rec
-		}
-	}
+	})
 	t.Logf("%d kills landed over the fleet's run, %d found an upstream's evidence being measured", landed, measuring)
 	if landed < kills {
 		t.Errorf("only %d kills landed before the fleet ended, want %d: draw shorter delays", landed, kills)
